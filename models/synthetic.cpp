@@ -1,0 +1,101 @@
+// See synthetic.h.
+#include "models/synthetic.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+namespace pipebal::models {
+namespace {
+
+// Runs the layers one by one so that a failure names the layer, e.g. a wrong input shape.
+pipeline::Batch forward_naming_layer(const pipeline::LayerSeq& layers, pipeline::Batch batch) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    try {
+      batch = layers[i].forward(std::move(batch));
+    } catch (const c10::Error& error) {
+      const std::string text = error.what_without_backtrace();
+      throw std::invalid_argument(fmt::format("layer {} ('{}', {}) rejected its input: {}", i,
+                                              layers[i].name(), layers[i].type(),
+                                              text.substr(0, text.find('\n'))));
+    }
+  }
+  return batch;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_shape(const std::string& text) {
+  std::vector<int64_t> shape;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    size_t used = 0;
+    int64_t value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 1) {
+      throw std::invalid_argument(
+          fmt::format("input shape '{}': expected positive integers separated by commas", text));
+    }
+    shape.push_back(value);
+    start = comma + 1;
+  }
+  return shape;
+}
+
+SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>& shape,
+                                  uint64_t seed) {
+  if (shape.empty()) throw std::invalid_argument("input shape is empty");
+  torch::manual_seed(seed);
+  SyntheticData data;
+  if (model.info.input == InputKind::kTokens) {
+    data.input = pipeline::Batch(torch::randint(model.classes, shape, torch::kLong));
+  } else {
+    data.input = pipeline::Batch(torch::randn(shape));
+  }
+
+  // One sample through the model (no grad, evaluation mode) checks the shape and gives the
+  // output's shape for the target.
+  at::Tensor probe_output;
+  {
+    torch::NoGradGuard no_grad;
+    const bool training = !model.layers.empty() && model.layers[0].is_training();
+    model.layers.train(false);
+    pipeline::Batch probe(data.input.value().narrow(0, 0, 1));
+    try {
+      probe_output = forward_naming_layer(model.layers, std::move(probe)).value();
+    } catch (...) {
+      model.layers.train(training);
+      throw;
+    }
+    model.layers.train(training);
+  }
+
+  std::vector<int64_t> out_shape = probe_output.sizes().vec();
+  out_shape[0] = shape[0];
+  if (model.info.loss == LossKind::kMse) {
+    data.target = torch::randn(out_shape);
+  } else {
+    out_shape.pop_back();  // class ids: one per sample (or per token)
+    data.target = torch::randint(probe_output.size(-1), out_shape, torch::kLong);
+  }
+  return data;
+}
+
+at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tensor& target) {
+  if (kind == LossKind::kMse) return torch::mse_loss(output, target);
+  if (output.dim() == target.dim() + 1) {
+    return torch::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
+  }
+  throw std::invalid_argument(fmt::format("cross-entropy: output {} does not match target {}",
+                                          output.sizes(), target.sizes()));
+}
+
+}  // namespace pipebal::models

@@ -1,0 +1,31 @@
+// Synthetic training data for a model (a fixed random batch and targets, from a seed) and the
+// loss that trains it. Used by `pipebal demo`, `train`, the profiler and the tests.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/zoo.h"
+#include "pipeline/batch.h"
+
+namespace pipebal::models {
+
+struct SyntheticData {
+  pipeline::Batch input;
+  at::Tensor target;
+};
+
+// An input of `shape` (batch dimension first) and a matching target: class ids for
+// cross-entropy, a normal tensor of the output's shape for MSE. Throws std::invalid_argument
+// when the shape does not fit the model (naming the layer that rejected it).
+SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>& shape,
+                                  uint64_t seed = 0);
+
+// Mean loss of `output` against `target` for the model's loss kind. Cross-entropy accepts
+// [N, C] with [N] targets and [N, T, C] with [N, T] targets.
+at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tensor& target);
+
+// Parses "32,3,64,64"; throws std::invalid_argument for an empty, non-positive or malformed shape.
+std::vector<int64_t> parse_shape(const std::string& text);
+
+}  // namespace pipebal::models

@@ -1,0 +1,211 @@
+// SPEC parsing and the catalog of built-in models; see zoo.h.
+#include "models/zoo.h"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/utils.h>
+
+#include "models/amoebanet.h"
+#include "models/gpt.h"
+#include "models/mlp.h"
+#include "models/resnet.h"
+#include "models/unet.h"
+#include "pipeline/script_layer.h"
+
+namespace pipebal::models {
+namespace {
+
+using Knobs = std::map<std::string, int64_t>;
+
+struct Entry {
+  ModelInfo info;
+  std::function<pipeline::LayerSeq(const Knobs&)> build;
+  std::function<std::vector<int64_t>(const Knobs&)> input_shape;
+  std::function<int64_t(const Knobs&)> classes;
+};
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> all = {
+      {{"mlp", "multi-layer perceptron: Linear+ReLU blocks and a linear head",
+        {{"layers", 16, "hidden Linear+ReLU blocks"},
+         {"width", 512, "hidden width (= input features)"},
+         {"classes", 10, "output classes"}},
+        {64, 512}, InputKind::kFloat, LossKind::kCrossEntropy},
+       [](const Knobs& k) {
+         return make_mlp({k.at("layers"), k.at("width"), k.at("classes")});
+       },
+       [](const Knobs& k) { return std::vector<int64_t>{64, k.at("width")}; },
+       [](const Knobs& k) { return k.at("classes"); }},
+      {{"resnet", "ResNet (basic blocks for 18/34, bottlenecks for 50/101/152), one layer per block",
+        {{"depth", 50, "18, 34, 50, 101 or 152"},
+         {"width", 64, "channels of the first group"},
+         {"classes", 10, "output classes"}},
+        {32, 3, 64, 64}, InputKind::kFloat, LossKind::kCrossEntropy},
+       [](const Knobs& k) { return make_resnet({k.at("depth"), k.at("width"), k.at("classes")}); },
+       [](const Knobs&) { return std::vector<int64_t>{32, 3, 64, 64}; },
+       [](const Knobs& k) { return k.at("classes"); }},
+      {{"unet", "U-Net with encoder-decoder skip connections carried as skip tensors",
+        {{"B", 2, "down/up levels (input H, W divisible by 2^B)"},
+         {"C", 16, "channels of the first level"}},
+        {16, 3, 64, 64}, InputKind::kFloat, LossKind::kMse},
+       [](const Knobs& k) {
+         UNetOptions options;
+         options.B = k.at("B");
+         options.C = k.at("C");
+         return make_unet(options);
+       },
+       [](const Knobs&) { return std::vector<int64_t>{16, 3, 64, 64}; },
+       [](const Knobs&) { return int64_t{0}; }},
+      {{"amoebanetd", "AmoebaNet-D: stem, normal and reduction cells, classifier",
+        {{"L", 6, "normal cells per group"},
+         {"D", 32, "filters"},
+         {"classes", 10, "output classes"}},
+        {16, 3, 64, 64}, InputKind::kFloat, LossKind::kCrossEntropy},
+       [](const Knobs& k) {
+         AmoebaNetOptions options;
+         options.L = k.at("L");
+         options.D = k.at("D");
+         options.classes = k.at("classes");
+         return make_amoebanet(options);
+       },
+       [](const Knobs&) { return std::vector<int64_t>{16, 3, 64, 64}; },
+       [](const Knobs& k) { return k.at("classes"); }},
+      {{"gpt", "GPT-style decoder: embedding, pre-norm causal transformer blocks, norm, head",
+        {{"layers", 8, "decoder blocks"},
+         {"dim", 256, "model width"},
+         {"heads", 4, "attention heads (divide dim)"},
+         {"seq", 64, "longest sequence"},
+         {"vocab", 1000, "vocabulary size"},
+         {"dropout", 0, "dropout in percent"}},
+        {16, 64}, InputKind::kTokens, LossKind::kCrossEntropy},
+       [](const Knobs& k) {
+         return make_gpt({k.at("layers"), k.at("dim"), k.at("heads"), k.at("seq"), k.at("vocab"),
+                          k.at("dropout")});
+       },
+       [](const Knobs& k) { return std::vector<int64_t>{16, k.at("seq")}; },
+       [](const Knobs& k) { return k.at("vocab"); }},
+  };
+  return all;
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  for (const auto& e : entries()) names.push_back(e.info.name);
+  return names;
+}
+
+const Entry& find_entry(const std::string& name) {
+  for (const auto& e : entries()) {
+    if (e.info.name == name) return e;
+  }
+  throw std::invalid_argument(fmt::format("unknown model '{}' (valid: {}, or a TorchScript .pt file)",
+                                          name, fmt::join(model_names(), ", ")));
+}
+
+int64_t parse_integer(const std::string& text, const std::string& key) {
+  size_t used = 0;
+  int64_t value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size()) {
+    throw std::invalid_argument(fmt::format("model option {}={}: expected an integer", key, text));
+  }
+  return value;
+}
+
+}  // namespace
+
+const std::vector<ModelInfo>& model_catalog() {
+  static const std::vector<ModelInfo> catalog = [] {
+    std::vector<ModelInfo> all;
+    for (const auto& e : entries()) all.push_back(e.info);
+    return all;
+  }();
+  return catalog;
+}
+
+std::string default_model_spec() { return "resnet:depth=18,width=16"; }
+
+ModelSpec parse_model_spec(const std::string& text) {
+  ModelSpec spec;
+  if (text.find('/') != std::string::npos ||
+      (text.size() > 3 && text.compare(text.size() - 3, 3, ".pt") == 0)) {
+    spec.path = text;
+    return spec;
+  }
+  const auto colon = text.find(':');
+  spec.name = text.substr(0, colon);
+  const Entry& entry = find_entry(spec.name);
+  if (colon == std::string::npos) return spec;
+
+  std::string rest = text.substr(colon + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    const size_t comma = std::min(rest.find(',', start), rest.size());
+    const std::string item = rest.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      throw std::invalid_argument(
+          fmt::format("model option '{}' in '{}': expected key=value", item, text));
+    }
+    const std::string key = item.substr(0, eq);
+    const auto& knobs = entry.info.knobs;
+    const bool known = std::any_of(knobs.begin(), knobs.end(), [&](const ModelKnob& k) { return k.key == key; });
+    if (!known) {
+      std::vector<std::string> keys;
+      for (const auto& k : knobs) keys.push_back(k.key);
+      throw std::invalid_argument(fmt::format("model {} has no option '{}' (valid: {})", spec.name,
+                                              key, fmt::join(keys, ", ")));
+    }
+    spec.options[key] = parse_integer(item.substr(eq + 1), key);
+  }
+  return spec;
+}
+
+Model build_model(const std::string& text, uint64_t seed) {
+  const ModelSpec spec = parse_model_spec(text);
+  torch::manual_seed(seed);
+  Model model;
+  if (!spec.path.empty()) {
+    model.layers = pipeline::load_torchscript(spec.path);
+    model.info.name = spec.path;
+    model.info.description = "TorchScript model";
+    model.info.loss = LossKind::kMse;
+    return model;
+  }
+  const Entry& entry = find_entry(spec.name);
+  model.info = entry.info;
+  for (const auto& knob : entry.info.knobs) model.knobs[knob.key] = knob.default_value;
+  for (const auto& [key, value] : spec.options) {
+    if (value < 1 && !(spec.name == "gpt" && key == "dropout" && value == 0)) {
+      throw std::invalid_argument(fmt::format("model option {}={}: must be positive", key, value));
+    }
+    model.knobs[key] = value;
+  }
+  model.layers = entry.build(model.knobs);
+  model.layers.set_name(describe(model));
+  model.info.default_input_shape = entry.input_shape(model.knobs);
+  model.classes = entry.classes(model.knobs);
+  model.layers.check_skips();
+  return model;
+}
+
+std::string describe(const Model& model) {
+  if (model.knobs.empty()) return model.info.name;
+  std::vector<std::string> parts;
+  for (const auto& knob : model.info.knobs) {
+    parts.push_back(fmt::format("{}={}", knob.key, model.knobs.at(knob.key)));
+  }
+  return fmt::format("{}:{}", model.info.name, fmt::join(parts, ","));
+}
+
+}  // namespace pipebal::models

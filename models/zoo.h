@@ -1,0 +1,69 @@
+// The built-in model zoo and the SPEC syntax that names a model on the command line:
+// `mlp:layers=16,width=512`, `resnet:depth=50`, ..., or the path of a TorchScript file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pipeline/layer_seq.h"
+
+namespace pipebal::models {
+
+// What the synthetic data for a model looks like and which loss trains it.
+enum class InputKind {
+  kFloat,   // normal(0, 1) values of the input shape
+  kTokens,  // int64 token ids in [0, vocab)
+};
+enum class LossKind {
+  kCrossEntropy,  // output [N, classes] (or [N, T, vocab]) against class ids
+  kMse,           // output of any shape against a target of the same shape
+};
+
+struct ModelKnob {
+  std::string key;
+  int64_t default_value = 0;
+  std::string help;
+};
+
+struct ModelInfo {
+  std::string name;
+  std::string description;
+  std::vector<ModelKnob> knobs;
+  std::vector<int64_t> default_input_shape;  // batch dimension first
+  InputKind input = InputKind::kFloat;
+  LossKind loss = LossKind::kCrossEntropy;
+};
+
+// A parsed SPEC: `name` plus `key=value` options; `path` set instead for TorchScript files.
+struct ModelSpec {
+  std::string name;
+  std::map<std::string, int64_t> options;
+  std::string path;
+};
+
+struct Model {
+  pipeline::LayerSeq layers;
+  ModelInfo info;
+  std::map<std::string, int64_t> knobs;  // every knob, defaults filled in
+  int64_t classes = 0;                   // cross-entropy classes (vocab for gpt); 0 for MSE
+};
+
+// Every zoo model, in the order `pipebal models` lists them.
+const std::vector<ModelInfo>& model_catalog();
+
+// The model `pipebal demo` uses.
+std::string default_model_spec();
+
+// Parses a SPEC. A string containing '/' or ending in ".pt" is a TorchScript path. Throws
+// std::invalid_argument with one line listing the valid models or keys on any mistake.
+ModelSpec parse_model_spec(const std::string& text);
+
+// Builds the model a SPEC names, with a deterministic initialisation from `seed`.
+Model build_model(const std::string& spec, uint64_t seed = 0);
+
+// "mlp:classes=10,layers=16,width=512" — the canonical SPEC of a built model.
+std::string describe(const Model& model);
+
+}  // namespace pipebal::models

@@ -1,0 +1,118 @@
+// Generation of GPipe and 1F1B action lists; see schedule.h.
+#include "pipeline/schedule.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace pipebal::pipeline {
+namespace {
+
+void append_backward(std::vector<Action>& list, int micro_batch, const Schedule& schedule) {
+  if (is_checkpointed(schedule.checkpoint, micro_batch, schedule.chunks)) {
+    list.push_back({ActionKind::kRecompute, micro_batch});
+  }
+  list.push_back({ActionKind::kBackward, micro_batch});
+}
+
+// Fill-drain: every forward, then the backwards in reverse order, as autograd runs them in
+// GPipe (the last micro-batch's backward can start as soon as its forward is done).
+std::vector<Action> gpipe_stage(const Schedule& schedule) {
+  std::vector<Action> list;
+  for (int i = 0; i < schedule.chunks; ++i) list.push_back({ActionKind::kForward, i});
+  for (int i = schedule.chunks - 1; i >= 0; --i) append_backward(list, i, schedule);
+  return list;
+}
+
+// 1F1B: `stages - stage - 1` warm-up forwards, then alternate one forward and one backward,
+// then drain the remaining backwards. Backwards run in micro-batch order.
+std::vector<Action> one_f_one_b_stage(const Schedule& schedule, int stage) {
+  const int m = schedule.chunks;
+  const int warmup = std::min(schedule.stages - stage - 1, m);
+  std::vector<Action> list;
+  int next_forward = 0;
+  int next_backward = 0;
+  for (; next_forward < warmup; ++next_forward) list.push_back({ActionKind::kForward, next_forward});
+  while (next_forward < m) {
+    list.push_back({ActionKind::kForward, next_forward++});
+    append_backward(list, next_backward++, schedule);
+  }
+  while (next_backward < m) append_backward(list, next_backward++, schedule);
+  return list;
+}
+
+}  // namespace
+
+bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks) {
+  switch (mode) {
+    case CheckpointMode::kAlways:
+      return true;
+    case CheckpointMode::kExceptLast:
+      return micro_batch != chunks - 1;
+    case CheckpointMode::kNever:
+      return false;
+  }
+  return false;
+}
+
+Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint) {
+  if (stages < 1) {
+    throw std::invalid_argument("schedule: stages must be at least 1, got " + std::to_string(stages));
+  }
+  if (chunks < 1) {
+    throw std::invalid_argument("schedule: chunks must be at least 1, got " + std::to_string(chunks));
+  }
+  Schedule schedule;
+  schedule.kind = kind;
+  schedule.checkpoint = checkpoint;
+  schedule.stages = stages;
+  schedule.chunks = chunks;
+  for (int s = 0; s < stages; ++s) {
+    schedule.actions.push_back(kind == ScheduleKind::kGPipe ? gpipe_stage(schedule)
+                                                            : one_f_one_b_stage(schedule, s));
+  }
+  return schedule;
+}
+
+std::string to_string(ScheduleKind kind) {
+  return kind == ScheduleKind::kGPipe ? "gpipe" : "1f1b";
+}
+
+std::string to_string(CheckpointMode mode) {
+  switch (mode) {
+    case CheckpointMode::kAlways:
+      return "always";
+    case CheckpointMode::kExceptLast:
+      return "except_last";
+    case CheckpointMode::kNever:
+      return "never";
+  }
+  return "never";
+}
+
+std::string to_string(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return "F";
+    case ActionKind::kRecompute:
+      return "R";
+    case ActionKind::kBackward:
+      return "B";
+  }
+  return "F";
+}
+
+ScheduleKind parse_schedule_kind(const std::string& name) {
+  if (name == "gpipe") return ScheduleKind::kGPipe;
+  if (name == "1f1b") return ScheduleKind::kOneFOneB;
+  throw std::invalid_argument("unknown schedule '" + name + "' (valid: gpipe, 1f1b)");
+}
+
+CheckpointMode parse_checkpoint_mode(const std::string& name) {
+  if (name == "always") return CheckpointMode::kAlways;
+  if (name == "except_last") return CheckpointMode::kExceptLast;
+  if (name == "never") return CheckpointMode::kNever;
+  throw std::invalid_argument("unknown checkpoint mode '" + name +
+                              "' (valid: always, except_last, never)");
+}
+
+}  // namespace pipebal::pipeline

@@ -1,0 +1,54 @@
+// The pipeline schedule: for every stage, the ordered list of actions it performs in one
+// training step. One definition drives both the engine (pipeline/) and the simulator
+// (balance/), so a prediction and a measurement describe the same execution. Torch-free.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pipebal::pipeline {
+
+// Fill-drain (GPipe: all forwards, then all backwards) or one-forward-one-backward
+// (PipeDream-flush: each stage keeps at most `stages - stage` micro-batches in flight).
+enum class ScheduleKind { kGPipe, kOneFOneB };
+
+// Which micro-batches are checkpointed, as torchgpipe defines it: `kAlways` all of them,
+// `kExceptLast` all but the last (whose backward follows its forward at once), `kNever` none.
+enum class CheckpointMode { kAlways, kExceptLast, kNever };
+
+enum class ActionKind { kForward, kRecompute, kBackward };
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  int micro_batch = 0;
+
+  bool operator==(const Action& other) const {
+    return kind == other.kind && micro_batch == other.micro_batch;
+  }
+};
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::kGPipe;
+  CheckpointMode checkpoint = CheckpointMode::kNever;
+  int stages = 0;
+  int chunks = 0;
+  std::vector<std::vector<Action>> actions;  // actions[stage], in execution order
+};
+
+// Builds the schedule for `stages` stages and `chunks` micro-batches. A checkpointed
+// micro-batch gets a Recompute action immediately before its Backward.
+// Throws std::invalid_argument when stages or chunks is below 1.
+Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint);
+
+// True when micro-batch `micro_batch` of `chunks` runs its forward without keeping activations.
+bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks);
+
+// Names used on the command line and in JSON: "gpipe", "1f1b"; "always", "except_last", "never";
+// "F", "R", "B". The parsers throw std::invalid_argument listing the valid names.
+std::string to_string(ScheduleKind kind);
+std::string to_string(CheckpointMode mode);
+std::string to_string(ActionKind kind);
+ScheduleKind parse_schedule_kind(const std::string& name);
+CheckpointMode parse_checkpoint_mode(const std::string& name);
+
+}  // namespace pipebal::pipeline

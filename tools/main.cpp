@@ -1,0 +1,58 @@
+// The `pipebal` command line. Every subcommand registers itself; errors of any kind end here
+// as one line on stderr and exit status 2.
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/balance_command.h"
+#include "tools/demo_command.h"
+#include "tools/models_command.h"
+#include "tools/version.h"
+
+namespace {
+
+// c10::Error and friends append a backtrace after the first line; users need only the first.
+std::string first_line(const char* text) {
+  const std::string all(text);
+  return all.substr(0, all.find('\n'));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
+               "and compare the predicted speed-up with the measured one."};
+  app.set_version_flag("--version", std::string("pipebal ") + pipebal::tools::kVersion + " (" +
+                                        pipebal::tools::kGitCommit + ")");
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  pipebal demo\n"
+      "  pipebal models\n"
+      "  pipebal balance profile.json --stages 4 --chunks 8 -o plan.json\n"
+      "Run `pipebal COMMAND --help` for a command's options.");
+  pipebal::tools::add_demo_command(app);
+  pipebal::tools::add_models_command(app);
+  pipebal::tools::add_balance_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& success) {
+    return app.exit(success);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForAllHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
+  } catch (const CLI::ParseError& error) {
+    std::cerr << "pipebal: error: " << first_line(error.what()) << " (see --help)\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "pipebal: error: " << first_line(error.what()) << "\n";
+    return 2;
+  }
+  return 0;
+}
