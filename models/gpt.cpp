@@ -25,7 +25,8 @@ struct EmbeddingImpl : nn::Cloneable<EmbeddingImpl> {
   at::Tensor forward(const at::Tensor& ids) {
     if (ids.dim() != 2 || ids.size(1) > seq_) {
       throw std::invalid_argument(fmt::format(
-          "gpt embedding: expected token ids [N, T] with T <= {}, got {}", seq_, ids.sizes()));
+          "gpt embedding: expected token ids [N, T] with T <= {}, got {}", seq_,
+          c10::str(ids.sizes())));
     }
     const at::Tensor positions = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
     return tokens_->forward(ids) + positions_->forward(positions).unsqueeze(0);

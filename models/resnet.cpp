@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "pipeline/batch_norm.h"
 #include "pipeline/module_layer.h"
 
 namespace pipebal::models {
@@ -31,25 +32,25 @@ struct ResidualBlockImpl : nn::Cloneable<ResidualBlockImpl> {
     body_ = nn::Sequential();
     if (bottleneck_) {
       body_->push_back(conv(in_, planes_, 1, 1));
-      body_->push_back(nn::BatchNorm2d(planes_));
+      body_->push_back(pipeline::BatchNorm(planes_));
       body_->push_back(nn::ReLU());
       body_->push_back(conv(planes_, planes_, 3, stride_));
-      body_->push_back(nn::BatchNorm2d(planes_));
+      body_->push_back(pipeline::BatchNorm(planes_));
       body_->push_back(nn::ReLU());
       body_->push_back(conv(planes_, out_channels(), 1, 1));
-      body_->push_back(nn::BatchNorm2d(out_channels()));
+      body_->push_back(pipeline::BatchNorm(out_channels()));
     } else {
       body_->push_back(conv(in_, planes_, 3, stride_));
-      body_->push_back(nn::BatchNorm2d(planes_));
+      body_->push_back(pipeline::BatchNorm(planes_));
       body_->push_back(nn::ReLU());
       body_->push_back(conv(planes_, planes_, 3, 1));
-      body_->push_back(nn::BatchNorm2d(planes_));
+      body_->push_back(pipeline::BatchNorm(planes_));
     }
     register_module("body", body_);
     shortcut_ = nn::Sequential();
     if (stride_ != 1 || in_ != out_channels()) {
       shortcut_->push_back(conv(in_, out_channels(), 1, stride_));
-      shortcut_->push_back(nn::BatchNorm2d(out_channels()));
+      shortcut_->push_back(pipeline::BatchNorm(out_channels()));
     }
     register_module("shortcut", shortcut_);
   }
@@ -94,7 +95,7 @@ pipeline::LayerSeq make_resnet(const ResNetOptions& options) {
   pipeline::LayerSeq seq;
   seq.add(pipeline::make_layer(
       "stem", "Stem",
-      nn::Sequential(conv(3, options.width, 7, 2), nn::BatchNorm2d(options.width), nn::ReLU(),
+      nn::Sequential(conv(3, options.width, 7, 2), pipeline::BatchNorm(options.width), nn::ReLU(),
                      nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)))));
   int64_t channels = options.width;
   for (size_t g = 0; g < groups.size(); ++g) {

@@ -95,7 +95,7 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tenso
     return torch::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
   }
   throw std::invalid_argument(fmt::format("cross-entropy: output {} does not match target {}",
-                                          output.sizes(), target.sizes()));
+                                          c10::str(output.sizes()), c10::str(target.sizes())));
 }
 
 }  // namespace pipebal::models

@@ -29,9 +29,15 @@ class Layer {
 
   // Moves parameters and buffers to `device`, in place.
   virtual void to(const c10::Device& device) = 0;
+  // Converts floating-point parameters and buffers to `dtype`, in place.
+  virtual void to(c10::ScalarType dtype) = 0;
   // Training or evaluation mode (dropout, batch norm).
   virtual void train(bool on) = 0;
   virtual bool is_training() const = 0;
+
+  // True when forward draws random numbers (dropout in training mode): the engine then
+  // seeds it per micro-batch so that a recomputation reproduces the same masks.
+  virtual bool is_stochastic() const = 0;
 
   // An independent deep copy: parameters, buffers and their values, nothing shared.
   virtual std::unique_ptr<Layer> clone() const = 0;

@@ -57,6 +57,10 @@ void LayerSeq::to(const c10::Device& device) const {
   for (const auto& layer : layers_) layer->to(device);
 }
 
+void LayerSeq::to(c10::ScalarType dtype) const {
+  for (const auto& layer : layers_) layer->to(dtype);
+}
+
 void LayerSeq::train(bool on) const {
   for (const auto& layer : layers_) layer->train(on);
 }

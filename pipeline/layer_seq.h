@@ -38,6 +38,7 @@ class LayerSeq {
   std::vector<at::Tensor> buffers() const;
   int64_t parameter_count() const;
   void to(const c10::Device& device) const;
+  void to(c10::ScalarType dtype) const;
   void train(bool on) const;
 
   // Checks that every popped skip tensor was stashed by an earlier layer and popped once;

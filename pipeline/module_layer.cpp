@@ -5,6 +5,10 @@
 
 namespace pipebal::pipeline {
 
+void ChainImpl::reset() {
+  body_ = register_module("body", std::dynamic_pointer_cast<torch::nn::SequentialImpl>(body_->clone()));
+}
+
 int64_t Layer::parameter_count() const {
   int64_t count = 0;
   for (const auto& p : parameters()) count += p.numel();
@@ -27,9 +31,19 @@ std::vector<at::Tensor> ModuleLayer::buffers() const { return module().buffers()
 
 void ModuleLayer::to(const c10::Device& device) { module().to(device); }
 
+void ModuleLayer::to(c10::ScalarType dtype) { module().to(dtype); }
+
 void ModuleLayer::train(bool on) { module().train(on); }
 
 bool ModuleLayer::is_training() const { return module().is_training(); }
+
+bool ModuleLayer::is_stochastic() const {
+  if (!module().is_training()) return false;
+  for (const auto& m : module().modules()) {
+    if (m->name().find("Dropout") != std::string::npos) return true;
+  }
+  return false;
+}
 
 std::unique_ptr<Layer> ModuleLayer::clone() const {
   auto copy = std::make_unique<ModuleLayer>(name(), type(), module_.clone(), io_);

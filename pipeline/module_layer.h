@@ -3,7 +3,9 @@
 // skip tensors, e.g. AmoebaNet cells and U-Net blocks).
 #pragma once
 
+#include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include "pipeline/layer.h"
 
@@ -24,8 +26,10 @@ class ModuleLayer : public Layer {
   std::vector<at::Tensor> parameters() const override;
   std::vector<at::Tensor> buffers() const override;
   void to(const c10::Device& device) override;
+  void to(c10::ScalarType dtype) override;
   void train(bool on) override;
   bool is_training() const override;
+  bool is_stochastic() const override;
   std::unique_ptr<Layer> clone() const override;
 
   torch::nn::Module& module() const { return *module_.ptr(); }
@@ -35,12 +39,29 @@ class ModuleLayer : public Layer {
   LayerIO io_;
 };
 
+// nn::Sequential's forward is a template, which AnyModule cannot hold; a Chain wraps it
+// behind a plain Tensor -> Tensor forward.
+struct ChainImpl : torch::nn::Cloneable<ChainImpl> {
+  explicit ChainImpl(torch::nn::Sequential body) : body_(std::move(body)) { reset(); }
+  // Registers a deep copy of the body, so that a clone never shares it with the original.
+  void reset() override;
+  at::Tensor forward(const at::Tensor& input) { return body_->forward(input); }
+
+  torch::nn::Sequential body_;
+};
+TORCH_MODULE(Chain);
+
 // Wraps a module holder (torch::nn::Linear, a TORCH_MODULE of ours, ...) as a layer.
 template <typename ModuleHolder>
 std::unique_ptr<Layer> make_layer(std::string name, std::string type, ModuleHolder module,
                                   LayerIO io = LayerIO::kTensor) {
   return std::make_unique<ModuleLayer>(std::move(name), std::move(type),
                                        torch::nn::AnyModule(std::move(module)), io);
+}
+
+inline std::unique_ptr<Layer> make_layer(std::string name, std::string type,
+                                         torch::nn::Sequential body) {
+  return make_layer(std::move(name), std::move(type), Chain(std::move(body)));
 }
 
 }  // namespace pipebal::pipeline

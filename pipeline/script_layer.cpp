@@ -53,8 +53,17 @@ class ScriptLayer : public Layer {
   }
 
   void to(const c10::Device& device) override { module_.to(device); }
+  void to(c10::ScalarType dtype) override { module_.to(dtype); }
   void train(bool on) override { module_.train(on); }
   bool is_training() const override { return module_.is_training(); }
+
+  bool is_stochastic() const override {
+    if (!module_.is_training()) return false;
+    for (const auto& m : module_.modules()) {
+      if (short_type_name(m).find("Dropout") != std::string::npos) return true;
+    }
+    return false;
+  }
 
   std::unique_ptr<Layer> clone() const override {
     // deepcopy() clones tensors through autograd; under grad mode the copies would be

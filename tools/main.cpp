@@ -39,15 +39,9 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::Success& success) {
-    return app.exit(success);
-  } catch (const CLI::CallForHelp& help) {
-    return app.exit(help);
-  } catch (const CLI::CallForAllHelp& help) {
-    return app.exit(help);
-  } catch (const CLI::CallForVersion& version) {
-    return app.exit(version);
   } catch (const CLI::ParseError& error) {
+    // --help and --version arrive here too, with exit code 0.
+    if (error.get_exit_code() == 0) return app.exit(error);
     std::cerr << "pipebal: error: " << first_line(error.what()) << " (see --help)\n";
     return 2;
   } catch (const std::exception& error) {

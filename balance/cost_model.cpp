@@ -1,0 +1,170 @@
+// See cost_model.h.
+#include "balance/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace pipebal::balance {
+namespace {
+
+using pipeline::ActionKind;
+
+template <typename T>
+std::vector<T> per_stage(const std::vector<T>& values, int stages, T fallback, const char* what) {
+  if (values.empty()) return std::vector<T>(stages, fallback);
+  if (values.size() == 1) return std::vector<T>(stages, values[0]);
+  if (values.size() != static_cast<size_t>(stages)) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} values for {} stages (give one value for every stage or one per stage)",
+                    what, values.size(), stages));
+  }
+  return values;
+}
+
+void validate(const std::vector<LayerCost>& layers, int stages, const CostOptions& options) {
+  if (stages < 1) {
+    throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", stages));
+  }
+  if (layers.empty()) throw std::invalid_argument("the profile has no layers");
+  if (static_cast<size_t>(stages) > layers.size()) {
+    throw std::invalid_argument(
+        fmt::format("{} stages need at least {} layers, the profile has {} (no stage may be empty)",
+                    stages, stages, layers.size()));
+  }
+  if (options.chunks < 1) {
+    throw std::invalid_argument(fmt::format("chunks must be at least 1, got {}", options.chunks));
+  }
+  if (!std::isfinite(options.param_scale) || options.param_scale < 0) {
+    throw std::invalid_argument(
+        fmt::format("param scale must be a finite value >= 0, got {}", options.param_scale));
+  }
+  if (std::isnan(options.bandwidth_bytes_per_ms) || options.bandwidth_bytes_per_ms < 0) {
+    throw std::invalid_argument(fmt::format("bandwidth must be >= 0 (0: free transfers), got {}",
+                                            options.bandwidth_bytes_per_ms));
+  }
+  for (size_t s = 0; s < options.device_speeds.size(); ++s) {
+    const double speed = options.device_speeds[s];
+    if (!std::isfinite(speed) || speed <= 0) {
+      throw std::invalid_argument(
+          fmt::format("device speed {} is {}, expected a finite value > 0", s, speed));
+    }
+  }
+  for (size_t s = 0; s < options.memory_caps_bytes.size(); ++s) {
+    if (options.memory_caps_bytes[s] <= 0) {
+      throw std::invalid_argument(
+          fmt::format("memory cap {} is {} bytes, expected > 0", s, options.memory_caps_bytes[s]));
+    }
+  }
+  validate_layer_costs(layers);
+}
+
+}  // namespace
+
+CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions options)
+    : layers_(std::move(layers)), stages_(stages), options_(std::move(options)) {
+  validate(layers_, stages_, options_);
+  speeds_ = per_stage(options_.device_speeds, stages_, 1.0, "device speeds");
+  caps_ = per_stage(options_.memory_caps_bytes, stages_, kUnlimitedBytes, "memory caps");
+  schedule_ =
+      pipeline::make_schedule(options_.schedule, stages_, options_.chunks, options_.checkpoint);
+
+  int checkpointed = 0;
+  for (int i = 0; i < options_.chunks; ++i) {
+    checkpointed += pipeline::is_checkpointed(options_.checkpoint, i, options_.chunks) ? 1 : 0;
+  }
+  const double recompute_share = static_cast<double>(checkpointed) / options_.chunks;
+
+  const size_t n = layers_.size();
+  forward_prefix_ms_.assign(n + 1, 0.0);
+  backward_prefix_ms_.assign(n + 1, 0.0);
+  work_prefix_ms_.assign(n + 1, 0.0);
+  param_prefix_bytes_.assign(n + 1, 0);
+  activation_prefix_bytes_.assign(n + 1, 0);
+  transfer_ms_.assign(n + 1, 0.0);
+  for (size_t l = 0; l < n; ++l) {
+    const LayerCost& layer = layers_[l];
+    forward_prefix_ms_[l + 1] = forward_prefix_ms_[l] + layer.forward_ms;
+    backward_prefix_ms_[l + 1] = backward_prefix_ms_[l] + layer.backward_ms;
+    work_prefix_ms_[l + 1] =
+        work_prefix_ms_[l] + layer.forward_ms * (1.0 + recompute_share) + layer.backward_ms;
+    param_prefix_bytes_[l + 1] = param_prefix_bytes_[l] + layer.param_bytes;
+    activation_prefix_bytes_[l + 1] = activation_prefix_bytes_[l] + layer.activation_bytes;
+    // An infinite bandwidth is as free as 0.
+    if (l + 1 < n && options_.bandwidth_bytes_per_ms > 0) {
+      transfer_ms_[l + 1] =
+          static_cast<double>(layer.output_bytes) / options_.bandwidth_bytes_per_ms;
+    }
+  }
+
+  // Walk each stage's action list once with symbolic sizes; the peak of any partition is then
+  // the maximum of a few linear terms, cheap enough for the partitioners' inner loops.
+  peaks_.resize(stages_);
+  for (int s = 0; s < stages_; ++s) {
+    LiveCounts live;
+    std::vector<LiveCounts> candidates;
+    for (const pipeline::Action& action : schedule_.actions[s]) {
+      const bool stashed =
+          pipeline::is_checkpointed(options_.checkpoint, action.micro_batch, options_.chunks);
+      switch (action.kind) {
+        case ActionKind::kForward:
+          ++(stashed ? live.inputs : live.activations);
+          candidates.push_back(live);
+          break;
+        case ActionKind::kRecompute:
+          ++live.activations;
+          candidates.push_back(live);
+          break;
+        case ActionKind::kBackward:
+          if (stashed) --live.inputs;
+          --live.activations;
+          break;
+      }
+    }
+    for (const LiveCounts& c : candidates) {
+      const bool dominated = std::any_of(candidates.begin(), candidates.end(), [&](const auto& o) {
+        return o.inputs >= c.inputs && o.activations >= c.activations &&
+               (o.inputs > c.inputs || o.activations > c.activations);
+      });
+      const bool duplicate = std::any_of(peaks_[s].begin(), peaks_[s].end(), [&](const auto& o) {
+        return o.inputs == c.inputs && o.activations == c.activations;
+      });
+      if (!dominated && !duplicate) peaks_[s].push_back(c);
+    }
+  }
+}
+
+double CostModel::time_ms(int stage, int first, int end) const {
+  return (work_prefix_ms_[end] - work_prefix_ms_[first]) / speeds_[stage];
+}
+
+int64_t CostModel::memory_bytes(int stage, int first, int end) const {
+  const StageMemory terms = memory_terms(stage, first, end);
+  int64_t live_bytes = 0;
+  for (const LiveCounts& c : peaks_[stage]) {
+    live_bytes =
+        std::max(live_bytes, c.inputs * terms.input_bytes + c.activations * terms.activation_bytes);
+  }
+  return terms.fixed_bytes + live_bytes;
+}
+
+StageDurations CostModel::durations(int stage, int first, int end) const {
+  StageDurations d;
+  d.forward_ms = (forward_prefix_ms_[end] - forward_prefix_ms_[first]) / speeds_[stage];
+  d.recompute_ms = d.forward_ms;
+  d.backward_ms = (backward_prefix_ms_[end] - backward_prefix_ms_[first]) / speeds_[stage];
+  return d;
+}
+
+StageMemory CostModel::memory_terms(int /*stage*/, int first, int end) const {
+  StageMemory terms;
+  const double params = static_cast<double>(param_prefix_bytes_[end] - param_prefix_bytes_[first]);
+  terms.fixed_bytes = static_cast<int64_t>(std::llround(params * options_.param_scale));
+  terms.input_bytes = first > 0 ? layers_[first - 1].output_bytes : 0;
+  terms.activation_bytes = activation_prefix_bytes_[end] - activation_prefix_bytes_[first];
+  return terms;
+}
+
+}  // namespace pipebal::balance

@@ -1,0 +1,92 @@
+// The cost model: what a stage holding layers [first, end) costs on the device of stage `stage`,
+// in time per micro-batch, transfer time and peak memory, for one schedule and checkpoint mode.
+// Every partitioner and the simulator's inputs come from here, so they agree by construction.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "balance/layer_cost.h"
+#include "balance/simulator.h"
+#include "pipeline/schedule.h"
+
+namespace pipebal::balance {
+
+constexpr int64_t kUnlimitedBytes = std::numeric_limits<int64_t>::max();
+
+// How stages are costed. Plain struct with defaults, e.g.
+//   CostOptions options;
+//   options.chunks = 8;
+//   options.memory_caps_bytes = {8LL << 30};  // 8 GiB on every device
+struct CostOptions {
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;  // as torchgpipe
+  int chunks = 4;                          // micro-batches per step
+  double param_scale = 2.0;                // bytes kept per parameter byte: 2 = grads, Adam ~4
+  std::vector<int64_t> memory_caps_bytes;  // empty: unlimited; one value: every stage
+  std::vector<double> device_speeds;       // empty: all 1; one value: every stage
+  double bandwidth_bytes_per_ms = 0;       // link bandwidth; 0: transfers are free
+};
+
+class CostModel {
+ public:
+  // Validates everything up front; throws std::invalid_argument saying which argument is wrong,
+  // the value given and what was expected (stages < 1 or above the layer count, NaN or negative
+  // costs, speeds <= 0, caps <= 0, a cap or speed count that is neither 1 nor `stages`, ...).
+  CostModel(std::vector<LayerCost> layers, int stages, CostOptions options);
+
+  int layer_count() const { return static_cast<int>(layers_.size()); }
+  int stage_count() const { return stages_; }
+  const std::vector<LayerCost>& layers() const { return layers_; }
+  const CostOptions& options() const { return options_; }
+  // The schedule the cost model assumes, with options().chunks micro-batches.
+  const pipeline::Schedule& schedule() const { return schedule_; }
+
+  // Speed factor and memory cap of stage `stage`'s device (kUnlimitedBytes without caps).
+  double speed(int stage) const { return speeds_[stage]; }
+  int64_t memory_cap_bytes(int stage) const { return caps_[stage]; }
+  bool has_memory_caps() const { return !options_.memory_caps_bytes.empty(); }
+
+  // Compute time per micro-batch: forward + backward, plus the recomputed forward averaged over
+  // the micro-batches that are checkpointed, divided by the stage's speed. Monotone in the extent.
+  double time_ms(int stage, int first, int end) const;
+  // Time to send the output of layer end-1 to the next stage (one way); 0 after the last layer.
+  double transfer_ms(int end) const { return transfer_ms_[end]; }
+  // What the partitioners minimise the maximum of: time_ms + transfer_ms(end).
+  double cost_ms(int stage, int first, int end) const {
+    return time_ms(stage, first, end) + transfer_ms(end);
+  }
+  // Peak bytes: parameters * param_scale plus the activations the schedule keeps alive on this
+  // stage. Equals simulate()'s peak for memory_terms(); monotone in `end` for a fixed `first`.
+  int64_t memory_bytes(int stage, int first, int end) const;
+
+  // Per-action durations and memory terms for simulate(). The stage input of stage 0 is 0 bytes:
+  // the input batch belongs to the data loader, not to the pipeline.
+  StageDurations durations(int stage, int first, int end) const;
+  StageMemory memory_terms(int stage, int first, int end) const;
+
+ private:
+  // How many micro-batches hold their stashed input and how many their full activations at one
+  // moment when a stage's memory may peak (the end of an F or an R).
+  struct LiveCounts {
+    int64_t inputs = 0;
+    int64_t activations = 0;
+  };
+
+  std::vector<LayerCost> layers_;
+  int stages_ = 0;
+  CostOptions options_;
+  pipeline::Schedule schedule_;
+  std::vector<double> speeds_;
+  std::vector<int64_t> caps_;
+  std::vector<double> forward_prefix_ms_;  // prefix sums over layers, n + 1 entries
+  std::vector<double> backward_prefix_ms_;
+  std::vector<double> work_prefix_ms_;  // forward * (1 + recompute share) + backward
+  std::vector<int64_t> param_prefix_bytes_;
+  std::vector<int64_t> activation_prefix_bytes_;
+  std::vector<double> transfer_ms_;             // by end layer, n + 1 entries
+  std::vector<std::vector<LiveCounts>> peaks_;  // [stage], Pareto-maximal counts
+};
+
+}  // namespace pipebal::balance

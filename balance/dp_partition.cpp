@@ -1,0 +1,313 @@
+// See dp_partition.h.
+//
+// The bottleneck is found by a parametric search: probe(T) decides in O(k n) whether every stage
+// can cost at most T. For a stage ending at layer j, compute time falls as its start moves right
+// and the transfer depends on j only, so the latest admissible start is the best one; memory only
+// grows with the end for a fixed start (the stage input depends on the start, so memory is not
+// monotone in the start), hence each start has a furthest end `limit`, fixed for the whole search.
+// A stack of starts sweeps j upward and yields the latest start whose limit still covers j.
+// A feasible probe lowers the upper bound to the bottleneck actually achieved; an infeasible one
+// raises the lower bound to the smallest cost it rejected, as no threshold below that changes any
+// comparison. The two meet at the exact optimum in few probes.
+#include "balance/dp_partition.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "balance/units.h"
+
+namespace pipebal::balance {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Everything a probe needs about the instance, computed once.
+struct Instance {
+  const CostModel& model;
+  int n = 0;
+  int k = 0;
+  // limit[s][a]: the furthest end a stage s starting at a may have within its memory cap;
+  // a itself when not even one layer fits.
+  std::vector<std::vector<int>> limit;
+
+  Instance(const CostModel& m, const std::vector<int64_t>& caps_bytes)
+      : model(m), n(m.layer_count()), k(m.stage_count()), limit(k, std::vector<int>(n + 1, 0)) {
+    for (int s = 0; s < k; ++s) {
+      // Stage s starts at or after s and leaves a layer for each later stage.
+      for (int a = s; a <= n - (k - s); ++a) limit[s][a] = furthest_end(s, a, caps_bytes[s]);
+    }
+  }
+
+  int furthest_end(int s, int a, int64_t cap_bytes) const {
+    if (cap_bytes == kUnlimitedBytes) return n;
+    int lo = a;  // known to fit (an empty extent always does)
+    int hi = n + 1;
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      (model.memory_bytes(s, a, mid) <= cap_bytes ? lo : hi) = mid;
+    }
+    return lo;
+  }
+
+  int first_end(int s) const { return s + 1; }
+  int last_end(int s) const { return n - (k - 1 - s); }
+};
+
+std::vector<int64_t> model_caps(const CostModel& model) {
+  std::vector<int64_t> caps(model.stage_count());
+  for (int s = 0; s < model.stage_count(); ++s) caps[s] = model.memory_cap_bytes(s);
+  return caps;
+}
+
+// choice[s][j] = start of stage s when it ends at j; walks back from the last stage.
+std::vector<int> unwind(const std::vector<std::vector<int>>& choice, int n) {
+  const int k = static_cast<int>(choice.size());
+  std::vector<int> balance(k);
+  int end = n;
+  for (int s = k - 1; s >= 0; --s) {
+    const int first = choice[s][end];
+    balance[s] = end - first;
+    end = first;
+  }
+  return balance;
+}
+
+double bottleneck_ms(const CostModel& model, const std::vector<int>& balance) {
+  double worst = 0;
+  int first = 0;
+  for (size_t s = 0; s < balance.size(); ++s) {
+    worst = std::max(worst, model.cost_ms(static_cast<int>(s), first, first + balance[s]));
+    first += balance[s];
+  }
+  return worst;
+}
+
+struct Probe {
+  bool feasible = false;
+  double next_threshold_ms = kInfinity;  // the smallest stage cost the probe rejected
+};
+
+class BottleneckSearch {
+ public:
+  explicit BottleneckSearch(const Instance& instance)
+      : in_(instance), choice_(instance.k, std::vector<int>(instance.n + 1, -1)) {}
+
+  Probe probe(double threshold_ms) {
+    const int n = in_.n;
+    std::vector<char> reach(n + 1, 0);
+    std::vector<char> next_reach(n + 1, 0);
+    reach[0] = 1;
+    Probe result;
+    for (int s = 0; s < in_.k; ++s) {
+      std::fill(next_reach.begin(), next_reach.end(), 0);
+      stack_.clear();
+      const std::vector<int>& limit = in_.limit[s];
+      for (int j = in_.first_end(s); j <= in_.last_end(s); ++j) {
+        if (reach[j - 1] && limit[j - 1] >= j) stack_.push_back(j - 1);
+        while (!stack_.empty() && limit[stack_.back()] < j) stack_.pop_back();
+        if (stack_.empty()) continue;
+        const int first = stack_.back();
+        const double cost_ms = in_.model.cost_ms(s, first, j);
+        if (cost_ms <= threshold_ms) {
+          next_reach[j] = 1;
+          choice_[s][j] = first;
+        } else {
+          result.next_threshold_ms = std::min(result.next_threshold_ms, cost_ms);
+        }
+      }
+      reach.swap(next_reach);
+    }
+    result.feasible = reach[n] != 0;
+    return result;
+  }
+
+  std::vector<int> balance() const { return unwind(choice_, in_.n); }
+
+ private:
+  const Instance& in_;
+  std::vector<std::vector<int>> choice_;
+  std::vector<int> stack_;
+};
+
+// Range arg-min over starts with point removal: the tie-break DP's inner query.
+class MinTree {
+ public:
+  explicit MinTree(const std::vector<double>& values) : size_(1) {
+    while (size_ < static_cast<int>(values.size())) size_ *= 2;
+    nodes_.assign(2 * size_, {kInfinity, -1});
+    for (size_t i = 0; i < values.size(); ++i) nodes_[size_ + i] = {values[i], static_cast<int>(i)};
+    for (int i = size_ - 1; i > 0; --i) nodes_[i] = std::min(nodes_[2 * i], nodes_[2 * i + 1]);
+  }
+
+  void remove(int index) {
+    int i = size_ + index;
+    nodes_[i] = {kInfinity, -1};
+    for (i /= 2; i > 0; i /= 2) nodes_[i] = std::min(nodes_[2 * i], nodes_[2 * i + 1]);
+  }
+
+  // The smallest value in [lo, hi) and its index (-1 when none is finite).
+  std::pair<double, int> min(int lo, int hi) const {
+    std::pair<double, int> best{kInfinity, -1};
+    for (lo += size_, hi += size_; lo < hi; lo /= 2, hi /= 2) {
+      if (lo & 1) best = std::min(best, nodes_[lo++]);
+      if (hi & 1) best = std::min(best, nodes_[--hi]);
+    }
+    return best;
+  }
+
+ private:
+  int size_;
+  std::vector<std::pair<double, int>> nodes_;
+};
+
+// Among partitions whose every stage costs at most `bottleneck_ms`, the one with the smallest sum
+// of stage costs. Stage cost = time(s, 0, j) - time(s, 0, a) + transfer(j), so the best start for
+// end j minimises sum_before[a] - time(s, 0, a) over the admissible starts.
+std::vector<int> smallest_sum_partition(const Instance& in, double bottleneck_ms) {
+  const CostModel& model = in.model;
+  const int n = in.n;
+  std::vector<double> sum_ms(n + 1, kInfinity);
+  sum_ms[0] = 0;
+  std::vector<std::vector<int>> choice(in.k, std::vector<int>(n + 1, -1));
+  for (int s = 0; s < in.k; ++s) {
+    const std::vector<int>& limit = in.limit[s];
+    std::vector<double> value(n, kInfinity);
+    std::vector<std::vector<int>> expires(n + 2);
+    for (int a = s; a < in.last_end(s); ++a) {
+      if (sum_ms[a] == kInfinity || limit[a] <= a) continue;
+      value[a] = sum_ms[a] - model.time_ms(s, 0, a);
+      expires[limit[a] + 1].push_back(a);
+    }
+    MinTree tree(value);
+    std::vector<double> next_sum_ms(n + 1, kInfinity);
+    for (int j = in.first_end(s); j <= in.last_end(s); ++j) {
+      for (int a : expires[j]) tree.remove(a);
+      if (model.cost_ms(s, j - 1, j) > bottleneck_ms) continue;
+      int lo = s - 1;  // the earliest start within the bottleneck is in (lo, j - 1]
+      int hi = j - 1;
+      while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        (model.cost_ms(s, mid, j) <= bottleneck_ms ? hi : lo) = mid;
+      }
+      const auto [best, first] = tree.min(hi, j);
+      if (first < 0) continue;
+      next_sum_ms[j] = best + model.time_ms(s, 0, j) + model.transfer_ms(j);
+      choice[s][j] = first;
+    }
+    sum_ms.swap(next_sum_ms);
+  }
+  if (sum_ms[n] == kInfinity) {
+    throw std::logic_error("dp_partition: no partition within the bottleneck it just found");
+  }
+  return unwind(choice, n);
+}
+
+[[noreturn]] void throw_memory_infeasible(const CostModel& model) {
+  const int64_t needed = smallest_feasible_memory_cap(model);
+  std::string caps = format_bytes(model.memory_cap_bytes(0)) + " on every stage";
+  for (int s = 1; s < model.stage_count(); ++s) {
+    if (model.memory_cap_bytes(s) != model.memory_cap_bytes(0)) {
+      caps = format_bytes(model.memory_cap_bytes(0));
+      for (int t = 1; t < model.stage_count(); ++t)
+        caps += ", " + format_bytes(model.memory_cap_bytes(t));
+      break;
+    }
+  }
+  throw std::invalid_argument(fmt::format(
+      "no partition of {} layers into {} stages fits the memory caps ({}); the smallest cap that "
+      "would work on every stage is {} ({} bytes)",
+      model.layer_count(), model.stage_count(), caps, format_bytes(needed), needed));
+}
+
+}  // namespace
+
+std::vector<int> dp_partition(const CostModel& model) {
+  const Instance instance(model, model_caps(model));
+  BottleneckSearch search(instance);
+  if (!search.probe(kInfinity).feasible) throw_memory_infeasible(model);
+  std::vector<int> best = search.balance();
+  double upper_ms = bottleneck_ms(model, best);
+  double lower_ms = 0;  // costs are >= 0
+  while (lower_ms < upper_ms) {
+    double threshold_ms = lower_ms + (upper_ms - lower_ms) / 2;
+    if (!(threshold_ms < upper_ms)) threshold_ms = lower_ms;
+    const Probe probe = search.probe(threshold_ms);
+    if (probe.feasible) {
+      best = search.balance();
+      upper_ms = bottleneck_ms(model, best);
+    } else {
+      lower_ms = std::min(probe.next_threshold_ms, upper_ms);
+    }
+  }
+  // On equal devices with free links every partition has the same sum of stage costs (the total
+  // work), so any partition at the optimal bottleneck is also optimal for the tie-break.
+  bool uniform_devices = model.options().bandwidth_bytes_per_ms == 0 ||
+                         std::isinf(model.options().bandwidth_bytes_per_ms);
+  for (int s = 1; s < model.stage_count(); ++s) {
+    uniform_devices = uniform_devices && model.speed(s) == model.speed(0);
+  }
+  if (uniform_devices) return best;
+  return smallest_sum_partition(instance, upper_ms);
+}
+
+int64_t smallest_feasible_memory_cap(const CostModel& model) {
+  const int n = model.layer_count();
+  const int k = model.stage_count();
+  // Probe a cap: stage s reaches ends (a, limit(a)] from every reachable start a; keeping the
+  // reachable start with the furthest limit yields one witness partition per end.
+  auto probe = [&](int64_t cap_bytes, int64_t& achieved_bytes, int64_t& next_cap_bytes) {
+    const Instance instance(model, std::vector<int64_t>(k, cap_bytes));
+    std::vector<std::vector<int>> choice(k, std::vector<int>(n + 1, -1));
+    std::vector<char> reach(n + 1, 0);
+    reach[0] = 1;
+    next_cap_bytes = kUnlimitedBytes;
+    for (int s = 0; s < k; ++s) {
+      std::vector<char> next_reach(n + 1, 0);
+      int best = -1;
+      for (int j = instance.first_end(s); j <= instance.last_end(s); ++j) {
+        const int a = j - 1;
+        if (reach[a]) {
+          const int limit = instance.limit[s][a];
+          if (best < 0 || limit > instance.limit[s][best]) best = a;
+          if (limit < instance.last_end(s)) {
+            next_cap_bytes = std::min(next_cap_bytes, model.memory_bytes(s, a, limit + 1));
+          }
+        }
+        if (best >= 0 && instance.limit[s][best] >= j) {
+          next_reach[j] = 1;
+          choice[s][j] = best;
+        }
+      }
+      reach.swap(next_reach);
+    }
+    if (!reach[n]) return false;
+    const std::vector<int> balance = unwind(choice, n);
+    achieved_bytes = 0;
+    for (int s = 0, first = 0; s < k; first += balance[s], ++s) {
+      achieved_bytes = std::max(achieved_bytes, model.memory_bytes(s, first, first + balance[s]));
+    }
+    return true;
+  };
+
+  int64_t upper_bytes = 0;
+  int64_t unused = 0;
+  probe(kUnlimitedBytes - 1, upper_bytes, unused);
+  int64_t lower_bytes = 0;
+  while (lower_bytes < upper_bytes) {
+    const int64_t cap_bytes = lower_bytes + (upper_bytes - lower_bytes) / 2;
+    int64_t achieved_bytes = 0;
+    int64_t next_bytes = 0;
+    if (probe(cap_bytes, achieved_bytes, next_bytes)) {
+      upper_bytes = achieved_bytes;
+    } else {
+      lower_bytes = std::min(next_bytes, upper_bytes);
+    }
+  }
+  return upper_bytes;
+}
+
+}  // namespace pipebal::balance

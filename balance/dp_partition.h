@@ -1,0 +1,23 @@
+// The exact partitioner: the balance that minimises the bottleneck (the largest stage cost,
+// compute time plus outgoing transfer) under every stage's memory cap and speed factor.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "balance/cost_model.h"
+
+namespace pipebal::balance {
+
+// Layers per stage, summing to the layer count, no stage empty. Primary objective: the smallest
+// bottleneck max_s cost_ms(s, ...), exact in the model's double arithmetic. Secondary (among
+// partitions at that bottleneck): the smallest sum of stage costs, which is what a pipeline's
+// fill and drain take, so it orders step times. O(k n) per bisection step plus O(k n log n).
+// Throws std::invalid_argument when no partition fits the memory caps, giving the smallest cap
+// that would work.
+std::vector<int> dp_partition(const CostModel& model);
+
+// The smallest memory cap that, applied to every stage, lets some partition fit; ignores time.
+int64_t smallest_feasible_memory_cap(const CostModel& model);
+
+}  // namespace pipebal::balance

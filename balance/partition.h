@@ -1,0 +1,31 @@
+// The partitioners by name, as the command line and the benchmark choose them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "balance/cost_model.h"
+#include "balance/plan.h"
+
+namespace pipebal::balance {
+
+enum class Algorithm {
+  kDp,              // exact minimum bottleneck under memory, speeds and transfers
+  kBlockPartition,  // torchgpipe's heuristic on forward + backward time per layer
+  kUniform,         // equal layer counts
+  kParameters,      // balanced parameter bytes, as DeepSpeed's default
+};
+
+// "dp", "blockpartition", "uniform", "parameters"; parse throws std::invalid_argument listing them.
+std::string to_string(Algorithm algorithm);
+Algorithm parse_algorithm(const std::string& name);
+// Every algorithm, dp first.
+const std::vector<Algorithm>& all_algorithms();
+
+// Layers per stage chosen by `algorithm` for `model`'s layers and stage count.
+std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm);
+
+// partition_balance costed and simulated: make_plan(model, balance, to_string(algorithm)).
+Plan partition(const CostModel& model, Algorithm algorithm);
+
+}  // namespace pipebal::balance

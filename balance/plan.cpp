@@ -1,0 +1,238 @@
+// See plan.h.
+#include "balance/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "reports/atomic_file.h"
+#include "reports/schema.h"
+
+namespace pipebal::balance {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSchemaName = "pipebal.plan";
+constexpr int kSchemaMajor = 1;
+
+void check_balance(const CostModel& model, const std::vector<int>& balance) {
+  int total = 0;
+  bool empty_stage = false;
+  for (int layers : balance) {
+    total += layers;
+    empty_stage = empty_stage || layers < 1;
+  }
+  if (static_cast<int>(balance.size()) != model.stage_count() || empty_stage ||
+      total != model.layer_count()) {
+    throw std::invalid_argument(
+        fmt::format("balance [{}] must have {} entries >= 1 summing to {} layers",
+                    fmt::join(balance, ","), model.stage_count(), model.layer_count()));
+  }
+}
+
+// Reads `key` of `object` as T, naming `where` and the key when it is missing or mistyped.
+template <typename T>
+T get(const json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end())
+    throw std::invalid_argument(fmt::format("plan: missing {}{}", where, key));
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw std::invalid_argument(
+        fmt::format("plan: {}{} has the wrong type ({})", where, key, it->type_name()));
+  }
+}
+
+const json& get_array(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_array()) {
+    throw std::invalid_argument(fmt::format("plan: expected an array \"{}\"", key));
+  }
+  return *it;
+}
+
+json stage_to_json(const StagePlan& stage) {
+  json out = {{"first_layer", stage.first_layer},   {"layers", stage.layers},
+              {"time_ms", stage.time_ms},           {"transfer_ms", stage.transfer_ms},
+              {"memory_bytes", stage.memory_bytes}, {"speed", stage.speed}};
+  if (stage.memory_cap_bytes != kUnlimitedBytes) out["memory_cap_bytes"] = stage.memory_cap_bytes;
+  return out;
+}
+
+StagePlan stage_from_json(const json& in, size_t index) {
+  const std::string where = fmt::format("stages[{}].", index);
+  if (!in.is_object()) throw std::invalid_argument("plan: " + where + " is not an object");
+  StagePlan stage;
+  stage.first_layer = get<int>(in, "first_layer", where);
+  stage.layers = get<int>(in, "layers", where);
+  stage.time_ms = get<double>(in, "time_ms", where);
+  stage.transfer_ms = in.contains("transfer_ms") ? get<double>(in, "transfer_ms", where) : 0.0;
+  stage.memory_bytes = get<int64_t>(in, "memory_bytes", where);
+  if (in.contains("memory_cap_bytes")) {
+    stage.memory_cap_bytes = get<int64_t>(in, "memory_cap_bytes", where);
+  }
+  stage.speed = in.contains("speed") ? get<double>(in, "speed", where) : 1.0;
+  return stage;
+}
+
+}  // namespace
+
+bool Plan::fits_memory() const {
+  for (const StagePlan& stage : stages) {
+    if (stage.memory_bytes > stage.memory_cap_bytes) return false;
+  }
+  return true;
+}
+
+SimulationResult simulate_balance(const CostModel& model, const std::vector<int>& balance,
+                                  int chunks) {
+  check_balance(model, balance);
+  const CostOptions& options = model.options();
+  const pipeline::Schedule schedule =
+      pipeline::make_schedule(options.schedule, model.stage_count(), chunks, options.checkpoint);
+  // The mini-batch stays the same: with fewer, larger micro-batches each costs proportionally
+  // more time and activation memory than the profiled one.
+  const double scale = static_cast<double>(options.chunks) / chunks;
+  auto scaled = [scale](int64_t bytes) {
+    return static_cast<int64_t>(std::llround(static_cast<double>(bytes) * scale));
+  };
+  std::vector<StageDurations> durations;
+  std::vector<StageMemory> memory;
+  std::vector<double> transfer_ms;
+  int first = 0;
+  for (int s = 0; s < model.stage_count(); ++s) {
+    const int end = first + balance[s];
+    StageDurations d = model.durations(s, first, end);
+    durations.push_back({d.forward_ms * scale, d.recompute_ms * scale, d.backward_ms * scale});
+    StageMemory m = model.memory_terms(s, first, end);
+    memory.push_back({m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes)});
+    if (end < model.layer_count()) transfer_ms.push_back(model.transfer_ms(end) * scale);
+    first = end;
+  }
+  return simulate(schedule, durations, transfer_ms, memory);
+}
+
+Plan make_plan(const CostModel& model, const std::vector<int>& balance,
+               const std::string& algorithm) {
+  check_balance(model, balance);
+  const CostOptions& options = model.options();
+  Plan plan;
+  plan.algorithm = algorithm;
+  plan.balance = balance;
+  plan.chunks = options.chunks;
+  plan.schedule = options.schedule;
+  plan.checkpoint = options.checkpoint;
+  plan.param_scale = options.param_scale;
+  plan.bandwidth_bytes_per_ms = options.bandwidth_bytes_per_ms;
+  int first = 0;
+  for (int s = 0; s < model.stage_count(); ++s) {
+    const int end = first + balance[s];
+    StagePlan stage;
+    stage.first_layer = first;
+    stage.layers = balance[s];
+    stage.time_ms = model.time_ms(s, first, end);
+    stage.transfer_ms = model.transfer_ms(end);
+    stage.memory_bytes = model.memory_bytes(s, first, end);
+    stage.memory_cap_bytes = model.memory_cap_bytes(s);
+    stage.speed = model.speed(s);
+    plan.bottleneck_ms = std::max(plan.bottleneck_ms, stage.time_ms + stage.transfer_ms);
+    plan.stages.push_back(stage);
+    first = end;
+  }
+  const SimulationResult pipelined = simulate_balance(model, balance, options.chunks);
+  const SimulationResult naive = simulate_balance(model, balance, 1);
+  Prediction& p = plan.prediction;
+  p.schedule = options.schedule;
+  p.chunks = options.chunks;
+  p.step_ms = pipelined.step_ms;
+  p.naive_step_ms = naive.step_ms;
+  p.speedup = pipelined.step_ms > 0 ? naive.step_ms / pipelined.step_ms : 1.0;
+  p.bubble_fraction = pipelined.bubble_fraction;
+  return plan;
+}
+
+json plan_to_json(const Plan& plan) {
+  json stages = json::array();
+  for (const StagePlan& stage : plan.stages) stages.push_back(stage_to_json(stage));
+  const Prediction& p = plan.prediction;
+  return {{"schema", reports::schema_tag(kSchemaName, kSchemaMajor)},
+          {"model", plan.model},
+          {"algorithm", plan.algorithm},
+          {"balance", plan.balance},
+          {"bottleneck_ms", plan.bottleneck_ms},
+          {"chunks", plan.chunks},
+          {"schedule", pipeline::to_string(plan.schedule)},
+          {"checkpoint", pipeline::to_string(plan.checkpoint)},
+          {"param_scale", plan.param_scale},
+          {"bandwidth_bytes_per_ms", plan.bandwidth_bytes_per_ms},
+          {"stages", stages},
+          {"prediction",
+           {{"schedule", pipeline::to_string(p.schedule)},
+            {"chunks", p.chunks},
+            {"step_ms", p.step_ms},
+            {"naive_step_ms", p.naive_step_ms},
+            {"speedup", p.speedup},
+            {"bubble_fraction", p.bubble_fraction}}}};
+}
+
+Plan plan_from_json(const json& doc) {
+  reports::check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/true);
+  Plan plan;
+  plan.model = doc.contains("model") ? get<std::string>(doc, "model", "") : "";
+  plan.algorithm = get<std::string>(doc, "algorithm", "");
+  plan.balance = get<std::vector<int>>(doc, "balance", "");
+  plan.bottleneck_ms = get<double>(doc, "bottleneck_ms", "");
+  plan.chunks = get<int>(doc, "chunks", "");
+  plan.schedule = pipeline::parse_schedule_kind(get<std::string>(doc, "schedule", ""));
+  plan.checkpoint = pipeline::parse_checkpoint_mode(get<std::string>(doc, "checkpoint", ""));
+  plan.param_scale = get<double>(doc, "param_scale", "");
+  if (doc.contains("bandwidth_bytes_per_ms")) {
+    plan.bandwidth_bytes_per_ms = get<double>(doc, "bandwidth_bytes_per_ms", "");
+  }
+  const json& stages = get_array(doc, "stages");
+  for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(stage_from_json(stages[s], s));
+  if (plan.stages.size() != plan.balance.size()) {
+    throw std::invalid_argument(fmt::format("plan: {} stages but balance has {} entries",
+                                            plan.stages.size(), plan.balance.size()));
+  }
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    if (plan.stages[s].layers != plan.balance[s]) {
+      throw std::invalid_argument(fmt::format("plan: stages[{}].layers is {} but balance[{}] is {}",
+                                              s, plan.stages[s].layers, s, plan.balance[s]));
+    }
+  }
+  const auto prediction = doc.find("prediction");
+  if (prediction == doc.end() || !prediction->is_object()) {
+    throw std::invalid_argument("plan: missing prediction");
+  }
+  Prediction& p = plan.prediction;
+  const std::string where = "prediction.";
+  p.schedule = pipeline::parse_schedule_kind(get<std::string>(*prediction, "schedule", where));
+  p.chunks = get<int>(*prediction, "chunks", where);
+  p.step_ms = get<double>(*prediction, "step_ms", where);
+  p.naive_step_ms = get<double>(*prediction, "naive_step_ms", where);
+  p.speedup = get<double>(*prediction, "speedup", where);
+  p.bubble_fraction = get<double>(*prediction, "bubble_fraction", where);
+  return plan;
+}
+
+void write_plan(const std::string& path, const Plan& plan) {
+  reports::write_file_atomically(path, plan_to_json(plan).dump(2) + "\n");
+}
+
+Plan read_plan(const std::string& path) {
+  const json doc = reports::parse_json(reports::read_file(path), path);
+  try {
+    return plan_from_json(doc);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(path + ": " + error.what());
+  }
+}
+
+}  // namespace pipebal::balance

@@ -1,0 +1,74 @@
+// A plan: the balance vector a partitioner chose, what each stage costs under the cost model,
+// and the simulator's prediction of the step time. Written and read as `pipebal.plan/1`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "balance/cost_model.h"
+#include "balance/simulator.h"
+#include "pipeline/schedule.h"
+
+namespace pipebal::balance {
+
+struct StagePlan {
+  int first_layer = 0;
+  int layers = 0;
+  double time_ms = 0;      // compute per micro-batch (CostModel::time_ms)
+  double transfer_ms = 0;  // of its output to the next stage, one way
+  int64_t memory_bytes = 0;
+  int64_t memory_cap_bytes = kUnlimitedBytes;  // omitted from JSON when unlimited
+  double speed = 1;
+};
+
+struct Prediction {
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  int chunks = 1;
+  double step_ms = 0;        // simulated, the mini-batch in `chunks` micro-batches
+  double naive_step_ms = 0;  // simulated, same balance, the mini-batch as one micro-batch
+  double speedup = 0;        // naive_step_ms / step_ms
+  double bubble_fraction = 0;
+};
+
+struct Plan {
+  std::string model;  // from the profile; may be empty
+  std::string algorithm;
+  std::vector<int> balance;  // layers per stage
+  std::vector<StagePlan> stages;
+  double bottleneck_ms = 0;  // max over stages of time_ms + transfer_ms
+  Prediction prediction;
+  // The options the plan was made under.
+  int chunks = 1;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
+  double param_scale = 2;
+  double bandwidth_bytes_per_ms = 0;
+
+  // True when every stage's memory is within its cap.
+  bool fits_memory() const;
+};
+
+// Costs `balance` under `model` and simulates it. Throws std::invalid_argument when the balance
+// does not have one non-empty entry per stage summing to the layer count.
+Plan make_plan(const CostModel& model, const std::vector<int>& balance,
+               const std::string& algorithm);
+
+// The simulated timeline of `balance` when the mini-batch (options().chunks profiled
+// micro-batches) is split into `chunks` micro-batches instead, costs scaling linearly with the
+// micro-batch size; the model's schedule kind and checkpoint mode. What a report draws.
+SimulationResult simulate_balance(const CostModel& model, const std::vector<int>& balance,
+                                  int chunks);
+
+// `pipebal.plan/1` document and back; plan_from_json rejects another schema or major version and
+// names the missing or mistyped field.
+nlohmann::json plan_to_json(const Plan& plan);
+Plan plan_from_json(const nlohmann::json& doc);
+
+// Atomic write of plan_to_json (indented) and read of a plan file; read errors name the path.
+void write_plan(const std::string& path, const Plan& plan);
+Plan read_plan(const std::string& path);
+
+}  // namespace pipebal::balance

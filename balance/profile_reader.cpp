@@ -1,0 +1,118 @@
+// See profile_reader.h.
+#include "balance/profile_reader.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "reports/atomic_file.h"
+#include "reports/schema.h"
+
+namespace pipebal::balance {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSchemaName = "pipebal.profile";
+constexpr int kSchemaMajor = 1;
+
+const json& field(const json& layer, size_t index, const char* name) {
+  const auto it = layer.find(name);
+  if (it == layer.end()) {
+    throw std::invalid_argument(fmt::format("layers[{}]: missing \"{}\"", index, name));
+  }
+  return *it;
+}
+
+double read_ms(const json& layer, size_t index, const char* name) {
+  const json& value = field(layer, index, name);
+  if (!value.is_number()) {
+    throw std::invalid_argument(
+        fmt::format("layers[{}].{}: expected a number, got {}", index, name, value.type_name()));
+  }
+  const double ms = value.get<double>();
+  if (!std::isfinite(ms) || ms < 0) {
+    throw std::invalid_argument(
+        fmt::format("layers[{}].{}: {} is not a finite value >= 0", index, name, ms));
+  }
+  return ms;
+}
+
+int64_t read_bytes(const json& layer, size_t index, const char* name) {
+  const json& value = field(layer, index, name);
+  if (value.is_number_unsigned() || value.is_number_integer()) {
+    const int64_t bytes = value.get<int64_t>();
+    if (bytes >= 0) return bytes;
+  } else if (value.is_number_float()) {
+    // Tools that write every number as a double (e.g. 1048576.0) are accepted when integral.
+    const double bytes = value.get<double>();
+    if (std::isfinite(bytes) && bytes >= 0 && bytes < 9.2e18 && std::floor(bytes) == bytes) {
+      return static_cast<int64_t>(bytes);
+    }
+  } else {
+    throw std::invalid_argument(
+        fmt::format("layers[{}].{}: expected an integer, got {}", index, name, value.type_name()));
+  }
+  throw std::invalid_argument(
+      fmt::format("layers[{}].{}: {} is not an integer >= 0", index, name, value.dump()));
+}
+
+std::string read_optional_string(const json& object, const char* name, std::string fallback,
+                                 const std::string& where) {
+  const auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_string()) {
+    throw std::invalid_argument(
+        fmt::format("{}{}: expected a string, got {}", where, name, it->type_name()));
+  }
+  return it->get<std::string>();
+}
+
+LayerCost read_layer(const json& layer, size_t index) {
+  if (!layer.is_object()) {
+    throw std::invalid_argument(
+        fmt::format("layers[{}]: expected an object, got {}", index, layer.type_name()));
+  }
+  const std::string where = fmt::format("layers[{}].", index);
+  LayerCost cost;
+  cost.name = read_optional_string(layer, "name", fmt::format("layer{}", index), where);
+  cost.type = read_optional_string(layer, "type", "", where);
+  cost.forward_ms = read_ms(layer, index, "forward_ms");
+  cost.backward_ms = read_ms(layer, index, "backward_ms");
+  cost.param_bytes = read_bytes(layer, index, "param_bytes");
+  cost.activation_bytes = read_bytes(layer, index, "activation_bytes");
+  cost.output_bytes = read_bytes(layer, index, "output_bytes");
+  return cost;
+}
+
+}  // namespace
+
+CostProfile profile_from_json(const json& doc) {
+  reports::check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/false);
+  const auto layers = doc.find("layers");
+  if (layers == doc.end() || !layers->is_array()) {
+    throw std::invalid_argument("profile: expected a \"layers\" array");
+  }
+  if (layers->empty()) throw std::invalid_argument("profile: \"layers\" is empty");
+  CostProfile profile;
+  profile.model = read_optional_string(doc, "model", "", "");
+  const auto batch_size = doc.find("batch_size");
+  if (batch_size != doc.end() && batch_size->is_number_integer()) {
+    profile.batch_size = batch_size->get<int64_t>();
+  }
+  for (size_t i = 0; i < layers->size(); ++i) profile.layers.push_back(read_layer((*layers)[i], i));
+  return profile;
+}
+
+CostProfile read_profile(const std::string& path) {
+  const json doc = reports::parse_json(reports::read_file(path), path);
+  try {
+    return profile_from_json(doc);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(path + ": " + error.what());
+  }
+}
+
+}  // namespace pipebal::balance

@@ -1,0 +1,151 @@
+// See simulator.h. Stages are advanced round-robin, each as far as its dependencies allow, until
+// every action has run; a full round without progress means the schedule deadlocks.
+#include "balance/simulator.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace pipebal::balance {
+namespace {
+
+using pipeline::Action;
+using pipeline::ActionKind;
+
+constexpr double kNotDone = -1.0;
+
+struct Walk {
+  const pipeline::Schedule& schedule;
+  const std::vector<StageDurations>& durations;
+  const std::vector<double>& transfer_ms;
+  std::vector<std::vector<double>> forward_end;   // [stage][micro-batch]
+  std::vector<std::vector<double>> backward_end;  // [stage][micro-batch]
+
+  // When `action` may start on `stage` as far as other stages are concerned; kNotDone if not yet.
+  double ready_ms(int stage, const Action& action) const {
+    const int i = action.micro_batch;
+    switch (action.kind) {
+      case ActionKind::kForward:
+        if (stage == 0) return 0;
+        if (forward_end[stage - 1][i] == kNotDone) return kNotDone;
+        return forward_end[stage - 1][i] + transfer_ms[stage - 1];
+      case ActionKind::kRecompute:
+        return 0;
+      case ActionKind::kBackward:
+        if (stage == schedule.stages - 1) return forward_end[stage][i];
+        if (backward_end[stage + 1][i] == kNotDone) return kNotDone;
+        return backward_end[stage + 1][i] + transfer_ms[stage];
+    }
+    return kNotDone;
+  }
+
+  double duration_ms(int stage, ActionKind kind) const {
+    const StageDurations& d = durations[stage];
+    if (kind == ActionKind::kForward) return d.forward_ms;
+    return kind == ActionKind::kRecompute ? d.recompute_ms : d.backward_ms;
+  }
+};
+
+void check_sizes(const pipeline::Schedule& schedule, const std::vector<StageDurations>& durations,
+                 const std::vector<double>& transfer_ms, const std::vector<StageMemory>& memory) {
+  const size_t stages = static_cast<size_t>(schedule.stages);
+  if (schedule.actions.size() != stages || durations.size() != stages ||
+      transfer_ms.size() + 1 != stages || (!memory.empty() && memory.size() != stages)) {
+    throw std::invalid_argument(fmt::format(
+        "simulate: {} stages need {} action lists, {} durations, {} transfers and {} memory terms; "
+        "got {}, {}, {}, {}",
+        stages, stages, stages, stages - 1, stages, schedule.actions.size(), durations.size(),
+        transfer_ms.size(), memory.size()));
+  }
+}
+
+// Peak bytes of one stage, walking its actions in order (see StageMemory).
+int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMemory& memory) {
+  int64_t held = 0;
+  int64_t peak = 0;
+  for (const Action& action : schedule.actions[stage]) {
+    const bool checkpointed =
+        pipeline::is_checkpointed(schedule.checkpoint, action.micro_batch, schedule.chunks);
+    switch (action.kind) {
+      case ActionKind::kForward:
+        held += checkpointed ? memory.input_bytes : memory.activation_bytes;
+        break;
+      case ActionKind::kRecompute:
+        held += memory.activation_bytes;
+        break;
+      case ActionKind::kBackward:
+        held -=
+            checkpointed ? memory.input_bytes + memory.activation_bytes : memory.activation_bytes;
+        break;
+    }
+    peak = std::max(peak, held);
+  }
+  return memory.fixed_bytes + peak;
+}
+
+}  // namespace
+
+SimulationResult simulate(const pipeline::Schedule& schedule,
+                          const std::vector<StageDurations>& durations,
+                          const std::vector<double>& transfer_ms,
+                          const std::vector<StageMemory>& memory) {
+  check_sizes(schedule, durations, transfer_ms, memory);
+  const int stages = schedule.stages;
+  Walk walk{
+      schedule, durations, transfer_ms,
+      std::vector<std::vector<double>>(stages, std::vector<double>(schedule.chunks, kNotDone)),
+      std::vector<std::vector<double>>(stages, std::vector<double>(schedule.chunks, kNotDone))};
+
+  SimulationResult result;
+  result.busy_ms.assign(stages, 0.0);
+  result.peak_bytes.assign(stages, 0);
+  result.timeline.resize(stages);
+  std::vector<double> stage_free_ms(stages, 0.0);
+  size_t remaining = 0;
+  for (const auto& list : schedule.actions) remaining += list.size();
+
+  bool progress = true;
+  while (remaining > 0 && progress) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      auto& done = result.timeline[s];
+      while (done.size() < schedule.actions[s].size()) {
+        const Action& action = schedule.actions[s][done.size()];
+        const double ready = walk.ready_ms(s, action);
+        if (ready == kNotDone) break;
+        TimedAction timed{action, std::max(stage_free_ms[s], ready), 0};
+        timed.end_ms = timed.start_ms + walk.duration_ms(s, action.kind);
+        stage_free_ms[s] = timed.end_ms;
+        result.busy_ms[s] += timed.end_ms - timed.start_ms;
+        auto& ends = action.kind == ActionKind::kBackward ? walk.backward_end : walk.forward_end;
+        if (action.kind != ActionKind::kRecompute) ends[s][action.micro_batch] = timed.end_ms;
+        done.push_back(timed);
+        --remaining;
+        progress = true;
+      }
+    }
+  }
+  if (remaining > 0) {
+    for (int s = 0; s < stages; ++s) {
+      const size_t next = result.timeline[s].size();
+      if (next == schedule.actions[s].size()) continue;
+      const Action& action = schedule.actions[s][next];
+      throw std::logic_error(fmt::format("simulate: schedule deadlocks at stage {}, action {}{}", s,
+                                         pipeline::to_string(action.kind), action.micro_batch));
+    }
+  }
+
+  double busy_total_ms = 0;
+  for (int s = 0; s < stages; ++s) {
+    result.step_ms = std::max(result.step_ms, stage_free_ms[s]);
+    busy_total_ms += result.busy_ms[s];
+    if (!memory.empty()) result.peak_bytes[s] = peak_bytes(schedule, s, memory[s]);
+  }
+  if (result.step_ms > 0) {
+    result.bubble_fraction = 1.0 - busy_total_ms / (stages * result.step_ms);
+  }
+  return result;
+}
+
+}  // namespace pipebal::balance

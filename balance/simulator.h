@@ -1,0 +1,53 @@
+// Predicts one training step by walking a pipeline::Schedule's action lists, the same lists the
+// engine executes. Each stage runs its actions in order, one at a time; F(s, i) waits for
+// F(s-1, i) plus the transfer across boundary s-1, B(s, i) for B(s+1, i) plus the transfer back
+// across boundary s (the last stage's B needs only its own F), R(s, i) has no cross-stage
+// dependency. Transfers are pure delays: links have no contention and do not occupy a stage.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pipeline/schedule.h"
+
+namespace pipebal::balance {
+
+// How long one micro-batch's actions take on a stage.
+struct StageDurations {
+  double forward_ms = 0;
+  double recompute_ms = 0;
+  double backward_ms = 0;
+};
+
+// A stage's memory: `fixed_bytes` (parameters, gradients, optimizer state) always; after a
+// checkpointed F a micro-batch holds `input_bytes` (its stashed stage input), after an
+// uncheckpointed F or an R it holds `activation_bytes` more; its B frees all of it.
+struct StageMemory {
+  int64_t fixed_bytes = 0;
+  int64_t input_bytes = 0;
+  int64_t activation_bytes = 0;
+};
+
+struct TimedAction {
+  pipeline::Action action;
+  double start_ms = 0;
+  double end_ms = 0;
+};
+
+struct SimulationResult {
+  double step_ms = 0;               // the last action's end; the step starts at 0
+  double bubble_fraction = 0;       // 1 - sum(busy_ms) / (stages * step_ms)
+  std::vector<double> busy_ms;      // per stage
+  std::vector<int64_t> peak_bytes;  // per stage; activations counted at the end of F and R
+  std::vector<std::vector<TimedAction>> timeline;  // [stage], in execution order
+};
+
+// Runs `schedule` with per-stage `durations`, `transfer_ms[b]` for boundary b (between stage b
+// and b+1; stages-1 entries) and per-stage `memory` (empty: peaks are 0). Throws
+// std::invalid_argument on mismatched sizes and std::logic_error if the schedule deadlocks.
+SimulationResult simulate(const pipeline::Schedule& schedule,
+                          const std::vector<StageDurations>& durations,
+                          const std::vector<double>& transfer_ms,
+                          const std::vector<StageMemory>& memory);
+
+}  // namespace pipebal::balance

@@ -1,0 +1,81 @@
+// See batch_norm.h.
+#include "pipeline/batch_norm.h"
+
+#include <stdexcept>
+
+#include <torch/torch.h>
+
+namespace pipebal::pipeline {
+namespace {
+thread_local bool recomputing = false;
+}  // namespace
+
+bool is_recomputing() { return recomputing; }
+RecomputeScope::RecomputeScope() : previous_(recomputing) { recomputing = true; }
+RecomputeScope::~RecomputeScope() { recomputing = previous_; }
+
+BatchNormImpl::BatchNormImpl(int64_t features, double momentum, double eps)
+    : features_(features), momentum_(momentum), eps_(eps) {
+  reset();
+}
+
+void BatchNormImpl::reset() {
+  weight = register_parameter("weight", torch::ones({features_}));
+  bias = register_parameter("bias", torch::zeros({features_}));
+  running_mean = register_buffer("running_mean", torch::zeros({features_}));
+  running_var = register_buffer("running_var", torch::ones({features_}));
+  num_batches_tracked = register_buffer("num_batches_tracked", torch::zeros({}, torch::kLong));
+  set_deferred(false);
+}
+
+at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
+  if (input.dim() < 2 || input.size(1) != features_) {
+    throw std::invalid_argument("BatchNorm: expected input [N, " + std::to_string(features_) +
+                                ", ...], got " + c10::str(input.sizes()));
+  }
+  if (!is_training()) {
+    return torch::batch_norm(input, weight, bias, running_mean, running_var, false, momentum_,
+                             eps_, false);
+  }
+  if (!deferred_) {
+    {
+      torch::NoGradGuard no_grad;
+      num_batches_tracked += 1;
+    }
+    return torch::batch_norm(input, weight, bias, running_mean, running_var, true, momentum_,
+                             eps_, false);
+  }
+  if (!is_recomputing()) {
+    torch::NoGradGuard no_grad;
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+    const at::Tensor x = input.detach().to(torch::kDouble);
+    sum_ = sum_ + x.sum(dims);
+    sum_squares_ = sum_squares_ + (x * x).sum(dims);
+    count_ += input.numel() / features_;
+  }
+  // No running statistics: normalise with the micro-batch's own.
+  return torch::batch_norm(input, weight, bias, {}, {}, true, momentum_, eps_, false);
+}
+
+void BatchNormImpl::set_deferred(bool on) {
+  deferred_ = on;
+  sum_ = torch::zeros({features_}, running_mean.options().dtype(torch::kDouble));
+  sum_squares_ = torch::zeros_like(sum_);
+  count_ = 0;
+}
+
+void BatchNormImpl::commit() {
+  if (!deferred_ || count_ == 0) return;
+  torch::NoGradGuard no_grad;
+  const at::Tensor mean = sum_ / double(count_);
+  const at::Tensor biased_var = sum_squares_ / double(count_) - mean * mean;
+  // Running variance is unbiased, as torch's BatchNorm keeps it.
+  const at::Tensor var = count_ > 1 ? biased_var * (double(count_) / double(count_ - 1)) : biased_var;
+  running_mean.mul_(1 - momentum_).add_(mean.to(running_mean.dtype()), momentum_);
+  running_var.mul_(1 - momentum_).add_(var.to(running_var.dtype()), momentum_);
+  num_batches_tracked += 1;
+  set_deferred(true);
+}
+
+}  // namespace pipebal::pipeline

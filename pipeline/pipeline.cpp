@@ -1,0 +1,248 @@
+// See pipeline.h.
+#include "pipeline/pipeline.h"
+
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include "pipeline/batch_norm.h"
+#include "pipeline/mailbox.h"
+#include "pipeline/module_layer.h"
+#include "pipeline/worker.h"
+
+namespace pipebal::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// splitmix64: decorrelated seeds from (seed, step, stage, micro-batch).
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+// Mailboxes between neighbouring stages: forward[s] carries stage s's outputs to stage s+1,
+// backward[s] carries stage s+1's input gradients to stage s.
+struct Pipeline::Links {
+  std::vector<Mailbox<Batch>> forward;
+  std::vector<Mailbox<Batch>> backward;
+
+  explicit Links(int stages) : forward(std::max(stages - 1, 0)), backward(std::max(stages - 1, 0)) {}
+  void cancel() {
+    for (auto& m : forward) m.cancel();
+    for (auto& m : backward) m.cancel();
+  }
+  void reset() {
+    for (auto& m : forward) m.reset();
+    for (auto& m : backward) m.reset();
+  }
+};
+
+void check_balance(const std::vector<int>& balance, size_t layers) {
+  if (balance.empty()) throw std::invalid_argument("balance is empty: give layers per stage, e.g. 3,3,2");
+  long total = 0;
+  for (size_t s = 0; s < balance.size(); ++s) {
+    if (balance[s] < 1) {
+      throw std::invalid_argument(
+          fmt::format("balance {}: stage {} has {} layers; every stage needs at least one",
+                      fmt::join(balance, ","), s, balance[s]));
+    }
+    total += balance[s];
+  }
+  if (static_cast<size_t>(total) != layers) {
+    throw std::invalid_argument(fmt::format("balance {} sums to {}, but the model has {} layers",
+                                            fmt::join(balance, ","), total, layers));
+  }
+}
+
+Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::Device> devices,
+                   PipelineOptions options)
+    : layers_(std::move(layers)), balance_(std::move(balance)), options_(options) {
+  check_balance(balance_, layers_.size());
+  const int stages = static_cast<int>(balance_.size());
+  if (devices.empty()) devices.push_back(c10::Device(c10::kCPU));
+  if (devices.size() == 1) devices.resize(stages, devices.front());
+  if (static_cast<int>(devices.size()) != stages) {
+    throw std::invalid_argument(fmt::format("{} devices given for {} stages", devices.size(), stages));
+  }
+  if (options_.threads_per_stage < 1) {
+    throw std::invalid_argument(
+        fmt::format("threads per stage must be at least 1, got {}", options_.threads_per_stage));
+  }
+  schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint);
+  size_t first = 0;
+  for (int s = 0; s < stages; ++s) {
+    LayerSeq part = layers_.slice(first, balance_[s]);
+    part.to(devices[s]);
+    stages_.push_back(std::make_unique<Stage>(s, first, std::move(part), devices[s]));
+    first += balance_[s];
+  }
+  links_ = std::make_unique<Links>(stages);
+  const int threads = options_.threads_per_stage;
+  for (int s = 0; s < stages; ++s) {
+    workers_.push_back(std::make_unique<Worker>([threads] {
+      // Initialise this thread's intra-op settings first, so that ATen's lazy per-thread
+      // initialisation cannot later reset them to the process-wide value.
+      at::internal::lazy_init_num_threads();
+      at::set_num_threads(threads);
+    }));
+  }
+}
+
+Pipeline::~Pipeline() = default;
+
+void Pipeline::run_parallel(const std::function<void(int)>& job) {
+  links_->reset();
+  std::mutex error_mutex;
+  std::exception_ptr first_error;
+  std::vector<std::future<void>> done;
+  for (int s = 0; s < stages(); ++s) {
+    done.push_back(workers_[s]->submit([&, s] {
+      try {
+        job(s);
+      } catch (const MailboxCancelled&) {
+        // A neighbour failed; its error is the one to report.
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!first_error) first_error = std::current_exception();
+        }
+        links_->cancel();
+      }
+    }));
+  }
+  for (auto& d : done) d.get();
+  if (first_error) {
+    for (auto& stage : stages_) stage->clear();
+    std::rethrow_exception(first_error);
+  }
+}
+
+void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vector<Batch>& targets,
+                         const std::vector<double>& weights, const LossFn& loss_fn, bool training,
+                         std::vector<double>& losses, Timeline& timeline) {
+  Stage& stage = *stages_[s];
+  const bool last = s + 1 == stages();
+  const Clock::time_point step_start = Clock::now();
+  Timeline own;
+  for (const Action& action : schedule_.actions[s]) {
+    const int i = action.micro_batch;
+    Batch incoming;
+    if (action.kind == ActionKind::kForward) {
+      incoming = s == 0 ? inputs[i] : links_->forward[s - 1].take(i);
+    } else if (action.kind == ActionKind::kBackward && !last) {
+      incoming = links_->backward[s].take(i);
+    }
+    const double start = ms_since(step_start);
+    Batch outgoing;
+    switch (action.kind) {
+      case ActionKind::kForward: {
+        const uint64_t seed = mix(mix(mix(options_.seed ^ steps_) + s) + i);
+        const bool checkpointed = training && is_checkpointed(options_.checkpoint, i, options_.chunks);
+        outgoing = stage.forward(i, std::move(incoming), checkpointed, training && s > 0, seed);
+        break;
+      }
+      case ActionKind::kRecompute:
+        stage.recompute(i);
+        break;
+      case ActionKind::kBackward:
+        if (last) {
+          outgoing = stage.backward_from_loss(i, targets[i].value(), loss_fn, weights[i], &losses[i]);
+          if (options_.check_finite && !std::isfinite(losses[i])) {
+            throw std::runtime_error(fmt::format("stage {}, micro-batch {}: non-finite loss ({})",
+                                                 s, i, losses[i]));
+          }
+        } else {
+          outgoing = stage.backward(i, incoming);
+        }
+        break;
+    }
+    own.push_back({s, action, start, ms_since(step_start)});
+    if (action.kind == ActionKind::kForward && !last) links_->forward[s].post(i, std::move(outgoing));
+    if (action.kind == ActionKind::kBackward && s > 0) links_->backward[s - 1].post(i, std::move(outgoing));
+  }
+  timeline = std::move(own);
+}
+
+void Pipeline::set_deferred_batch_norm(bool on, bool commit) {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const auto* layer = dynamic_cast<const ModuleLayer*>(&layers_[l]);
+    if (layer == nullptr) continue;
+    for (const auto& module : layer->module().modules()) {
+      if (auto* bn = module->as<BatchNormImpl>()) {
+        if (commit) bn->commit();
+        bn->set_deferred(on);
+      }
+    }
+  }
+}
+
+StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn) {
+  const Clock::time_point start = Clock::now();
+  const std::vector<Batch> inputs = scatter(input, options_.chunks);
+  if (!target.defined() || target.dim() == 0 || target.size(0) != input.size()) {
+    throw std::invalid_argument(fmt::format("target has {} samples, the input {}",
+                                            target.defined() && target.dim() > 0 ? target.size(0) : 0,
+                                            input.size()));
+  }
+  const std::vector<Batch> targets = scatter(Batch(target), options_.chunks);
+  std::vector<double> weights;
+  for (const auto& part : inputs) weights.push_back(double(part.size()) / double(input.size()));
+
+  std::vector<double> losses(options_.chunks, 0.0);
+  std::vector<Timeline> timelines(stages());
+  if (options_.deferred_batch_norm) set_deferred_batch_norm(true, false);
+  try {
+    run_parallel([&](int s) {
+      run_stage(s, inputs, targets, weights, loss_fn, true, losses, timelines[s]);
+    });
+  } catch (...) {
+    if (options_.deferred_batch_norm) set_deferred_batch_norm(false, false);
+    ++steps_;
+    throw;
+  }
+  if (options_.deferred_batch_norm) set_deferred_batch_norm(false, true);
+  ++steps_;
+
+  StepResult result;
+  result.loss = std::accumulate(losses.begin(), losses.end(), 0.0);
+  for (auto& t : timelines) result.timeline.insert(result.timeline.end(), t.begin(), t.end());
+  result.step_ms = ms_since(start);
+  return result;
+}
+
+Batch Pipeline::forward(const Batch& input) {
+  const std::vector<Batch> inputs = scatter(input, options_.chunks);
+  std::vector<Batch> outputs(inputs.size());
+  run_parallel([&](int s) {
+    torch::NoGradGuard no_grad;  // grad mode is per thread
+    for (int i = 0; i < options_.chunks; ++i) {
+      Batch in = s == 0 ? inputs[i] : links_->forward[s - 1].take(i);
+      Batch out = stages_[s]->infer(std::move(in));
+      if (s + 1 < stages()) {
+        links_->forward[s].post(i, std::move(out));
+      } else {
+        outputs[i] = std::move(out);
+      }
+    }
+  });
+  return gather(outputs);
+}
+
+}  // namespace pipebal::pipeline

@@ -1,0 +1,81 @@
+// The micro-batch pipeline engine. Each stage runs on its own worker thread and executes its
+// action list from the shared schedule definition (schedule.h); stages exchange activations
+// forward and gradients backward through mailboxes. A step leaves the same accumulated
+// gradients on the parameters as the plain model's forward and backward on the whole batch.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "pipeline/layer_seq.h"
+#include "pipeline/schedule.h"
+#include "pipeline/stage.h"
+#include "pipeline/timeline.h"
+
+namespace pipebal::pipeline {
+
+struct PipelineOptions {
+  int chunks = 4;
+  ScheduleKind schedule = ScheduleKind::kGPipe;
+  CheckpointMode checkpoint = CheckpointMode::kExceptLast;
+  int threads_per_stage = 1;         // intra-op threads of each CPU stage's worker
+  bool deferred_batch_norm = false;  // running statistics once per mini-batch (batch_norm.h)
+  bool check_finite = false;         // a non-finite micro-batch loss fails the step
+  uint64_t seed = 0;                 // seeds stochastic layers per (step, stage, micro-batch)
+};
+
+struct StepResult {
+  double loss = 0;     // the whole batch's loss (sum of the weighted micro-batch losses)
+  double step_ms = 0;  // wall time of the step
+  Timeline timeline;   // every action, per stage
+};
+
+class Pipeline {
+ public:
+  // Splits `layers` into stages of `balance[s]` layers on `devices[s]` (one device for all
+  // stages when a single one is given). The layers are shared, not copied: training through
+  // the pipeline trains `layers`. Throws std::invalid_argument for a balance that does not
+  // cover the layers exactly, an empty stage, or a wrong number of devices.
+  Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::Device> devices,
+           PipelineOptions options);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Forward and backward of every micro-batch in schedule order; gradients accumulate on the
+  // parameters (zero them between steps, as with any optimizer). On failure, throws one
+  // std::runtime_error naming stage, layer and micro-batch after every stage has stopped;
+  // the pipeline stays usable. Call from one thread at a time.
+  StepResult step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn);
+
+  // Pipelined inference under no-grad; returns the gathered output.
+  Batch forward(const Batch& input);
+
+  int stages() const { return static_cast<int>(stages_.size()); }
+  const std::vector<int>& balance() const { return balance_; }
+  const PipelineOptions& options() const { return options_; }
+  const Schedule& schedule() const { return schedule_; }
+  const LayerSeq& layers() const { return layers_; }
+
+ private:
+  struct Links;
+  void run_stage(int s, const std::vector<Batch>& inputs, const std::vector<Batch>& targets,
+                 const std::vector<double>& weights, const LossFn& loss_fn, bool training,
+                 std::vector<double>& losses, Timeline& timeline);
+  void run_parallel(const std::function<void(int)>& job);
+  void set_deferred_batch_norm(bool on, bool commit);
+
+  LayerSeq layers_;
+  std::vector<int> balance_;
+  PipelineOptions options_;
+  Schedule schedule_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::unique_ptr<Links> links_;
+  std::vector<std::unique_ptr<class Worker>> workers_;
+  uint64_t steps_ = 0;
+};
+
+// Validates a balance vector against a layer count; throws std::invalid_argument saying why.
+void check_balance(const std::vector<int>& balance, size_t layers);
+
+}  // namespace pipebal::pipeline

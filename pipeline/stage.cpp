@@ -1,0 +1,160 @@
+// See stage.h.
+#include "pipeline/stage.h"
+
+#include <mutex>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "pipeline/batch_norm.h"
+
+namespace pipebal::pipeline {
+namespace {
+
+// ATen's default CPU generator is process-wide. Stochastic stages hold this lock while they
+// seed it and draw from it, so that a micro-batch's draws depend only on its seed, whatever
+// other stages do at the same time. Deterministic stages never take it.
+std::mutex& default_generator_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string what_of(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    return first_line(c10_error->what_without_backtrace());
+  }
+  return first_line(error.what());
+}
+
+at::Tensor as_leaf(const at::Tensor& t, const c10::Device& device, bool track_grad) {
+  at::Tensor leaf = t.to(device).detach();
+  if (track_grad && leaf.is_floating_point()) leaf.requires_grad_(true);
+  return leaf;
+}
+
+}  // namespace
+
+Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
+    : index_(index), first_layer_(first_layer), layers_(std::move(layers)), device_(device) {
+  for (size_t i = 0; i < layers_.size(); ++i) stochastic_ = stochastic_ || layers_[i].is_stochastic();
+}
+
+Batch Stage::run_layers(Batch input, int micro_batch) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    try {
+      input = layers_[i].forward(std::move(input));
+    } catch (const std::exception& error) {
+      throw std::runtime_error(fmt::format("stage {}, layer {} ('{}'), micro-batch {}: {}", index_,
+                                           first_layer_ + i, layers_[i].name(), micro_batch,
+                                           what_of(error)));
+    }
+  }
+  return input;
+}
+
+Batch Stage::run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed) {
+  if (!stochastic_) return run_layers(input, micro_batch);
+  std::lock_guard<std::mutex> lock(default_generator_mutex());
+  torch::manual_seed(rng_seed);
+  return run_layers(input, micro_batch);
+}
+
+Batch Stage::forward(int micro_batch, Batch input, bool checkpointed, bool track_input_grad,
+                     uint64_t rng_seed) {
+  MicroBatch& mb = states_[micro_batch];
+  mb.rng_seed = rng_seed;
+  for (auto& t : input.tensors) t = as_leaf(t, device_, track_input_grad);
+  for (auto& [name, t] : input.skips) t = as_leaf(t, device_, track_input_grad);
+  mb.input = std::move(input);
+  if (checkpointed) {
+    torch::NoGradGuard no_grad;
+    return run_seeded(mb.input, micro_batch, rng_seed);
+  }
+  mb.output = run_seeded(mb.input, micro_batch, rng_seed);
+  return mb.output;
+}
+
+void Stage::recompute(int micro_batch) {
+  MicroBatch& mb = state(micro_batch, "recompute");
+  RecomputeScope scope;
+  mb.output = run_seeded(mb.input, micro_batch, mb.rng_seed);
+}
+
+Stage::MicroBatch& Stage::state(int micro_batch, const char* action) {
+  const auto it = states_.find(micro_batch);
+  if (it == states_.end()) {
+    throw std::logic_error(fmt::format("stage {}: {} of micro-batch {} before its forward", index_,
+                                       action, micro_batch));
+  }
+  return it->second;
+}
+
+Batch Stage::input_gradients(const Batch& input) const {
+  Batch grads;
+  for (const auto& t : input.tensors) {
+    grads.tensors.push_back(t.requires_grad() ? t.grad() : at::Tensor());
+  }
+  for (const auto& [name, t] : input.skips) {
+    grads.skips.emplace(name, t.requires_grad() ? t.grad() : at::Tensor());
+  }
+  return grads;
+}
+
+Batch Stage::backward(int micro_batch, const Batch& output_grad) {
+  MicroBatch& mb = state(micro_batch, "backward");
+  std::vector<at::Tensor> outputs, grads;
+  auto add = [&](const at::Tensor& out, const at::Tensor& grad) {
+    if (out.defined() && out.requires_grad() && grad.defined()) {
+      outputs.push_back(out);
+      grads.push_back(grad.to(out.device()));
+    }
+  };
+  for (size_t i = 0; i < mb.output.tensors.size() && i < output_grad.tensors.size(); ++i) {
+    add(mb.output.tensors[i], output_grad.tensors[i]);
+  }
+  for (const auto& [name, grad] : output_grad.skips) {
+    const auto it = mb.output.skips.find(name);
+    if (it != mb.output.skips.end()) add(it->second, grad);
+  }
+  try {
+    if (!outputs.empty()) torch::autograd::backward(outputs, grads);
+  } catch (const std::exception& error) {
+    throw std::runtime_error(fmt::format("stage {}, backward of micro-batch {}: {}", index_,
+                                         micro_batch, what_of(error)));
+  }
+  Batch input_grads = input_gradients(mb.input);
+  states_.erase(micro_batch);
+  return input_grads;
+}
+
+Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const LossFn& loss_fn,
+                                double weight, double* loss) {
+  MicroBatch& mb = state(micro_batch, "backward");
+  at::Tensor weighted;
+  try {
+    weighted = loss_fn(mb.output.value(), target.to(device_)) * weight;
+  } catch (const std::exception& error) {
+    throw std::runtime_error(fmt::format("stage {}, loss of micro-batch {}: {}", index_,
+                                         micro_batch, what_of(error)));
+  }
+  if (loss != nullptr) *loss = weighted.item<double>();
+  try {
+    if (weighted.requires_grad()) weighted.backward();
+  } catch (const std::exception& error) {
+    throw std::runtime_error(fmt::format("stage {}, backward of micro-batch {}: {}", index_,
+                                         micro_batch, what_of(error)));
+  }
+  Batch input_grads = input_gradients(mb.input);
+  states_.erase(micro_batch);
+  return input_grads;
+}
+
+Batch Stage::infer(Batch input) {
+  input = input.to(device_);
+  return run_layers(std::move(input), 0);
+}
+
+}  // namespace pipebal::pipeline

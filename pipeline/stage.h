@@ -1,0 +1,70 @@
+// One pipeline stage: a contiguous run of layers on one device, and the per-micro-batch state
+// between its forward and its backward. Only the stage's worker thread calls it during a step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+
+#include "pipeline/layer_seq.h"
+
+namespace pipebal::pipeline {
+
+// Loss of one micro-batch's output against its target slice (mean over the micro-batch).
+using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
+
+class Stage {
+ public:
+  Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device);
+
+  int index() const { return index_; }
+  size_t first_layer() const { return first_layer_; }
+  const LayerSeq& layers() const { return layers_; }
+  const c10::Device& device() const { return device_; }
+
+  // Forward of one micro-batch. `input` becomes a detached leaf on this stage's device (with
+  // requires_grad on floating tensors when `track_input_grad`). A checkpointed micro-batch runs
+  // without autograd and keeps only its input; `rng_seed` seeds stochastic layers so that
+  // recompute() reproduces the same random draws. Returns the output to send downstream.
+  Batch forward(int micro_batch, Batch input, bool checkpointed, bool track_input_grad,
+                uint64_t rng_seed);
+
+  // Runs a checkpointed micro-batch's forward again, this time recording autograd.
+  void recompute(int micro_batch);
+
+  // Backward of one micro-batch from the gradient of its output (one gradient per output
+  // tensor and skip tensor; undefined where none flows). Returns the input's gradients.
+  Batch backward(int micro_batch, const Batch& output_grad);
+
+  // Backward on the last stage: weights the micro-batch's loss so that the accumulated
+  // gradients equal the whole batch's. Returns the input's gradients; `loss` gets the weighted loss.
+  Batch backward_from_loss(int micro_batch, const at::Tensor& target, const LossFn& loss_fn,
+                           double weight, double* loss);
+
+  // Inference forward without keeping state.
+  Batch infer(Batch input);
+
+  // Drops all per-micro-batch state (after a step, or after a failure).
+  void clear() { states_.clear(); }
+
+ private:
+  struct MicroBatch {
+    Batch input;
+    Batch output;
+    uint64_t rng_seed = 0;
+  };
+
+  Batch run_layers(Batch input, int micro_batch);
+  Batch run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed);
+  Batch input_gradients(const Batch& input) const;
+  MicroBatch& state(int micro_batch, const char* action);
+
+  int index_;
+  size_t first_layer_;
+  LayerSeq layers_;
+  c10::Device device_;
+  bool stochastic_ = false;
+  std::map<int, MicroBatch> states_;
+};
+
+}  // namespace pipebal::pipeline

@@ -1,0 +1,36 @@
+// A thread that runs submitted jobs one at a time: each CPU stage owns one, so the stage's
+// intra-op thread setting (thread-local in OpenMP) and its thread pool persist across steps.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+namespace pipebal::pipeline {
+
+class Worker {
+ public:
+  // `on_start` runs first on the new thread (e.g. to set the intra-op thread count).
+  explicit Worker(std::function<void()> on_start = {});
+  // Finishes queued jobs, then joins the thread.
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Queues `job`; the future carries its exception, if any. Any thread may call it.
+  std::future<void> submit(std::function<void()> job);
+
+ private:
+  void run(const std::function<void()>& on_start);
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::packaged_task<void()>> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+}  // namespace pipebal::pipeline

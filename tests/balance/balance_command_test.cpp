@@ -1,0 +1,132 @@
+// `pipebal balance` end to end, in process: the table, --compare, --json, -o and bad input.
+#include "tools/balance_command.h"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "balance/plan.h"
+
+namespace pipebal::tools {
+namespace {
+
+using nlohmann::json;
+
+std::string write_profile() {
+  json layers = json::array();
+  for (int i = 0; i < 8; ++i) {
+    layers.push_back({{"name", "layer" + std::to_string(i)},
+                      {"type", "Linear"},
+                      {"forward_ms", 1.0 + i % 3},
+                      {"backward_ms", 2.0 + i % 3},
+                      {"param_bytes", 1 << 20},
+                      {"activation_bytes", 1 << 18},
+                      {"output_bytes", 1 << 16}});
+  }
+  const std::string path = ::testing::TempDir() + "/balance_command_profile.json";
+  std::ofstream(path) << json{
+      {"schema", "pipebal.profile/1"},
+      {"model", "toy"},
+      {"layers", layers}}.dump();
+  return path;
+}
+
+BalanceParams params_for(int stages) {
+  BalanceParams params;
+  params.profile_path = write_profile();
+  params.stages = stages;
+  return params;
+}
+
+std::string run(const BalanceParams& params) {
+  std::ostringstream out;
+  run_balance(params, out);
+  return out.str();
+}
+
+TEST(BalanceCommand, PrintsTheStageTableAndThePrediction) {
+  const std::string out = run(params_for(3));
+  EXPECT_NE(out.find("toy: 8 layers into 3 stages: gpipe schedule, 4 micro-batches"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("algorithm dp"), std::string::npos) << out;
+  EXPECT_NE(out.find("bottleneck"), std::string::npos) << out;
+  EXPECT_NE(out.find("predicted step"), std::string::npos) << out;
+  EXPECT_NE(out.find("100.0%"), std::string::npos) << out;
+}
+
+TEST(BalanceCommand, CompareListsEveryAlgorithm) {
+  BalanceParams params = params_for(3);
+  params.compare = true;
+  const std::string out = run(params);
+  for (const std::string name : {"dp", "blockpartition", "uniform", "parameters"}) {
+    EXPECT_NE(out.find("\n" + name + " "), std::string::npos) << name << "\n" << out;
+  }
+}
+
+TEST(BalanceCommand, JsonAndOutputFileCarryThePlan) {
+  BalanceParams params = params_for(2);
+  params.json = true;
+  params.output_path = ::testing::TempDir() + "/balance_command_plan.json";
+  params.memory_caps = {"8M", "16M"};
+  params.device_speeds = {1.0, 2.0};
+  params.bandwidth = "1GB/s";
+  const json doc = json::parse(run(params));
+  EXPECT_EQ(doc["schema"], "pipebal.plan/1");
+  EXPECT_EQ(doc["stages"][1]["memory_cap_bytes"], 16 << 20);
+  EXPECT_EQ(doc["stages"][1]["speed"], 2.0);
+  EXPECT_EQ(doc["bandwidth_bytes_per_ms"], 1e6);
+  EXPECT_EQ(balance::read_plan(params.output_path).balance, doc["balance"].get<std::vector<int>>());
+}
+
+TEST(BalanceCommand, ParsesItsOptionsAndShowsAnExampleInHelp) {
+  CLI::App app;
+  add_balance_command(app);
+  CLI::App* sub = app.get_subcommand("balance");
+  EXPECT_NE(sub->help().find("Example"), std::string::npos);
+  EXPECT_NE(sub->help().find("except_last"), std::string::npos);
+  // A bad value reaches the callback, which throws for main to print.
+  EXPECT_THROW(app.parse("balance " + write_profile() + " --stages 2 --schedule zigzag", false),
+               std::invalid_argument);
+}
+
+TEST(BalanceCommand, BadInputThrowsOneClearMessage) {
+  auto expect_error = [](const BalanceParams& params, const std::string& message) {
+    try {
+      run(params);
+      ADD_FAILURE() << "accepted; expected: " << message;
+    } catch (const std::exception& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+      EXPECT_EQ(std::string(error.what()).find('\n'), std::string::npos) << error.what();
+    }
+  };
+  BalanceParams params = params_for(9);
+  expect_error(params, "9 stages need at least 9 layers, the profile has 8");
+  params = params_for(2);
+  params.memory_cap = "1K";
+  expect_error(params, "the smallest cap that would work on every stage is");
+  params.memory_caps = {"1G"};
+  expect_error(params, "either --memory-cap or --memory-caps");
+  params = params_for(2);
+  params.memory_cap = "lots";
+  expect_error(params, "cannot read byte size 'lots'");
+  params = params_for(2);
+  params.algorithm = "greedy";
+  expect_error(params, "unknown algorithm 'greedy'");
+  params = params_for(2);
+  params.checkpoint = "sometimes";
+  expect_error(params, "unknown checkpoint mode 'sometimes'");
+  params = params_for(2);
+  params.device_speeds = {1, -1};
+  expect_error(params, "device speed 1 is -1");
+  params = params_for(2);
+  params.profile_path = "/nonexistent.json";
+  expect_error(params, "cannot read '/nonexistent.json'");
+}
+
+}  // namespace
+}  // namespace pipebal::tools

@@ -1,0 +1,174 @@
+// The cost model against hand-computed stage times, transfers and memory, and its input checks.
+#include "balance/cost_model.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace pipebal::balance {
+namespace {
+
+using pipeline::CheckpointMode;
+using pipeline::ScheduleKind;
+
+std::vector<LayerCost> three_layers() {
+  std::vector<LayerCost> layers(3);
+  const double forward[] = {1, 2, 3};
+  for (int i = 0; i < 3; ++i) {
+    layers[i].name = "l" + std::to_string(i);
+    layers[i].forward_ms = forward[i];
+    layers[i].backward_ms = 2;
+    layers[i].param_bytes = 100;
+    layers[i].activation_bytes = 10;
+    layers[i].output_bytes = 1000 * (i + 1);
+  }
+  return layers;
+}
+
+CostOptions options_with(ScheduleKind kind, CheckpointMode mode, int chunks) {
+  CostOptions options;
+  options.schedule = kind;
+  options.checkpoint = mode;
+  options.chunks = chunks;
+  return options;
+}
+
+TEST(CostModel, TimeAddsTheRecomputedShareAndDividesBySpeed) {
+  CostOptions options = options_with(ScheduleKind::kGPipe, CheckpointMode::kExceptLast, 4);
+  options.device_speeds = {1.0, 0.5};
+  const CostModel model(three_layers(), 2, options);
+  // Layers 0-1: forward 3, backward 4; 3 of 4 micro-batches recompute: 3 * 1.75 + 4 = 9.25.
+  EXPECT_DOUBLE_EQ(model.time_ms(0, 0, 2), 9.25);
+  EXPECT_DOUBLE_EQ(model.time_ms(1, 0, 2), 18.5);
+  const StageDurations d = model.durations(1, 2, 3);
+  EXPECT_DOUBLE_EQ(d.forward_ms, 6);
+  EXPECT_DOUBLE_EQ(d.recompute_ms, 6);
+  EXPECT_DOUBLE_EQ(d.backward_ms, 4);
+}
+
+TEST(CostModel, OneMicroBatchWithExceptLastNeverRecomputes) {
+  const CostModel model(three_layers(), 1,
+                        options_with(ScheduleKind::kGPipe, CheckpointMode::kExceptLast, 1));
+  EXPECT_DOUBLE_EQ(model.time_ms(0, 0, 3), 6 + 6);
+}
+
+TEST(CostModel, TransferIsTheBoundaryOutputOverBandwidthAndFreeAfterTheLastLayer) {
+  CostOptions options;
+  options.bandwidth_bytes_per_ms = 100;
+  const CostModel model(three_layers(), 2, options);
+  EXPECT_DOUBLE_EQ(model.transfer_ms(1), 10);  // output of layer 0: 1000 bytes
+  EXPECT_DOUBLE_EQ(model.transfer_ms(2), 20);
+  EXPECT_DOUBLE_EQ(model.transfer_ms(3), 0);
+  EXPECT_DOUBLE_EQ(model.cost_ms(0, 0, 2), model.time_ms(0, 0, 2) + 20);
+  EXPECT_DOUBLE_EQ(CostModel(three_layers(), 2, CostOptions{}).transfer_ms(1), 0);
+}
+
+TEST(CostModel, GPipeKeepsEveryMicroBatch) {
+  // Stage 1 holds layers 1-2: params 200 * 2, input 1000 (output of layer 0), activations 20.
+  const auto never =
+      CostModel(three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 4));
+  EXPECT_EQ(never.memory_bytes(1, 1, 3), 400 + 4 * 20);
+  const auto always =
+      CostModel(three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4));
+  EXPECT_EQ(always.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20);  // + one recomputation
+  // except_last: 3 stashed inputs and the last micro-batch's activations, which are freed
+  // before the first recomputation adds another micro-batch's.
+  const auto except_last = CostModel(
+      three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kExceptLast, 4));
+  EXPECT_EQ(except_last.memory_bytes(1, 1, 3), 400 + 3 * 1000 + 20);
+}
+
+TEST(CostModel, StageZeroInputIsNotCounted) {
+  const auto model =
+      CostModel(three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4));
+  EXPECT_EQ(model.memory_bytes(0, 0, 1), 200 + 0 + 10);
+  EXPECT_EQ(model.memory_terms(0, 0, 1).input_bytes, 0);
+  EXPECT_EQ(model.memory_terms(1, 1, 3).input_bytes, 1000);
+}
+
+TEST(CostModel, OneFOneBKeepsStagesMinusStageMicroBatches) {
+  std::vector<LayerCost> layers(4);
+  for (auto& l : layers) {
+    l.activation_bytes = 10;
+    l.output_bytes = 1000;
+  }
+  const auto never =
+      CostModel(layers, 4, options_with(ScheduleKind::kOneFOneB, CheckpointMode::kNever, 8));
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(never.memory_bytes(s, s, s + 1), (4 - s) * 10) << s;
+  const auto always =
+      CostModel(layers, 4, options_with(ScheduleKind::kOneFOneB, CheckpointMode::kAlways, 8));
+  for (int s = 1; s < 4; ++s) {
+    EXPECT_EQ(always.memory_bytes(s, s, s + 1), (4 - s) * 1000 + 10) << s;
+  }
+}
+
+TEST(CostModel, ParamScaleMultipliesParameters) {
+  CostOptions options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 1);
+  options.param_scale = 4;
+  EXPECT_EQ(CostModel(three_layers(), 1, options).memory_bytes(0, 0, 3), 1200 + 30);
+}
+
+TEST(CostModel, OneCapOrSpeedAppliesToEveryStage) {
+  CostOptions options;
+  options.memory_caps_bytes = {4096};
+  options.device_speeds = {2.0};
+  const CostModel model(three_layers(), 3, options);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(model.memory_cap_bytes(s), 4096);
+    EXPECT_EQ(model.speed(s), 2.0);
+  }
+  EXPECT_EQ(CostModel(three_layers(), 3, CostOptions{}).memory_cap_bytes(1), kUnlimitedBytes);
+}
+
+void expect_rejected(std::vector<LayerCost> layers, int stages, CostOptions options,
+                     const std::string& message) {
+  try {
+    CostModel model(std::move(layers), stages, options);
+    FAIL() << "expected std::invalid_argument containing: " << message;
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+  }
+}
+
+TEST(CostModel, RejectsBadInputWithAClearMessage) {
+  const CostOptions ok;
+  expect_rejected(three_layers(), 0, ok, "stages must be at least 1, got 0");
+  expect_rejected(three_layers(), 4, ok, "4 stages need at least 4 layers, the profile has 3");
+  expect_rejected({}, 1, ok, "no layers");
+
+  auto nan_layers = three_layers();
+  nan_layers[1].forward_ms = std::numeric_limits<double>::quiet_NaN();
+  expect_rejected(nan_layers, 1, ok, "layer 1 ('l1'): forward_ms is nan");
+  auto negative = three_layers();
+  negative[2].backward_ms = -1;
+  expect_rejected(negative, 1, ok, "layer 2 ('l2'): backward_ms is -1");
+  auto negative_bytes = three_layers();
+  negative_bytes[0].activation_bytes = -5;
+  expect_rejected(negative_bytes, 1, ok, "layer 0 ('l0'): activation_bytes is -5");
+
+  CostOptions speeds;
+  speeds.device_speeds = {1.0, 0.0};
+  expect_rejected(three_layers(), 2, speeds, "device speed 1 is 0, expected a finite value > 0");
+  speeds.device_speeds = {1.0, 1.0};
+  expect_rejected(three_layers(), 3, speeds, "device speeds: 2 values for 3 stages");
+  CostOptions caps;
+  caps.memory_caps_bytes = {1, 2};
+  expect_rejected(three_layers(), 3, caps, "memory caps: 2 values for 3 stages");
+  caps.memory_caps_bytes = {0};
+  expect_rejected(three_layers(), 3, caps, "memory cap 0 is 0 bytes, expected > 0");
+  CostOptions chunks;
+  chunks.chunks = 0;
+  expect_rejected(three_layers(), 1, chunks, "chunks must be at least 1, got 0");
+  CostOptions scale;
+  scale.param_scale = -1;
+  expect_rejected(three_layers(), 1, scale, "param scale must be a finite value >= 0");
+  CostOptions bandwidth;
+  bandwidth.bandwidth_bytes_per_ms = -3;
+  expect_rejected(three_layers(), 1, bandwidth, "bandwidth must be >= 0");
+}
+
+}  // namespace
+}  // namespace pipebal::balance

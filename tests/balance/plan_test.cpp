@@ -1,0 +1,163 @@
+// Plans: costing a balance, the prediction, and the pipebal.plan/1 round trip.
+#include "balance/plan.h"
+
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "balance/partition.h"
+
+namespace pipebal::balance {
+namespace {
+
+using nlohmann::json;
+
+CostModel four_equal_layers(CostOptions options) {
+  std::vector<LayerCost> layers(4);
+  for (auto& l : layers) {
+    l.forward_ms = 1;
+    l.backward_ms = 2;
+    l.param_bytes = 10;
+    l.activation_bytes = 5;
+    l.output_bytes = 100;
+  }
+  return CostModel(layers, 2, options);
+}
+
+CostOptions plain(int chunks) {
+  CostOptions options;
+  options.checkpoint = pipeline::CheckpointMode::kNever;
+  options.chunks = chunks;
+  return options;
+}
+
+TEST(Plan, PredictsGPipeStepAndSpeedUp) {
+  const Plan plan = make_plan(four_equal_layers(plain(4)), {2, 2}, "uniform");
+  // Two stages of F = 2, B = 4: (4 + 1) * (2 + 4) = 30 ms. Unpipelined, the whole mini-batch
+  // is one micro-batch four times the size: 2 stages * 4 * 6 ms = 48 ms.
+  EXPECT_DOUBLE_EQ(plan.bottleneck_ms, 6);
+  EXPECT_DOUBLE_EQ(plan.prediction.step_ms, 30);
+  EXPECT_DOUBLE_EQ(plan.prediction.naive_step_ms, 48);
+  EXPECT_DOUBLE_EQ(plan.prediction.speedup, 48.0 / 30.0);
+  EXPECT_DOUBLE_EQ(plan.prediction.bubble_fraction, 1.0 - 48.0 / 60.0);
+  EXPECT_EQ(plan.stages[1].first_layer, 2);
+  EXPECT_EQ(plan.stages[1].memory_bytes, 40 + 4 * 10);
+  EXPECT_TRUE(plan.fits_memory());
+}
+
+TEST(Plan, SimulatingFewerMicroBatchesScalesTheirCosts) {
+  const CostModel model = four_equal_layers(plain(4));
+  const SimulationResult two = simulate_balance(model, {2, 2}, 2);
+  // Micro-batches twice the profiled size: F = 4, B = 8 per stage, (2 + 1) * 12 = 36 ms.
+  EXPECT_DOUBLE_EQ(two.step_ms, 36);
+  // GPipe without checkpointing keeps both micro-batches' activations: 2 * (2 * 10) bytes.
+  EXPECT_EQ(two.peak_bytes[1], 40 + 2 * 20);
+}
+
+TEST(Plan, RejectsABalanceThatDoesNotFit) {
+  const CostModel model = four_equal_layers(plain(1));
+  for (const std::vector<int>& bad : {std::vector<int>{4}, {3, 2}, {4, 0}, {1, 1, 2}}) {
+    try {
+      make_plan(model, bad, "x");
+      ADD_FAILURE();
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("must have 2 entries >= 1 summing to 4 layers"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
+TEST(Plan, JsonRoundTripKeepsEveryField) {
+  CostOptions options;
+  options.chunks = 3;
+  options.schedule = pipeline::ScheduleKind::kOneFOneB;
+  options.memory_caps_bytes = {1000, 2000};
+  options.device_speeds = {1.0, 0.5};
+  options.bandwidth_bytes_per_ms = 33.3;
+  options.param_scale = 4;
+  Plan plan = partition(four_equal_layers(options), Algorithm::kDp);
+  plan.model = "mlp:layers=4";
+  const json doc = plan_to_json(plan);
+  EXPECT_EQ(doc["schema"], "pipebal.plan/1");
+  EXPECT_EQ(doc["stages"][1]["memory_cap_bytes"], 2000);
+  const Plan back = plan_from_json(json::parse(doc.dump()));
+  EXPECT_EQ(back.model, plan.model);
+  EXPECT_EQ(back.algorithm, "dp");
+  EXPECT_EQ(back.balance, plan.balance);
+  EXPECT_EQ(back.bottleneck_ms, plan.bottleneck_ms);
+  EXPECT_EQ(back.chunks, 3);
+  EXPECT_EQ(back.schedule, pipeline::ScheduleKind::kOneFOneB);
+  EXPECT_EQ(back.checkpoint, plan.checkpoint);
+  EXPECT_EQ(back.param_scale, 4);
+  EXPECT_EQ(back.bandwidth_bytes_per_ms, 33.3);
+  ASSERT_EQ(back.stages.size(), plan.stages.size());
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    EXPECT_EQ(back.stages[s].first_layer, plan.stages[s].first_layer);
+    EXPECT_EQ(back.stages[s].layers, plan.stages[s].layers);
+    EXPECT_EQ(back.stages[s].time_ms, plan.stages[s].time_ms);
+    EXPECT_EQ(back.stages[s].transfer_ms, plan.stages[s].transfer_ms);
+    EXPECT_EQ(back.stages[s].memory_bytes, plan.stages[s].memory_bytes);
+    EXPECT_EQ(back.stages[s].memory_cap_bytes, plan.stages[s].memory_cap_bytes);
+    EXPECT_EQ(back.stages[s].speed, plan.stages[s].speed);
+  }
+  EXPECT_EQ(back.prediction.step_ms, plan.prediction.step_ms);
+  EXPECT_EQ(back.prediction.naive_step_ms, plan.prediction.naive_step_ms);
+  EXPECT_EQ(back.prediction.speedup, plan.prediction.speedup);
+  EXPECT_EQ(back.prediction.bubble_fraction, plan.prediction.bubble_fraction);
+  EXPECT_EQ(back.prediction.schedule, plan.prediction.schedule);
+  EXPECT_EQ(back.prediction.chunks, 3);
+}
+
+TEST(Plan, UnlimitedCapsAreLeftOutOfTheJson) {
+  const Plan plan = partition(four_equal_layers(plain(2)), Algorithm::kUniform);
+  const json doc = plan_to_json(plan);
+  EXPECT_FALSE(doc["stages"][0].contains("memory_cap_bytes"));
+  EXPECT_EQ(plan_from_json(doc).stages[0].memory_cap_bytes, kUnlimitedBytes);
+}
+
+TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
+  const json good = plan_to_json(partition(four_equal_layers(plain(2)), Algorithm::kUniform));
+  auto expect_error = [](const json& doc, const std::string& message) {
+    try {
+      plan_from_json(doc);
+      ADD_FAILURE() << "accepted; expected: " << message;
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+    }
+  };
+  json doc = good;
+  doc["schema"] = "pipebal.plan/2";
+  expect_error(doc, "unsupported schema version \"pipebal.plan/2\"");
+  doc = good;
+  doc.erase("schema");
+  expect_error(doc, "missing \"schema\"");
+  doc = good;
+  doc.erase("bottleneck_ms");
+  expect_error(doc, "plan: missing bottleneck_ms");
+  doc = good;
+  doc["stages"][1]["time_ms"] = "slow";
+  expect_error(doc, "plan: stages[1].time_ms has the wrong type (string)");
+  doc = good;
+  doc["balance"] = {1, 3};
+  expect_error(doc, "plan: stages[0].layers is 2 but balance[0] is 1");
+  doc = good;
+  doc["prediction"].erase("speedup");
+  expect_error(doc, "plan: missing prediction.speedup");
+  doc = good;
+  doc["schedule"] = "zigzag";
+  expect_error(doc, "unknown schedule 'zigzag'");
+}
+
+TEST(Plan, WritesAndReadsAFile) {
+  const std::string path = ::testing::TempDir() + "/plan_test.json";
+  const Plan plan = partition(four_equal_layers(plain(2)), Algorithm::kDp);
+  write_plan(path, plan);
+  EXPECT_EQ(read_plan(path).balance, plan.balance);
+  EXPECT_THROW(read_plan(path + ".missing"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipebal::balance

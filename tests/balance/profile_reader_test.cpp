@@ -1,0 +1,130 @@
+// Reading cost profiles: the pipebal format, hand-written documents, and every malformed input.
+#include "balance/profile_reader.h"
+
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace pipebal::balance {
+namespace {
+
+using nlohmann::json;
+
+json layer(double forward_ms) {
+  return {{"name", "fc"},       {"type", "Linear"},    {"forward_ms", forward_ms},
+          {"backward_ms", 2.5}, {"param_bytes", 4096}, {"activation_bytes", 1024},
+          {"output_bytes", 512}};
+}
+
+json profile() {
+  return {{"schema", "pipebal.profile/1"},
+          {"model", "mlp:layers=2"},
+          {"batch_size", 8},
+          {"layers", {layer(1.0), layer(1.5)}}};
+}
+
+void expect_error(const json& doc, const std::string& message) {
+  try {
+    profile_from_json(doc);
+    FAIL() << "expected std::invalid_argument containing: " << message;
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+  }
+}
+
+TEST(ProfileReader, ReadsAPipebalProfile) {
+  const CostProfile p = profile_from_json(profile());
+  EXPECT_EQ(p.model, "mlp:layers=2");
+  EXPECT_EQ(p.batch_size, 8);
+  ASSERT_EQ(p.layers.size(), 2u);
+  EXPECT_EQ(p.layers[1].name, "fc");
+  EXPECT_EQ(p.layers[1].type, "Linear");
+  EXPECT_DOUBLE_EQ(p.layers[1].forward_ms, 1.5);
+  EXPECT_DOUBLE_EQ(p.layers[1].backward_ms, 2.5);
+  EXPECT_EQ(p.layers[1].param_bytes, 4096);
+  EXPECT_EQ(p.layers[1].activation_bytes, 1024);
+  EXPECT_EQ(p.layers[1].output_bytes, 512);
+}
+
+TEST(ProfileReader, AcceptsAHandWrittenDocumentWithoutSchemaOrNames) {
+  json doc = {{"layers", {layer(1.0)}}};
+  doc["layers"][0].erase("name");
+  doc["layers"][0].erase("type");
+  doc["layers"][0]["param_bytes"] = 4096.0;  // integral doubles are fine
+  const CostProfile p = profile_from_json(doc);
+  EXPECT_EQ(p.layers[0].name, "layer0");
+  EXPECT_EQ(p.layers[0].type, "");
+  EXPECT_EQ(p.layers[0].param_bytes, 4096);
+  EXPECT_EQ(p.batch_size, 0);
+}
+
+TEST(ProfileReader, RejectsAnotherSchemaOrMajorVersion) {
+  json doc = profile();
+  doc["schema"] = "pipebal.profile/2";
+  expect_error(doc, "unsupported schema version \"pipebal.profile/2\"");
+  doc["schema"] = "pipebal.plan/1";
+  expect_error(doc, "unexpected schema \"pipebal.plan/1\"");
+  doc["schema"] = "pipebal.profile/1.3";  // a newer minor version is fine
+  EXPECT_NO_THROW(profile_from_json(doc));
+}
+
+TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
+  json doc = profile();
+  doc["layers"][1].erase("output_bytes");
+  expect_error(doc, "layers[1]: missing \"output_bytes\"");
+  doc = profile();
+  doc["layers"][0]["forward_ms"] = "fast";
+  expect_error(doc, "layers[0].forward_ms: expected a number, got string");
+  doc = profile();
+  doc["layers"][1]["backward_ms"] = -0.5;
+  expect_error(doc, "layers[1].backward_ms: -0.5 is not a finite value >= 0");
+  doc = profile();
+  doc["layers"][0]["param_bytes"] = -4;
+  expect_error(doc, "layers[0].param_bytes: -4 is not an integer >= 0");
+  doc = profile();
+  doc["layers"][0]["activation_bytes"] = 10.5;
+  expect_error(doc, "layers[0].activation_bytes: 10.5 is not an integer >= 0");
+  doc = profile();
+  doc["layers"][1]["output_bytes"] = true;
+  expect_error(doc, "layers[1].output_bytes: expected an integer, got boolean");
+  doc = profile();
+  doc["layers"][1]["name"] = 3;
+  expect_error(doc, "layers[1].name: expected a string, got number");
+  doc = profile();
+  doc["layers"][0] = 7;
+  expect_error(doc, "layers[0]: expected an object, got number");
+}
+
+TEST(ProfileReader, RejectsDocumentsWithoutLayers) {
+  expect_error(json::array(), "expected a JSON object");
+  expect_error(json{{"model", "x"}}, "expected a \"layers\" array");
+  expect_error(json{{"layers", json::array()}}, "\"layers\" is empty");
+}
+
+TEST(ProfileReader, FileErrorsNameThePath) {
+  EXPECT_THROW(read_profile("/nonexistent/profile.json"), std::invalid_argument);
+  const std::string path = ::testing::TempDir() + "/bad_profile.json";
+  std::ofstream(path) << "{\"layers\": [";
+  try {
+    read_profile(path);
+    FAIL();
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find(path + ": malformed JSON"), std::string::npos)
+        << error.what();
+  }
+  std::ofstream(path) << json{{"layers", {{{"forward_ms", 1}}}}}.dump();
+  try {
+    read_profile(path);
+    FAIL();
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find(path + ": layers[0]: missing \"backward_ms\""),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace pipebal::balance

@@ -1,0 +1,219 @@
+// The schedule simulator against hand-computed timelines and an independent reference.
+#include "balance/simulator.h"
+
+#include <random>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+
+#include "balance/cost_model.h"
+#include "test_support.h"
+
+namespace pipebal::balance {
+namespace {
+
+using pipeline::ActionKind;
+using pipeline::CheckpointMode;
+using pipeline::ScheduleKind;
+
+std::vector<StageDurations> uniform(int stages, double forward_ms, double backward_ms) {
+  return std::vector<StageDurations>(stages, {forward_ms, forward_ms, backward_ms});
+}
+
+// Reference: start times by fixed-point relaxation over the dependency graph (stage order plus
+// cross-stage edges), iterated until nothing changes, instead of the simulator's event walk.
+double relaxed_step_ms(const pipeline::Schedule& schedule,
+                       const std::vector<StageDurations>& durations,
+                       const std::vector<double>& transfer_ms) {
+  const int k = schedule.stages;
+  auto duration = [&](int s, ActionKind kind) {
+    return kind == ActionKind::kForward     ? durations[s].forward_ms
+           : kind == ActionKind::kRecompute ? durations[s].recompute_ms
+                                            : durations[s].backward_ms;
+  };
+  std::vector<std::vector<double>> start(k), end(k);
+  for (int s = 0; s < k; ++s) {
+    start[s].assign(schedule.actions[s].size(), 0.0);
+    end[s].assign(schedule.actions[s].size(), 0.0);
+  }
+  auto find_end = [&](int s, ActionKind kind, int micro_batch) {
+    for (size_t a = 0; a < schedule.actions[s].size(); ++a) {
+      if (schedule.actions[s][a].kind == kind && schedule.actions[s][a].micro_batch == micro_batch)
+        return end[s][a];
+    }
+    ADD_FAILURE() << "missing action";
+    return 0.0;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int s = 0; s < k; ++s) {
+      for (size_t a = 0; a < schedule.actions[s].size(); ++a) {
+        const pipeline::Action& action = schedule.actions[s][a];
+        double t = a > 0 ? end[s][a - 1] : 0.0;
+        if (action.kind == ActionKind::kForward && s > 0) {
+          t = std::max(
+              t, find_end(s - 1, ActionKind::kForward, action.micro_batch) + transfer_ms[s - 1]);
+        }
+        if (action.kind == ActionKind::kBackward && s + 1 < k) {
+          t = std::max(t,
+                       find_end(s + 1, ActionKind::kBackward, action.micro_batch) + transfer_ms[s]);
+        }
+        const double e = t + duration(s, action.kind);
+        if (t != start[s][a] || e != end[s][a]) changed = true;
+        start[s][a] = t;
+        end[s][a] = e;
+      }
+    }
+  }
+  double step = 0;
+  for (int s = 0; s < k; ++s) {
+    for (double e : end[s]) step = std::max(step, e);
+  }
+  return step;
+}
+
+TEST(Simulator, GPipeTwoStagesTwoMicroBatchesByHand) {
+  const auto schedule = pipeline::make_schedule(ScheduleKind::kGPipe, 2, 2, CheckpointMode::kNever);
+  // Stage 0: F0 [0,1] F1 [1,2]; stage 1: F0 [1,2] F1 [2,3] B1 [3,5] B0 [5,7];
+  // stage 0: B1 [5,7] B0 [7,9].
+  const SimulationResult r = simulate(schedule, uniform(2, 1, 2), {0.0}, {});
+  EXPECT_DOUBLE_EQ(r.step_ms, 9);
+  EXPECT_DOUBLE_EQ(r.busy_ms[0], 6);
+  EXPECT_DOUBLE_EQ(r.busy_ms[1], 6);
+  EXPECT_DOUBLE_EQ(r.bubble_fraction, 1.0 - 12.0 / 18.0);
+  ASSERT_EQ(r.timeline[0].size(), 4u);
+  EXPECT_DOUBLE_EQ(r.timeline[0][2].start_ms, 5);  // B1 on stage 0
+  EXPECT_EQ(r.timeline[0][2].action.kind, ActionKind::kBackward);
+  EXPECT_EQ(r.timeline[0][2].action.micro_batch, 1);
+  EXPECT_DOUBLE_EQ(r.timeline[1][2].start_ms, 3);  // B1 on stage 1
+}
+
+TEST(Simulator, TransfersDelayBothDirections) {
+  const auto schedule = pipeline::make_schedule(ScheduleKind::kGPipe, 2, 2, CheckpointMode::kNever);
+  // Stage 1: F0 [1.5,2.5] F1 [2.5,3.5] B1 [3.5,5.5] B0 [5.5,7.5]; stage 0: B1 [6,8] B0 [8,10].
+  EXPECT_DOUBLE_EQ(simulate(schedule, uniform(2, 1, 2), {0.5}, {}).step_ms, 10);
+}
+
+TEST(Simulator, RecomputeRunsRightBeforeItsBackward) {
+  const auto schedule =
+      pipeline::make_schedule(ScheduleKind::kGPipe, 2, 2, CheckpointMode::kExceptLast);
+  // Stage 1: F0 [1,2] F1 [2,3] B1 [3,5] R0 [5,6] B0 [6,8];
+  // stage 0: F0 [0,1] F1 [1,2] B1 [5,7] R0 [7,8] B0 [8,10].
+  const SimulationResult r = simulate(schedule, uniform(2, 1, 2), {0.0}, {});
+  EXPECT_DOUBLE_EQ(r.step_ms, 10);
+  EXPECT_DOUBLE_EQ(r.busy_ms[0], 7);
+}
+
+TEST(Simulator, OneFOneBTwoStagesByHand) {
+  const auto schedule =
+      pipeline::make_schedule(ScheduleKind::kOneFOneB, 2, 2, CheckpointMode::kNever);
+  // Stage 1: F0 [1,2] B0 [2,4] F1 [4,5] B1 [5,7]; stage 0: F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9].
+  const SimulationResult r = simulate(schedule, uniform(2, 1, 2), {0.0}, {});
+  EXPECT_DOUBLE_EQ(r.step_ms, 9);
+  EXPECT_DOUBLE_EQ(r.timeline[0][3].start_ms, 7);
+}
+
+TEST(Simulator, GPipeWithEqualStagesTakesMPlusNMinusOneSlotsEachWay) {
+  for (int k = 1; k <= 6; ++k) {
+    for (int m = 1; m <= 8; ++m) {
+      const auto schedule =
+          pipeline::make_schedule(ScheduleKind::kGPipe, k, m, CheckpointMode::kNever);
+      const double f = 1.25;
+      const double b = 2.5;
+      const SimulationResult r =
+          simulate(schedule, uniform(k, f, b), std::vector<double>(k - 1, 0.0), {});
+      EXPECT_DOUBLE_EQ(r.step_ms, (m + k - 1) * f + (m + k - 1) * b) << "k=" << k << " m=" << m;
+    }
+  }
+}
+
+TEST(Simulator, MatchesRelaxationReferenceOnRandomSchedules) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> ms(0.0, 5.0);
+  const CheckpointMode modes[] = {CheckpointMode::kAlways, CheckpointMode::kExceptLast,
+                                  CheckpointMode::kNever};
+  for (int t = 0; t < 500; ++t) {
+    const int k = 1 + static_cast<int>(rng() % 6);
+    const int m = 1 + static_cast<int>(rng() % 8);
+    const auto kind = rng() % 2 ? ScheduleKind::kGPipe : ScheduleKind::kOneFOneB;
+    const auto schedule = pipeline::make_schedule(kind, k, m, modes[rng() % 3]);
+    std::vector<StageDurations> durations(k);
+    for (auto& d : durations) {
+      d.forward_ms = ms(rng);
+      d.recompute_ms = ms(rng);
+      d.backward_ms = ms(rng);
+    }
+    std::vector<double> transfer_ms(k - 1);
+    for (double& x : transfer_ms) x = rng() % 3 ? ms(rng) : 0.0;
+    const SimulationResult r = simulate(schedule, durations, transfer_ms, {});
+    EXPECT_DOUBLE_EQ(r.step_ms, relaxed_step_ms(schedule, durations, transfer_ms)) << t;
+    for (int s = 0; s < k; ++s) {
+      // No action overlaps the previous one on its stage, and busy time adds up.
+      double busy = 0;
+      for (size_t a = 0; a < r.timeline[s].size(); ++a) {
+        if (a > 0) {
+          EXPECT_GE(r.timeline[s][a].start_ms, r.timeline[s][a - 1].end_ms);
+        }
+        busy += r.timeline[s][a].end_ms - r.timeline[s][a].start_ms;
+      }
+      EXPECT_NEAR(busy, r.busy_ms[s], 1e-9);
+    }
+  }
+}
+
+TEST(Simulator, PeakMemoryEqualsTheCostModel) {
+  std::mt19937 rng(12);
+  for (int t = 0; t < 500; ++t) {
+    const int n = 1 + static_cast<int>(rng() % 20);
+    const int k = 1 + static_cast<int>(rng() % std::min(6, n));
+    const CostModel model(testing::random_layers(rng, n, false), k,
+                          testing::random_options(rng, k, false, false));
+    // A random partition: cut points drawn without replacement.
+    std::vector<int> cuts;
+    for (int c = 1; c < n; ++c) cuts.push_back(c);
+    std::shuffle(cuts.begin(), cuts.end(), rng);
+    cuts.resize(k - 1);
+    cuts.push_back(0);
+    cuts.push_back(n);
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<StageDurations> durations;
+    std::vector<StageMemory> memory;
+    std::vector<double> transfer_ms;
+    for (int s = 0; s < k; ++s) {
+      durations.push_back(model.durations(s, cuts[s], cuts[s + 1]));
+      memory.push_back(model.memory_terms(s, cuts[s], cuts[s + 1]));
+      if (s + 1 < k) transfer_ms.push_back(model.transfer_ms(cuts[s + 1]));
+    }
+    const SimulationResult r = simulate(model.schedule(), durations, transfer_ms, memory);
+    for (int s = 0; s < k; ++s) {
+      EXPECT_EQ(r.peak_bytes[s], model.memory_bytes(s, cuts[s], cuts[s + 1])) << t << " " << s;
+      // The stage time is the busy time per micro-batch.
+      EXPECT_NEAR(r.busy_ms[s] / model.options().chunks, model.time_ms(s, cuts[s], cuts[s + 1]),
+                  1e-9);
+    }
+  }
+}
+
+TEST(Simulator, ReportsADeadlockInsteadOfHanging) {
+  pipeline::Schedule schedule =
+      pipeline::make_schedule(ScheduleKind::kGPipe, 2, 1, CheckpointMode::kNever);
+  std::swap(schedule.actions[0][0], schedule.actions[0][1]);  // B0 before F0 on stage 0
+  try {
+    simulate(schedule, uniform(2, 1, 1), {0.0}, {});
+    FAIL() << "expected std::logic_error";
+  } catch (const std::logic_error& error) {
+    EXPECT_NE(std::string(error.what()).find("deadlocks at stage 0, action B0"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(Simulator, RejectsMismatchedSizes) {
+  const auto schedule = pipeline::make_schedule(ScheduleKind::kGPipe, 3, 2, CheckpointMode::kNever);
+  EXPECT_THROW(simulate(schedule, uniform(2, 1, 1), {0.0, 0.0}, {}), std::invalid_argument);
+  EXPECT_THROW(simulate(schedule, uniform(3, 1, 1), {0.0}, {}), std::invalid_argument);
+  EXPECT_THROW(simulate(schedule, uniform(3, 1, 1), {0.0, 0.0}, std::vector<StageMemory>(2)),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipebal::balance

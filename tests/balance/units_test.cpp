@@ -1,0 +1,59 @@
+// Parsing and printing of sizes and bandwidths.
+#include "balance/units.h"
+
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace pipebal::balance {
+namespace {
+
+TEST(Units, BinarySuffixesArePowersOf1024) {
+  EXPECT_EQ(parse_bytes("8G"), 8LL << 30);
+  EXPECT_EQ(parse_bytes("8g"), 8LL << 30);
+  EXPECT_EQ(parse_bytes("512MiB"), 512LL << 20);
+  EXPECT_EQ(parse_bytes("1.5GiB"), 3LL << 29);
+  EXPECT_EQ(parse_bytes("2K"), 2048);
+  EXPECT_EQ(parse_bytes("1Ti"), 1LL << 40);
+}
+
+TEST(Units, DecimalSuffixesArePowersOf1000AndPlainNumbersAreBytes) {
+  EXPECT_EQ(parse_bytes("1.5GB"), 1500000000);
+  EXPECT_EQ(parse_bytes("10kb"), 10000);
+  EXPECT_EQ(parse_bytes("1048576"), 1048576);
+  EXPECT_EQ(parse_bytes("12B"), 12);
+  EXPECT_EQ(parse_bytes("4 MiB"), 4LL << 20);
+}
+
+TEST(Units, RejectsWhatIsNotASize) {
+  for (const std::string bad : {"", "G", "-1G", "8X", "8GBs", "nan", "inf", "1e30T"}) {
+    try {
+      parse_bytes(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("cannot read byte size '" + bad + "'"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
+TEST(Units, BandwidthIsReturnedInBytesPerMillisecond) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("10GB/s"), 1e7);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("1GiB/s"), 1073741824.0 / 1000);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("1e9"), 1e6);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("100MB"), 1e5);
+  EXPECT_THROW(parse_bandwidth_bytes_per_ms("fast"), std::invalid_argument);
+  EXPECT_THROW(parse_bandwidth_bytes_per_ms("10GB/h"), std::invalid_argument);
+}
+
+TEST(Units, FormatsBinaryBytesAndDecimalBandwidth) {
+  EXPECT_EQ(format_bytes(12), "12 B");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(format_bytes(8LL << 30), "8.00 GiB");
+  EXPECT_EQ(format_bandwidth(1e7), "10.00 GB/s");
+}
+
+}  // namespace
+}  // namespace pipebal::balance

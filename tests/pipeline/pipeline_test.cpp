@@ -1,0 +1,367 @@
+// The engine: a pipelined step equals the plain model (loss and gradients), for both
+// schedules, every checkpoint mode, uneven chunks, several input tensors and skip tensors;
+// failures surface as one error and never hang.
+#include "pipeline/pipeline.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "pipeline/batch_norm.h"
+#include "pipeline/module_layer.h"
+
+namespace pipebal::pipeline {
+namespace {
+
+namespace nn = torch::nn;
+
+// Stashes its input under `name` and passes it on through a Linear.
+struct StashLinearImpl : nn::Cloneable<StashLinearImpl> {
+  StashLinearImpl(std::string name, int64_t width) : name_(std::move(name)), width_(width) { reset(); }
+  void reset() override { fc_ = register_module("fc", nn::Linear(width_, width_)); }
+  Batch forward(Batch b) {
+    b.skips[name_] = b.value();
+    b.value() = torch::tanh(fc_->forward(b.value()));
+    return b;
+  }
+  std::string name_;
+  int64_t width_;
+  nn::Linear fc_{nullptr};
+};
+TORCH_MODULE(StashLinear);
+
+// Pops `name` and adds it to its Linear's output.
+struct PopAddImpl : nn::Cloneable<PopAddImpl> {
+  PopAddImpl(std::string name, int64_t width) : name_(std::move(name)), width_(width) { reset(); }
+  void reset() override { fc_ = register_module("fc", nn::Linear(width_, width_)); }
+  Batch forward(Batch b) {
+    at::Tensor skip = b.skips.at(name_);
+    b.skips.erase(name_);
+    b.value() = fc_->forward(b.value()) + 2 * skip;
+    return b;
+  }
+  std::string name_;
+  int64_t width_;
+  nn::Linear fc_{nullptr};
+};
+TORCH_MODULE(PopAdd);
+
+// Takes two tensors {x, y}: returns {x * W + y, y}.
+struct TwoInputImpl : nn::Cloneable<TwoInputImpl> {
+  explicit TwoInputImpl(int64_t width) : width_(width) { reset(); }
+  void reset() override { fc_ = register_module("fc", nn::Linear(width_, width_)); }
+  Batch forward(Batch b) {
+    b.tensors[0] = torch::relu(fc_->forward(b.tensors[0]) + b.tensors[1]);
+    return b;
+  }
+  int64_t width_;
+  nn::Linear fc_{nullptr};
+};
+TORCH_MODULE(TwoInput);
+
+// Drops every tensor but the first.
+struct FirstOnlyImpl : nn::Cloneable<FirstOnlyImpl> {
+  void reset() override {}
+  Batch forward(Batch b) {
+    b.tensors.resize(1);
+    return b;
+  }
+};
+TORCH_MODULE(FirstOnly);
+
+constexpr int64_t kWidth = 6;
+
+// Eight layers: two inputs, a skip that crosses stages, dropout-free.
+LayerSeq make_model(uint64_t seed) {
+  torch::manual_seed(seed);
+  LayerSeq seq("test");
+  seq.add(make_layer("two", "TwoInput", TwoInput(kWidth), LayerIO::kBatch));
+  seq.add(make_layer("first", "FirstOnly", FirstOnly(), LayerIO::kBatch));
+  auto stash = make_layer("stash", "StashLinear", StashLinear("s", kWidth), LayerIO::kBatch);
+  stash->set_skips({"s"}, {});
+  seq.add(std::move(stash));
+  seq.add(make_layer("fc3", "Linear", nn::Linear(kWidth, kWidth)));
+  seq.add(make_layer("act4", "Tanh", nn::Tanh()));
+  seq.add(make_layer("fc5", "Linear", nn::Linear(kWidth, kWidth)));
+  auto pop = make_layer("pop", "PopAdd", PopAdd("s", kWidth), LayerIO::kBatch);
+  pop->set_skips({}, {"s"});
+  seq.add(std::move(pop));
+  seq.add(make_layer("head", "Linear", nn::Linear(kWidth, 3)));
+  seq.to(torch::kDouble);
+  return seq;
+}
+
+at::Tensor mse(const at::Tensor& out, const at::Tensor& target) { return torch::mse_loss(out, target); }
+
+struct Reference {
+  double loss;
+  std::vector<at::Tensor> grads;
+};
+
+Reference plain_step(const LayerSeq& model, const Batch& input, const at::Tensor& target) {
+  const at::Tensor loss = mse(model.forward(input).value(), target);
+  loss.backward();
+  Reference ref{loss.item<double>(), {}};
+  for (const auto& p : model.parameters()) ref.grads.push_back(p.grad().clone());
+  return ref;
+}
+
+struct Config {
+  ScheduleKind schedule;
+  CheckpointMode checkpoint;
+  std::vector<int> balance;
+  int chunks;
+};
+
+class Transparency : public ::testing::TestWithParam<Config> {};
+
+TEST_P(Transparency, PipelinedStepEqualsPlainModelInFloat64) {
+  const Config& c = GetParam();
+  const int64_t samples = 7;  // uneven for most chunk counts
+  torch::manual_seed(42);
+  Batch input({torch::randn({samples, kWidth}, torch::kDouble),
+               torch::randn({samples, kWidth}, torch::kDouble)});
+  const at::Tensor target = torch::randn({samples, 3}, torch::kDouble);
+
+  LayerSeq plain = make_model(1);
+  const Reference ref = plain_step(plain, input, target);
+
+  LayerSeq piped = make_model(1);
+  PipelineOptions options;
+  options.chunks = c.chunks;
+  options.schedule = c.schedule;
+  options.checkpoint = c.checkpoint;
+  Pipeline pipeline(piped, c.balance, {}, options);
+  const StepResult result = pipeline.step(input, target, mse);
+
+  EXPECT_NEAR(result.loss, ref.loss, 1e-10 * std::abs(ref.loss));
+  const auto params = piped.parameters();
+  ASSERT_EQ(params.size(), ref.grads.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(params[i].grad().defined()) << "parameter " << i;
+    EXPECT_TRUE(torch::allclose(params[i].grad(), ref.grads[i], 1e-10, 1e-12)) << "parameter " << i;
+  }
+  // Every action ran once and was timed.
+  size_t actions = 0;
+  for (const auto& list : pipeline.schedule().actions) actions += list.size();
+  EXPECT_EQ(result.timeline.size(), actions);
+}
+
+std::vector<Config> transparency_configs() {
+  std::vector<Config> configs;
+  for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+    for (auto checkpoint : {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
+      for (int chunks : {1, 3, 7}) {
+        configs.push_back({schedule, checkpoint, {3, 3, 2}, chunks});  // skip crosses 2 boundaries
+      }
+      configs.push_back({schedule, checkpoint, {1, 1, 1, 1, 1, 1, 1, 1}, 4});
+      configs.push_back({schedule, checkpoint, {8}, 2});
+    }
+  }
+  return configs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Transparency, ::testing::ValuesIn(transparency_configs()));
+
+TEST(Pipeline, Float32MatchesWithinTolerance) {
+  torch::manual_seed(3);
+  LayerSeq plain = make_model(5), piped = make_model(5);
+  plain.to(torch::kFloat);
+  piped.to(torch::kFloat);
+  Batch input({torch::randn({10, kWidth}), torch::randn({10, kWidth})});
+  const at::Tensor target = torch::randn({10, 3});
+  const Reference ref = plain_step(plain, input, target);
+  PipelineOptions options;
+  options.chunks = 4;
+  options.schedule = ScheduleKind::kOneFOneB;
+  Pipeline pipeline(piped, {2, 3, 3}, {}, options);
+  const StepResult result = pipeline.step(input, target, mse);
+  EXPECT_NEAR(result.loss, ref.loss, 1e-5 * std::abs(ref.loss));
+  const auto params = piped.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(params[i].grad(), ref.grads[i], 1e-5, 1e-6)) << i;
+  }
+}
+
+TEST(Pipeline, ForwardEqualsPlainModelOutput) {
+  LayerSeq plain = make_model(2), piped = make_model(2);
+  Batch input({torch::randn({9, kWidth}, torch::kDouble), torch::randn({9, kWidth}, torch::kDouble)});
+  PipelineOptions options;
+  options.chunks = 4;
+  Pipeline pipeline(piped, {2, 4, 2}, {}, options);
+  const at::Tensor expected = plain.forward(input).value();
+  const at::Tensor out = pipeline.forward(input).value();
+  EXPECT_TRUE(torch::allclose(out, expected, 1e-12, 1e-12));
+  EXPECT_FALSE(out.requires_grad());
+}
+
+TEST(Pipeline, RecomputationReproducesDropoutMasks) {
+  auto make = [] {
+    torch::manual_seed(9);
+    LayerSeq seq("dropout");
+    seq.add(make_layer("fc0", "Linear", nn::Linear(8, 8)));
+    seq.add(make_layer("drop", "Dropout", nn::Dropout(0.5)));
+    seq.add(make_layer("fc1", "Linear", nn::Linear(8, 8)));
+    seq.add(make_layer("drop2", "Dropout", nn::Dropout(0.5)));
+    return seq;
+  };
+  Batch input(torch::randn({8, 8}));
+  const at::Tensor target = torch::randn({8, 8});
+  std::vector<std::vector<at::Tensor>> grads;
+  for (auto checkpoint : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
+    LayerSeq model = make();
+    PipelineOptions options;
+    options.chunks = 4;
+    options.checkpoint = checkpoint;
+    options.seed = 11;
+    Pipeline pipeline(model, {2, 2}, {}, options);
+    pipeline.step(input, target, mse);
+    grads.emplace_back();
+    for (const auto& p : model.parameters()) grads.back().push_back(p.grad().clone());
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << i;
+}
+
+// Normalisation itself uses micro-batch statistics (as in GPipe), so only a BatchNorm whose
+// input does not depend on an earlier BatchNorm sees the same data as in the plain model.
+TEST(Pipeline, DeferredBatchNormUpdatesRunningStatsLikeThePlainModel) {
+  auto make = [] {
+    torch::manual_seed(4);
+    LayerSeq seq("bn");
+    seq.add(make_layer("fc", "Linear", nn::Linear(5, 4)));
+    seq.add(make_layer("bn", "BatchNorm", BatchNorm(4)));
+    seq.add(make_layer("fc2", "Linear", nn::Linear(4, 4)));
+    seq.add(make_layer("act", "Tanh", nn::Tanh()));
+    seq.to(torch::kDouble);
+    return seq;
+  };
+  Batch input(torch::randn({11, 5}, torch::kDouble) * 3 + 1);
+  const at::Tensor target = torch::randn({11, 4}, torch::kDouble);
+  LayerSeq plain = make(), piped = make();
+  plain_step(plain, input, target);
+  PipelineOptions options;
+  options.chunks = 3;
+  options.deferred_batch_norm = true;
+  Pipeline pipeline(piped, {2, 2}, {}, options);
+  pipeline.step(input, target, mse);
+  const auto expected = plain.buffers(), actual = piped.buffers();
+  ASSERT_EQ(expected.size(), actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(actual[i], expected[i], 1e-10, 1e-12)) << "buffer " << i;
+  }
+  // Without deferral the running statistics move once per micro-batch and differ.
+  LayerSeq eager = make();
+  options.deferred_batch_norm = false;
+  Pipeline eager_pipeline(eager, {2, 2}, {}, options);
+  eager_pipeline.step(input, target, mse);
+  EXPECT_FALSE(torch::allclose(eager.buffers()[0], expected[0], 1e-6, 1e-8));
+}
+
+// Throws on the chosen stage when armed.
+struct FailingImpl : nn::Cloneable<FailingImpl> {
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    if (armed) throw std::runtime_error("injected failure");
+    return x;
+  }
+  bool armed = false;
+};
+TORCH_MODULE(Failing);
+
+TEST(Pipeline, FailureInAnyStageIsOneErrorAndThePipelineStaysUsable) {
+  for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+    for (int failing_stage = 0; failing_stage < 3; ++failing_stage) {
+      torch::manual_seed(1);
+      LayerSeq seq("fail");
+      std::vector<Failing> probes;
+      for (int s = 0; s < 3; ++s) {
+        seq.add(make_layer("fc" + std::to_string(s), "Linear", nn::Linear(4, 4)));
+        probes.emplace_back();
+        seq.add(make_layer("probe" + std::to_string(s), "Failing", probes.back()));
+      }
+      PipelineOptions options;
+      options.chunks = 4;
+      options.schedule = schedule;
+      Pipeline pipeline(seq, {2, 2, 2}, {}, options);
+      Batch input(torch::randn({8, 4}));
+      const at::Tensor target = torch::randn({8, 4});
+      probes[failing_stage]->armed = true;
+      try {
+        pipeline.step(input, target, mse);
+        FAIL() << "expected the injected failure";
+      } catch (const std::runtime_error& error) {
+        const std::string what = error.what();
+        EXPECT_NE(what.find("stage " + std::to_string(failing_stage)), std::string::npos) << what;
+        EXPECT_NE(what.find("'probe" + std::to_string(failing_stage) + "'"), std::string::npos) << what;
+        EXPECT_NE(what.find("micro-batch 0"), std::string::npos) << what;
+        EXPECT_NE(what.find("injected failure"), std::string::npos) << what;
+      }
+      probes[failing_stage]->armed = false;
+      EXPECT_NO_THROW(pipeline.step(input, target, mse));
+    }
+  }
+}
+
+TEST(Pipeline, NonFiniteLossFailsWhenChecked) {
+  LayerSeq seq("nan");
+  seq.add(make_layer("fc", "Linear", nn::Linear(2, 2)));
+  seq.add(make_layer("log", "Log", nn::Functional([](const at::Tensor& x) { return torch::log(x - 100); })));
+  PipelineOptions options;
+  options.chunks = 2;
+  options.check_finite = true;
+  Pipeline pipeline(seq, {1, 1}, {}, options);
+  try {
+    pipeline.step(Batch(torch::randn({4, 2})), torch::randn({4, 2}), mse);
+    FAIL();
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("non-finite loss"), std::string::npos);
+  }
+}
+
+TEST(Pipeline, RejectsBadBalanceAndDevices) {
+  LayerSeq seq = make_model(0);
+  auto expect_error = [&](std::vector<int> balance, const std::string& fragment) {
+    try {
+      Pipeline(seq, balance, {}, PipelineOptions{});
+      FAIL() << fragment;
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+    }
+  };
+  expect_error({3, 3}, "sums to 6, but the model has 8 layers");
+  expect_error({4, 0, 4}, "stage 1 has 0 layers");
+  expect_error({}, "balance is empty");
+  EXPECT_THROW(Pipeline(seq, {4, 4}, {c10::Device("cpu"), c10::Device("cpu"), c10::Device("cpu")},
+                        PipelineOptions{}),
+               std::invalid_argument);
+  Pipeline pipeline(seq, {4, 4}, {}, PipelineOptions{});
+  EXPECT_THROW(pipeline.step(Batch(torch::randn({2, kWidth}, torch::kDouble)),
+                             torch::randn({2, 3}, torch::kDouble), mse),
+               std::invalid_argument);  // 4 chunks, 2 samples
+}
+
+TEST(Pipeline, LossFollowsThePlainModelStepForStep) {
+  LayerSeq plain = make_model(6), piped = make_model(6);
+  Batch input({torch::randn({12, kWidth}, torch::kDouble), torch::randn({12, kWidth}, torch::kDouble)});
+  const at::Tensor target = torch::randn({12, 3}, torch::kDouble);
+  torch::optim::SGD plain_opt(plain.parameters(), 0.1), piped_opt(piped.parameters(), 0.1);
+  PipelineOptions options;
+  options.chunks = 3;
+  options.schedule = ScheduleKind::kOneFOneB;
+  Pipeline pipeline(piped, {3, 5}, {}, options);
+  double first = 0, last = 0;
+  for (int step = 0; step < 10; ++step) {
+    plain_opt.zero_grad();
+    const double ref = plain_step(plain, input, target).loss;
+    plain_opt.step();
+    piped_opt.zero_grad();
+    const double loss = pipeline.step(input, target, mse).loss;
+    piped_opt.step();
+    EXPECT_NEAR(loss, ref, 1e-9 * std::abs(ref)) << "step " << step;
+    if (step == 0) first = loss;
+    last = loss;
+  }
+  EXPECT_LT(last, 0.8 * first);
+}
+
+}  // namespace
+}  // namespace pipebal::pipeline

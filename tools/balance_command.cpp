@@ -1,0 +1,166 @@
+// See balance_command.h.
+#include "tools/balance_command.h"
+
+#include <iostream>
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "balance/cost_model.h"
+#include "balance/partition.h"
+#include "balance/plan.h"
+#include "balance/profile_reader.h"
+#include "balance/units.h"
+
+namespace pipebal::tools {
+namespace {
+
+using balance::Plan;
+
+constexpr const char* kFooter =
+    "Example:\n"
+    "  pipebal balance profile.json --stages 4 --chunks 8 --memory-cap 8G -o plan.json\n"
+    "  pipebal balance profile.json --stages 3 --device-speeds 1,1,0.5 --bandwidth 10GB/s "
+    "--compare\n"
+    "Sizes: K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000.";
+
+balance::CostOptions cost_options(const BalanceParams& params) {
+  balance::CostOptions options;
+  options.schedule = pipeline::parse_schedule_kind(params.schedule);
+  options.checkpoint = pipeline::parse_checkpoint_mode(params.checkpoint);
+  options.chunks = params.chunks;
+  options.param_scale = params.param_scale;
+  if (!params.memory_cap.empty()) {
+    options.memory_caps_bytes = {balance::parse_bytes(params.memory_cap)};
+  }
+  for (const std::string& cap : params.memory_caps) {
+    options.memory_caps_bytes.push_back(balance::parse_bytes(cap));
+  }
+  options.device_speeds = params.device_speeds;
+  if (!params.bandwidth.empty()) {
+    options.bandwidth_bytes_per_ms = balance::parse_bandwidth_bytes_per_ms(params.bandwidth);
+  }
+  return options;
+}
+
+std::string layer_range(const balance::StagePlan& stage) {
+  return fmt::format("{}-{} ({})", stage.first_layer, stage.first_layer + stage.layers - 1,
+                     stage.layers);
+}
+
+void print_table(const Plan& plan, const balance::CostModel& model, std::ostream& out) {
+  const auto& layers = model.layers();
+  out << fmt::format("{}{} layers into {} stages: {} schedule, {} micro-batches, checkpoint {}\n",
+                     plan.model.empty() ? "" : plan.model + ": ", layers.size(), plan.stages.size(),
+                     pipeline::to_string(plan.schedule), plan.chunks,
+                     pipeline::to_string(plan.checkpoint));
+  out << fmt::format("algorithm {}, balance [{}]\n\n", plan.algorithm,
+                     fmt::join(plan.balance, ","));
+  out << fmt::format("{:>5}  {:<16} {:>6} {:>12} {:>12} {:>11} {:>11} {:>7}\n", "stage", "layers",
+                     "speed", "time/mb", "transfer", "memory", "cap", "share");
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const balance::StagePlan& stage = plan.stages[s];
+    const double share =
+        plan.bottleneck_ms > 0 ? (stage.time_ms + stage.transfer_ms) / plan.bottleneck_ms : 1.0;
+    const bool over = stage.memory_bytes > stage.memory_cap_bytes;
+    out << fmt::format("{:>5}  {:<16} {:>6.2f} {:>9.3f} ms {:>9.3f} ms {:>11} {:>11} {:>6.1f}%{}\n",
+                       s, layer_range(stage), stage.speed, stage.time_ms, stage.transfer_ms,
+                       balance::format_bytes(stage.memory_bytes),
+                       stage.memory_cap_bytes == balance::kUnlimitedBytes
+                           ? "-"
+                           : balance::format_bytes(stage.memory_cap_bytes),
+                       100.0 * share, over ? "  over cap" : "");
+  }
+  const balance::Prediction& p = plan.prediction;
+  out << fmt::format("\nbottleneck {:.3f} ms per micro-batch (time + outgoing transfer)\n",
+                     plan.bottleneck_ms);
+  out << fmt::format(
+      "predicted step {:.3f} ms with {} micro-batches, {:.3f} ms unpipelined (1 micro-batch): "
+      "speed-up {:.2f}x, bubble {:.1f}%\n",
+      p.step_ms, p.chunks, p.naive_step_ms, p.speedup, 100.0 * p.bubble_fraction);
+}
+
+void print_comparison(const balance::CostModel& model, const Plan& dp_plan, std::ostream& out) {
+  out << fmt::format("\n{:<15} {:>14} {:>8} {:>13} {:>9} {:>7}  {}\n", "algorithm", "bottleneck",
+                     "vs dp", "step", "speed-up", "memory", "balance");
+  for (balance::Algorithm algorithm : balance::all_algorithms()) {
+    const Plan plan =
+        algorithm == balance::Algorithm::kDp ? dp_plan : balance::partition(model, algorithm);
+    out << fmt::format("{:<15} {:>11.3f} ms {:>8.3f} {:>10.3f} ms {:>8.2f}x {:>7}  [{}]\n",
+                       plan.algorithm, plan.bottleneck_ms,
+                       dp_plan.bottleneck_ms > 0 ? plan.bottleneck_ms / dp_plan.bottleneck_ms : 1.0,
+                       plan.prediction.step_ms, plan.prediction.speedup,
+                       plan.fits_memory() ? "fits" : "over", fmt::join(plan.balance, ","));
+  }
+}
+
+}  // namespace
+
+void run_balance(const BalanceParams& params, std::ostream& out) {
+  if (!params.memory_cap.empty() && !params.memory_caps.empty()) {
+    throw std::invalid_argument("give either --memory-cap or --memory-caps, not both");
+  }
+  const balance::CostProfile profile = balance::read_profile(params.profile_path);
+  const balance::CostModel model(profile.layers, params.stages, cost_options(params));
+  const balance::Algorithm algorithm = balance::parse_algorithm(params.algorithm);
+  Plan plan = balance::partition(model, algorithm);
+  plan.model = profile.model;
+
+  if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
+  if (params.json) {
+    out << balance::plan_to_json(plan).dump(2) << "\n";
+    return;
+  }
+  print_table(plan, model, out);
+  if (params.compare) {
+    const Plan dp_plan = algorithm == balance::Algorithm::kDp
+                             ? plan
+                             : balance::partition(model, balance::Algorithm::kDp);
+    print_comparison(model, dp_plan, out);
+  }
+  if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";
+}
+
+void add_balance_command(CLI::App& app) {
+  auto params = std::make_shared<BalanceParams>();
+  CLI::App* sub = app.add_subcommand(
+      "balance",
+      "Partition a profiled model into pipeline stages and predict its step time.\n"
+      "Costs are per micro-batch; `dp` minimises the slowest stage (compute + transfer) exactly,\n"
+      "under the memory caps and device speeds, then the sum of stage times.");
+  sub->footer(kFooter);
+  sub->add_option("profile", params->profile_path, "Cost profile (pipebal.profile/1 JSON)")
+      ->required();
+  sub->add_option("--stages,-n", params->stages, "Number of pipeline stages")->required();
+  sub->add_option("--chunks,-m", params->chunks, "Micro-batches per step")->capture_default_str();
+  sub->add_option("--schedule", params->schedule, "gpipe or 1f1b")->capture_default_str();
+  sub->add_option("--checkpoint", params->checkpoint, "always, except_last or never")
+      ->capture_default_str();
+  auto* cap = sub->add_option("--memory-cap", params->memory_cap,
+                              "Memory of every device, e.g. 8G (default: unlimited)");
+  auto* caps = sub->add_option("--memory-caps", params->memory_caps,
+                               "Memory per device in stage order, e.g. 8G,8G,4G")
+                   ->delimiter(',');
+  cap->excludes(caps);
+  sub->add_option("--device-speeds", params->device_speeds,
+                  "Speed factor per device in stage order, e.g. 1,1,0.5 (default: all 1)")
+      ->delimiter(',');
+  sub->add_option("--bandwidth", params->bandwidth,
+                  "Link bandwidth between stages, e.g. 10GB/s (default: free transfers)");
+  sub->add_option("--param-scale", params->param_scale,
+                  "Bytes kept per parameter byte (2: gradients; Adam ~4)")
+      ->capture_default_str();
+  sub->add_option("--algorithm,-a", params->algorithm, "dp, blockpartition, uniform or parameters")
+      ->capture_default_str();
+  sub->add_option("-o,--output", params->output_path, "Write the plan here (pipebal.plan/1)");
+  sub->add_flag("--json", params->json, "Print the plan JSON instead of the table");
+  sub->add_flag("--compare", params->compare,
+                "Also print every algorithm's bottleneck and predicted step time");
+  sub->callback([params]() { run_balance(*params, std::cout); });
+}
+
+}  // namespace pipebal::tools

@@ -1,0 +1,38 @@
+// `pipebal balance`: reads a cost profile, partitions the layers into pipeline stages, prints
+// the per-stage table and the predicted step time, and writes plan.json.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace pipebal::tools {
+
+// Everything `pipebal balance` takes; the member defaults are the defaults --help shows.
+struct BalanceParams {
+  std::string profile_path;
+  int stages = 0;  // required
+  int chunks = 4;
+  std::string schedule = "gpipe";
+  std::string checkpoint = "except_last";
+  std::string memory_cap;                // one cap for every stage, e.g. "8G"
+  std::vector<std::string> memory_caps;  // one per stage
+  std::vector<double> device_speeds;     // one per stage, or one for all
+  std::string bandwidth;                 // e.g. "10GB/s"; empty: transfers are free
+  double param_scale = 2.0;
+  std::string algorithm = "dp";
+  std::string output_path;
+  bool json = false;
+  bool compare = false;
+};
+
+// Registers the `balance` subcommand; its callback throws std::exception on bad input, which
+// main turns into one line and exit status 2.
+void add_balance_command(CLI::App& app);
+
+// Runs the command with parsed parameters, printing to `out` (the table, or the plan JSON).
+void run_balance(const BalanceParams& params, std::ostream& out);
+
+}  // namespace pipebal::tools
