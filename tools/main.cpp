@@ -9,6 +9,10 @@
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
 #include "tools/models_command.h"
+#include "tools/profile_command.h"
+#include "tools/report_command.h"
+#include "tools/train_command.h"
+#include "tools/validate_command.h"
 #include "tools/version.h"
 
 namespace {
@@ -36,6 +40,10 @@ int main(int argc, char** argv) {
   pipebal::tools::add_demo_command(app);
   pipebal::tools::add_models_command(app);
   pipebal::tools::add_balance_command(app);
+  pipebal::tools::add_profile_command(app);
+  pipebal::tools::add_report_command(app);
+  pipebal::tools::add_train_command(app);
+  pipebal::tools::add_validate_command(app);
 
   try {
     app.parse(argc, argv);

@@ -1,39 +1,15 @@
 // End-to-end: the `pipebal` binary as a user runs it, checking exit codes and messages.
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "tests/tools/cli_support.h"
+
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Result run_pipebal(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "/pipebal.out", err = dir + "/pipebal.err";
-  const std::string command = std::string(PIPEBAL_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int raw = std::system(command.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
-}
-
-int count_lines(const std::string& text) {
-  int lines = 0;
-  for (char c : text) lines += c == '\n';
-  return lines;
-}
+using pipebal::testing::count_lines;
+using Result = pipebal::testing::CliResult;
+using pipebal::testing::run_pipebal;
 
 TEST(Cli, HelpAndVersionSucceed) {
   const Result help = run_pipebal("--help");
@@ -46,7 +22,7 @@ TEST(Cli, HelpAndVersionSucceed) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const std::string command : {"demo", "models", "balance"}) {
+  for (const std::string command : {"demo", "models", "profile", "balance", "train", "validate", "report"}) {
     const Result r = run_pipebal(command + " --help");
     EXPECT_EQ(r.status, 0) << command;
     EXPECT_NE(r.out.find("Example"), std::string::npos) << command;
@@ -62,11 +38,18 @@ TEST(Cli, ModelsListsTheZooWithDefaults) {
   EXPECT_NE(r.out.find("depth"), std::string::npos);
 }
 
-TEST(Cli, DemoRunsASmallModelAndPrintsTheLayerTable) {
-  const Result r = run_pipebal("demo --model mlp:layers=2,width=8 --input-shape 4,8");
+TEST(Cli, DemoRunsTheWholeLoopOnASmallModel) {
+  const std::string dir = pipebal::testing::fresh_dir("demo");
+  const Result r = run_pipebal("demo --model mlp:layers=4,width=8 --input-shape 8,8 --chunks 2 "
+                               "--steps 2 -o " + dir);
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("fc1"), std::string::npos);
-  EXPECT_NE(r.out.find("[4, 10]"), std::string::npos);
+  EXPECT_NE(r.out.find("fc1"), std::string::npos);      // the layer table
+  EXPECT_NE(r.out.find("[8, 10]"), std::string::npos);  // the head's output shape
+  EXPECT_NE(r.out.find("predicted"), std::string::npos);
+  for (const std::string file : {"profile.json", "plan.json", "run.json", "trace.json",
+                                 "validation.json", "report.html"}) {
+    EXPECT_FALSE(pipebal::testing::read_text(dir + "/" + file).empty()) << file;
+  }
 }
 
 TEST(Cli, BadInputIsOneLineAndExitStatusTwo) {

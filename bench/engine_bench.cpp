@@ -1,0 +1,136 @@
+// Engine benchmark (a CLI printing JSON): on this machine's CPU cores, how much the pipeline
+// overlaps (chunks = 8 vs chunks = 1, same balance, 2 stages of one thread each), what the
+// engine costs over the plain model (1 stage, 1 chunk), and GPipe vs 1F1B. Every comparison
+// is a ratio of medians measured in the same run, configurations interleaved.
+//
+//   engine_bench [--model SPEC] [--input-shape N,...] [--repeats R] > reports/engine-bench.json
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "models/synthetic.h"
+#include "models/zoo.h"
+#include "pipeline/pipeline.h"
+#include "profiler/environment.h"
+#include "profiler/statistics.h"
+
+namespace {
+
+using namespace pipebal;
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  std::string name;
+  std::vector<int> balance;  // empty: the plain model
+  int chunks = 1;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kNever;
+};
+
+struct Runner {
+  models::Model model;
+  models::SyntheticData data;
+  std::unique_ptr<pipeline::Pipeline> pipeline;
+  pipeline::LossFn loss;
+
+  double step_ms() {
+    for (auto& p : model.layers.parameters()) p.mutable_grad() = at::Tensor();
+    const auto start = Clock::now();
+    if (pipeline) {
+      pipeline->step(data.input, data.target, loss);
+    } else {
+      loss(model.layers.forward(data.input).value(), data.target).backward();
+    }
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string spec = "mlp:layers=8,width=1024";
+  std::string shape_text = "256,1024";
+  int repeats = 9;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--model") spec = argv[i + 1];
+    if (flag == "--input-shape") shape_text = argv[i + 1];
+    if (flag == "--repeats") repeats = std::stoi(argv[i + 1]);
+  }
+  // The plain model runs on the main thread with one intra-op thread, like each stage.
+  at::set_num_threads(1);
+  const std::vector<int64_t> shape = models::parse_shape(shape_text);
+  const int layers = static_cast<int>(models::build_model(spec).layers.size());
+  const int half = layers / 2;
+
+  const std::vector<Config> configs = {
+      {"plain", {}, 1},
+      {"1 stage, 1 chunk", {layers}, 1},
+      {"2 stages, 1 chunk", {half, layers - half}, 1},
+      {"2 stages, 8 chunks, gpipe", {half, layers - half}, 8},
+      {"2 stages, 8 chunks, 1f1b", {half, layers - half}, 8, pipeline::ScheduleKind::kOneFOneB},
+      {"2 stages, 8 chunks, gpipe, checkpoint always", {half, layers - half}, 8,
+       pipeline::ScheduleKind::kGPipe, pipeline::CheckpointMode::kAlways},
+  };
+  std::vector<Runner> runners;
+  for (const auto& c : configs) {
+    Runner r{models::build_model(spec, 0), {}, nullptr, {}};
+    r.data = models::make_synthetic_data(r.model, shape, 0);
+    const models::LossKind kind = r.model.info.loss;
+    r.loss = [kind](const at::Tensor& out, const at::Tensor& t) { return models::compute_loss(kind, out, t); };
+    if (!c.balance.empty()) {
+      pipeline::PipelineOptions options;
+      options.chunks = c.chunks;
+      options.schedule = c.schedule;
+      options.checkpoint = c.checkpoint;
+      r.pipeline = std::make_unique<pipeline::Pipeline>(r.model.layers, c.balance,
+                                                        std::vector<c10::Device>{}, options);
+    }
+    runners.push_back(std::move(r));
+  }
+
+  std::vector<std::vector<double>> samples(configs.size());
+  for (auto& r : runners) r.step_ms();  // warm-up, discarded
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (size_t c = 0; c < configs.size(); ++c) samples[c].push_back(runners[c].step_ms());
+  }
+
+  nlohmann::json results = nlohmann::json::array();
+  std::map<std::string, double> median;
+  for (size_t c = 0; c < configs.size(); ++c) {
+    median[configs[c].name] = profiler::median(samples[c]);
+    results.push_back({{"config", configs[c].name},
+                       {"balance", configs[c].balance},
+                       {"chunks", configs[c].chunks},
+                       {"median_step_ms", median[configs[c].name]},
+                       {"samples_ms", samples[c]}});
+  }
+  const double m = 8, n = 2;
+  nlohmann::json out = {
+      {"schema", "pipebal.bench.engine/1"},
+      {"model", spec},
+      {"input_shape", shape},
+      {"repeats", repeats},
+      {"environment", profiler::environment_json()},
+      {"results", results},
+      {"ratios",
+       {{"speedup_chunks8_over_chunks1_gpipe",
+         median["2 stages, 1 chunk"] / median["2 stages, 8 chunks, gpipe"]},
+        {"speedup_chunks8_over_chunks1_1f1b",
+         median["2 stages, 1 chunk"] / median["2 stages, 8 chunks, 1f1b"]},
+        {"fill_drain_bound_chunks8", n * m / (m + n - 1)},
+        {"engine_efficiency_1stage_vs_plain", median["plain"] / median["1 stage, 1 chunk"]},
+        {"gpipe_over_1f1b_step", median["2 stages, 8 chunks, gpipe"] / median["2 stages, 8 chunks, 1f1b"]},
+        {"checkpoint_always_over_never_step",
+         median["2 stages, 8 chunks, gpipe, checkpoint always"] / median["2 stages, 8 chunks, gpipe"]}}}};
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}

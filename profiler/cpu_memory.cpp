@@ -1,0 +1,168 @@
+// See cpu_memory.h.
+#include "profiler/cpu_memory.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
+namespace pipebal::profiler {
+namespace {
+
+// Wraps the allocator that was current when the first scope started. A counted allocation keeps
+// its data pointer as its context (context == data), so LibTorch's raw interface keeps working:
+// oneDNN allocates through raw_allocate/raw_deallocate, which require exactly that. The inner
+// DataPtr is parked in a table keyed by the data pointer until the block is freed.
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  static CountingCpuAllocator& instance() {
+    // Leaked on purpose: see the header. Constructed on first use, thread-safe.
+    static CountingCpuAllocator* const owner = new CountingCpuAllocator();
+    return *owner;
+  }
+
+  // LibTorch 2.3 made allocate() non-const and added copy_data(); 1.13 has the const allocate()
+  // and no copy_data(). Both overloads are defined, each overriding in one of the versions, so
+  // neither can be marked `override`.
+  c10::DataPtr allocate(size_t bytes) const { return counted_allocate(bytes); }
+  c10::DataPtr allocate(size_t bytes) { return counted_allocate(bytes); }
+  void copy_data(void* dest, const void* src, std::size_t count) const {
+    if (count > 0) std::memcpy(dest, src, count);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &counted_delete; }
+
+  // Called under scope_mutex() only.
+  void install() {
+    c10::Allocator* current = c10::GetCPUAllocator();
+    if (current == this) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      inner_ = current;
+    }
+    // Priority 0 replaces the default allocator (registered at 0) and lets us restore it.
+    c10::SetCPUAllocator(this, /*priority=*/0);
+    if (c10::GetCPUAllocator() != this) {
+      throw std::runtime_error(
+          "cannot count CPU memory: another CPU allocator was registered with a higher c10 "
+          "priority, so the profiler's counting allocator cannot be installed");
+    }
+    previous_ = current;
+  }
+
+  void uninstall() {
+    if (previous_ != nullptr && c10::GetCPUAllocator() == this) {
+      c10::SetCPUAllocator(previous_, /*priority=*/0);
+    }
+    previous_ = nullptr;
+  }
+
+  int64_t current_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return current_bytes_;
+  }
+  int64_t peak_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_bytes_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_bytes_ = current_bytes_;
+  }
+
+ private:
+  struct Block {
+    c10::DataPtr inner;
+    int64_t bytes = 0;
+  };
+
+  CountingCpuAllocator() = default;
+
+  c10::DataPtr counted_allocate(size_t bytes) const {
+    c10::Allocator* inner = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      inner = inner_;
+    }
+    c10::DataPtr block = inner->allocate(bytes);
+    void* data = block.get();
+    // Empty allocations carry no data pointer to key on, and no bytes to count.
+    if (data == nullptr) return block;
+    const c10::Device device = block.device();
+    std::lock_guard<std::mutex> lock(mutex_);
+    Block& slot = blocks_[data];
+    if (slot.inner) {
+      // A block handed out through raw_allocate() and freed with the raw deleter of the
+      // allocator that was current by then, bypassing us; the address is being reused now.
+      // It was freed already, so forget it without running its deleter again.
+      current_bytes_ -= slot.bytes;
+      slot.inner.release_context();
+    }
+    slot = Block{std::move(block), static_cast<int64_t>(bytes)};
+    current_bytes_ += static_cast<int64_t>(bytes);
+    peak_bytes_ = std::max(peak_bytes_, current_bytes_);
+    return c10::DataPtr(data, data, &counted_delete, device);
+  }
+
+  static void counted_delete(void* data) { instance().release(data); }
+
+  void release(void* data) {
+    c10::DataPtr inner;  // destroyed after the lock is released: freeing may take time
+    c10::Allocator* fallback = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = blocks_.find(data);
+      if (it != blocks_.end()) {
+        current_bytes_ -= it->second.bytes;
+        inner = std::move(it->second.inner);
+        blocks_.erase(it);
+      } else {
+        fallback = inner_;
+      }
+    }
+    // raw_deallocate() of a block that the wrapped allocator handed out before the scope
+    // started: it is not ours, so its own allocator frees it.
+    if (fallback != nullptr && fallback->raw_deleter() != nullptr) fallback->raw_deleter()(data);
+  }
+
+  // Bookkeeping changes inside allocate(), which LibTorch 1.13 declares const.
+  mutable std::mutex mutex_;  // guards everything below
+  c10::Allocator* inner_ = nullptr;
+  mutable int64_t current_bytes_ = 0;
+  mutable int64_t peak_bytes_ = 0;
+  mutable std::unordered_map<void*, Block> blocks_;
+  c10::Allocator* previous_ = nullptr;  // only touched under scope_mutex()
+};
+
+// Serialises installing and restoring; `depth` counts the live scopes.
+std::mutex& scope_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+int scope_depth = 0;  // guarded by scope_mutex()
+
+}  // namespace
+
+CpuMemoryScope::CpuMemoryScope() {
+  std::lock_guard<std::mutex> lock(scope_mutex());
+  if (scope_depth == 0) CountingCpuAllocator::instance().install();
+  ++scope_depth;
+}
+
+CpuMemoryScope::~CpuMemoryScope() {
+  std::lock_guard<std::mutex> lock(scope_mutex());
+  if (--scope_depth == 0) CountingCpuAllocator::instance().uninstall();
+}
+
+int64_t CpuMemoryScope::current_bytes() const {
+  return CountingCpuAllocator::instance().current_bytes();
+}
+
+int64_t CpuMemoryScope::peak_bytes() const { return CountingCpuAllocator::instance().peak_bytes(); }
+
+void CpuMemoryScope::reset_peak() { CountingCpuAllocator::instance().reset_peak(); }
+
+}  // namespace pipebal::profiler

@@ -1,0 +1,36 @@
+// CPU memory accounting for the profiler: a counting allocator wrapped around LibTorch's CPU
+// allocator, installed with c10::SetCPUAllocator only while a CpuMemoryScope lives.
+//
+// Global state, and why: LibTorch looks its CPU allocator up in a process-wide table, so the
+// counting allocator is one static object (the only global state of the profiler). It is never
+// destroyed, because a tensor allocated inside a scope may be freed long after the scope ended
+// (or during static destruction), and its deleter then reports back to this object.
+#pragma once
+
+#include <cstdint>
+
+namespace pipebal::profiler {
+
+// Counts every CPU allocation made while a scope is installed, and its release whenever that
+// happens. Allocations made before the scope, or after it, are not counted.
+//
+// Thread-safety: any thread may allocate, free and read the counters. Scopes may nest and may
+// be created from different threads; the first installs, the last restores the previous
+// allocator. Throws std::runtime_error when the counting allocator cannot be installed (another
+// allocator was registered with a higher c10 priority).
+class CpuMemoryScope {
+ public:
+  CpuMemoryScope();
+  ~CpuMemoryScope();
+  CpuMemoryScope(const CpuMemoryScope&) = delete;
+  CpuMemoryScope& operator=(const CpuMemoryScope&) = delete;
+
+  // Bytes allocated under a scope and not yet freed.
+  int64_t current_bytes() const;
+  // The highest current_bytes since the last reset_peak().
+  int64_t peak_bytes() const;
+  // Starts a new peak at the current value.
+  void reset_peak();
+};
+
+}  // namespace pipebal::profiler

@@ -1,0 +1,105 @@
+// See environment.h.
+#include "profiler/environment.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <ctime>
+#include <fstream>
+
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+#include <torch/version.h>
+
+#ifdef PIPEBAL_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+#ifndef PIPEBAL_BUILD_TYPE
+#define PIPEBAL_BUILD_TYPE "unknown"
+#endif
+#ifndef PIPEBAL_GIT_COMMIT
+#define PIPEBAL_GIT_COMMIT "unknown"
+#endif
+
+namespace pipebal::profiler {
+namespace {
+
+std::string trim(const std::string& text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  const size_t last = text.find_last_not_of(" \t\r\n");
+  return text.substr(first, last - first + 1);
+}
+
+std::string host_name() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) return "unknown";
+  return name.data();
+}
+
+}  // namespace
+
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return trim(line.substr(colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+std::string iso8601_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text.data();
+}
+
+Environment capture_environment(const c10::Device& device) {
+  Environment env;
+  env.libtorch_version = TORCH_VERSION;
+  env.intra_op_threads = at::get_num_threads();
+  env.cpu_model = cpu_model_name();
+#ifdef PIPEBAL_WITH_CUDA
+  if (device.is_cuda()) {
+    env.gpu_name = at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0)->name;
+  }
+#else
+  (void)device;
+#endif
+  env.host = host_name();
+  env.build_type = PIPEBAL_BUILD_TYPE;
+  env.git_commit = PIPEBAL_GIT_COMMIT;
+  env.date = iso8601_now();
+  return env;
+}
+
+nlohmann::json environment_to_json(const Environment& env) {
+  nlohmann::json doc = {
+      {"libtorch_version", env.libtorch_version},
+      {"intra_op_threads", env.intra_op_threads},
+      {"cpu_model", env.cpu_model},
+      {"gpu_name", nullptr},
+      {"host", env.host},
+      {"build_type", env.build_type},
+      {"git_commit", env.git_commit},
+      {"warmup", env.warmup},
+      {"repeat", env.repeat},
+      {"time_budget_s", env.time_budget_s},
+      {"date", env.date},
+  };
+  if (env.gpu_name) doc["gpu_name"] = *env.gpu_name;
+  return doc;
+}
+
+nlohmann::json environment_json(const c10::Device& device) {
+  return environment_to_json(capture_environment(device));
+}
+
+}  // namespace pipebal::profiler

@@ -1,0 +1,43 @@
+// Where a profile was measured: the context block of profile.json, so that a profile read
+// months later still says which machine, library and settings produced its numbers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <c10/core/Device.h>
+#include <nlohmann/json_fwd.hpp>
+
+namespace pipebal::profiler {
+
+struct Environment {
+  std::string libtorch_version;      // e.g. "1.13.1"
+  int intra_op_threads = 0;          // at::get_num_threads() while profiling
+  std::string cpu_model;             // /proc/cpuinfo "model name"; "unknown" elsewhere
+  std::optional<std::string> gpu_name;  // set for a CUDA device
+  std::string host;
+  std::string build_type;            // pipebal's CMAKE_BUILD_TYPE
+  std::string git_commit;            // pipebal's commit
+  int warmup = 0;
+  int repeat = 0;
+  double time_budget_s = 0;
+  std::string date;                  // ISO 8601, UTC: 2024-05-01T12:34:56Z
+};
+
+// Reads the environment now, for profiling on `device`.
+Environment capture_environment(const c10::Device& device);
+
+// The context block as JSON: every field above, gpu_name null when unset.
+nlohmann::json environment_to_json(const Environment& env);
+
+// capture_environment(device) as JSON: the context block any report can carry.
+nlohmann::json environment_json(const c10::Device& device = c10::Device(c10::kCPU));
+
+// The first "model name" in /proc/cpuinfo, or "unknown".
+std::string cpu_model_name();
+
+// The current time as ISO 8601 in UTC.
+std::string iso8601_now();
+
+}  // namespace pipebal::profiler

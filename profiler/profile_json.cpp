@@ -1,0 +1,69 @@
+// See profile_json.h.
+#include "profiler/profile_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include "reports/atomic_file.h"
+#include "reports/schema.h"
+
+namespace pipebal::profiler {
+namespace {
+
+nlohmann::json layer_to_json(const LayerProfile& layer) {
+  return {
+      {"index", layer.index},
+      {"name", layer.name},
+      {"type", layer.type},
+      {"forward_ms", layer.forward_ms},
+      {"backward_ms", layer.backward_ms},
+      {"forward_p10_ms", layer.forward_p10_ms},
+      {"forward_p90_ms", layer.forward_p90_ms},
+      {"backward_p10_ms", layer.backward_p10_ms},
+      {"backward_p90_ms", layer.backward_p90_ms},
+      {"param_bytes", layer.param_bytes},
+      {"buffer_bytes", layer.buffer_bytes},
+      {"activation_bytes", layer.activation_bytes},
+      {"output_bytes", layer.output_bytes},
+      {"peak_bytes", layer.peak_bytes},
+      {"output_shapes", layer.output_shapes},
+      {"forward_samples_ms", layer.forward_samples_ms},
+      {"backward_samples_ms", layer.backward_samples_ms},
+  };
+}
+
+}  // namespace
+
+nlohmann::json profile_to_json(const Profile& profile) {
+  nlohmann::json layers = nlohmann::json::array();
+  double forward_ms = 0, backward_ms = 0;
+  int64_t param_bytes = 0, activation_bytes = 0;
+  for (const LayerProfile& layer : profile.layers) {
+    layers.push_back(layer_to_json(layer));
+    forward_ms += layer.forward_ms;
+    backward_ms += layer.backward_ms;
+    param_bytes += layer.param_bytes;
+    activation_bytes += layer.activation_bytes;
+  }
+  return {
+      {"schema", reports::schema_tag("pipebal.profile", 1)},
+      {"model", profile.model},
+      {"device", profile.device},
+      {"backend", profile.backend},
+      {"dtype", profile.dtype},
+      {"batch_size", profile.batch_size},
+      {"input_shapes", profile.input_shapes},
+      {"environment", environment_to_json(profile.environment)},
+      {"totals",
+       {{"forward_ms", forward_ms},
+        {"backward_ms", backward_ms},
+        {"param_bytes", param_bytes},
+        {"activation_bytes", activation_bytes}}},
+      {"layers", layers},
+  };
+}
+
+void write_profile(const std::string& path, const Profile& profile) {
+  reports::write_file_atomically(path, profile_to_json(profile).dump(2) + "\n");
+}
+
+}  // namespace pipebal::profiler

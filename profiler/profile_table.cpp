@@ -1,0 +1,47 @@
+// See profile_table.h.
+#include "profiler/profile_table.h"
+
+#include <ostream>
+
+#include <fmt/format.h>
+
+namespace pipebal::profiler {
+
+std::string format_bytes(int64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+void print_profile_table(const Profile& profile, std::ostream& out) {
+  out << fmt::format("{}: {} layers on {} ({} backend), batch size {}, median of {} runs after {} "
+                     "warm-up\n\n",
+                     profile.model, profile.layers.size(), profile.device, profile.backend,
+                     profile.batch_size, profile.environment.repeat, profile.environment.warmup);
+  out << fmt::format("{:>3}  {:<12} {:<14} {:>10} {:>10} {:>11} {:>12} {:>11}\n", "#", "layer",
+                     "type", "fwd ms", "bwd ms", "params", "activations", "output");
+  double forward_ms = 0, backward_ms = 0;
+  int64_t param_bytes = 0, activation_bytes = 0;
+  for (const LayerProfile& layer : profile.layers) {
+    out << fmt::format("{:>3}  {:<12} {:<14} {:>10.3f} {:>10.3f} {:>11} {:>12} {:>11}\n",
+                       layer.index, layer.name, layer.type, layer.forward_ms, layer.backward_ms,
+                       format_bytes(layer.param_bytes), format_bytes(layer.activation_bytes),
+                       format_bytes(layer.output_bytes));
+    forward_ms += layer.forward_ms;
+    backward_ms += layer.backward_ms;
+    param_bytes += layer.param_bytes;
+    activation_bytes += layer.activation_bytes;
+  }
+  out << fmt::format("{:>3}  {:<12} {:<14} {:>10.3f} {:>10.3f} {:>11} {:>12}\n", "", "total", "",
+                     forward_ms, backward_ms, format_bytes(param_bytes),
+                     format_bytes(activation_bytes));
+  out << fmt::format("\nforward + backward: {:.3f} ms per (micro-)batch of {}\n",
+                     forward_ms + backward_ms, profile.batch_size);
+}
+
+}  // namespace pipebal::profiler

@@ -1,0 +1,306 @@
+// See profiler.h.
+#include "profiler/profiler.h"
+
+#include <chrono>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "profiler/device.h"
+#include "profiler/memory_meter.h"
+#include "profiler/statistics.h"
+
+namespace pipebal::profiler {
+namespace {
+
+using pipeline::Batch;
+using pipeline::Layer;
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string what_of(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    return first_line(c10_error->what_without_backtrace());
+  }
+  return first_line(error.what());
+}
+
+std::vector<int64_t> shape_of(const at::Tensor& t) {
+  return t.defined() ? t.sizes().vec() : std::vector<int64_t>{};
+}
+
+// "[4, 8]" or "[4, 16, 32, 32] + skips {skip0: [4, 16, 64, 64]}".
+std::string describe(const Batch& batch) {
+  std::vector<std::string> tensors;
+  for (const at::Tensor& t : batch.tensors) tensors.push_back(fmt::format("[{}]", fmt::join(shape_of(t), ", ")));
+  std::string text = fmt::format("{}", fmt::join(tensors, " "));
+  if (!batch.skips.empty()) {
+    std::vector<std::string> skips;
+    for (const auto& [name, t] : batch.skips) {
+      skips.push_back(fmt::format("{}: [{}]", name, fmt::join(shape_of(t), ", ")));
+    }
+    text += fmt::format(" + skips {{{}}}", fmt::join(skips, ", "));
+  }
+  return text;
+}
+
+int64_t tensor_bytes(const at::Tensor& t) {
+  return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+}
+
+int64_t sum_bytes(const std::vector<at::Tensor>& tensors) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : tensors) bytes += tensor_bytes(t);
+  return bytes;
+}
+
+// Every distinct tensor of the batch, skip tensors included, counted once even when a skip
+// tensor is the output itself.
+int64_t batch_bytes(const Batch& batch) {
+  std::set<std::pair<const void*, int64_t>> seen;
+  int64_t bytes = 0;
+  auto add = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (seen.insert({t.data_ptr(), t.numel()}).second) bytes += tensor_bytes(t);
+  };
+  for (const at::Tensor& t : batch.tensors) add(t);
+  for (const auto& [name, t] : batch.skips) add(t);
+  return bytes;
+}
+
+// A detached copy of every tensor; floating ones become leaves requiring grad when asked.
+Batch as_leaves(const Batch& batch, bool requires_grad) {
+  auto leaf = [&](const at::Tensor& t) {
+    if (!t.defined()) return t;
+    at::Tensor copy = t.detach();
+    if (requires_grad && copy.is_floating_point()) copy.requires_grad_(true);
+    return copy;
+  };
+  Batch leaves;
+  for (const at::Tensor& t : batch.tensors) leaves.tensors.push_back(leaf(t));
+  for (const auto& [name, t] : batch.skips) leaves.skips.emplace(name, leaf(t));
+  return leaves;
+}
+
+// The sample on the profiling device and dtype, copied so that no layer can modify the
+// caller's tensors in place.
+Batch prepare_sample(const Batch& sample, const ProfileOptions& options) {
+  auto convert = [&](const at::Tensor& t) {
+    if (!t.defined()) return t;
+    at::Tensor moved = t.detach().to(options.device);
+    if (options.dtype && moved.is_floating_point()) moved = moved.to(*options.dtype);
+    return moved.clone();
+  };
+  Batch prepared;
+  for (const at::Tensor& t : sample.tensors) prepared.tensors.push_back(convert(t));
+  for (const auto& [name, t] : sample.skips) prepared.skips.emplace(name, convert(t));
+  return prepared;
+}
+
+void clear_grads(const std::vector<at::Tensor>& tensors) {
+  for (at::Tensor t : tensors) {  // a handle: resetting its grad resets the shared tensor's
+    if (t.defined() && t.grad().defined()) t.mutable_grad() = at::Tensor();
+  }
+}
+
+std::vector<at::Tensor> leaves_of(const Batch& batch) {
+  std::vector<at::Tensor> all = batch.tensors;
+  for (const auto& [name, t] : batch.skips) all.push_back(t);
+  return all;
+}
+
+// The tensors this layer computed that a backward can start from: outputs passed through
+// untouched (leaves, e.g. skip tensors only carried along) have nothing to differentiate.
+std::vector<at::Tensor> differentiable_outputs(const Batch& output) {
+  std::vector<at::Tensor> outs;
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined() && t.requires_grad() && t.grad_fn()) outs.push_back(t);
+  };
+  for (const at::Tensor& t : output.tensors) add(t);
+  for (const auto& [name, t] : output.skips) add(t);
+  return outs;
+}
+
+std::vector<at::Tensor> seed_gradients(const std::vector<at::Tensor>& outputs) {
+  std::vector<at::Tensor> seeds;
+  seeds.reserve(outputs.size());
+  for (const at::Tensor& t : outputs) seeds.push_back(at::ones_like(t));
+  return seeds;
+}
+
+// Runs one layer on a fixed input, repeatedly, timing or measuring memory.
+class LayerRunner {
+ public:
+  LayerRunner(Layer& layer, size_t index, Batch input)
+      : layer_(layer), index_(index), input_(std::move(input)) {
+    params_ = layer_.parameters();
+    leaves_ = leaves_of(input_);
+  }
+
+  // One forward and backward; with a timer, their durations (backward 0 when no output can be
+  // differentiated). Returns the forward's output.
+  Batch run(LayerTimer* timer, double* forward_ms, double* backward_ms) {
+    reset_grads();
+    if (timer != nullptr) timer->start();
+    Batch output = forward();
+    if (timer != nullptr) *forward_ms = timer->stop_ms();
+    const std::vector<at::Tensor> outs = differentiable_outputs(output);
+    const std::vector<at::Tensor> seeds = seed_gradients(outs);
+    if (timer != nullptr) *backward_ms = 0;
+    if (outs.empty()) return output;
+    if (timer != nullptr) timer->start();
+    backward(outs, seeds);
+    if (timer != nullptr) *backward_ms = timer->stop_ms();
+    return output;
+  }
+
+  // One forward and backward under the memory meter.
+  Batch measure(MemoryMeter& meter, LayerProfile& profile) {
+    reset_grads();
+    const int64_t base_bytes = meter.current_bytes();
+    meter.reset_peak();
+    Batch output = forward();
+    profile.activation_bytes = std::max<int64_t>(0, meter.current_bytes() - base_bytes);
+    const std::vector<at::Tensor> outs = differentiable_outputs(output);
+    if (!outs.empty()) backward(outs, seed_gradients(outs));
+    profile.peak_bytes = std::max<int64_t>(0, meter.peak_bytes() - base_bytes);
+    return output;
+  }
+
+ private:
+  void reset_grads() {
+    clear_grads(params_);
+    clear_grads(leaves_);
+  }
+
+  Batch forward() {
+    try {
+      return layer_.forward(input_);  // a shallow copy: the layer may pop skips from it
+    } catch (const std::exception& error) {
+      throw std::invalid_argument(fmt::format("layer {} ('{}', {}) failed on input {}: {}",
+                                              index_, layer_.name(), layer_.type(),
+                                              describe(input_), what_of(error)));
+    }
+  }
+
+  void backward(const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& seeds) {
+    try {
+      torch::autograd::backward(outs, seeds);
+    } catch (const std::exception& error) {
+      throw std::invalid_argument(fmt::format("layer {} ('{}', {}): backward failed on input {}: {}",
+                                              index_, layer_.name(), layer_.type(),
+                                              describe(input_), what_of(error)));
+    }
+  }
+
+  Layer& layer_;
+  size_t index_;
+  Batch input_;
+  std::vector<at::Tensor> params_;
+  std::vector<at::Tensor> leaves_;
+};
+
+void check_options(const ProfileOptions& options) {
+  if (options.warmup < 0) {
+    throw std::invalid_argument(fmt::format("warmup must be >= 0, got {}", options.warmup));
+  }
+  if (options.repeat < 1) {
+    throw std::invalid_argument(fmt::format("repeat must be >= 1, got {}", options.repeat));
+  }
+  if (!(options.time_budget_s >= 0)) {
+    throw std::invalid_argument(
+        fmt::format("time budget must be >= 0 seconds (0: none), got {}", options.time_budget_s));
+  }
+}
+
+void summarise(LayerProfile& profile) {
+  profile.forward_ms = median(profile.forward_samples_ms);
+  profile.forward_p10_ms = percentile(profile.forward_samples_ms, 10);
+  profile.forward_p90_ms = percentile(profile.forward_samples_ms, 90);
+  profile.backward_ms = median(profile.backward_samples_ms);
+  profile.backward_p10_ms = percentile(profile.backward_samples_ms, 10);
+  profile.backward_p90_ms = percentile(profile.backward_samples_ms, 90);
+}
+
+Batch detached(const Batch& batch) { return as_leaves(batch, /*requires_grad=*/false); }
+
+}  // namespace
+
+Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sample,
+                      const ProfileOptions& options, const ProgressFn& progress) {
+  check_options(options);
+  if (model.empty()) throw std::invalid_argument("cannot profile a model without layers");
+  if (sample.tensors.empty()) throw std::invalid_argument("cannot profile on an empty batch");
+  const TimerBackend backend = resolve_timer_backend(options.backend, options.device);
+
+  // Clones, so that the caller's model keeps its values, buffers, gradients and mode.
+  pipeline::LayerSeq layers = model.clone();
+  layers.train(true);
+  layers.to(options.device);
+  if (options.dtype) layers.to(*options.dtype);
+  Batch current = prepare_sample(sample, options);
+
+  Profile profile;
+  profile.model = model.name();
+  profile.device = options.device.str();
+  profile.backend = to_string(backend);
+  for (const at::Tensor& t : current.tensors) {
+    profile.input_shapes.push_back(shape_of(t));
+    if (profile.dtype.empty() && t.defined() && t.is_floating_point()) {
+      profile.dtype = dtype_name(t.scalar_type());
+    }
+  }
+  if (profile.dtype.empty() && options.dtype) profile.dtype = dtype_name(*options.dtype);
+  profile.batch_size = current.size();
+  profile.environment = capture_environment(options.device);
+  profile.environment.warmup = options.warmup;
+  profile.environment.repeat = options.repeat;
+  profile.environment.time_budget_s = options.time_budget_s;
+
+  const std::unique_ptr<LayerTimer> timer = make_layer_timer(backend, options.device);
+  const std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
+  const double layer_budget_s =
+      options.time_budget_s / static_cast<double>(layers.size());
+
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Layer& layer = layers[i];
+    LayerProfile lp;
+    lp.index = static_cast<int64_t>(i);
+    lp.name = layer.name();
+    lp.type = layer.type();
+    lp.param_bytes = sum_bytes(layer.parameters());
+    lp.buffer_bytes = sum_bytes(layer.buffers());
+
+    // As in the pipeline's first stage, the model input needs no gradient.
+    LayerRunner runner(layer, i, as_leaves(current, /*requires_grad=*/i > 0));
+    double forward_ms = 0, backward_ms = 0;
+    for (int w = 0; w < options.warmup; ++w) runner.run(nullptr, &forward_ms, &backward_ms);
+    // Memory on its own repetition: the timed ones then run without the meter's reads.
+    Batch output = runner.measure(*meter, lp);
+
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < options.repeat; ++r) {
+      runner.run(timer.get(), &forward_ms, &backward_ms);
+      lp.forward_samples_ms.push_back(forward_ms);
+      lp.backward_samples_ms.push_back(backward_ms);
+      const double spent_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (layer_budget_s > 0 && spent_s >= layer_budget_s) break;
+    }
+    summarise(lp);
+
+    lp.output_bytes = batch_bytes(output);
+    for (const at::Tensor& t : output.tensors) lp.output_shapes.push_back(shape_of(t));
+    current = detached(output);
+    profile.layers.push_back(std::move(lp));
+    if (progress) progress(profile.layers.back(), layers.size());
+  }
+  return profile;
+}
+
+}  // namespace pipebal::profiler

@@ -1,0 +1,91 @@
+// The profiler: turns a layer sequence and a sample batch into per-layer forward and backward
+// times and memory, measured layer by layer on real inputs. What the balancer reads.
+//
+//   profiler::ProfileOptions options;
+//   options.repeat = 20;
+//   const profiler::Profile profile = profiler::profile_model(model.layers, sample, options);
+//   profiler::write_profile("profile.json", profile);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include "pipeline/batch.h"
+#include "pipeline/layer_seq.h"
+#include "profiler/environment.h"
+#include "profiler/timer.h"
+
+namespace pipebal::profiler {
+
+struct ProfileOptions {
+  TimerBackend backend = TimerBackend::kAuto;
+  int warmup = 2;   // untimed repetitions per layer before the measured ones
+  int repeat = 10;  // measured repetitions per layer
+  // When > 0, a layer also stops repeating once its measured repetitions have taken
+  // time_budget_s / layers seconds (at least one repetition is always measured). 0: no budget.
+  double time_budget_s = 0;
+  c10::Device device = c10::Device(c10::kCPU);
+  // Floating-point parameters, buffers and sample tensors are converted to it; unset: as given.
+  std::optional<c10::ScalarType> dtype;
+};
+
+struct LayerProfile {
+  int64_t index = 0;
+  std::string name;
+  std::string type;
+  // Medians over the measured repetitions, with the 10th and 90th percentiles and the samples.
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double forward_p10_ms = 0;
+  double forward_p90_ms = 0;
+  double backward_p10_ms = 0;
+  double backward_p90_ms = 0;
+  std::vector<double> forward_samples_ms;
+  std::vector<double> backward_samples_ms;
+  int64_t param_bytes = 0;   // parameters only
+  int64_t buffer_bytes = 0;  // buffers (batch-norm running statistics, ...)
+  // Bytes the forward left allocated while its output is held: what autograd saved for the
+  // backward plus the output itself (the next layer's input, not counted again there).
+  int64_t activation_bytes = 0;
+  // Bytes of the output tensors and the skip tensors live after this layer: what crosses a
+  // stage boundary placed after it.
+  int64_t output_bytes = 0;
+  // Highest allocation during forward and backward together, relative to just before them.
+  int64_t peak_bytes = 0;
+  std::vector<std::vector<int64_t>> output_shapes;  // main tensors, for reports
+};
+
+struct Profile {
+  std::string model;
+  std::string device;   // "cpu", "cuda:0"
+  std::string backend;  // the resolved backend: wallclock, events or cupti
+  std::string dtype;    // of the sample's first floating tensor, after conversion; "" if none
+  int64_t batch_size = 0;  // the (micro-)batch size measured
+  std::vector<std::vector<int64_t>> input_shapes;
+  Environment environment;
+  std::vector<LayerProfile> layers;
+};
+
+// Called after each layer is measured, with the number of layers in all.
+using ProgressFn = std::function<void(const LayerProfile& layer, size_t layers)>;
+
+// Profiles every layer of `model` in order. Layer i gets layer i-1's real output (and the skip
+// tensors live at that point) as detached leaves, requiring grad when floating (layer 0's do
+// not, as in the pipeline's first stage); its forward and its backward (autograd from its
+// output with a gradient of ones) are timed separately; memory is measured on one extra
+// repetition between warm-up and the measured ones. Runs on clones in training mode: `model`,
+// its parameters, buffers and gradients are untouched.
+//
+// Throws std::invalid_argument for bad options, an empty model or batch, and a layer that
+// fails (naming its index, name, type and the shapes it got); std::runtime_error when a timer
+// or memory meter cannot be set up.
+Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sample,
+                      const ProfileOptions& options, const ProgressFn& progress = {});
+
+}  // namespace pipebal::profiler

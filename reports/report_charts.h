@@ -1,0 +1,28 @@
+// The HTML report's charts, each an inline <svg> string drawn from ReportData: per-layer cost
+// with every candidate's stage boundaries, per-stage busy time and memory (predicted beside
+// measured, against the caps), and the pipeline timeline as a Gantt chart.
+#pragma once
+
+#include <string>
+
+#include "reports/report_data.h"
+
+namespace pipebal::reports {
+
+// Stacked forward/backward bars per layer; each candidate's stage boundaries as dashed
+// vertical lines in its own colour, with a legend.
+std::string layer_cost_chart(const ReportData& data);
+
+// Busy time per step per stage: predicted beside measured.
+std::string stage_time_chart(const ReportCandidate& candidate);
+
+// Memory per stage, predicted beside measured peak, with each stage's cap as a dashed line
+// (`caps` per stage; NaN or missing: none).
+std::string stage_memory_chart(const ReportCandidate& candidate, const std::vector<double>& caps);
+
+// One Gantt panel per side that has a timeline (predicted above measured) on a shared time
+// axis: a row per stage, F/R/B coloured, the micro-batch number inside boxes wide enough.
+// Empty when neither side has a timeline.
+std::string timeline_chart(const ReportCandidate& candidate, int stages);
+
+}  // namespace pipebal::reports

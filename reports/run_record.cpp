@@ -1,0 +1,79 @@
+// See run_record.h.
+#include "reports/run_record.h"
+
+#include "reports/schema.h"
+
+namespace pipebal::reports {
+
+nlohmann::json timeline_to_json(const pipeline::Timeline& timeline) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& t : timeline) {
+    events.push_back({{"stage", t.stage},
+                      {"action", pipeline::to_string(t.action.kind)},
+                      {"micro_batch", t.action.micro_batch},
+                      {"start_ms", t.start_ms},
+                      {"end_ms", t.end_ms}});
+  }
+  return events;
+}
+
+nlohmann::json run_to_json(const RunRecord& run) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : run.steps) steps.push_back({{"step", s.step}, {"ms", s.ms}, {"loss", s.loss}});
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : run.stages) {
+    nlohmann::json stage = {{"index", s.index},
+                            {"first_layer", s.first_layer},
+                            {"layers", s.layers},
+                            {"busy_ms", s.busy_ms},
+                            {"busy_fraction", s.busy_fraction}};
+    stage["peak_memory_bytes"] = s.peak_memory_bytes >= 0 ? nlohmann::json(s.peak_memory_bytes) : nlohmann::json();
+    stages.push_back(stage);
+  }
+  return {{"schema", schema_tag("pipebal.run", 1)},
+          {"model", run.model},
+          {"input_shape", run.input_shape},
+          {"balance", run.balance},
+          {"devices", run.devices},
+          {"chunks", run.chunks},
+          {"schedule", run.schedule},
+          {"checkpoint", run.checkpoint},
+          {"threads_per_stage", run.threads_per_stage},
+          {"optimizer", run.optimizer},
+          {"lr", run.lr},
+          {"seed", run.seed},
+          {"warmup_steps", run.warmup_steps},
+          {"steps", steps},
+          {"median_step_ms", run.median_step_ms},
+          {"p10_step_ms", run.p10_step_ms},
+          {"p90_step_ms", run.p90_step_ms},
+          {"samples_per_s", run.samples_per_s},
+          {"stages", stages},
+          {"timeline", timeline_to_json(run.timeline)},
+          {"environment", run.environment}};
+}
+
+nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title) {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", title}}}});
+  int stages = 0;
+  for (const auto& t : timeline) stages = std::max(stages, t.stage + 1);
+  for (int s = 0; s < stages; ++s) {
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+                      {"args", {{"name", "stage " + std::to_string(s)}}}});
+  }
+  for (const auto& t : timeline) {
+    const std::string kind = pipeline::to_string(t.action.kind);
+    events.push_back({{"name", kind + std::to_string(t.action.micro_batch)},
+                      {"cat", kind},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", t.stage},
+                      {"ts", t.start_ms * 1000.0},  // microseconds
+                      {"dur", (t.end_ms - t.start_ms) * 1000.0},
+                      {"args", {{"micro_batch", t.action.micro_batch}}}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace pipebal::reports

@@ -1,0 +1,60 @@
+// What a training run measured, as the `pipebal.run/1` document: per-step times and losses,
+// per-stage busy time and memory, and the timeline of one representative step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/timeline.h"
+
+namespace pipebal::reports {
+
+struct StepSample {
+  int step = 0;
+  double ms = 0;
+  double loss = 0;
+};
+
+struct StageRun {
+  int index = 0;
+  int first_layer = 0;
+  int layers = 0;
+  double busy_ms = 0;          // in the representative step
+  double busy_fraction = 0;    // busy_ms / that step's span
+  int64_t peak_memory_bytes = -1;  // -1: not measured
+};
+
+struct RunRecord {
+  std::string model;
+  std::vector<int64_t> input_shape;
+  std::vector<int> balance;
+  std::vector<std::string> devices;
+  int chunks = 1;
+  std::string schedule;
+  std::string checkpoint;
+  int threads_per_stage = 1;
+  std::string optimizer;
+  double lr = 0;
+  uint64_t seed = 0;
+  int warmup_steps = 0;
+  std::vector<StepSample> steps;  // measured steps only (warm-up excluded)
+  double median_step_ms = 0;
+  double p10_step_ms = 0;
+  double p90_step_ms = 0;
+  double samples_per_s = 0;
+  std::vector<StageRun> stages;
+  pipeline::Timeline timeline;  // of the step whose time is the median
+  nlohmann::json environment = nlohmann::json::object();
+};
+
+nlohmann::json timeline_to_json(const pipeline::Timeline& timeline);
+nlohmann::json run_to_json(const RunRecord& run);
+
+// Chrome trace-event document (Perfetto, chrome://tracing): one track per stage, one slice per
+// action, named "F3" / "R3" / "B3" for micro-batch 3.
+nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title);
+
+}  // namespace pipebal::reports

@@ -1,0 +1,51 @@
+// The `pipebal.validation/1` document: for each candidate balance, the predicted and the
+// measured step time and speed-up over naive model parallelism (one micro-batch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/timeline.h"
+
+namespace pipebal::reports {
+
+struct Estimate {
+  double step_ms = 0;        // `chunks` micro-batches
+  double naive_step_ms = 0;  // same balance, one micro-batch
+  std::vector<double> stage_ms;         // predicted: time per micro-batch; measured: busy per step
+  std::vector<int64_t> stage_bytes;     // predicted memory / measured peak (-1: not measured)
+  pipeline::Timeline timeline;
+
+  double speedup() const { return step_ms > 0 ? naive_step_ms / step_ms : 0; }
+};
+
+struct Candidate {
+  std::vector<std::string> algorithms;  // every partitioner that chose this balance
+  std::vector<int> balance;
+  double bottleneck_ms = 0;
+  Estimate predicted;
+  Estimate measured;
+
+  // (predicted - measured) / measured.
+  double step_error() const;
+  double speedup_error() const;
+};
+
+struct ValidationRecord {
+  std::string model;
+  std::vector<int64_t> input_shape;
+  int stages = 0;
+  int chunks = 0;
+  std::string schedule;
+  std::string checkpoint;
+  int steps = 0;
+  std::vector<Candidate> candidates;
+  nlohmann::json environment = nlohmann::json::object();
+};
+
+nlohmann::json validation_to_json(const ValidationRecord& record);
+
+}  // namespace pipebal::reports

@@ -1,0 +1,87 @@
+// `pipebal profile` end to end: the binary as a user runs it.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "balance/profile_reader.h"
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result run_pipebal(const std::string& args) {
+  const std::string dir = ::testing::TempDir();
+  const std::string out = dir + "/profile_cli.out", err = dir + "/profile_cli.err";
+  const std::string command = std::string(PIPEBAL_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const int raw = std::system(command.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+int count_lines(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+TEST(ProfileCommand, WritesAProfileTheBalancerReads) {
+  const std::string path = ::testing::TempDir() + "/profile_cli.json";
+  std::remove(path.c_str());
+  const Result r = run_pipebal("profile --model mlp:layers=2,width=8 --input-shape 8,8 "
+                               "--chunks 2 --repeat 3 --warmup 1 -o " + path);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("micro-batch size 4"), std::string::npos) << r.out;
+  for (const std::string column : {"fwd ms", "bwd ms", "params", "activations", "output",
+                                   "total", "fc0", "head"}) {
+    EXPECT_NE(r.out.find(column), std::string::npos) << column << "\n" << r.out;
+  }
+  EXPECT_EQ(r.err, "");  // progress lines only on a terminal
+  const nlohmann::json doc = nlohmann::json::parse(slurp(path));
+  EXPECT_EQ(doc.at("schema"), "pipebal.profile/1");
+  EXPECT_EQ(doc.at("batch_size"), 4);
+  const pipebal::balance::CostProfile cost = pipebal::balance::read_profile(path);
+  EXPECT_EQ(cost.layers.size(), 3u);
+  EXPECT_EQ(cost.batch_size, 4);
+}
+
+TEST(ProfileCommand, HelpHasAnExample) {
+  const Result r = run_pipebal("profile --help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("Example"), std::string::npos);
+  EXPECT_NE(r.out.find("--backend"), std::string::npos);
+}
+
+TEST(ProfileCommand, BadInputIsOneLineAndExitStatusTwo) {
+  for (const std::string args :
+       {"profile --model mlp:layers=2,width=8 --input-shape 4,9",
+        "profile --model mlp:layers=2,width=8 --backend cupti",
+        "profile --model mlp:layers=2,width=8 --backend sundial",
+        "profile --model mlp:layers=2,width=8 --device tpu",
+        "profile --model mlp:layers=2,width=8 --dtype int7",
+        "profile --model mlp:layers=2,width=8 --repeat 0",
+        "profile --model mlp:layers=2,width=8 --input-shape 4,8 --chunks 5",
+        "profile --model nosuchmodel", "profile"}) {
+    const Result r = run_pipebal(args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.out;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("pipebal: error: ", 0), 0u) << r.err;
+  }
+}
+
+}  // namespace

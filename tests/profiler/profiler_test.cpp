@@ -1,0 +1,280 @@
+// The profiler against analytic byte counts, relative FLOPs, and the promises it makes about
+// the caller's model. Byte counts are float32 (4 bytes) unless said otherwise.
+#include "profiler/profiler.h"
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "models/zoo.h"
+#include "pipeline/batch_norm.h"
+#include "pipeline/module_layer.h"
+
+namespace pipebal::profiler {
+namespace {
+
+namespace nn = torch::nn;
+using pipeline::Batch;
+using pipeline::LayerSeq;
+
+constexpr int64_t kFloat = 4;
+
+ProfileOptions quick() {
+  ProfileOptions options;
+  options.warmup = 1;
+  options.repeat = 3;
+  return options;
+}
+
+// A cheap first layer, so that the layers under test get an input that requires grad (layer
+// 0's input does not, as in a pipeline's first stage).
+void add_identity(LayerSeq& seq) {
+  seq.add(pipeline::make_layer("id", "Identity", nn::Identity()));
+}
+
+TEST(ProfilerBytes, LinearAndReluMatchWhatAutogradSaves) {
+  const int64_t n = 8, in = 16, out = 32;
+  LayerSeq seq("linear-relu");
+  add_identity(seq);
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(in, out)));
+  seq.add(pipeline::make_layer("relu", "ReLU", nn::ReLU()));
+  const Profile p = profile_model(seq, Batch(torch::randn({n, in})), quick());
+  ASSERT_EQ(p.layers.size(), 3u);
+
+  const LayerProfile& fc = p.layers[1];
+  EXPECT_EQ(fc.param_bytes, (out * in + out) * kFloat);
+  EXPECT_EQ(fc.buffer_bytes, 0);
+  // addmm(bias, x, W^T) saves x (the input, already alive) and W (a parameter); the only new
+  // allocation left alive is the output y [n, out].
+  EXPECT_EQ(fc.activation_bytes, n * out * kFloat);
+  EXPECT_EQ(fc.output_bytes, n * out * kFloat);
+  EXPECT_GE(fc.peak_bytes, fc.activation_bytes);
+
+  const LayerProfile& relu = p.layers[2];
+  EXPECT_EQ(relu.param_bytes, 0);
+  // relu saves its result, which is the output: [n, out].
+  EXPECT_EQ(relu.activation_bytes, n * out * kFloat);
+  EXPECT_EQ(relu.output_bytes, n * out * kFloat);
+
+  // The identity passes its input through: nothing new, nothing to differentiate.
+  EXPECT_EQ(p.layers[0].activation_bytes, 0);
+  EXPECT_EQ(p.layers[0].output_bytes, n * in * kFloat);
+}
+
+TEST(ProfilerBytes, Conv2dMatchesWhatAutogradSaves) {
+  const int64_t n = 2, c_in = 3, c_out = 8, hw = 16, k = 3;
+  LayerSeq seq("conv");
+  add_identity(seq);
+  seq.add(pipeline::make_layer("conv", "Conv2d",
+                               nn::Conv2d(nn::Conv2dOptions(c_in, c_out, k).padding(1))));
+  const Profile p = profile_model(seq, Batch(torch::randn({n, c_in, hw, hw})), quick());
+  const LayerProfile& conv = p.layers[1];
+  EXPECT_EQ(conv.param_bytes, (c_out * c_in * k * k + c_out) * kFloat);
+  // Convolution saves its input and weight (both alive already); padding 1 keeps H and W, so
+  // the new output [n, c_out, hw, hw] is all that stays.
+  EXPECT_EQ(conv.activation_bytes, n * c_out * hw * hw * kFloat);
+  EXPECT_EQ(conv.output_bytes, n * c_out * hw * hw * kFloat);
+}
+
+TEST(ProfilerBytes, BatchNormSavesOutputAndPerChannelStatistics) {
+  const int64_t n = 4, c = 8, hw = 5;
+  LayerSeq seq("bn");
+  add_identity(seq);
+  seq.add(pipeline::make_layer("bn", "BatchNorm", pipeline::BatchNorm(c)));
+  const Profile p = profile_model(seq, Batch(torch::randn({n, c, hw, hw})), quick());
+  const LayerProfile& bn = p.layers[1];
+  EXPECT_EQ(bn.param_bytes, 2 * c * kFloat);                // weight, bias
+  EXPECT_EQ(bn.buffer_bytes, 2 * c * kFloat + 8);           // running mean, var; int64 counter
+  // native_batch_norm saves input, weight and running statistics (alive already) plus the
+  // batch mean and inverse std it computes, [c] each; and the output [n, c, hw, hw] stays.
+  EXPECT_EQ(bn.activation_bytes, n * c * hw * hw * kFloat + 2 * c * kFloat);
+  EXPECT_EQ(bn.output_bytes, n * c * hw * hw * kFloat);
+}
+
+TEST(ProfilerBytes, GptBlockMatchesWhatAutogradSaves) {
+  const int64_t n = 2, t = 8, d = 16, h = 2, vocab = 50;
+  models::Model model =
+      models::build_model("gpt:layers=1,dim=16,heads=2,seq=8,vocab=50", /*seed=*/1);
+  const Batch tokens(torch::randint(vocab, {n, t}, torch::kLong));
+  const Profile p = profile_model(model.layers, tokens, quick());
+  const LayerProfile& block = p.layers.at(1);
+  ASSERT_EQ(block.type, "DecoderBlock");
+  // Two LayerNorms (weight, bias: d each), qkv (3d x d + 3d), proj (d x d + d), mlp
+  // (4d x d + 4d, d x 4d + d).
+  EXPECT_EQ(block.param_bytes, (4 * d + 3 * d * d + 3 * d + d * d + d + 4 * d * d + 4 * d +
+                                4 * d * d + d) * kFloat);
+  // Alive after the block's forward, new (x, weights and biases are alive already):
+  //   norm1: output y1 (saved by qkv's addmm) [n,t,d]; mean and rstd [n,t] each
+  //   qkv output: freed (only views of it reach matmul, which copies them)
+  //   q, k, v: matmul reshapes each permuted [n,h,t,d/h] slice with a copy, saved by bmm: 3 ntd
+  //   scores, scaled scores, masked scores: freed (bmm, div and masked_fill save nothing of
+  //   them); softmax saves its result [n,h,t,t], which the second bmm also saves
+  //   causal mask: bool [t,t], saved by masked_fill: t*t bytes
+  //   attention output: bmm result freed; the transpose+reshape copy [n,t,d] is saved by proj
+  //   proj output: freed (the residual add saves nothing); h = x + attn [n,t,d], saved by norm2
+  //   norm2: y2 [n,t,d] saved by fc1; mean and rstd [n,t] each
+  //   fc1 output [n,t,4d] saved by GELU; GELU output [n,t,4d] saved by fc2; fc2 output freed
+  //   block output h + mlp [n,t,d]
+  // = 16 ntd + 4 nt + n h t^2 floats, plus t^2 bool bytes. Dropout 0 is the identity.
+  const int64_t floats = 16 * n * t * d + 4 * n * t + n * h * t * t;
+  EXPECT_EQ(block.activation_bytes, floats * kFloat + t * t);
+  EXPECT_EQ(block.output_bytes, n * t * d * kFloat);
+}
+
+TEST(ProfilerTiming, FourTimesTheFlopsTakesAboutFourTimesAsLong) {
+  // Linear w -> w, then w -> 4w on the same batch: 4x the multiply-adds forward and backward.
+  const int64_t n = 128, w = 256;
+  LayerSeq seq("flops");
+  add_identity(seq);
+  seq.add(pipeline::make_layer("small", "Linear", nn::Linear(w, w)));
+  seq.add(pipeline::make_layer("large", "Linear", nn::Linear(w, 4 * w)));
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);  // one thread: no scheduling noise from the pool
+  ProfileOptions options;
+  options.warmup = 3;
+  options.repeat = 15;
+  const Profile p = profile_model(seq, Batch(torch::randn({n, w})), options);
+  at::set_num_threads(threads);
+  const double forward_ratio = p.layers[2].forward_ms / p.layers[1].forward_ms;
+  const double backward_ratio = p.layers[2].backward_ms / p.layers[1].backward_ms;
+  EXPECT_GT(forward_ratio, 2.0) << p.layers[1].forward_ms << " vs " << p.layers[2].forward_ms;
+  EXPECT_LT(forward_ratio, 8.0) << p.layers[1].forward_ms << " vs " << p.layers[2].forward_ms;
+  EXPECT_GT(backward_ratio, 2.0) << p.layers[1].backward_ms << " vs " << p.layers[2].backward_ms;
+  EXPECT_LT(backward_ratio, 8.0) << p.layers[1].backward_ms << " vs " << p.layers[2].backward_ms;
+}
+
+TEST(Profiler, KeepsSamplesAndSpread) {
+  LayerSeq seq("one");
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(8, 8)));
+  ProfileOptions options;
+  options.warmup = 0;
+  options.repeat = 5;
+  const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), options);
+  const LayerProfile& fc = p.layers[0];
+  EXPECT_EQ(fc.forward_samples_ms.size(), 5u);
+  EXPECT_EQ(fc.backward_samples_ms.size(), 5u);
+  EXPECT_LE(fc.forward_p10_ms, fc.forward_ms);
+  EXPECT_LE(fc.forward_ms, fc.forward_p90_ms);
+  EXPECT_GT(fc.backward_ms, 0.0);  // weight gradient, even without an input gradient
+  EXPECT_EQ(p.backend, "wallclock");
+  EXPECT_EQ(p.batch_size, 4);
+  EXPECT_EQ(p.dtype, "float32");
+  EXPECT_EQ(p.environment.repeat, 5);
+  EXPECT_FALSE(p.environment.libtorch_version.empty());
+  EXPECT_FALSE(p.environment.gpu_name.has_value());
+}
+
+TEST(Profiler, TimeBudgetStopsEarly) {
+  LayerSeq seq("budget");
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(64, 64)));
+  ProfileOptions options;
+  options.warmup = 0;
+  options.repeat = 1000000;
+  options.time_budget_s = 0.05;
+  const Profile p = profile_model(seq, Batch(torch::randn({8, 64})), options);
+  EXPECT_GE(p.layers[0].forward_samples_ms.size(), 1u);
+  EXPECT_LT(p.layers[0].forward_samples_ms.size(), 1000000u);
+}
+
+TEST(Profiler, LeavesTheModelBitIdenticalAndGradientFree) {
+  models::Model model = models::build_model("resnet:depth=18,width=8", /*seed=*/3);
+  model.layers.train(false);
+  std::vector<at::Tensor> before;
+  for (const at::Tensor& t : model.layers.parameters()) before.push_back(t.clone());
+  for (const at::Tensor& t : model.layers.buffers()) before.push_back(t.clone());
+  const at::Tensor input = torch::randn({2, 3, 16, 16});
+  const at::Tensor input_copy = input.clone();
+
+  profile_model(model.layers, Batch(input), quick());
+
+  std::vector<at::Tensor> after = model.layers.parameters();
+  for (const at::Tensor& t : model.layers.buffers()) after.push_back(t);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_TRUE(torch::equal(after[i], before[i])) << "tensor " << i;
+  }
+  for (const at::Tensor& p : model.layers.parameters()) EXPECT_FALSE(p.grad().defined());
+  EXPECT_FALSE(model.layers[0].is_training());
+  EXPECT_TRUE(torch::equal(input, input_copy));
+  EXPECT_FALSE(input.requires_grad());
+}
+
+TEST(Profiler, UNetSkipTensorsCountAcrossTheBoundary) {
+  models::Model model = models::build_model("unet:B=2,C=4", /*seed=*/0);
+  const Profile p = profile_model(model.layers, Batch(torch::randn({2, 3, 16, 16})), quick());
+  ASSERT_EQ(p.layers.size(), model.layers.size());
+  // After the first down-sampling, skip0 [2, 8, 16, 16] (enc0's output, stashed) travels with
+  // the pooled main tensor [2, 8, 8, 8]: both cross a cut there.
+  const LayerProfile& down0 = p.layers.at(2);
+  ASSERT_EQ(down0.name, "down0");
+  EXPECT_EQ(down0.output_bytes, (2 * 8 * 16 * 16 + 2 * 8 * 8 * 8) * kFloat);
+  for (const LayerProfile& layer : p.layers) {
+    EXPECT_GT(layer.forward_ms, 0.0) << layer.name;
+    EXPECT_GT(layer.backward_ms, 0.0) << layer.name;
+  }
+  // The head's output is the model output [2, 1, 16, 16], with no skip left.
+  EXPECT_EQ(p.layers.back().output_bytes, 2 * 1 * 16 * 16 * kFloat);
+}
+
+TEST(Profiler, TorchScriptModelProfiles) {
+  models::Model model =
+      models::build_model(std::string(PIPEBAL_FIXTURES_DIR) + "/sequential_cnn_traced.pt");
+  ProfileOptions options = quick();
+  options.dtype = torch::kDouble;
+  const Profile p = profile_model(model.layers, Batch(torch::randn({2, 3, 8, 8})), options);
+  ASSERT_EQ(p.layers.size(), model.layers.size());
+  EXPECT_EQ(p.dtype, "float64");
+  for (const LayerProfile& layer : p.layers) EXPECT_GE(layer.forward_ms, 0.0) << layer.name;
+  EXPECT_GT(p.layers[0].param_bytes, 0);
+  EXPECT_EQ(p.layers[0].param_bytes % 8, 0);  // float64 parameters
+}
+
+TEST(Profiler, ShapeErrorNamesTheLayer) {
+  models::Model model = models::build_model("mlp:layers=2,width=8", /*seed=*/0);
+  try {
+    profile_model(model.layers, Batch(torch::randn({4, 9})), quick());
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("layer 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("'fc0'"), std::string::npos) << what;
+    EXPECT_NE(what.find("[4, 9]"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+TEST(Profiler, BadOptionsAndMissingDevicesAreClearErrors) {
+  LayerSeq seq("one");
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(8, 8)));
+  const Batch batch(torch::randn({2, 8}));
+  ProfileOptions options = quick();
+  options.repeat = 0;
+  EXPECT_THROW(profile_model(seq, batch, options), std::invalid_argument);
+  options = quick();
+  options.backend = TimerBackend::kEvents;
+  try {
+    profile_model(seq, batch, options);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("CUDA"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(profile_model(LayerSeq("empty"), batch, quick()), std::invalid_argument);
+}
+
+TEST(Profiler, ProfilesOnTheGpu_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  models::Model model = models::build_model("mlp:layers=2,width=64", /*seed=*/0);
+  for (const TimerBackend backend :
+       {TimerBackend::kAuto, TimerBackend::kWallclock, TimerBackend::kEvents}) {
+    ProfileOptions options = quick();
+    options.device = c10::Device(c10::kCUDA, 0);
+    options.backend = backend;
+    const Profile p = profile_model(model.layers, Batch(torch::randn({16, 64})), options);
+    EXPECT_TRUE(p.environment.gpu_name.has_value());
+    EXPECT_EQ(p.layers[1].activation_bytes, 16 * 64 * kFloat) << p.backend;
+    for (const LayerProfile& layer : p.layers) EXPECT_GT(layer.forward_ms, 0.0) << p.backend;
+  }
+}
+
+}  // namespace
+}  // namespace pipebal::profiler

@@ -1,0 +1,233 @@
+// The HTML report: renders the hand-made validation directory, stays self-contained, escapes
+// text from JSON, degrades to notes when optional files are missing, and names the file in
+// every input error.
+#include "reports/html_report.h"
+
+#include <filesystem>
+#include <functional>
+#include <regex>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "reports/atomic_file.h"
+#include "reports/svg.h"
+
+namespace pipebal::reports {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kFixtureDir = PIPEBAL_FIXTURES_DIR "/../reports/fixtures/validation_dir";
+
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A fresh copy of the fixture directory that a test may change; removed at the end.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name)
+      : path_(fs::temp_directory_path() / ("pipebal_report_test_" + name)) {
+    fs::remove_all(path_);
+    fs::copy(kFixtureDir, path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  std::string path() const { return path_.string(); }
+  std::string file(const char* name) const { return (path_ / name).string(); }
+  json read(const char* name) const { return json::parse(read_file(file(name))); }
+  void write(const char* name, const json& doc) const {
+    write_file_atomically(file(name), doc.dump());
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string render_fixture() {
+  return render_html_report(load_report_inputs(kFixtureDir));
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const std::invalid_argument& error) {
+    return error.what();
+  }
+  return "(no std::invalid_argument thrown)";
+}
+
+TEST(HtmlReport, RendersFixtureWithSummaryRowsAndNumbers) {
+  const std::string html = render_fixture();
+  EXPECT_NE(html.find("<!DOCTYPE html>"), std::string::npos);
+  EXPECT_NE(html.find("name=\"viewport\""), std::string::npos);
+  EXPECT_NE(html.find("cnn:blocks=4,width=32"), std::string::npos);
+  EXPECT_NE(html.find("32\u00d73\u00d764\u00d764"), std::string::npos);
+  // One summary row per candidate, with its balance and the predicted/measured step times
+  // (validation.json: dp [4,5,3] predicted 73.16 ms, measured 79.942 ms).
+  EXPECT_NE(html.find("<td class=\"l\">[4, 5, 3]</td><td>73.2</td><td>79.9</td>"),
+            std::string::npos);
+  // Two algorithms that chose the same balance share one row.
+  EXPECT_NE(html.find("<td class=\"l\">blockpartition, uniform</td><td class=\"l\">[4, 4, 4]</td>"),
+            std::string::npos);
+  // Prediction error (73.16 - 79.942) / 79.942 = -8.5%; speed-ups 1.556 vs 1.5001.
+  EXPECT_NE(html.find("-8.5%"), std::string::npos);
+  EXPECT_NE(html.find("1.56\u00d7"), std::string::npos);
+  EXPECT_NE(html.find("1.50\u00d7"), std::string::npos);
+  // Context block from the environment.
+  EXPECT_NE(html.find("libtorch_version"), std::string::npos);
+  EXPECT_NE(html.find("ee232b9"), std::string::npos);
+  // The per-layer table, last: every layer by name.
+  EXPECT_NE(html.find("<td class=\"l\">block3.conv</td>"), std::string::npos);
+  EXPECT_LT(html.find("<h2>Candidates"), html.find("<h2>Layers</h2>"));
+  // The plan's 6 MiB cap appears in the stage table.
+  EXPECT_NE(html.find("6.00 MiB"), std::string::npos);
+}
+
+TEST(HtmlReport, DrawsEveryChartAsInlineSvg) {
+  const std::string html = render_fixture();
+  EXPECT_NE(html.find("aria-label=\"Per-layer forward and backward time"), std::string::npos);
+  EXPECT_NE(html.find("aria-label=\"Busy time per step and stage"), std::string::npos);
+  EXPECT_NE(html.find("aria-label=\"Memory per stage"), std::string::npos);
+  EXPECT_NE(html.find("aria-label=\"Pipeline timeline"), std::string::npos);
+  // Layer chart + (2 stage charts + timeline) for each of the 2 candidates.
+  EXPECT_EQ(count(html, "<svg "), 1u + 2u * 3u);
+  EXPECT_EQ(count(html, "<svg "), count(html, "viewBox="));
+  // Gantt boxes carry their action and micro-batch; the predicted and measured panels both exist.
+  EXPECT_NE(html.find("Predicted (simulator)"), std::string::npos);
+  EXPECT_NE(html.find("Measured (engine)"), std::string::npos);
+  EXPECT_NE(html.find("stage 2 B3 (backward)"), std::string::npos);
+  EXPECT_NE(html.find("time within the step (ms)"), std::string::npos);
+}
+
+TEST(HtmlReport, IsSelfContained) {
+  const std::string html = render_fixture();
+  // The SVG namespace is an identifier, not a resource.
+  const std::string without_xmlns =
+      std::regex_replace(html, std::regex("xmlns=\"http://www.w3.org/2000/svg\""), "");
+  EXPECT_EQ(without_xmlns.find("http://"), std::string::npos);
+  EXPECT_EQ(without_xmlns.find("https://"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("@import"), std::string::npos);
+  EXPECT_EQ(html.find("url("), std::string::npos);
+}
+
+TEST(HtmlReport, EscapesTextFromJson) {
+  ReportInputs inputs = load_report_inputs(kFixtureDir);
+  const std::string evil = "<script>alert(\"x&y\")</script>";
+  (*inputs.validation)["model"] = evil;
+  (*inputs.profile)["layers"][0]["name"] = "<img src=x onerror=alert(1)>";
+  (*inputs.validation)["environment"]["host"] = "a&b<c>";
+  const std::string html = render_html_report(inputs);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(&quot;x&amp;y&quot;)&lt;/script&gt;"),
+            std::string::npos);
+  EXPECT_NE(html.find("a&amp;b&lt;c&gt;"), std::string::npos);
+}
+
+TEST(HtmlReport, RendersWithoutOptionalFilesAndSaysWhatIsMissing) {
+  ScratchDir dir("missing");
+  fs::remove(dir.file("validation.json"));
+  fs::remove(dir.file("run.json"));
+  const std::string plan_only = render_html_report(load_report_inputs(dir.path()));
+  EXPECT_NE(plan_only.find("validation.json is missing"), std::string::npos);
+  EXPECT_NE(plan_only.find("run.json is missing"), std::string::npos);
+  EXPECT_NE(plan_only.find("[4, 5, 3]"), std::string::npos);  // the plan's balance
+  EXPECT_NE(plan_only.find("No predicted or measured timeline"), std::string::npos);
+
+  fs::remove(dir.file("plan.json"));
+  const std::string profile_only = render_html_report(load_report_inputs(dir.path()));
+  EXPECT_NE(profile_only.find("plan.json is missing"), std::string::npos);
+  EXPECT_NE(profile_only.find("Only the profile is present"), std::string::npos);
+  EXPECT_NE(profile_only.find("<td class=\"l\">head.fc</td>"), std::string::npos);
+  EXPECT_EQ(count(profile_only, "<svg "), 1u);  // the layer chart
+}
+
+TEST(HtmlReport, RunWithoutValidationIsTheMeasuredSide) {
+  ScratchDir dir("run_only");
+  fs::remove(dir.file("validation.json"));
+  const std::string html = render_html_report(load_report_inputs(dir.path()));
+  // plan.json and run.json share the balance [4,5,3]: one row, predicted and measured.
+  EXPECT_NE(html.find("<td class=\"l\">[4, 5, 3]</td><td>73.2</td><td>79.9</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("Measured (engine)"), std::string::npos);
+  EXPECT_NE(html.find("No predicted timeline"), std::string::npos);
+  EXPECT_NE(html.find("Training run"), std::string::npos);
+}
+
+TEST(HtmlReport, UnknownSchemaMajorIsRejectedNamingTheFile) {
+  ScratchDir dir("schema");
+  json run = dir.read("run.json");
+  run["schema"] = "pipebal.run/2";
+  dir.write("run.json", run);
+  const std::string message = error_of([&] { load_report_inputs(dir.path()); });
+  EXPECT_NE(message.find("run.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("pipebal.run/2"), std::string::npos) << message;
+}
+
+TEST(HtmlReport, MalformedJsonNamesTheFile) {
+  ScratchDir dir("malformed");
+  write_file_atomically(dir.file("validation.json"), "{\"schema\": \"pipebal.validation/1\",");
+  const std::string message = error_of([&] { load_report_inputs(dir.path()); });
+  EXPECT_NE(message.find("validation.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("malformed JSON"), std::string::npos) << message;
+}
+
+TEST(HtmlReport, MissingProfileOrDirectoryIsAnError) {
+  ScratchDir dir("no_profile");
+  fs::remove(dir.file("profile.json"));
+  const std::string message = error_of([&] { load_report_inputs(dir.path()); });
+  EXPECT_NE(message.find("profile.json"), std::string::npos) << message;
+  const std::string not_dir = error_of([&] { load_report_inputs(dir.file("nowhere")); });
+  EXPECT_NE(not_dir.find("is not a directory"), std::string::npos) << not_dir;
+}
+
+TEST(HtmlReport, MistypedFieldNamesFileAndPath) {
+  ScratchDir dir("mistyped");
+  json validation = dir.read("validation.json");
+  validation["candidates"][1]["predicted"]["step_ms"] = "fast";
+  dir.write("validation.json", validation);
+  const std::string message = error_of([&] { render_html_report(load_report_inputs(dir.path())); });
+  EXPECT_NE(message.find("validation.json: candidates[1].predicted.step_ms"), std::string::npos)
+      << message;
+}
+
+TEST(HtmlReport, UnmeasuredMemoryIsADash) {
+  ScratchDir dir("null_memory");
+  json validation = dir.read("validation.json");
+  for (json& c : validation["candidates"])
+    c["measured"]["stage_peak_bytes"] = {nullptr, nullptr, nullptr};
+  dir.write("validation.json", validation);
+  EXPECT_NO_THROW(render_html_report(load_report_inputs(dir.path())));
+}
+
+TEST(Svg, EscapesAndFormats) {
+  EXPECT_EQ(escape_html("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
+  EXPECT_EQ(format_ms(71.01), "71.0");
+  EXPECT_EQ(format_ms(7.104), "7.10");
+  EXPECT_EQ(format_ms(0.7123), "0.712");
+  EXPECT_EQ(format_ms(250.4), "250");
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(6 * 1024 * 1024), "6.00 MiB");
+  EXPECT_EQ(format_percent(-0.0862), "-8.6%");
+}
+
+TEST(Svg, NiceTicksCoverTheRangeInRoundSteps) {
+  EXPECT_EQ(nice_ticks(9.5, 5), (std::vector<double>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(nice_ticks(100, 5), (std::vector<double>{0, 20, 40, 60, 80, 100}));
+  EXPECT_EQ(nice_ticks(0.3, 3), (std::vector<double>{0, 0.1, 0.2, 0.30000000000000004}));
+  EXPECT_EQ(nice_ticks(0, 5), (std::vector<double>{0, 1}));
+}
+
+}  // namespace
+}  // namespace pipebal::reports

@@ -1,0 +1,48 @@
+// Runs the `pipebal` binary as a user would and captures its exit status and output.
+#pragma once
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+namespace pipebal::testing {
+
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline CliResult run_pipebal(const std::string& args) {
+  const std::string dir = ::testing::TempDir();
+  const std::string out = dir + "/pipebal.out", err = dir + "/pipebal.err";
+  const std::string command = std::string(PIPEBAL_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const int raw = std::system(command.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};
+}
+
+inline int count_lines(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+// A fresh, empty directory under the test temp dir.
+inline std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  return dir;
+}
+
+}  // namespace pipebal::testing

@@ -1,0 +1,72 @@
+// `pipebal train` end to end: the run document, the Chrome trace, and bad input.
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_support.h"
+
+namespace pipebal::testing {
+namespace {
+
+const std::string kModel = "--model mlp:layers=4,width=8 --input-shape 8,8";
+
+TEST(TrainCli, WritesRunDocumentAndTrace) {
+  const std::string dir = fresh_dir("train_ok");
+  const CliResult r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 4 --steps 3 " +
+                                  "--warmup-steps 1 --schedule 1f1b -o " + dir + "/run.json --trace " +
+                                  dir + "/trace.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("median step"), std::string::npos);
+
+  const auto run = nlohmann::json::parse(read_text(dir + "/run.json"));
+  EXPECT_EQ(run["schema"], "pipebal.run/1");
+  EXPECT_EQ(run["balance"], nlohmann::json({3, 2}));
+  EXPECT_EQ(run["chunks"], 4);
+  EXPECT_EQ(run["schedule"], "1f1b");
+  EXPECT_EQ(run["steps"].size(), 3u);
+  EXPECT_EQ(run["stages"].size(), 2u);
+  EXPECT_GT(run["median_step_ms"].get<double>(), 0);
+  // One step of 2 stages x 4 micro-batches: a forward, a recompute (except the last
+  // micro-batch: checkpoint except_last) and a backward each.
+  EXPECT_EQ(run["timeline"].size(), 2u * (4 + 3 + 4));
+
+  const auto trace = nlohmann::json::parse(read_text(dir + "/trace.json"));
+  int slices = 0;
+  for (const auto& e : trace["traceEvents"]) slices += e["ph"] == "X";
+  EXPECT_EQ(slices, 2 * (4 + 3 + 4));
+}
+
+TEST(TrainCli, LossDecreasesOnTheSyntheticTask) {
+  const std::string dir = fresh_dir("train_learn");
+  const CliResult r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 2 --steps 20 " +
+                                  "--warmup-steps 0 --optimizer adam --lr 0.01 -o " + dir + "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto steps = nlohmann::json::parse(read_text(dir + "/run.json"))["steps"];
+  EXPECT_LT(steps.back()["loss"].get<double>(), 0.7 * steps.front()["loss"].get<double>());
+}
+
+TEST(TrainCli, BadInputIsOneLineExitTwoAndNoOutputFile) {
+  const std::string dir = fresh_dir("train_bad");
+  const std::string out = " -o " + dir + "/run.json";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"train " + kModel + " --balance 3,3", "sums to 6, but the model has 5 layers"},
+      {"train " + kModel + " --balance 2,0,3", "every stage needs at least one"},
+      {"train " + kModel + " --balance 2,x", "expected layer counts"},
+      {"train " + kModel + " --balance 2,3 --chunks 9", "more chunks than samples"},
+      {"train " + kModel, "give --plan plan.json or --balance"},
+      {"train " + kModel + " --balance 2,3 --plan p.json", "excludes"},
+      {"train " + kModel + " --plan /nonexistent/plan.json", "/nonexistent/plan.json"},
+      {"train --model mlp:layers=4,width=8 --input-shape 8,9 --balance 2,3", "layer 0 ('fc0'"},
+      {"train " + kModel + " --balance 2,3 --schedule zigzag", "gpipe, 1f1b"},
+      {"train " + kModel + " --balance 2,3 --devices cpu,cpu,cpu", "3 devices given for 2 stages"},
+      {"train " + kModel + " --balance 2,3 --optimizer lbfgs", "sgd, adam"},
+  };
+  for (const auto& [args, fragment] : cases) {
+    const CliResult r = run_pipebal(args + out);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(fragment), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(read_text(dir + "/run.json").empty()) << args;
+  }
+}
+
+}  // namespace
+}  // namespace pipebal::testing

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# GPU check for the profiler: builds pipebal against a CUDA-enabled LibTorch, runs the *_CUDA
+# tests, and profiles one zoo model with every timer backend on the GPU, printing a short table.
+#
+# Needs an NVIDIA GPU, the CUDA toolkit (nvcc; CUPTI from extras/CUPTI or $CUPTI_ROOT), CMake,
+# a C++17 compiler, and pipebal's other dependencies (fmt, nlohmann/json, CLI11, GoogleTest;
+# extra prefixes in $DEPS_PREFIX, ';'-separated). LibTorch comes from $TORCH_DIR (a LibTorch
+# folder or any CMake prefix holding TorchConfig.cmake) or else from the pip wheel of `python3`.
+# It cannot run on the development machines (no GPU there); run it on a GPU machine:
+#
+#   tools/gpu-check.sh [MODEL_SPEC] [INPUT_SHAPE]     # default: resnet:depth=18 32,3,64,64
+#
+# Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), OUT_DIR (default
+# $BUILD_DIR/gpu-check) for the profiles and the log.
+set -euo pipefail
+
+model=${1:-resnet:depth=18}
+shape=${2:-32,3,64,64}
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-gpu}
+jobs=${JOBS:-$(nproc)}
+out=${OUT_DIR:-$build/gpu-check}
+mkdir -p "$out"
+
+if [[ -n "${TORCH_DIR:-}" ]]; then
+  torch_prefix=$TORCH_DIR
+else
+  torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+fi
+prefix="$torch_prefix${DEPS_PREFIX:+;$DEPS_PREFIX}"
+echo "== LibTorch from $torch_prefix"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+
+echo "== configure ($build)"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+  -DPIPEBAL_BUILD_BENCH=OFF ${CMAKE_EXTRA_ARGS:-} 2>&1 | tee "$out/configure.log" |
+  grep -E "pipebal:|CUPTI|Error" || true
+grep -q "CUDA code paths: ON" "$out/configure.log" ||
+  { echo "gpu-check: this LibTorch has no CUDA; nothing to check" >&2; exit 1; }
+
+echo "== build"
+cmake --build "$build" -j "$jobs" --target pipebal profiler_tests 2>&1 | tail -n 20
+
+echo "== *_CUDA tests"
+"$build/tests/profiler_tests" --gtest_filter='*_CUDA*' 2>&1 | tee "$out/cuda-tests.log" | tail -n 15
+
+echo "== profile $model [$shape] on cuda with every backend"
+for backend in wallclock events cupti; do
+  if ! "$build/tools/pipebal" profile --model "$model" --input-shape "$shape" --device cuda \
+      --backend "$backend" -o "$out/profile-$backend.json" >"$out/profile-$backend.txt" 2>&1; then
+    echo "$backend: failed: $(tail -n 1 "$out/profile-$backend.txt")"
+  fi
+done
+
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+print(f"{'backend':<10} {'layers':>6} {'fwd ms':>10} {'bwd ms':>10} {'act MiB':>9} {'gpu'}")
+for backend in ("wallclock", "events", "cupti"):
+    path = os.path.join(out, f"profile-{backend}.json")
+    if not os.path.exists(path):
+        print(f"{backend:<10} {'-':>6} (no profile)")
+        continue
+    doc = json.load(open(path))
+    t = doc["totals"]
+    print(f"{doc['backend']:<10} {len(doc['layers']):>6} {t['forward_ms']:>10.3f} "
+          f"{t['backward_ms']:>10.3f} {t['activation_bytes'] / 2**20:>9.1f} "
+          f"{doc['environment']['gpu_name']}")
+PY

@@ -1,0 +1,127 @@
+// See profile_command.h.
+#include "tools/profile_command.h"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "models/synthetic.h"
+#include "models/zoo.h"
+#include "profiler/device.h"
+#include "profiler/profile_json.h"
+#include "profiler/profile_table.h"
+#include "profiler/profiler.h"
+
+namespace pipebal::tools {
+namespace {
+
+constexpr const char* kFooter =
+    "Example:\n"
+    "  pipebal profile --model resnet:depth=18 --input-shape 32,3,64,64 --chunks 4 -o "
+    "profile.json\n"
+    "  pipebal profile --model mlp:layers=4,width=256 --repeat 20 --threads 1 -o profile.json\n"
+    "Times are medians after warm-up; the profile is measured at the micro-batch size\n"
+    "ceil(batch / chunks), which is what `pipebal balance --chunks` expects.";
+
+profiler::ProfileOptions profile_options(const ProfileParams& params) {
+  profiler::ProfileOptions options;
+  options.backend = profiler::parse_timer_backend(params.backend);
+  options.warmup = params.warmup;
+  options.repeat = params.repeat;
+  options.time_budget_s = params.time_budget_s;
+  options.device = profiler::parse_device(params.device);
+  options.dtype = profiler::parse_dtype(params.dtype);
+  return options;
+}
+
+}  // namespace
+
+void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* progress) {
+  if (params.chunks < 1) {
+    throw std::invalid_argument(fmt::format("--chunks must be >= 1, got {}", params.chunks));
+  }
+  if (params.threads < 0) {
+    throw std::invalid_argument(fmt::format("--threads must be >= 0, got {}", params.threads));
+  }
+  // Parse every option before the (slow) model build, so that typos fail at once.
+  const profiler::ProfileOptions options = profile_options(params);
+  if (params.threads > 0) at::set_num_threads(params.threads);
+
+  models::Model model = models::build_model(params.model, params.seed);
+  std::vector<int64_t> shape = params.input_shape.empty() ? model.info.default_input_shape
+                                                          : models::parse_shape(params.input_shape);
+  if (shape.empty()) {
+    throw std::invalid_argument(
+        fmt::format("model '{}' has no default input shape: give --input-shape", params.model));
+  }
+  const int64_t batch = shape[0];
+  if (params.chunks > batch) {
+    throw std::invalid_argument(fmt::format(
+        "--chunks {} is more than the batch size {} (--input-shape)", params.chunks, batch));
+  }
+  shape[0] = (batch + params.chunks - 1) / params.chunks;
+  if (params.chunks > 1) {
+    out << fmt::format("profiling at micro-batch size {} (batch {} / {} chunks, rounded up)\n",
+                       shape[0], batch, params.chunks);
+  }
+  const models::SyntheticData data = models::make_synthetic_data(model, shape, params.seed);
+
+  profiler::ProgressFn report;
+  if (progress != nullptr) {
+    report = [progress](const profiler::LayerProfile& layer, size_t layers) {
+      *progress << fmt::format("[{}/{}] {} ({}): fwd {:.3f} ms, bwd {:.3f} ms\n", layer.index + 1,
+                               layers, layer.name, layer.type, layer.forward_ms,
+                               layer.backward_ms)
+                << std::flush;
+    };
+  }
+  const profiler::Profile profile =
+      profiler::profile_model(model.layers, data.input, options, report);
+  if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
+  profiler::print_profile_table(profile, out);
+  if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";
+}
+
+void add_profile_command(CLI::App& app) {
+  auto params = std::make_shared<ProfileParams>();
+  CLI::App* sub = app.add_subcommand(
+      "profile",
+      "Measure every layer's forward and backward time and memory on a sample batch.\n"
+      "Writes the cost profile that `pipebal balance` partitions.");
+  sub->footer(kFooter);
+  sub->add_option("--model", params->model, "Model SPEC or TorchScript file")->required();
+  sub->add_option("--input-shape", params->input_shape,
+                  "Input shape, batch first, e.g. 32,3,64,64 (default: the model's)");
+  sub->add_option("--dtype", params->dtype, "float32 or float64")->capture_default_str();
+  sub->add_option("--device", params->device, "cpu, cuda or cuda:N")->capture_default_str();
+  sub->add_option("--backend", params->backend, "Timer: auto, wallclock, events or cupti")
+      ->capture_default_str();
+  sub->add_option("--warmup", params->warmup, "Untimed repetitions per layer")
+      ->capture_default_str();
+  sub->add_option("--repeat", params->repeat, "Timed repetitions per layer")
+      ->capture_default_str();
+  sub->add_option("--time-budget", params->time_budget_s,
+                  "Seconds of timed repetitions for the whole model, shared by its layers "
+                  "(0: none)")
+      ->capture_default_str();
+  sub->add_option("--chunks,-m", params->chunks,
+                  "Micro-batches per step: profile at ceil(batch / chunks) samples")
+      ->capture_default_str();
+  sub->add_option("--threads", params->threads, "Intra-op threads (0: LibTorch's default)")
+      ->capture_default_str();
+  sub->add_option("--seed", params->seed, "Seed for weights and data")->capture_default_str();
+  sub->add_option("-o,--output", params->output_path, "Write the profile here (pipebal.profile/1)");
+  sub->callback([params]() {
+    // Progress only on a terminal: logs and pipes get the table alone.
+    run_profile(*params, std::cout, isatty(STDERR_FILENO) ? &std::cerr : nullptr);
+  });
+}
+
+}  // namespace pipebal::tools

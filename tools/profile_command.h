@@ -1,0 +1,37 @@
+// `pipebal profile`: builds a model, makes a synthetic sample at the micro-batch size, profiles
+// every layer (forward and backward time, memory), prints the layer table and writes
+// profile.json for `pipebal balance`.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace pipebal::tools {
+
+// Everything `pipebal profile` takes; the member defaults are the defaults --help shows.
+struct ProfileParams {
+  std::string model;        // required: SPEC or TorchScript file
+  std::string input_shape;  // empty: the model's default
+  std::string dtype = "float32";
+  std::string device = "cpu";
+  std::string backend = "auto";
+  int warmup = 2;
+  int repeat = 10;
+  double time_budget_s = 0;  // 0: no budget
+  int chunks = 1;            // profile at ceil(batch / chunks) samples
+  int threads = 0;           // intra-op threads; 0: LibTorch's default
+  uint64_t seed = 0;
+  std::string output_path;
+};
+
+// Registers the `profile` subcommand; its callback throws std::exception on bad input, which
+// main turns into one line and exit status 2.
+void add_profile_command(CLI::App& app);
+
+// Runs the command: the table on `out`, progress lines on `progress` (nullptr: none).
+void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* progress);
+
+}  // namespace pipebal::tools

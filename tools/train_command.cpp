@@ -1,0 +1,144 @@
+// See train_command.h.
+#include "tools/train_command.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include "balance/plan.h"
+#include "models/synthetic.h"
+#include "models/zoo.h"
+#include "reports/atomic_file.h"
+#include "tools/training_run.h"
+
+namespace pipebal::tools {
+namespace {
+
+struct TrainParams {
+  std::string model = models::default_model_spec();
+  std::string input_shape;
+  std::string plan;
+  std::string balance;
+  std::vector<std::string> devices{"cpu"};
+  int chunks = 4;
+  std::string schedule = "gpipe";
+  std::string checkpoint = "except_last";
+  int threads = 1;
+  int steps = 10;
+  int warmup_steps = 2;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  uint64_t seed = 0;
+  bool deferred_batch_norm = false;
+  bool check_finite = false;
+  std::string output;
+  std::string trace;
+};
+
+void print_summary(const reports::RunRecord& run) {
+  fmt::print("model {}, input [{}], balance [{}], {} micro-batches, {} schedule, checkpoint {}\n",
+             run.model, fmt::join(run.input_shape, ","), fmt::join(run.balance, ","), run.chunks,
+             run.schedule, run.checkpoint);
+  fmt::print("median step {:.3f} ms (p10 {:.3f}, p90 {:.3f}) over {} steps, {:.1f} samples/s\n",
+             run.median_step_ms, run.p10_step_ms, run.p90_step_ms, run.steps.size(),
+             run.samples_per_s);
+  fmt::print("loss {:.5f} -> {:.5f}\n\n", run.steps.front().loss, run.steps.back().loss);
+  fmt::print("stage  layers         busy ms   busy\n");
+  for (const auto& s : run.stages) {
+    fmt::print("{:>5}  {:<12} {:>9.3f}  {:>4.0f}%\n", s.index,
+               fmt::format("{}-{} ({})", s.first_layer, s.first_layer + s.layers - 1, s.layers),
+               s.busy_ms, 100 * s.busy_fraction);
+  }
+}
+
+void run_train(const TrainParams& p, const CLI::App& cmd) {
+  TrainSettings settings;
+  settings.model = p.model;
+  if (!p.input_shape.empty()) settings.input_shape = models::parse_shape(p.input_shape);
+  settings.chunks = p.chunks;
+  settings.schedule = p.schedule;
+  settings.checkpoint = p.checkpoint;
+  if (!p.plan.empty()) {
+    // The plan's options apply unless given on the command line.
+    const balance::Plan plan = balance::read_plan(p.plan);
+    settings.balance = plan.balance;
+    if (cmd.count("--chunks") == 0) settings.chunks = plan.chunks;
+    if (cmd.count("--schedule") == 0) settings.schedule = pipeline::to_string(plan.schedule);
+    if (cmd.count("--checkpoint") == 0) settings.checkpoint = pipeline::to_string(plan.checkpoint);
+  } else {
+    settings.balance = parse_balance(p.balance);
+  }
+  settings.devices = p.devices;
+  settings.threads_per_stage = p.threads;
+  settings.steps = p.steps;
+  settings.warmup_steps = p.warmup_steps;
+  settings.optimizer = p.optimizer;
+  settings.lr = p.lr;
+  settings.seed = p.seed;
+  settings.deferred_batch_norm = p.deferred_batch_norm;
+  settings.check_finite = p.check_finite;
+
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  const reports::RunRecord run = run_training(settings, [terminal](int step, int total, double ms, double loss) {
+    if (!terminal) return;
+    const int width = 30, done = width * (step + 1) / total;
+    std::fprintf(stderr, "\r[%s%s] step %d/%d  %.1f ms  loss %.4f", std::string(done, '#').c_str(),
+                 std::string(width - done, '.').c_str(), step + 1, total, ms, loss);
+    if (step + 1 == total) std::fprintf(stderr, "\n");
+  });
+  print_summary(run);
+  if (!p.output.empty()) {
+    reports::write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
+    fmt::print("\nwrote {}\n", p.output);
+  }
+  if (!p.trace.empty()) {
+    reports::write_file_atomically(p.trace, reports::chrome_trace(run.timeline, run.model).dump() + "\n");
+    fmt::print("wrote {} (open in https://ui.perfetto.dev or chrome://tracing)\n", p.trace);
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto p = std::make_shared<TrainParams>();
+  CLI::App* cmd = app.add_subcommand("train", "Train pipelined with a balance or a plan, and measure it");
+  cmd->add_option("--model", p->model, "model SPEC or TorchScript file")->capture_default_str();
+  cmd->add_option("--input-shape", p->input_shape, "input shape, batch first (default: the model's)");
+  auto* plan = cmd->add_option("--plan", p->plan, "plan.json from `pipebal balance`");
+  auto* balance = cmd->add_option("--balance", p->balance, "layers per stage, e.g. 3,3,2");
+  plan->excludes(balance);
+  balance->excludes(plan);
+  cmd->add_option("--devices", p->devices, "one device per stage, or one for all")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--chunks", p->chunks, "micro-batches per mini-batch")->capture_default_str();
+  cmd->add_option("--schedule", p->schedule, "gpipe or 1f1b")->capture_default_str();
+  cmd->add_option("--checkpoint", p->checkpoint, "always, except_last or never")->capture_default_str();
+  cmd->add_option("--threads", p->threads, "intra-op threads per stage")->capture_default_str();
+  cmd->add_option("--steps", p->steps, "measured steps")->capture_default_str();
+  cmd->add_option("--warmup-steps", p->warmup_steps, "steps run before measuring")->capture_default_str();
+  cmd->add_option("--optimizer", p->optimizer, "sgd or adam")->capture_default_str();
+  cmd->add_option("--lr", p->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--seed", p->seed, "seed for weights, data and dropout")->capture_default_str();
+  cmd->add_flag("--deferred-batch-norm", p->deferred_batch_norm,
+                "update batch-norm running statistics once per mini-batch");
+  cmd->add_flag("--check-finite", p->check_finite, "fail on a non-finite loss");
+  cmd->add_option("-o,--output", p->output, "write the run document (pipebal.run/1)");
+  cmd->add_option("--trace", p->trace, "write a Chrome trace of the median step");
+  cmd->footer(
+      "Example:\n"
+      "  pipebal train --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"
+      "      --balance 5,5 --chunks 8 --steps 10 -o run.json --trace trace.json\n"
+      "  pipebal train --model resnet:depth=18,width=16 --plan plan.json -o run.json");
+  cmd->callback([p, cmd] {
+    if (p->plan.empty() && p->balance.empty()) {
+      throw std::invalid_argument("train: give --plan plan.json or --balance 3,3,2");
+    }
+    run_train(*p, *cmd);
+  });
+}
+
+}  // namespace pipebal::tools

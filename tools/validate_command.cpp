@@ -1,0 +1,201 @@
+// See validate_command.h.
+#include "tools/validate_command.h"
+
+#include <filesystem>
+#include <map>
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include "balance/partition.h"
+#include "balance/plan.h"
+#include "balance/profile_reader.h"
+#include "models/synthetic.h"
+#include "pipeline/batch.h"
+#include "profiler/environment.h"
+#include "profiler/profile_json.h"
+#include "profiler/profiler.h"
+#include "reports/atomic_file.h"
+#include "reports/html_report.h"
+#include "reports/validation_record.h"
+#include "tools/training_run.h"
+
+namespace pipebal::tools {
+namespace {
+
+void write_json(const std::string& path, const nlohmann::json& doc) {
+  reports::write_file_atomically(path, doc.dump(2) + "\n");
+}
+
+pipeline::Timeline to_timeline(const balance::SimulationResult& simulated) {
+  pipeline::Timeline timeline;
+  for (size_t s = 0; s < simulated.timeline.size(); ++s) {
+    for (const auto& t : simulated.timeline[s]) {
+      timeline.push_back({static_cast<int>(s), t.action, t.start_ms, t.end_ms});
+    }
+  }
+  return timeline;
+}
+
+// The distinct balances the partitioners choose, each with the algorithms that chose it.
+std::vector<std::pair<balance::Plan, std::vector<std::string>>> candidate_plans(
+    const balance::CostModel& cost_model) {
+  std::vector<std::pair<balance::Plan, std::vector<std::string>>> plans;
+  for (auto algorithm : {balance::Algorithm::kDp, balance::Algorithm::kBlockPartition,
+                         balance::Algorithm::kUniform}) {
+    balance::Plan plan = balance::partition(cost_model, algorithm);
+    auto same = std::find_if(plans.begin(), plans.end(),
+                             [&](const auto& p) { return p.first.balance == plan.balance; });
+    if (same != plans.end()) {
+      same->second.push_back(plan.algorithm);
+    } else {
+      std::vector<std::string> names{plan.algorithm};
+      plans.emplace_back(std::move(plan), std::move(names));
+    }
+  }
+  return plans;
+}
+
+void print_table(const reports::ValidationRecord& record) {
+  fmt::print("\n{:<28} {:<14} {:>12} {:>12} {:>7} {:>10} {:>10}\n", "candidate", "balance",
+             "predicted", "measured", "error", "pred. x", "meas. x");
+  for (const auto& c : record.candidates) {
+    fmt::print("{:<28} {:<14} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>9.2f}x {:>9.2f}x\n",
+               fmt::format("{}", fmt::join(c.algorithms, ", ")),
+               fmt::format("[{}]", fmt::join(c.balance, ",")),
+               c.predicted.step_ms, c.measured.step_ms, 100 * c.step_error(), c.predicted.speedup(),
+               c.measured.speedup());
+  }
+  fmt::print("(speed-up: over the same balance with one micro-batch, i.e. naive model parallelism)\n");
+}
+
+}  // namespace
+
+void run_validate(const ValidateParams& p) {
+  if (p.output.empty()) throw std::invalid_argument("validate: give an output directory with -o DIR");
+  if (p.stages < 1) throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", p.stages));
+  std::error_code error;
+  std::filesystem::create_directories(p.output, error);
+  if (error) throw std::invalid_argument(fmt::format("cannot create '{}': {}", p.output, error.message()));
+  const std::string dir = p.output;
+
+  // 1. Profile at the micro-batch size the pipeline runs, with the stages' thread count.
+  at::set_num_threads(p.threads);
+  models::Model model = models::build_model(p.model, p.seed);
+  const std::vector<int64_t> shape =
+      p.input_shape.empty() ? model.info.default_input_shape : models::parse_shape(p.input_shape);
+  const models::SyntheticData data = models::make_synthetic_data(model, shape, p.seed);
+  const pipeline::Batch micro_batch = pipeline::scatter(data.input, p.chunks).front();
+  fmt::print("profiling {} ({} layers) at micro-batch size {} ...\n", model.layers.name(),
+             model.layers.size(), micro_batch.size());
+  std::fflush(stdout);
+  profiler::ProfileOptions profile_options;
+  profile_options.repeat = p.profile_repeat;
+  const profiler::Profile profile = profiler::profile_model(model.layers, micro_batch, profile_options);
+  nlohmann::json profile_doc = profiler::profile_to_json(profile);
+  profile_doc["model"] = model.layers.name();
+  write_json(dir + "/profile.json", profile_doc);
+
+  // 2. Balance: dp and the baselines, each distinct balance once.
+  balance::CostOptions cost_options;
+  cost_options.schedule = pipeline::parse_schedule_kind(p.schedule);
+  cost_options.checkpoint = pipeline::parse_checkpoint_mode(p.checkpoint);
+  cost_options.chunks = p.chunks;
+  const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, p.stages, cost_options);
+  const auto plans = candidate_plans(cost_model);
+  balance::write_plan(dir + "/plan.json", plans.front().first);
+
+  // 3. Train every candidate with the same engine, pipelined and with one micro-batch.
+  reports::ValidationRecord record;
+  record.model = model.layers.name();
+  record.input_shape = shape;
+  record.stages = p.stages;
+  record.chunks = p.chunks;
+  record.schedule = p.schedule;
+  record.checkpoint = p.checkpoint;
+  record.steps = p.steps;
+  record.environment = profiler::environment_json();
+  for (size_t c = 0; c < plans.size(); ++c) {
+    const auto& [plan, algorithms] = plans[c];
+    TrainSettings settings;
+    settings.model = p.model;
+    settings.input_shape = shape;
+    settings.balance = plan.balance;
+    settings.chunks = p.chunks;
+    settings.schedule = p.schedule;
+    settings.checkpoint = p.checkpoint;
+    settings.threads_per_stage = p.threads;
+    settings.steps = p.steps;
+    settings.warmup_steps = p.warmup_steps;
+    settings.seed = p.seed;
+    fmt::print("training {} [{}]: {} micro-batches ...\n", fmt::join(algorithms, "="),
+               fmt::join(plan.balance, ","), p.chunks);
+    std::fflush(stdout);
+    const reports::RunRecord run = run_training(settings);
+    settings.chunks = 1;
+    fmt::print("training {} [{}]: 1 micro-batch ...\n", fmt::join(algorithms, "="),
+               fmt::join(plan.balance, ","));
+    std::fflush(stdout);
+    const reports::RunRecord naive = run_training(settings);
+    if (c == 0) {
+      write_json(dir + "/run.json", reports::run_to_json(run));
+      write_json(dir + "/trace.json", reports::chrome_trace(run.timeline, run.model));
+    }
+
+    reports::Candidate candidate;
+    candidate.algorithms = algorithms;
+    candidate.balance = plan.balance;
+    candidate.bottleneck_ms = plan.bottleneck_ms;
+    candidate.predicted.step_ms = plan.prediction.step_ms;
+    candidate.predicted.naive_step_ms = plan.prediction.naive_step_ms;
+    for (const auto& s : plan.stages) {
+      candidate.predicted.stage_ms.push_back(s.time_ms);
+      candidate.predicted.stage_bytes.push_back(s.memory_bytes);
+    }
+    candidate.predicted.timeline = to_timeline(balance::simulate_balance(cost_model, plan.balance, p.chunks));
+    candidate.measured.step_ms = run.median_step_ms;
+    candidate.measured.naive_step_ms = naive.median_step_ms;
+    for (const auto& s : run.stages) {
+      candidate.measured.stage_ms.push_back(s.busy_ms);
+      candidate.measured.stage_bytes.push_back(s.peak_memory_bytes);
+    }
+    candidate.measured.timeline = run.timeline;
+    record.candidates.push_back(std::move(candidate));
+  }
+  write_json(dir + "/validation.json", reports::validation_to_json(record));
+
+  // 4. The report.
+  reports::write_file_atomically(dir + "/report.html",
+                                 reports::render_html_report(reports::load_report_inputs(dir)));
+  print_table(record);
+  fmt::print("\nwrote {0}/profile.json, plan.json, run.json, trace.json, validation.json, report.html\n",
+             dir);
+}
+
+void add_validate_command(CLI::App& app) {
+  auto p = std::make_shared<ValidateParams>();
+  CLI::App* cmd = app.add_subcommand(
+      "validate", "Profile, balance (dp vs baselines), train each balance, compare prediction and measurement");
+  cmd->add_option("--model", p->model, "model SPEC or TorchScript file")->capture_default_str();
+  cmd->add_option("--input-shape", p->input_shape, "input shape, batch first (default: the model's)");
+  cmd->add_option("--stages", p->stages, "pipeline stages")->capture_default_str();
+  cmd->add_option("--chunks", p->chunks, "micro-batches per mini-batch")->capture_default_str();
+  cmd->add_option("--schedule", p->schedule, "gpipe or 1f1b")->capture_default_str();
+  cmd->add_option("--checkpoint", p->checkpoint, "always, except_last or never")->capture_default_str();
+  cmd->add_option("--steps", p->steps, "measured training steps per run")->capture_default_str();
+  cmd->add_option("--warmup-steps", p->warmup_steps, "unmeasured steps per run")->capture_default_str();
+  cmd->add_option("--profile-repeat", p->profile_repeat, "timed repetitions per layer")->capture_default_str();
+  cmd->add_option("--threads", p->threads, "intra-op threads per stage")->capture_default_str();
+  cmd->add_option("--seed", p->seed, "seed for weights and data")->capture_default_str();
+  cmd->add_option("-o,--output", p->output, "output directory")->required();
+  cmd->footer(
+      "Example:\n"
+      "  pipebal validate --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"
+      "      --stages 2 --chunks 8 -o out/\n"
+      "  pipebal report out/");
+  cmd->callback([p] { run_validate(*p); });
+}
+
+}  // namespace pipebal::tools
