@@ -21,6 +21,7 @@
 #include "pipeline/pipeline.h"
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
+#include "tools/malloc_tuning.h"
 
 namespace {
 
@@ -56,6 +57,7 @@ struct Runner {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pipebal::tools::keep_freed_memory_in_process();
   std::string spec = "mlp:layers=8,width=1024";
   std::string shape_text = "256,1024";
   int repeats = 9;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "models/synthetic.h"
 #include "models/zoo.h"
@@ -140,10 +140,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i];
     const int value = std::atoi(argv[i + 1]);
-    if (key == "--profiles") params.profiles = value;
-    else if (key == "--threads") params.threads = value;
-    else if (key == "--repeat") params.repeat = value;
-    else if (key == "--warmup") params.warmup = value;
+    if (key == "--profiles")
+      params.profiles = value;
+    else if (key == "--threads")
+      params.threads = value;
+    else if (key == "--repeat")
+      params.repeat = value;
+    else if (key == "--warmup")
+      params.warmup = value;
     else {
       std::cerr << "profiler_bench: unknown option " << key << "\n";
       return 2;

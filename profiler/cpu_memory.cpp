@@ -161,8 +161,12 @@ int64_t CpuMemoryScope::current_bytes() const {
   return CountingCpuAllocator::instance().current_bytes();
 }
 
-int64_t CpuMemoryScope::peak_bytes() const { return CountingCpuAllocator::instance().peak_bytes(); }
+int64_t CpuMemoryScope::peak_bytes() const {
+  return CountingCpuAllocator::instance().peak_bytes();
+}
 
-void CpuMemoryScope::reset_peak() { CountingCpuAllocator::instance().reset_peak(); }
+void CpuMemoryScope::reset_peak() {
+  CountingCpuAllocator::instance().reset_peak();
+}
 
 }  // namespace pipebal::profiler

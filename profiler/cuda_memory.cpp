@@ -12,7 +12,8 @@ namespace caching = c10::cuda::CUDACachingAllocator;
 // slack depends on history and says nothing about the layer.
 class CudaMemoryMeter final : public MemoryMeter {
  public:
-  explicit CudaMemoryMeter(const c10::Device& device) : index_(device.has_index() ? device.index() : 0) {}
+  explicit CudaMemoryMeter(const c10::Device& device)
+      : index_(device.has_index() ? device.index() : 0) {}
   int64_t current_bytes() override {
     return caching::getDeviceStats(index_).allocated_bytes[kAggregate].current;
   }

@@ -19,7 +19,7 @@ bool cupti_check(CUptiResult result, const char* call, const char* file, int lin
 }  // namespace pipebal::profiler
 
 // PIPEBAL_CUPTI(cuptiActivityFlushAll(0), kWarn)
-#define PIPEBAL_CUPTI(call, on_failure)                             \
+#define PIPEBAL_CUPTI(call, on_failure)                               \
   ::pipebal::profiler::cupti_check((call), #call, __FILE__, __LINE__, \
                                    ::pipebal::profiler::CuptiFailure::on_failure)
 

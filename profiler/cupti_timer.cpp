@@ -42,8 +42,7 @@ class CuptiActivityCollector {
     if (users_++ > 0) return;
     try {
       if (!callbacks_registered_) {
-        PIPEBAL_CUPTI(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed),
-                      kThrow);
+        PIPEBAL_CUPTI(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed), kThrow);
         callbacks_registered_ = true;
       }
       // External correlation records are emitted for API records, so the API kinds are on too.
@@ -169,8 +168,8 @@ class CuptiTimer final : public LayerTimer {
     CuptiActivityCollector::instance().flush();
     CuptiActivityCollector::instance().forget();
     ++region_id_;
-    pushed_ = PIPEBAL_CUPTI(cuptiActivityPushExternalCorrelationId(kCorrelationKind, region_id_),
-                            kWarn);
+    pushed_ =
+        PIPEBAL_CUPTI(cuptiActivityPushExternalCorrelationId(kCorrelationKind, region_id_), kWarn);
   }
 
   double stop_ms() override {

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include <ATen/Parallel.h>
-#include <nlohmann/json.hpp>
 #include <torch/version.h>
+#include <nlohmann/json.hpp>
 
 #ifdef PIPEBAL_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

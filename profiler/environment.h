@@ -12,17 +12,17 @@
 namespace pipebal::profiler {
 
 struct Environment {
-  std::string libtorch_version;      // e.g. "1.13.1"
-  int intra_op_threads = 0;          // at::get_num_threads() while profiling
-  std::string cpu_model;             // /proc/cpuinfo "model name"; "unknown" elsewhere
+  std::string libtorch_version;         // e.g. "1.13.1"
+  int intra_op_threads = 0;             // at::get_num_threads() while profiling
+  std::string cpu_model;                // /proc/cpuinfo "model name"; "unknown" elsewhere
   std::optional<std::string> gpu_name;  // set for a CUDA device
   std::string host;
-  std::string build_type;            // pipebal's CMAKE_BUILD_TYPE
-  std::string git_commit;            // pipebal's commit
+  std::string build_type;  // pipebal's CMAKE_BUILD_TYPE
+  std::string git_commit;  // pipebal's commit
   int warmup = 0;
   int repeat = 0;
   double time_budget_s = 0;
-  std::string date;                  // ISO 8601, UTC: 2024-05-01T12:34:56Z
+  std::string date;  // ISO 8601, UTC: 2024-05-01T12:34:56Z
 };
 
 // Reads the environment now, for profiling on `device`.

@@ -21,7 +21,9 @@ namespace {
 using pipeline::Batch;
 using pipeline::Layer;
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 std::string what_of(const std::exception& error) {
   if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
@@ -37,7 +39,8 @@ std::vector<int64_t> shape_of(const at::Tensor& t) {
 // "[4, 8]" or "[4, 16, 32, 32] + skips {skip0: [4, 16, 64, 64]}".
 std::string describe(const Batch& batch) {
   std::vector<std::string> tensors;
-  for (const at::Tensor& t : batch.tensors) tensors.push_back(fmt::format("[{}]", fmt::join(shape_of(t), ", ")));
+  for (const at::Tensor& t : batch.tensors)
+    tensors.push_back(fmt::format("[{}]", fmt::join(shape_of(t), ", ")));
   std::string text = fmt::format("{}", fmt::join(tensors, " "));
   if (!batch.skips.empty()) {
     std::vector<std::string> skips;
@@ -182,9 +185,9 @@ class LayerRunner {
     try {
       return layer_.forward(input_);  // a shallow copy: the layer may pop skips from it
     } catch (const std::exception& error) {
-      throw std::invalid_argument(fmt::format("layer {} ('{}', {}) failed on input {}: {}",
-                                              index_, layer_.name(), layer_.type(),
-                                              describe(input_), what_of(error)));
+      throw std::invalid_argument(fmt::format("layer {} ('{}', {}) failed on input {}: {}", index_,
+                                              layer_.name(), layer_.type(), describe(input_),
+                                              what_of(error)));
     }
   }
 
@@ -192,9 +195,9 @@ class LayerRunner {
     try {
       torch::autograd::backward(outs, seeds);
     } catch (const std::exception& error) {
-      throw std::invalid_argument(fmt::format("layer {} ('{}', {}): backward failed on input {}: {}",
-                                              index_, layer_.name(), layer_.type(),
-                                              describe(input_), what_of(error)));
+      throw std::invalid_argument(
+          fmt::format("layer {} ('{}', {}): backward failed on input {}: {}", index_, layer_.name(),
+                      layer_.type(), describe(input_), what_of(error)));
     }
   }
 
@@ -227,7 +230,9 @@ void summarise(LayerProfile& profile) {
   profile.backward_p90_ms = percentile(profile.backward_samples_ms, 90);
 }
 
-Batch detached(const Batch& batch) { return as_leaves(batch, /*requires_grad=*/false); }
+Batch detached(const Batch& batch) {
+  return as_leaves(batch, /*requires_grad=*/false);
+}
 
 }  // namespace
 
@@ -264,8 +269,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
 
   const std::unique_ptr<LayerTimer> timer = make_layer_timer(backend, options.device);
   const std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
-  const double layer_budget_s =
-      options.time_budget_s / static_cast<double>(layers.size());
+  const double layer_budget_s = options.time_budget_s / static_cast<double>(layers.size());
 
   for (size_t i = 0; i < layers.size(); ++i) {
     Layer& layer = layers[i];

@@ -63,9 +63,9 @@ struct LayerProfile {
 
 struct Profile {
   std::string model;
-  std::string device;   // "cpu", "cuda:0"
-  std::string backend;  // the resolved backend: wallclock, events or cupti
-  std::string dtype;    // of the sample's first floating tensor, after conversion; "" if none
+  std::string device;      // "cpu", "cuda:0"
+  std::string backend;     // the resolved backend: wallclock, events or cupti
+  std::string dtype;       // of the sample's first floating tensor, after conversion; "" if none
   int64_t batch_size = 0;  // the (micro-)batch size measured
   std::vector<std::vector<int64_t>> input_shapes;
   Environment environment;

@@ -39,8 +39,7 @@ double percentile(const std::vector<double>& samples, double p) {
 
 double mean(const std::vector<double>& samples) {
   require_samples(samples, "mean");
-  return std::accumulate(samples.begin(), samples.end(), 0.0) /
-         static_cast<double>(samples.size());
+  return std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size());
 }
 
 double stddev(const std::vector<double>& samples) {

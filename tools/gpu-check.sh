@@ -11,7 +11,10 @@
 #   tools/gpu-check.sh [MODEL_SPEC] [INPUT_SHAPE]     # default: resnet:depth=18 32,3,64,64
 #
 # Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), OUT_DIR (default
-# $BUILD_DIR/gpu-check) for the profiles and the log.
+# $BUILD_DIR/gpu-check) for the profiles and the log, CMAKE_EXTRA_ARGS. A pip wheel's LibTorch
+# ships its own (newer) fmt headers, which shadow the system's: when the link then misses
+# fmt::vNN symbols, add CMAKE_EXTRA_ARGS=-DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY.
+# Last run: NVIDIA H200, LibTorch 2.11.0+cu130, CUDA 13.0 (reports/profiler-bench.md).
 set -euo pipefail
 
 model=${1:-resnet:depth=18}
@@ -33,7 +36,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 
 echo "== configure ($build)"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-  -DPIPEBAL_BUILD_BENCH=OFF ${CMAKE_EXTRA_ARGS:-} 2>&1 | tee "$out/configure.log" |
+  -DPIPEBAL_BUILD_BENCH=OFF -DCUDAToolkit_ROOT="${CUDA_HOME:-/usr/local/cuda}" \
+  ${CMAKE_EXTRA_ARGS:-} 2>&1 | tee "$out/configure.log" |
   grep -E "pipebal:|CUPTI|Error" || true
 grep -q "CUDA code paths: ON" "$out/configure.log" ||
   { echo "gpu-check: this LibTorch has no CUDA; nothing to check" >&2; exit 1; }

@@ -8,6 +8,7 @@
 
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
+#include "tools/malloc_tuning.h"
 #include "tools/models_command.h"
 #include "tools/profile_command.h"
 #include "tools/report_command.h"
@@ -26,6 +27,7 @@ std::string first_line(const char* text) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pipebal::tools::keep_freed_memory_in_process();
   CLI::App app{"pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
                "and compare the predicted speed-up with the measured one."};
   app.set_version_flag("--version", std::string("pipebal ") + pipebal::tools::kVersion + " (" +

@@ -77,8 +77,7 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   if (progress != nullptr) {
     report = [progress](const profiler::LayerProfile& layer, size_t layers) {
       *progress << fmt::format("[{}/{}] {} ({}): fwd {:.3f} ms, bwd {:.3f} ms\n", layer.index + 1,
-                               layers, layer.name, layer.type, layer.forward_ms,
-                               layer.backward_ms)
+                               layers, layer.name, layer.type, layer.forward_ms, layer.backward_ms)
                 << std::flush;
     };
   }
@@ -105,8 +104,7 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--warmup", params->warmup, "Untimed repetitions per layer")
       ->capture_default_str();
-  sub->add_option("--repeat", params->repeat, "Timed repetitions per layer")
-      ->capture_default_str();
+  sub->add_option("--repeat", params->repeat, "Timed repetitions per layer")->capture_default_str();
   sub->add_option("--time-budget", params->time_budget_s,
                   "Seconds of timed repetitions for the whole model, shared by its layers "
                   "(0: none)")

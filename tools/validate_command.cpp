@@ -97,6 +97,17 @@ void run_validate(const ValidateParams& p) {
   nlohmann::json profile_doc = profiler::profile_to_json(profile);
   profile_doc["model"] = model.layers.name();
   write_json(dir + "/profile.json", profile_doc);
+  // Layer times do not scale linearly with the batch size (small batches use the cores less
+  // well), so the one-micro-batch baseline is predicted from a profile of the whole batch.
+  nlohmann::json batch_profile_doc = profile_doc;
+  if (p.chunks > 1) {
+    fmt::print("profiling at the whole batch size {} for the one-micro-batch baseline ...\n",
+               data.input.size());
+    std::fflush(stdout);
+    batch_profile_doc = profiler::profile_to_json(profiler::profile_model(model.layers, data.input, profile_options));
+    batch_profile_doc["model"] = model.layers.name();
+    write_json(dir + "/profile-batch.json", batch_profile_doc);
+  }
 
   // 2. Balance: dp and the baselines, each distinct balance once.
   balance::CostOptions cost_options;
@@ -104,6 +115,10 @@ void run_validate(const ValidateParams& p) {
   cost_options.checkpoint = pipeline::parse_checkpoint_mode(p.checkpoint);
   cost_options.chunks = p.chunks;
   const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, p.stages, cost_options);
+  balance::CostOptions naive_options = cost_options;
+  naive_options.chunks = 1;
+  const balance::CostModel naive_cost_model(balance::profile_from_json(batch_profile_doc).layers,
+                                            p.stages, naive_options);
   const auto plans = candidate_plans(cost_model);
   balance::write_plan(dir + "/plan.json", plans.front().first);
 
@@ -149,7 +164,8 @@ void run_validate(const ValidateParams& p) {
     candidate.balance = plan.balance;
     candidate.bottleneck_ms = plan.bottleneck_ms;
     candidate.predicted.step_ms = plan.prediction.step_ms;
-    candidate.predicted.naive_step_ms = plan.prediction.naive_step_ms;
+    candidate.predicted.naive_step_ms =
+        balance::make_plan(naive_cost_model, plan.balance, plan.algorithm).prediction.step_ms;
     for (const auto& s : plan.stages) {
       candidate.predicted.stage_ms.push_back(s.time_ms);
       candidate.predicted.stage_bytes.push_back(s.memory_bytes);

@@ -58,10 +58,10 @@ TEST(ProfileJson, CarriesSchemaEnvironmentAndUnitsInKeys) {
   EXPECT_EQ(env.at("repeat"), 2);
   EXPECT_EQ(env.at("date"), "2024-01-02T03:04:05Z");
   const nlohmann::json& layer = doc.at("layers").at(1);
-  for (const char* key : {"index", "name", "type", "forward_ms", "backward_ms", "forward_p10_ms",
-                          "forward_p90_ms", "backward_p10_ms", "backward_p90_ms", "param_bytes",
-                          "buffer_bytes", "activation_bytes", "output_bytes", "peak_bytes",
-                          "forward_samples_ms", "backward_samples_ms"}) {
+  for (const char* key :
+       {"index", "name", "type", "forward_ms", "backward_ms", "forward_p10_ms", "forward_p90_ms",
+        "backward_p10_ms", "backward_p90_ms", "param_bytes", "buffer_bytes", "activation_bytes",
+        "output_bytes", "peak_bytes", "forward_samples_ms", "backward_samples_ms"}) {
     EXPECT_TRUE(layer.contains(key)) << key;
   }
   EXPECT_EQ(layer.at("forward_samples_ms").size(), 2u);

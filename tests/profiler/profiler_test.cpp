@@ -83,8 +83,8 @@ TEST(ProfilerBytes, BatchNormSavesOutputAndPerChannelStatistics) {
   seq.add(pipeline::make_layer("bn", "BatchNorm", pipeline::BatchNorm(c)));
   const Profile p = profile_model(seq, Batch(torch::randn({n, c, hw, hw})), quick());
   const LayerProfile& bn = p.layers[1];
-  EXPECT_EQ(bn.param_bytes, 2 * c * kFloat);                // weight, bias
-  EXPECT_EQ(bn.buffer_bytes, 2 * c * kFloat + 8);           // running mean, var; int64 counter
+  EXPECT_EQ(bn.param_bytes, 2 * c * kFloat);       // weight, bias
+  EXPECT_EQ(bn.buffer_bytes, 2 * c * kFloat + 8);  // running mean, var; int64 counter
   // native_batch_norm saves input, weight and running statistics (alive already) plus the
   // batch mean and inverse std it computes, [c] each; and the output [n, c, hw, hw] stays.
   EXPECT_EQ(bn.activation_bytes, n * c * hw * hw * kFloat + 2 * c * kFloat);
@@ -101,8 +101,8 @@ TEST(ProfilerBytes, GptBlockMatchesWhatAutogradSaves) {
   ASSERT_EQ(block.type, "DecoderBlock");
   // Two LayerNorms (weight, bias: d each), qkv (3d x d + 3d), proj (d x d + d), mlp
   // (4d x d + 4d, d x 4d + d).
-  EXPECT_EQ(block.param_bytes, (4 * d + 3 * d * d + 3 * d + d * d + d + 4 * d * d + 4 * d +
-                                4 * d * d + d) * kFloat);
+  EXPECT_EQ(block.param_bytes,
+            (4 * d + 3 * d * d + 3 * d + d * d + d + 4 * d * d + 4 * d + 4 * d * d + d) * kFloat);
   // Alive after the block's forward, new (x, weights and biases are alive already):
   //   norm1: output y1 (saved by qkv's addmm) [n,t,d]; mean and rstd [n,t] each
   //   qkv output: freed (only views of it reach matmul, which copies them)
