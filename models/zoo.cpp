@@ -81,12 +81,12 @@ const std::vector<Entry>& entries() {
          {"seq", 64, "longest sequence"},
          {"vocab", 1000, "vocabulary size"},
          {"dropout", 0, "dropout in percent"}},
-        {16, 64}, InputKind::kTokens, LossKind::kCrossEntropy},
+        {32, 64}, InputKind::kTokens, LossKind::kCrossEntropy},
        [](const Knobs& k) {
          return make_gpt({k.at("layers"), k.at("dim"), k.at("heads"), k.at("seq"), k.at("vocab"),
                           k.at("dropout")});
        },
-       [](const Knobs& k) { return std::vector<int64_t>{16, k.at("seq")}; },
+       [](const Knobs& k) { return std::vector<int64_t>{32, k.at("seq")}; },
        [](const Knobs& k) { return k.at("vocab"); }},
   };
   return all;
@@ -131,7 +131,7 @@ const std::vector<ModelInfo>& model_catalog() {
   return catalog;
 }
 
-std::string default_model_spec() { return "resnet:depth=18,width=16"; }
+std::string default_model_spec() { return "gpt:layers=6,dim=128,heads=4,seq=64"; }
 
 ModelSpec parse_model_spec(const std::string& text) {
   ModelSpec spec;

@@ -7,10 +7,12 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "profiler/co_runner.h"
 #include "profiler/device.h"
 #include "profiler/memory_meter.h"
 #include "profiler/statistics.h"
@@ -215,6 +217,12 @@ void check_options(const ProfileOptions& options) {
   if (options.repeat < 1) {
     throw std::invalid_argument(fmt::format("repeat must be >= 1, got {}", options.repeat));
   }
+  if (options.co_runners < 0) {
+    throw std::invalid_argument(fmt::format("co-runners must be >= 0, got {}", options.co_runners));
+  }
+  if (options.co_runners > 0 && !options.device.is_cpu()) {
+    throw std::invalid_argument("co-runners load the CPU cores: they apply to --device cpu only");
+  }
   if (!(options.time_budget_s >= 0)) {
     throw std::invalid_argument(
         fmt::format("time budget must be >= 0 seconds (0: none), got {}", options.time_budget_s));
@@ -270,6 +278,10 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   const std::unique_ptr<LayerTimer> timer = make_layer_timer(backend, options.device);
   const std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
   const double layer_budget_s = options.time_budget_s / static_cast<double>(layers.size());
+  std::unique_ptr<CoRunners> co_runners;
+  if (options.co_runners > 0) {
+    co_runners = std::make_unique<CoRunners>(layers, current, options.co_runners, at::get_num_threads());
+  }
 
   for (size_t i = 0; i < layers.size(); ++i) {
     Layer& layer = layers[i];
@@ -285,7 +297,9 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     double forward_ms = 0, backward_ms = 0;
     for (int w = 0; w < options.warmup; ++w) runner.run(nullptr, &forward_ms, &backward_ms);
     // Memory on its own repetition: the timed ones then run without the meter's reads.
+    if (co_runners) co_runners->pause();
     Batch output = runner.measure(*meter, lp);
+    if (co_runners) co_runners->resume();
 
     const auto start = std::chrono::steady_clock::now();
     for (int r = 0; r < options.repeat; ++r) {

@@ -33,6 +33,10 @@ struct ProfileOptions {
   c10::Device device = c10::Device(c10::kCPU);
   // Floating-point parameters, buffers and sample tensors are converted to it; unset: as given.
   std::optional<c10::ScalarType> dtype;
+  // Threads that train clones of the model alongside the profiled layers (co_runner.h), so that
+  // layers are timed with the cores as busy as the other pipeline stages will keep them; on a
+  // CPU, typically stages - 1. Memory is measured while they pause. CPU only.
+  int co_runners = 0;
 };
 
 struct LayerProfile {

@@ -36,6 +36,7 @@ profiler::ProfileOptions profile_options(const ProfileParams& params) {
   options.warmup = params.warmup;
   options.repeat = params.repeat;
   options.time_budget_s = params.time_budget_s;
+  options.co_runners = params.co_runners;
   options.device = profiler::parse_device(params.device);
   options.dtype = profiler::parse_dtype(params.dtype);
   return options;
@@ -111,6 +112,10 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--chunks,-m", params->chunks,
                   "Micro-batches per step: profile at ceil(batch / chunks) samples")
+      ->capture_default_str();
+  sub->add_option("--co-runners", params->co_runners,
+                  "Threads training the model alongside, as the other stages will (CPU; "
+                  "typically stages - 1)")
       ->capture_default_str();
   sub->add_option("--threads", params->threads, "Intra-op threads (0: LibTorch's default)")
       ->capture_default_str();

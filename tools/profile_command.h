@@ -21,6 +21,7 @@ struct ProfileParams {
   int warmup = 2;
   int repeat = 10;
   double time_budget_s = 0;  // 0: no budget
+  int co_runners = 0;        // threads training the model alongside (profiler/co_runner.h)
   int chunks = 1;            // profile at ceil(batch / chunks) samples
   int threads = 0;           // intra-op threads; 0: LibTorch's default
   uint64_t seed = 0;

@@ -93,9 +93,12 @@ void run_validate(const ValidateParams& p) {
   std::fflush(stdout);
   profiler::ProfileOptions profile_options;
   profile_options.repeat = p.profile_repeat;
+  // The pipelined stages run side by side: profile with the other stages' cores busy.
+  profile_options.co_runners = p.stages - 1;
   const profiler::Profile profile = profiler::profile_model(model.layers, micro_batch, profile_options);
   nlohmann::json profile_doc = profiler::profile_to_json(profile);
   profile_doc["model"] = model.layers.name();
+  profile_doc["co_runners"] = profile_options.co_runners;
   write_json(dir + "/profile.json", profile_doc);
   // Layer times do not scale linearly with the batch size (small batches use the cores less
   // well), so the one-micro-batch baseline is predicted from a profile of the whole batch.
@@ -104,7 +107,11 @@ void run_validate(const ValidateParams& p) {
     fmt::print("profiling at the whole batch size {} for the one-micro-batch baseline ...\n",
                data.input.size());
     std::fflush(stdout);
-    batch_profile_doc = profiler::profile_to_json(profiler::profile_model(model.layers, data.input, profile_options));
+    // With one micro-batch the stages take turns: no co-runners.
+    profiler::ProfileOptions batch_options = profile_options;
+    batch_options.co_runners = 0;
+    batch_profile_doc =
+        profiler::profile_to_json(profiler::profile_model(model.layers, data.input, batch_options));
     batch_profile_doc["model"] = model.layers.name();
     write_json(dir + "/profile-batch.json", batch_profile_doc);
   }

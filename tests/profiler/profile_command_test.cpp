@@ -1,44 +1,18 @@
 // `pipebal profile` end to end: the binary as a user runs it.
-#include <sys/wait.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "balance/profile_reader.h"
+#include "tests/tools/cli_support.h"
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Result run_pipebal(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "/profile_cli.out", err = dir + "/profile_cli.err";
-  const std::string command = std::string(PIPEBAL_BINARY) + " " + args + " >" + out + " 2>" + err;
-  const int raw = std::system(command.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
-}
-
-int count_lines(const std::string& text) {
-  int lines = 0;
-  for (char c : text) lines += c == '\n';
-  return lines;
-}
+using Result = pipebal::testing::CliResult;
+using pipebal::testing::count_lines;
+using pipebal::testing::run_pipebal;
+const auto slurp = pipebal::testing::read_text;
 
 TEST(ProfileCommand, WritesAProfileTheBalancerReads) {
   const std::string path = ::testing::TempDir() + "/profile_cli.json";

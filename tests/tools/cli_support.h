@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 namespace pipebal::testing {
 
@@ -24,9 +25,10 @@ inline std::string read_text(const std::string& path) {
   return text.str();
 }
 
+// Output files are named after the process: ctest runs test cases in parallel processes.
 inline CliResult run_pipebal(const std::string& args) {
-  const std::string dir = ::testing::TempDir();
-  const std::string out = dir + "/pipebal.out", err = dir + "/pipebal.err";
+  const std::string base = ::testing::TempDir() + "/pipebal." + std::to_string(::getpid());
+  const std::string out = base + ".out", err = base + ".err";
   const std::string command = std::string(PIPEBAL_BINARY) + " " + args + " >" + out + " 2>" + err;
   const int raw = std::system(command.c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};

@@ -1,0 +1,65 @@
+// See co_runner.h.
+#include "profiler/co_runner.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
+
+namespace pipebal::profiler {
+
+CoRunners::CoRunners(const pipeline::LayerSeq& model, const pipeline::Batch& sample, int count,
+                     int threads) {
+  for (int i = 0; i < count; ++i) {
+    threads_.emplace_back(&CoRunners::run, this, model.clone(), sample, threads);
+  }
+}
+
+CoRunners::~CoRunners() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void CoRunners::pause() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  paused_ = true;
+  changed_.wait(lock, [&] { return idle_ == static_cast<int>(threads_.size()); });
+}
+
+void CoRunners::resume() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    paused_ = false;
+  }
+  changed_.notify_all();
+}
+
+void CoRunners::run(pipeline::LayerSeq model, pipeline::Batch sample, int threads) {
+  at::internal::lazy_init_num_threads();
+  at::set_num_threads(threads);
+  model.train(true);
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (paused_ && !stopping_) {
+        ++idle_;
+        changed_.notify_all();
+        changed_.wait(lock, [&] { return !paused_ || stopping_; });
+        --idle_;
+      }
+      if (stopping_) return;
+    }
+    try {
+      const at::Tensor out = model.forward(sample).value();
+      if (out.requires_grad()) out.sum().backward();
+    } catch (const std::exception&) {
+      return;  // the profiled layers will report the same failure with context
+    }
+    for (auto& p : model.parameters()) p.mutable_grad() = at::Tensor();
+  }
+}
+
+}  // namespace pipebal::profiler
