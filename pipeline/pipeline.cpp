@@ -96,11 +96,12 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
   links_ = std::make_unique<Links>(stages);
   const int threads = options_.threads_per_stage;
   for (int s = 0; s < stages; ++s) {
-    workers_.push_back(std::make_unique<Worker>([threads] {
+    workers_.push_back(std::make_unique<Worker>([threads, s, hook = options_.on_worker_start] {
       // Initialise this thread's intra-op settings first, so that ATen's lazy per-thread
       // initialisation cannot later reset them to the process-wide value.
       at::internal::lazy_init_num_threads();
       at::set_num_threads(threads);
+      if (hook) hook(s);
     }));
   }
 }

@@ -4,6 +4,7 @@
 // gradients on the parameters as the plain model's forward and backward on the whole batch.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct PipelineOptions {
   bool deferred_batch_norm = false;  // running statistics once per mini-batch (batch_norm.h)
   bool check_finite = false;         // a non-finite micro-batch loss fails the step
   uint64_t seed = 0;                 // seeds stochastic layers per (step, stage, micro-batch)
+  // Runs first on each stage's worker thread, e.g. to attribute its allocations to the stage.
+  std::function<void(int stage)> on_worker_start;
 };
 
 struct StepResult {

@@ -2,6 +2,7 @@
 #include "profiler/cpu_memory.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -12,6 +13,8 @@
 
 namespace pipebal::profiler {
 namespace {
+
+thread_local int thread_tag = -1;
 
 // Wraps the allocator that was current when the first scope started. A counted allocation keeps
 // its data pointer as its context (context == data), so LibTorch's raw interface keeps working:
@@ -71,13 +74,32 @@ class CountingCpuAllocator final : public c10::Allocator {
   void reset_peak() {
     std::lock_guard<std::mutex> lock(mutex_);
     peak_bytes_ = current_bytes_;
+    tag_peak_bytes_ = tag_current_bytes_;
+  }
+  int64_t current_bytes(int tag) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tag_current_bytes_.at(tag);
+  }
+  int64_t peak_bytes(int tag) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tag_peak_bytes_.at(tag);
   }
 
  private:
   struct Block {
     c10::DataPtr inner;
     int64_t bytes = 0;
+    int tag = -1;
   };
+
+  // Called with mutex_ held.
+  void add(int tag, int64_t bytes) const {
+    current_bytes_ += bytes;
+    peak_bytes_ = std::max(peak_bytes_, current_bytes_);
+    if (tag < 0) return;
+    tag_current_bytes_[tag] += bytes;
+    tag_peak_bytes_[tag] = std::max(tag_peak_bytes_[tag], tag_current_bytes_[tag]);
+  }
 
   CountingCpuAllocator() = default;
 
@@ -98,12 +120,11 @@ class CountingCpuAllocator final : public c10::Allocator {
       // A block handed out through raw_allocate() and freed with the raw deleter of the
       // allocator that was current by then, bypassing us; the address is being reused now.
       // It was freed already, so forget it without running its deleter again.
-      current_bytes_ -= slot.bytes;
+      add(slot.tag, -slot.bytes);
       slot.inner.release_context();
     }
-    slot = Block{std::move(block), static_cast<int64_t>(bytes)};
-    current_bytes_ += static_cast<int64_t>(bytes);
-    peak_bytes_ = std::max(peak_bytes_, current_bytes_);
+    slot = Block{std::move(block), static_cast<int64_t>(bytes), thread_tag};
+    add(slot.tag, slot.bytes);
     return c10::DataPtr(data, data, &counted_delete, device);
   }
 
@@ -116,7 +137,7 @@ class CountingCpuAllocator final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(mutex_);
       const auto it = blocks_.find(data);
       if (it != blocks_.end()) {
-        current_bytes_ -= it->second.bytes;
+        add(it->second.tag, -it->second.bytes);
         inner = std::move(it->second.inner);
         blocks_.erase(it);
       } else {
@@ -134,6 +155,8 @@ class CountingCpuAllocator final : public c10::Allocator {
   mutable int64_t current_bytes_ = 0;
   mutable int64_t peak_bytes_ = 0;
   mutable std::unordered_map<void*, Block> blocks_;
+  mutable std::array<int64_t, CpuMemoryScope::kMaxTags> tag_current_bytes_{};
+  mutable std::array<int64_t, CpuMemoryScope::kMaxTags> tag_peak_bytes_{};
   c10::Allocator* previous_ = nullptr;  // only touched under scope_mutex()
 };
 
@@ -167,6 +190,22 @@ int64_t CpuMemoryScope::peak_bytes() const {
 
 void CpuMemoryScope::reset_peak() {
   CountingCpuAllocator::instance().reset_peak();
+}
+
+void CpuMemoryScope::set_thread_tag(int tag) {
+  if (tag < -1 || tag >= kMaxTags) {
+    throw std::invalid_argument("memory tag " + std::to_string(tag) + " out of range [-1, " +
+                                std::to_string(kMaxTags) + ")");
+  }
+  thread_tag = tag;
+}
+
+int64_t CpuMemoryScope::current_bytes(int tag) const {
+  return CountingCpuAllocator::instance().current_bytes(tag);
+}
+
+int64_t CpuMemoryScope::peak_bytes(int tag) const {
+  return CountingCpuAllocator::instance().peak_bytes(tag);
 }
 
 }  // namespace pipebal::profiler

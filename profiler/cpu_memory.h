@@ -29,8 +29,16 @@ class CpuMemoryScope {
   int64_t current_bytes() const;
   // The highest current_bytes since the last reset_peak().
   int64_t peak_bytes() const;
-  // Starts a new peak at the current value.
+  // Starts a new peak at the current value, for the total and for every tag.
   void reset_peak();
+
+  // Per-tag accounting: an allocation counts towards the tag of the thread that made it (until
+  // it is freed, by whichever thread), e.g. a pipeline stage's worker. Tags are 0..kMaxTags-1;
+  // -1 (every thread's default) means untagged.
+  static constexpr int kMaxTags = 64;
+  static void set_thread_tag(int tag);
+  int64_t current_bytes(int tag) const;
+  int64_t peak_bytes(int tag) const;
 };
 
 }  // namespace pipebal::profiler

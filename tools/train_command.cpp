@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "balance/plan.h"
+#include "balance/units.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "reports/atomic_file.h"
@@ -46,11 +47,12 @@ void print_summary(const reports::RunRecord& run) {
              run.median_step_ms, run.p10_step_ms, run.p90_step_ms, run.steps.size(),
              run.samples_per_s);
   fmt::print("loss {:.5f} -> {:.5f}\n\n", run.steps.front().loss, run.steps.back().loss);
-  fmt::print("stage  layers         busy ms   busy\n");
+  fmt::print("stage  layers         busy ms   busy   peak memory\n");
   for (const auto& s : run.stages) {
-    fmt::print("{:>5}  {:<12} {:>9.3f}  {:>4.0f}%\n", s.index,
+    fmt::print("{:>5}  {:<12} {:>9.3f}  {:>4.0f}%  {:>12}\n", s.index,
                fmt::format("{}-{} ({})", s.first_layer, s.first_layer + s.layers - 1, s.layers),
-               s.busy_ms, 100 * s.busy_fraction);
+               s.busy_ms, 100 * s.busy_fraction,
+               s.peak_memory_bytes >= 0 ? balance::format_bytes(s.peak_memory_bytes) : "-");
   }
 }
 

@@ -2,6 +2,7 @@
 #include "tools/training_run.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "pipeline/pipeline.h"
+#include "profiler/cpu_memory.h"
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
 
@@ -84,6 +86,14 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
   options.deferred_batch_norm = settings.deferred_batch_norm;
   options.check_finite = settings.check_finite;
   options.seed = settings.seed;
+  // Each stage's allocations are counted under its own tag, for its peak memory.
+  const bool count_memory = std::all_of(settings.devices.begin(), settings.devices.end(),
+                                        [](const std::string& d) { return d == "cpu"; });
+  std::optional<profiler::CpuMemoryScope> memory;
+  if (count_memory) {
+    memory.emplace();
+    options.on_worker_start = [](int stage) { profiler::CpuMemoryScope::set_thread_tag(stage); };
+  }
   pipeline::micro_batch_sizes(shape[0], settings.chunks);  // rejects more chunks than samples early
   pipeline::Pipeline pipeline(model.layers, settings.balance, parse_devices(settings.devices), options);
   auto optimizer = make_optimizer(settings.optimizer, model.layers.parameters(), settings.lr);
@@ -108,10 +118,16 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
   run.environment = profiler::environment_json();
 
   std::vector<pipeline::Timeline> timelines;
+  const int stages = static_cast<int>(settings.balance.size());
+  std::vector<int64_t> peak_bytes(stages, -1);
   const int total = settings.warmup_steps + settings.steps;
   for (int step = 0; step < total; ++step) {
     optimizer->zero_grad();
+    if (memory) memory->reset_peak();
     pipeline::StepResult result = pipeline.step(data.input, data.target, loss_fn);
+    for (int s = 0; memory && s < stages; ++s) {
+      peak_bytes[s] = std::max(peak_bytes[s], memory->peak_bytes(s));
+    }
     optimizer->step();
     if (on_step) on_step(step, total, result.step_ms, result.loss);
     if (step < settings.warmup_steps) continue;
@@ -134,7 +150,6 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
     }
   }
   run.timeline = timelines[representative];
-  const int stages = static_cast<int>(settings.balance.size());
   const std::vector<double> busy = pipeline::busy_ms_per_stage(run.timeline, stages);
   const double span = pipeline::span_ms(run.timeline);
   int first = 0;
@@ -145,6 +160,7 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
     stage.layers = settings.balance[s];
     stage.busy_ms = busy[s];
     stage.busy_fraction = span > 0 ? busy[s] / span : 0;
+    stage.peak_memory_bytes = peak_bytes[s];
     run.stages.push_back(stage);
     first += settings.balance[s];
   }

@@ -84,5 +84,24 @@ TEST(CpuMemory, ConvolutionRunsUnderTheCountingAllocator) {
   EXPECT_TRUE(conv->weight.grad().defined());
 }
 
+TEST(CpuMemory, TaggedThreadsAreCountedSeparatelyUntilFreedAnywhere) {
+  CpuMemoryScope scope;
+  const int64_t base = scope.current_bytes(5);
+  scope.reset_peak();
+  at::Tensor kept;
+  std::thread worker([&] {
+    CpuMemoryScope::set_thread_tag(5);
+    kept = torch::empty({1000}, torch::kFloat);  // 4000 bytes, counted under tag 5
+    { const at::Tensor transient = torch::empty({500}, torch::kFloat); }
+  });
+  worker.join();
+  EXPECT_EQ(scope.current_bytes(5) - base, 4000);
+  EXPECT_EQ(scope.peak_bytes(5) - base, 4000 + 2000);
+  EXPECT_EQ(scope.current_bytes(6), 0);
+  kept = at::Tensor();  // freed on another (untagged) thread: still tag 5's
+  EXPECT_EQ(scope.current_bytes(5), base);
+  EXPECT_THROW(CpuMemoryScope::set_thread_tag(CpuMemoryScope::kMaxTags), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace pipebal::profiler

@@ -1,4 +1,6 @@
 // `pipebal train` end to end: the run document, the Chrome trace, and bad input.
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/tools/cli_support.h"
@@ -41,6 +43,23 @@ TEST(TrainCli, LossDecreasesOnTheSyntheticTask) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto steps = nlohmann::json::parse(read_text(dir + "/run.json"))["steps"];
   EXPECT_LT(steps.back()["loss"].get<double>(), 0.7 * steps.front()["loss"].get<double>());
+}
+
+// GPipe keeps all 8 micro-batches' activations on stage 0 until the backward pass; 1F1B at
+// most 2 (stages - stage index). Measured per stage by the counting allocator.
+TEST(TrainCli, OneFOneBKeepsLessAliveThanGPipe) {
+  const std::string dir = fresh_dir("train_memory");
+  std::map<std::string, std::vector<int64_t>> peaks;
+  for (const std::string schedule : {"gpipe", "1f1b"}) {
+    const CliResult r = run_pipebal("train --model mlp:layers=6,width=64 --input-shape 512,64 "
+                                    "--balance 4,3 --chunks 8 --steps 2 --checkpoint never "
+                                    "--schedule " + schedule + " -o " + dir + "/" + schedule + ".json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto run = nlohmann::json::parse(read_text(dir + "/" + schedule + ".json"));
+    for (const auto& stage : run["stages"]) peaks[schedule].push_back(stage["peak_memory_bytes"].get<int64_t>());
+  }
+  EXPECT_GT(peaks["gpipe"][0], 0);
+  EXPECT_LT(peaks["1f1b"][0], peaks["gpipe"][0] / 2);
 }
 
 TEST(TrainCli, BadInputIsOneLineExitTwoAndNoOutputFile) {
