@@ -19,6 +19,7 @@
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "pipeline/pipeline.h"
+#include "profiler/cpu_memory.h"
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
 #include "tools/malloc_tuning.h"
@@ -43,7 +44,10 @@ struct Runner {
   pipeline::LossFn loss;
 
   double step_ms() {
-    for (auto& p : model.layers.parameters()) p.mutable_grad() = at::Tensor();
+    // Zeroed, not dropped: gradient buffers stay allocated between steps, as in training.
+    for (auto& p : model.layers.parameters()) {
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
     const auto start = Clock::now();
     if (pipeline) {
       pipeline->step(data.input, data.target, loss);
@@ -90,6 +94,7 @@ int main(int argc, char** argv) {
     r.loss = [kind](const at::Tensor& out, const at::Tensor& t) { return models::compute_loss(kind, out, t); };
     if (!c.balance.empty()) {
       pipeline::PipelineOptions options;
+      options.on_worker_start = [](int stage) { profiler::CpuMemoryScope::set_thread_tag(stage); };
       options.chunks = c.chunks;
       options.schedule = c.schedule;
       options.checkpoint = c.checkpoint;
@@ -97,6 +102,29 @@ int main(int argc, char** argv) {
                                                         std::vector<c10::Device>{}, options);
     }
     runners.push_back(std::move(r));
+  }
+
+  // Peak memory first, in a step of its own: counting every allocation has a (small) cost that
+  // the timed steps should not pay. Stage workers count under their stage's tag, the plain
+  // model (this thread) under tag 0; each figure is the step's peak above what was allocated
+  // before it (parameters and gradient buffers).
+  std::vector<std::vector<int64_t>> peak_bytes(configs.size());
+  {
+    profiler::CpuMemoryScope memory;
+    profiler::CpuMemoryScope::set_thread_tag(0);
+    for (size_t c = 0; c < configs.size(); ++c) {
+      runners[c].step_ms();  // warm: the measured step allocates as every later one does
+      memory.reset_peak();
+      const size_t stages = std::max<size_t>(configs[c].balance.size(), 1);
+      std::vector<int64_t> before;
+      for (size_t s = 0; s < stages; ++s) before.push_back(memory.current_bytes(static_cast<int>(s)));
+      runners[c].step_ms();
+      // What the step adds at its peak: activations, stashed inputs, recomputation.
+      for (size_t s = 0; s < stages; ++s) {
+        peak_bytes[c].push_back(memory.peak_bytes(static_cast<int>(s)) - before[s]);
+      }
+    }
+    profiler::CpuMemoryScope::set_thread_tag(-1);
   }
 
   std::vector<std::vector<double>> samples(configs.size());
@@ -113,6 +141,7 @@ int main(int argc, char** argv) {
                        {"balance", configs[c].balance},
                        {"chunks", configs[c].chunks},
                        {"median_step_ms", median[configs[c].name]},
+                       {"peak_bytes_per_stage", peak_bytes[c]},
                        {"samples_ms", samples[c]}});
   }
   const double m = 8, n = 2;
