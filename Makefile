@@ -2,6 +2,8 @@
 # (tools/install-deps.sh), configure and build; `demo` then runs `pipebal demo`, `test` the suite.
 BUILD ?= build
 JOBS ?= 2
+# Benchmarks are built by `make bench` only: `make test` stays as short as it can.
+BENCH ?= OFF
 
 .PHONY: deps configure build demo test bench format clean
 
@@ -9,7 +11,7 @@ deps:
 	bash tools/install-deps.sh
 
 configure: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPIPEBAL_BUILD_BENCH=$(BENCH)
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
@@ -20,7 +22,8 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
 
-bench: build
+bench:
+	$(MAKE) build BENCH=ON
 	bash bench/run-all.sh $(BUILD)
 
 format:

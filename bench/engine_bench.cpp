@@ -13,8 +13,8 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "models/synthetic.h"
 #include "models/zoo.h"
@@ -83,15 +83,20 @@ int main(int argc, char** argv) {
       {"2 stages, 1 chunk", {half, layers - half}, 1},
       {"2 stages, 8 chunks, gpipe", {half, layers - half}, 8},
       {"2 stages, 8 chunks, 1f1b", {half, layers - half}, 8, pipeline::ScheduleKind::kOneFOneB},
-      {"2 stages, 8 chunks, gpipe, checkpoint always", {half, layers - half}, 8,
-       pipeline::ScheduleKind::kGPipe, pipeline::CheckpointMode::kAlways},
+      {"2 stages, 8 chunks, gpipe, checkpoint always",
+       {half, layers - half},
+       8,
+       pipeline::ScheduleKind::kGPipe,
+       pipeline::CheckpointMode::kAlways},
   };
   std::vector<Runner> runners;
   for (const auto& c : configs) {
     Runner r{models::build_model(spec, 0), {}, nullptr, {}};
     r.data = models::make_synthetic_data(r.model, shape, 0);
     const models::LossKind kind = r.model.info.loss;
-    r.loss = [kind](const at::Tensor& out, const at::Tensor& t) { return models::compute_loss(kind, out, t); };
+    r.loss = [kind](const at::Tensor& out, const at::Tensor& t) {
+      return models::compute_loss(kind, out, t);
+    };
     if (!c.balance.empty()) {
       pipeline::PipelineOptions options;
       options.on_worker_start = [](int stage) { profiler::CpuMemoryScope::set_thread_tag(stage); };
@@ -117,7 +122,8 @@ int main(int argc, char** argv) {
       memory.reset_peak();
       const size_t stages = std::max<size_t>(configs[c].balance.size(), 1);
       std::vector<int64_t> before;
-      for (size_t s = 0; s < stages; ++s) before.push_back(memory.current_bytes(static_cast<int>(s)));
+      for (size_t s = 0; s < stages; ++s)
+        before.push_back(memory.current_bytes(static_cast<int>(s)));
       runners[c].step_ms();
       // What the step adds at its peak: activations, stashed inputs, recomputation.
       for (size_t s = 0; s < stages; ++s) {
@@ -159,9 +165,11 @@ int main(int argc, char** argv) {
          median["2 stages, 1 chunk"] / median["2 stages, 8 chunks, 1f1b"]},
         {"fill_drain_bound_chunks8", n * m / (m + n - 1)},
         {"engine_efficiency_1stage_vs_plain", median["plain"] / median["1 stage, 1 chunk"]},
-        {"gpipe_over_1f1b_step", median["2 stages, 8 chunks, gpipe"] / median["2 stages, 8 chunks, 1f1b"]},
+        {"gpipe_over_1f1b_step",
+         median["2 stages, 8 chunks, gpipe"] / median["2 stages, 8 chunks, 1f1b"]},
         {"checkpoint_always_over_never_step",
-         median["2 stages, 8 chunks, gpipe, checkpoint always"] / median["2 stages, 8 chunks, gpipe"]}}}};
+         median["2 stages, 8 chunks, gpipe, checkpoint always"] /
+             median["2 stages, 8 chunks, gpipe"]}}}};
   std::cout << out.dump(2) << "\n";
   return 0;
 }

@@ -24,9 +24,9 @@ struct EmbeddingImpl : nn::Cloneable<EmbeddingImpl> {
   }
   at::Tensor forward(const at::Tensor& ids) {
     if (ids.dim() != 2 || ids.size(1) > seq_) {
-      throw std::invalid_argument(fmt::format(
-          "gpt embedding: expected token ids [N, T] with T <= {}, got {}", seq_,
-          c10::str(ids.sizes())));
+      throw std::invalid_argument(
+          fmt::format("gpt embedding: expected token ids [N, T] with T <= {}, got {}", seq_,
+                      c10::str(ids.sizes())));
     }
     const at::Tensor positions = torch::arange(ids.size(1), ids.options().dtype(torch::kLong));
     return tokens_->forward(ids) + positions_->forward(positions).unsqueeze(0);
@@ -47,8 +47,8 @@ struct DecoderBlockImpl : nn::Cloneable<DecoderBlockImpl> {
     qkv_ = register_module("qkv", nn::Linear(dim_, 3 * dim_));
     proj_ = register_module("proj", nn::Linear(dim_, dim_));
     norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({dim_})));
-    mlp_ = register_module("mlp", nn::Sequential(nn::Linear(dim_, 4 * dim_), nn::GELU(),
-                                                 nn::Linear(4 * dim_, dim_)));
+    mlp_ = register_module(
+        "mlp", nn::Sequential(nn::Linear(dim_, 4 * dim_), nn::GELU(), nn::Linear(4 * dim_, dim_)));
     drop_ = register_module("drop", nn::Dropout(dropout_));
   }
   at::Tensor attention(const at::Tensor& x) {
@@ -78,19 +78,20 @@ TORCH_MODULE(DecoderBlock);
 
 pipeline::LayerSeq make_gpt(const GptOptions& options) {
   if (options.dim < 1 || options.heads < 1 || options.dim % options.heads != 0) {
-    throw std::invalid_argument(fmt::format("gpt: dim ({}) must be a positive multiple of heads ({})",
-                                            options.dim, options.heads));
+    throw std::invalid_argument(fmt::format(
+        "gpt: dim ({}) must be a positive multiple of heads ({})", options.dim, options.heads));
   }
   if (options.dropout < 0 || options.dropout >= 100) {
-    throw std::invalid_argument(fmt::format("gpt: dropout is a percentage in [0, 100), got {}",
-                                            options.dropout));
+    throw std::invalid_argument(
+        fmt::format("gpt: dropout is a percentage in [0, 100), got {}", options.dropout));
   }
   pipeline::LayerSeq seq;
   seq.add(pipeline::make_layer("embed", "Embedding",
                                Embedding(options.vocab, options.seq, options.dim)));
   for (int64_t i = 0; i < options.layers; ++i) {
-    seq.add(pipeline::make_layer("block" + std::to_string(i), "DecoderBlock",
-                                 DecoderBlock(options.dim, options.heads, options.dropout / 100.0)));
+    seq.add(
+        pipeline::make_layer("block" + std::to_string(i), "DecoderBlock",
+                             DecoderBlock(options.dim, options.heads, options.dropout / 100.0)));
   }
   seq.add(pipeline::make_layer("norm", "LayerNorm",
                                nn::LayerNorm(nn::LayerNormOptions({options.dim}))));

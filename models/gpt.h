@@ -12,9 +12,9 @@ struct GptOptions {
   int64_t layers = 8;
   int64_t dim = 256;
   int64_t heads = 4;
-  int64_t seq = 64;        // longest sequence (positions embedded)
+  int64_t seq = 64;  // longest sequence (positions embedded)
   int64_t vocab = 1000;
-  int64_t dropout = 0;     // percent, applied after attention and MLP
+  int64_t dropout = 0;  // percent, applied after attention and MLP
 };
 
 // Input int64 tokens [N, T] with T <= seq; output logits [N, T, vocab]. Layers `embed`,

@@ -12,11 +12,12 @@ namespace pipebal::models {
 pipeline::LayerSeq make_mlp(const MlpOptions& options) {
   pipeline::LayerSeq seq;
   for (int64_t i = 0; i < options.layers; ++i) {
-    seq.add(pipeline::make_layer("fc" + std::to_string(i), "LinearReLU",
-                                 torch::nn::Sequential(torch::nn::Linear(options.width, options.width),
-                                                       torch::nn::ReLU())));
+    seq.add(pipeline::make_layer(
+        "fc" + std::to_string(i), "LinearReLU",
+        torch::nn::Sequential(torch::nn::Linear(options.width, options.width), torch::nn::ReLU())));
   }
-  seq.add(pipeline::make_layer("head", "Linear", torch::nn::Linear(options.width, options.classes)));
+  seq.add(
+      pipeline::make_layer("head", "Linear", torch::nn::Linear(options.width, options.classes)));
   return seq;
 }
 

@@ -15,7 +15,8 @@ namespace {
 namespace nn = torch::nn;
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+  return nn::Conv2d(
+      nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
 // One residual block: basic (two 3x3 convs) or bottleneck (1x1, 3x3, 1x1 with 4x expansion),
@@ -108,10 +109,10 @@ pipeline::LayerSeq make_resnet(const ResNetOptions& options) {
                                    bottleneck ? "Bottleneck" : "BasicBlock", block));
     }
   }
-  seq.add(pipeline::make_layer(
-      "head", "PoolLinear",
-      nn::Sequential(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)), nn::Flatten(),
-                     nn::Linear(channels, options.classes))));
+  seq.add(
+      pipeline::make_layer("head", "PoolLinear",
+                           nn::Sequential(nn::AdaptiveAvgPool2d(nn::AdaptiveAvgPool2dOptions(1)),
+                                          nn::Flatten(), nn::Linear(channels, options.classes))));
   return seq;
 }
 

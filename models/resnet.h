@@ -8,8 +8,8 @@
 namespace pipebal::models {
 
 struct ResNetOptions {
-  int64_t depth = 50;    // 18, 34 (basic blocks), 50, 101, 152 (bottleneck blocks)
-  int64_t width = 64;    // channels of the first group; doubled in every later group
+  int64_t depth = 50;  // 18, 34 (basic blocks), 50, 101, 152 (bottleneck blocks)
+  int64_t width = 64;  // channels of the first group; doubled in every later group
   int64_t classes = 10;
 };
 

@@ -30,41 +30,61 @@ struct Entry {
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> all = {
-      {{"mlp", "multi-layer perceptron: Linear+ReLU blocks and a linear head",
+      {{"mlp",
+        "multi-layer perceptron: Linear+ReLU blocks and a linear head",
         {{"layers", 16, "hidden Linear+ReLU blocks"},
          {"width", 512, "hidden width (= input features)"},
          {"classes", 10, "output classes"}},
-        {64, 512}, InputKind::kFloat, LossKind::kCrossEntropy},
+        {64, 512},
+        InputKind::kFloat,
+        LossKind::kCrossEntropy},
        [](const Knobs& k) {
          return make_mlp({k.at("layers"), k.at("width"), k.at("classes")});
        },
-       [](const Knobs& k) { return std::vector<int64_t>{64, k.at("width")}; },
+       [](const Knobs& k) {
+         return std::vector<int64_t>{64, k.at("width")};
+       },
        [](const Knobs& k) { return k.at("classes"); }},
-      {{"resnet", "ResNet (basic blocks for 18/34, bottlenecks for 50/101/152), one layer per block",
+      {{"resnet",
+        "ResNet (basic blocks for 18/34, bottlenecks for 50/101/152), one layer per block",
         {{"depth", 50, "18, 34, 50, 101 or 152"},
          {"width", 64, "channels of the first group"},
          {"classes", 10, "output classes"}},
-        {32, 3, 64, 64}, InputKind::kFloat, LossKind::kCrossEntropy},
-       [](const Knobs& k) { return make_resnet({k.at("depth"), k.at("width"), k.at("classes")}); },
-       [](const Knobs&) { return std::vector<int64_t>{32, 3, 64, 64}; },
+        {32, 3, 64, 64},
+        InputKind::kFloat,
+        LossKind::kCrossEntropy},
+       [](const Knobs& k) {
+         return make_resnet({k.at("depth"), k.at("width"), k.at("classes")});
+       },
+       [](const Knobs&) {
+         return std::vector<int64_t>{32, 3, 64, 64};
+       },
        [](const Knobs& k) { return k.at("classes"); }},
-      {{"unet", "U-Net with encoder-decoder skip connections carried as skip tensors",
+      {{"unet",
+        "U-Net with encoder-decoder skip connections carried as skip tensors",
         {{"B", 2, "down/up levels (input H, W divisible by 2^B)"},
          {"C", 16, "channels of the first level"}},
-        {16, 3, 64, 64}, InputKind::kFloat, LossKind::kMse},
+        {16, 3, 64, 64},
+        InputKind::kFloat,
+        LossKind::kMse},
        [](const Knobs& k) {
          UNetOptions options;
          options.B = k.at("B");
          options.C = k.at("C");
          return make_unet(options);
        },
-       [](const Knobs&) { return std::vector<int64_t>{16, 3, 64, 64}; },
+       [](const Knobs&) {
+         return std::vector<int64_t>{16, 3, 64, 64};
+       },
        [](const Knobs&) { return int64_t{0}; }},
-      {{"amoebanetd", "AmoebaNet-D: stem, normal and reduction cells, classifier",
+      {{"amoebanetd",
+        "AmoebaNet-D: stem, normal and reduction cells, classifier",
         {{"L", 6, "normal cells per group"},
          {"D", 32, "filters"},
          {"classes", 10, "output classes"}},
-        {16, 3, 64, 64}, InputKind::kFloat, LossKind::kCrossEntropy},
+        {16, 3, 64, 64},
+        InputKind::kFloat,
+        LossKind::kCrossEntropy},
        [](const Knobs& k) {
          AmoebaNetOptions options;
          options.L = k.at("L");
@@ -72,21 +92,28 @@ const std::vector<Entry>& entries() {
          options.classes = k.at("classes");
          return make_amoebanet(options);
        },
-       [](const Knobs&) { return std::vector<int64_t>{16, 3, 64, 64}; },
+       [](const Knobs&) {
+         return std::vector<int64_t>{16, 3, 64, 64};
+       },
        [](const Knobs& k) { return k.at("classes"); }},
-      {{"gpt", "GPT-style decoder: embedding, pre-norm causal transformer blocks, norm, head",
+      {{"gpt",
+        "GPT-style decoder: embedding, pre-norm causal transformer blocks, norm, head",
         {{"layers", 8, "decoder blocks"},
          {"dim", 256, "model width"},
          {"heads", 4, "attention heads (divide dim)"},
          {"seq", 64, "longest sequence"},
          {"vocab", 1000, "vocabulary size"},
          {"dropout", 0, "dropout in percent"}},
-        {32, 64}, InputKind::kTokens, LossKind::kCrossEntropy},
+        {64, 64},
+        InputKind::kTokens,
+        LossKind::kCrossEntropy},
        [](const Knobs& k) {
          return make_gpt({k.at("layers"), k.at("dim"), k.at("heads"), k.at("seq"), k.at("vocab"),
                           k.at("dropout")});
        },
-       [](const Knobs& k) { return std::vector<int64_t>{32, k.at("seq")}; },
+       [](const Knobs& k) {
+         return std::vector<int64_t>{64, k.at("seq")};
+       },
        [](const Knobs& k) { return k.at("vocab"); }},
   };
   return all;
@@ -102,8 +129,9 @@ const Entry& find_entry(const std::string& name) {
   for (const auto& e : entries()) {
     if (e.info.name == name) return e;
   }
-  throw std::invalid_argument(fmt::format("unknown model '{}' (valid: {}, or a TorchScript .pt file)",
-                                          name, fmt::join(model_names(), ", ")));
+  throw std::invalid_argument(
+      fmt::format("unknown model '{}' (valid: {}, or a TorchScript .pt file)", name,
+                  fmt::join(model_names(), ", ")));
 }
 
 int64_t parse_integer(const std::string& text, const std::string& key) {
@@ -131,7 +159,9 @@ const std::vector<ModelInfo>& model_catalog() {
   return catalog;
 }
 
-std::string default_model_spec() { return "gpt:layers=6,dim=128,heads=4,seq=64"; }
+std::string default_model_spec() {
+  return "gpt:layers=6,dim=128,heads=4,seq=64";
+}
 
 ModelSpec parse_model_spec(const std::string& text) {
   ModelSpec spec;
@@ -159,7 +189,8 @@ ModelSpec parse_model_spec(const std::string& text) {
     }
     const std::string key = item.substr(0, eq);
     const auto& knobs = entry.info.knobs;
-    const bool known = std::any_of(knobs.begin(), knobs.end(), [&](const ModelKnob& k) { return k.key == key; });
+    const bool known =
+        std::any_of(knobs.begin(), knobs.end(), [&](const ModelKnob& k) { return k.key == key; });
     if (!known) {
       std::vector<std::string> keys;
       for (const auto& k : knobs) keys.push_back(k.key);

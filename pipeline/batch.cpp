@@ -33,7 +33,8 @@ Batch Batch::to(const c10::Device& device) const {
 }
 
 std::vector<int64_t> micro_batch_sizes(int64_t samples, int chunks) {
-  if (chunks < 1) throw std::invalid_argument(fmt::format("chunks must be at least 1, got {}", chunks));
+  if (chunks < 1)
+    throw std::invalid_argument(fmt::format("chunks must be at least 1, got {}", chunks));
   if (chunks > samples) {
     throw std::invalid_argument(
         fmt::format("cannot split {} samples into {} micro-batches: more chunks than samples",
@@ -67,7 +68,8 @@ std::vector<Batch> scatter(const Batch& batch, int chunks) {
   int64_t offset = 0;
   for (int c = 0; c < chunks; ++c) {
     for (const auto& t : batch.tensors) parts[c].tensors.push_back(t.narrow(0, offset, sizes[c]));
-    for (const auto& [name, t] : batch.skips) parts[c].skips.emplace(name, t.narrow(0, offset, sizes[c]));
+    for (const auto& [name, t] : batch.skips)
+      parts[c].skips.emplace(name, t.narrow(0, offset, sizes[c]));
     offset += sizes[c];
   }
   return parts;

@@ -10,9 +10,15 @@ namespace {
 thread_local bool recomputing = false;
 }  // namespace
 
-bool is_recomputing() { return recomputing; }
-RecomputeScope::RecomputeScope() : previous_(recomputing) { recomputing = true; }
-RecomputeScope::~RecomputeScope() { recomputing = previous_; }
+bool is_recomputing() {
+  return recomputing;
+}
+RecomputeScope::RecomputeScope() : previous_(recomputing) {
+  recomputing = true;
+}
+RecomputeScope::~RecomputeScope() {
+  recomputing = previous_;
+}
 
 BatchNormImpl::BatchNormImpl(int64_t features, double momentum, double eps)
     : features_(features), momentum_(momentum), eps_(eps) {
@@ -34,16 +40,16 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
                                 ", ...], got " + c10::str(input.sizes()));
   }
   if (!is_training()) {
-    return torch::batch_norm(input, weight, bias, running_mean, running_var, false, momentum_,
-                             eps_, false);
+    return torch::batch_norm(input, weight, bias, running_mean, running_var, false, momentum_, eps_,
+                             false);
   }
   if (!deferred_) {
     {
       torch::NoGradGuard no_grad;
       num_batches_tracked += 1;
     }
-    return torch::batch_norm(input, weight, bias, running_mean, running_var, true, momentum_,
-                             eps_, false);
+    return torch::batch_norm(input, weight, bias, running_mean, running_var, true, momentum_, eps_,
+                             false);
   }
   if (!is_recomputing()) {
     torch::NoGradGuard no_grad;
@@ -71,7 +77,8 @@ void BatchNormImpl::commit() {
   const at::Tensor mean = sum_ / double(count_);
   const at::Tensor biased_var = sum_squares_ / double(count_) - mean * mean;
   // Running variance is unbiased, as torch's BatchNorm keeps it.
-  const at::Tensor var = count_ > 1 ? biased_var * (double(count_) / double(count_ - 1)) : biased_var;
+  const at::Tensor var =
+      count_ > 1 ? biased_var * (double(count_) / double(count_ - 1)) : biased_var;
   running_mean.mul_(1 - momentum_).add_(mean.to(running_mean.dtype()), momentum_);
   running_var.mul_(1 - momentum_).add_(var.to(running_var.dtype()), momentum_);
   num_batches_tracked += 1;

@@ -71,14 +71,16 @@ void LayerSeq::check_skips() const {
     const Layer& layer = *layers_[i];
     for (const auto& name : layer.pops()) {
       if (live.erase(name) == 0) {
-        throw std::invalid_argument(fmt::format(
-            "layer {} ('{}') pops skip tensor '{}' that no earlier layer stashed", i, layer.name(), name));
+        throw std::invalid_argument(
+            fmt::format("layer {} ('{}') pops skip tensor '{}' that no earlier layer stashed", i,
+                        layer.name(), name));
       }
     }
     for (const auto& name : layer.stashes()) {
       if (!live.insert(name).second) {
-        throw std::invalid_argument(fmt::format(
-            "layer {} ('{}') stashes skip tensor '{}' that is already live", i, layer.name(), name));
+        throw std::invalid_argument(
+            fmt::format("layer {} ('{}') stashes skip tensor '{}' that is already live", i,
+                        layer.name(), name));
       }
     }
   }

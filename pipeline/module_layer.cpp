@@ -6,7 +6,8 @@
 namespace pipebal::pipeline {
 
 void ChainImpl::reset() {
-  body_ = register_module("body", std::dynamic_pointer_cast<torch::nn::SequentialImpl>(body_->clone()));
+  body_ =
+      register_module("body", std::dynamic_pointer_cast<torch::nn::SequentialImpl>(body_->clone()));
 }
 
 int64_t Layer::parameter_count() const {
@@ -25,17 +26,29 @@ Batch ModuleLayer::forward(Batch input) {
   return input;
 }
 
-std::vector<at::Tensor> ModuleLayer::parameters() const { return module().parameters(); }
+std::vector<at::Tensor> ModuleLayer::parameters() const {
+  return module().parameters();
+}
 
-std::vector<at::Tensor> ModuleLayer::buffers() const { return module().buffers(); }
+std::vector<at::Tensor> ModuleLayer::buffers() const {
+  return module().buffers();
+}
 
-void ModuleLayer::to(const c10::Device& device) { module().to(device); }
+void ModuleLayer::to(const c10::Device& device) {
+  module().to(device);
+}
 
-void ModuleLayer::to(c10::ScalarType dtype) { module().to(dtype); }
+void ModuleLayer::to(c10::ScalarType dtype) {
+  module().to(dtype);
+}
 
-void ModuleLayer::train(bool on) { module().train(on); }
+void ModuleLayer::train(bool on) {
+  module().train(on);
+}
 
-bool ModuleLayer::is_training() const { return module().is_training(); }
+bool ModuleLayer::is_training() const {
+  return module().is_training();
+}
 
 bool ModuleLayer::is_stochastic() const {
   if (!module().is_training()) return false;

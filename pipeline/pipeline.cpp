@@ -43,7 +43,8 @@ struct Pipeline::Links {
   std::vector<Mailbox<Batch>> forward;
   std::vector<Mailbox<Batch>> backward;
 
-  explicit Links(int stages) : forward(std::max(stages - 1, 0)), backward(std::max(stages - 1, 0)) {}
+  explicit Links(int stages)
+      : forward(std::max(stages - 1, 0)), backward(std::max(stages - 1, 0)) {}
   void cancel() {
     for (auto& m : forward) m.cancel();
     for (auto& m : backward) m.cancel();
@@ -55,7 +56,8 @@ struct Pipeline::Links {
 };
 
 void check_balance(const std::vector<int>& balance, size_t layers) {
-  if (balance.empty()) throw std::invalid_argument("balance is empty: give layers per stage, e.g. 3,3,2");
+  if (balance.empty())
+    throw std::invalid_argument("balance is empty: give layers per stage, e.g. 3,3,2");
   long total = 0;
   for (size_t s = 0; s < balance.size(); ++s) {
     if (balance[s] < 1) {
@@ -79,7 +81,8 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
   if (devices.empty()) devices.push_back(c10::Device(c10::kCPU));
   if (devices.size() == 1) devices.resize(stages, devices.front());
   if (static_cast<int>(devices.size()) != stages) {
-    throw std::invalid_argument(fmt::format("{} devices given for {} stages", devices.size(), stages));
+    throw std::invalid_argument(
+        fmt::format("{} devices given for {} stages", devices.size(), stages));
   }
   if (options_.threads_per_stage < 1) {
     throw std::invalid_argument(
@@ -155,7 +158,8 @@ void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vec
     switch (action.kind) {
       case ActionKind::kForward: {
         const uint64_t seed = mix(mix(mix(options_.seed ^ steps_) + s) + i);
-        const bool checkpointed = training && is_checkpointed(options_.checkpoint, i, options_.chunks);
+        const bool checkpointed =
+            training && is_checkpointed(options_.checkpoint, i, options_.chunks);
         outgoing = stage.forward(i, std::move(incoming), checkpointed, training && s > 0, seed);
         break;
       }
@@ -164,10 +168,11 @@ void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vec
         break;
       case ActionKind::kBackward:
         if (last) {
-          outgoing = stage.backward_from_loss(i, targets[i].value(), loss_fn, weights[i], &losses[i]);
+          outgoing =
+              stage.backward_from_loss(i, targets[i].value(), loss_fn, weights[i], &losses[i]);
           if (options_.check_finite && !std::isfinite(losses[i])) {
-            throw std::runtime_error(fmt::format("stage {}, micro-batch {}: non-finite loss ({})",
-                                                 s, i, losses[i]));
+            throw std::runtime_error(
+                fmt::format("stage {}, micro-batch {}: non-finite loss ({})", s, i, losses[i]));
           }
         } else {
           outgoing = stage.backward(i, incoming);
@@ -175,8 +180,10 @@ void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vec
         break;
     }
     own.push_back({s, action, start, ms_since(step_start)});
-    if (action.kind == ActionKind::kForward && !last) links_->forward[s].post(i, std::move(outgoing));
-    if (action.kind == ActionKind::kBackward && s > 0) links_->backward[s - 1].post(i, std::move(outgoing));
+    if (action.kind == ActionKind::kForward && !last)
+      links_->forward[s].post(i, std::move(outgoing));
+    if (action.kind == ActionKind::kBackward && s > 0)
+      links_->backward[s - 1].post(i, std::move(outgoing));
   }
   timeline = std::move(own);
 }
@@ -198,9 +205,9 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   const Clock::time_point start = Clock::now();
   const std::vector<Batch> inputs = scatter(input, options_.chunks);
   if (!target.defined() || target.dim() == 0 || target.size(0) != input.size()) {
-    throw std::invalid_argument(fmt::format("target has {} samples, the input {}",
-                                            target.defined() && target.dim() > 0 ? target.size(0) : 0,
-                                            input.size()));
+    throw std::invalid_argument(
+        fmt::format("target has {} samples, the input {}",
+                    target.defined() && target.dim() > 0 ? target.size(0) : 0, input.size()));
   }
   const std::vector<Batch> targets = scatter(Batch(target), options_.chunks);
   std::vector<double> weights;

@@ -31,7 +31,8 @@ std::vector<Action> one_f_one_b_stage(const Schedule& schedule, int stage) {
   std::vector<Action> list;
   int next_forward = 0;
   int next_backward = 0;
-  for (; next_forward < warmup; ++next_forward) list.push_back({ActionKind::kForward, next_forward});
+  for (; next_forward < warmup; ++next_forward)
+    list.push_back({ActionKind::kForward, next_forward});
   while (next_forward < m) {
     list.push_back({ActionKind::kForward, next_forward++});
     append_backward(list, next_backward++, schedule);
@@ -56,10 +57,12 @@ bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks) {
 
 Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint) {
   if (stages < 1) {
-    throw std::invalid_argument("schedule: stages must be at least 1, got " + std::to_string(stages));
+    throw std::invalid_argument("schedule: stages must be at least 1, got " +
+                                std::to_string(stages));
   }
   if (chunks < 1) {
-    throw std::invalid_argument("schedule: chunks must be at least 1, got " + std::to_string(chunks));
+    throw std::invalid_argument("schedule: chunks must be at least 1, got " +
+                                std::to_string(chunks));
   }
   Schedule schedule;
   schedule.kind = kind;

@@ -15,7 +15,9 @@ std::string short_type_name(const torch::jit::Module& module) {
   return qualified ? qualified->name() : "ScriptModule";
 }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 class ScriptLayer : public Layer {
  public:
@@ -33,9 +35,10 @@ class ScriptLayer : public Layer {
         input.tensors.push_back(element.toTensor());
       }
     } else {
-      throw std::invalid_argument(fmt::format("TorchScript layer '{}' returned {}, expected a "
-                                              "tensor or a tuple of tensors",
-                                              name(), output.tagKind()));
+      throw std::invalid_argument(
+          fmt::format("TorchScript layer '{}' returned {}, expected a "
+                      "tensor or a tuple of tensors",
+                      name(), output.tagKind()));
     }
     return input;
   }

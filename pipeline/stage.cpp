@@ -20,7 +20,9 @@ std::mutex& default_generator_mutex() {
   return mutex;
 }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 std::string what_of(const std::exception& error) {
   if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
@@ -39,7 +41,8 @@ at::Tensor as_leaf(const at::Tensor& t, const c10::Device& device, bool track_gr
 
 Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
     : index_(index), first_layer_(first_layer), layers_(std::move(layers)), device_(device) {
-  for (size_t i = 0; i < layers_.size(); ++i) stochastic_ = stochastic_ || layers_[i].is_stochastic();
+  for (size_t i = 0; i < layers_.size(); ++i)
+    stochastic_ = stochastic_ || layers_[i].is_stochastic();
 }
 
 Batch Stage::run_layers(Batch input, int micro_batch) {
@@ -137,8 +140,8 @@ Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const
   try {
     weighted = loss_fn(mb.output.value(), target.to(device_)) * weight;
   } catch (const std::exception& error) {
-    throw std::runtime_error(fmt::format("stage {}, loss of micro-batch {}: {}", index_,
-                                         micro_batch, what_of(error)));
+    throw std::runtime_error(
+        fmt::format("stage {}, loss of micro-batch {}: {}", index_, micro_batch, what_of(error)));
   }
   if (loss != nullptr) *loss = weighted.item<double>();
   try {

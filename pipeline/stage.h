@@ -37,7 +37,8 @@ class Stage {
   Batch backward(int micro_batch, const Batch& output_grad);
 
   // Backward on the last stage: weights the micro-batch's loss so that the accumulated
-  // gradients equal the whole batch's. Returns the input's gradients; `loss` gets the weighted loss.
+  // gradients equal the whole batch's. Returns the input's gradients; `loss` gets the weighted
+  // loss.
   Batch backward_from_loss(int micro_batch, const at::Tensor& target, const LossFn& loss_fn,
                            double weight, double* loss);
 

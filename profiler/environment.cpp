@@ -89,12 +89,15 @@ nlohmann::json environment_to_json(const Environment& env) {
       {"host", env.host},
       {"build_type", env.build_type},
       {"git_commit", env.git_commit},
-      {"warmup", env.warmup},
-      {"repeat", env.repeat},
-      {"time_budget_s", env.time_budget_s},
       {"date", env.date},
   };
   if (env.gpu_name) doc["gpu_name"] = *env.gpu_name;
+  // The profiling settings belong to a profile's environment only (repeat >= 1 there).
+  if (env.repeat > 0) {
+    doc["warmup"] = env.warmup;
+    doc["repeat"] = env.repeat;
+    doc["time_budget_s"] = env.time_budget_s;
+  }
   return doc;
 }
 

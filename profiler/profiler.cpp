@@ -280,7 +280,8 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   const double layer_budget_s = options.time_budget_s / static_cast<double>(layers.size());
   std::unique_ptr<CoRunners> co_runners;
   if (options.co_runners > 0) {
-    co_runners = std::make_unique<CoRunners>(layers, current, options.co_runners, at::get_num_threads());
+    co_runners =
+        std::make_unique<CoRunners>(layers, current, options.co_runners, at::get_num_threads());
   }
 
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -13,7 +13,9 @@
 namespace pipebal::reports {
 namespace {
 
-std::string system_error_text() { return std::strerror(errno); }
+std::string system_error_text() {
+  return std::strerror(errno);
+}
 
 // Removes the temporary file unless ownership was released by a successful rename.
 class TemporaryFile {

@@ -19,7 +19,8 @@ nlohmann::json timeline_to_json(const pipeline::Timeline& timeline) {
 
 nlohmann::json run_to_json(const RunRecord& run) {
   nlohmann::json steps = nlohmann::json::array();
-  for (const auto& s : run.steps) steps.push_back({{"step", s.step}, {"ms", s.ms}, {"loss", s.loss}});
+  for (const auto& s : run.steps)
+    steps.push_back({{"step", s.step}, {"ms", s.ms}, {"loss", s.loss}});
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : run.stages) {
     nlohmann::json stage = {{"index", s.index},
@@ -27,7 +28,8 @@ nlohmann::json run_to_json(const RunRecord& run) {
                             {"layers", s.layers},
                             {"busy_ms", s.busy_ms},
                             {"busy_fraction", s.busy_fraction}};
-    stage["peak_memory_bytes"] = s.peak_memory_bytes >= 0 ? nlohmann::json(s.peak_memory_bytes) : nlohmann::json();
+    stage["peak_memory_bytes"] =
+        s.peak_memory_bytes >= 0 ? nlohmann::json(s.peak_memory_bytes) : nlohmann::json();
     stages.push_back(stage);
   }
   return {{"schema", schema_tag("pipebal.run", 1)},
@@ -55,11 +57,15 @@ nlohmann::json run_to_json(const RunRecord& run) {
 
 nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title) {
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", title}}}});
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", title}}}});
   int stages = 0;
   for (const auto& t : timeline) stages = std::max(stages, t.stage + 1);
   for (int s = 0; s < stages; ++s) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", s},
                       {"args", {{"name", "stage " + std::to_string(s)}}}});
   }
   for (const auto& t : timeline) {

@@ -22,8 +22,8 @@ struct StageRun {
   int index = 0;
   int first_layer = 0;
   int layers = 0;
-  double busy_ms = 0;          // in the representative step
-  double busy_fraction = 0;    // busy_ms / that step's span
+  double busy_ms = 0;        // in the representative step
+  double busy_fraction = 0;  // busy_ms / that step's span
   // Most bytes allocated by the stage's worker and alive at once during a step (activations,
   // gradients, recomputation): counted on CPU stages, -1 where not measured.
   int64_t peak_memory_bytes = -1;

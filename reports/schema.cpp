@@ -23,7 +23,8 @@ void check_schema(const nlohmann::json& doc, const std::string& name, int major,
   if (!doc.is_object()) throw std::invalid_argument(name + ": expected a JSON object");
   const auto it = doc.find("schema");
   if (it == doc.end()) {
-    if (required) throw std::invalid_argument("missing \"schema\" (expected " + schema_tag(name, major) + ")");
+    if (required)
+      throw std::invalid_argument("missing \"schema\" (expected " + schema_tag(name, major) + ")");
     return;
   }
   if (!it->is_string()) throw std::invalid_argument("\"schema\" must be a string");

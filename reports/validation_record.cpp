@@ -19,7 +19,9 @@ nlohmann::json bytes_json(const std::vector<int64_t>& bytes) {
 
 }  // namespace
 
-double Candidate::step_error() const { return relative_error(predicted.step_ms, measured.step_ms); }
+double Candidate::step_error() const {
+  return relative_error(predicted.step_ms, measured.step_ms);
+}
 
 double Candidate::speedup_error() const {
   return relative_error(predicted.speedup(), measured.speedup());
@@ -28,26 +30,25 @@ double Candidate::speedup_error() const {
 nlohmann::json validation_to_json(const ValidationRecord& record) {
   nlohmann::json candidates = nlohmann::json::array();
   for (const auto& c : record.candidates) {
-    candidates.push_back(
-        {{"algorithms", c.algorithms},
-         {"balance", c.balance},
-         {"predicted",
-          {{"step_ms", c.predicted.step_ms},
-           {"naive_step_ms", c.predicted.naive_step_ms},
-           {"speedup", c.predicted.speedup()},
-           {"bottleneck_ms", c.bottleneck_ms},
-           {"stage_time_ms", c.predicted.stage_ms},
-           {"stage_memory_bytes", bytes_json(c.predicted.stage_bytes)},
-           {"timeline", timeline_to_json(c.predicted.timeline)}}},
-         {"measured",
-          {{"step_ms", c.measured.step_ms},
-           {"naive_step_ms", c.measured.naive_step_ms},
-           {"speedup", c.measured.speedup()},
-           {"stage_busy_ms", c.measured.stage_ms},
-           {"stage_peak_bytes", bytes_json(c.measured.stage_bytes)},
-           {"timeline", timeline_to_json(c.measured.timeline)}}},
-         {"step_error", c.step_error()},
-         {"speedup_error", c.speedup_error()}});
+    candidates.push_back({{"algorithms", c.algorithms},
+                          {"balance", c.balance},
+                          {"predicted",
+                           {{"step_ms", c.predicted.step_ms},
+                            {"naive_step_ms", c.predicted.naive_step_ms},
+                            {"speedup", c.predicted.speedup()},
+                            {"bottleneck_ms", c.bottleneck_ms},
+                            {"stage_time_ms", c.predicted.stage_ms},
+                            {"stage_memory_bytes", bytes_json(c.predicted.stage_bytes)},
+                            {"timeline", timeline_to_json(c.predicted.timeline)}}},
+                          {"measured",
+                           {{"step_ms", c.measured.step_ms},
+                            {"naive_step_ms", c.measured.naive_step_ms},
+                            {"speedup", c.measured.speedup()},
+                            {"stage_busy_ms", c.measured.stage_ms},
+                            {"stage_peak_bytes", bytes_json(c.measured.stage_bytes)},
+                            {"timeline", timeline_to_json(c.measured.timeline)}}},
+                          {"step_error", c.step_error()},
+                          {"speedup_error", c.speedup_error()}});
   }
   return {{"schema", schema_tag("pipebal.validation", 1)},
           {"model", record.model},

@@ -13,10 +13,10 @@
 namespace pipebal::reports {
 
 struct Estimate {
-  double step_ms = 0;        // `chunks` micro-batches
-  double naive_step_ms = 0;  // same balance, one micro-batch
-  std::vector<double> stage_ms;         // predicted: time per micro-batch; measured: busy per step
-  std::vector<int64_t> stage_bytes;     // predicted memory / measured peak (-1: not measured)
+  double step_ms = 0;                // `chunks` micro-batches
+  double naive_step_ms = 0;          // same balance, one micro-batch
+  std::vector<double> stage_ms;      // predicted: time per micro-batch; measured: busy per step
+  std::vector<int64_t> stage_bytes;  // predicted memory / measured peak (-1: not measured)
   pipeline::Timeline timeline;
 
   double speedup() const { return step_ms > 0 ? naive_step_ms / step_ms : 0; }

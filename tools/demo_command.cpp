@@ -21,7 +21,8 @@ void print_layer_table(const ValidateParams& params) {
   const models::SyntheticData data = models::make_synthetic_data(model, shape, params.seed);
   fmt::print("model {} ({} layers, {} parameters), input [{}]\n\n", model.layers.name(),
              model.layers.size(), model.layers.parameter_count(), fmt::join(shape, ", "));
-  fmt::print("{:>3}  {:<10} {:<14} {:>12}  {}\n", "#", "layer", "type", "parameters", "output shape");
+  fmt::print("{:>3}  {:<10} {:<14} {:>12}  {}\n", "#", "layer", "type", "parameters",
+             "output shape");
   torch::NoGradGuard no_grad;
   pipeline::Batch batch = data.input;
   for (size_t i = 0; i < model.layers.size(); ++i) {
@@ -38,9 +39,12 @@ void print_layer_table(const ValidateParams& params) {
 void add_demo_command(CLI::App& app) {
   auto params = std::make_shared<ValidateParams>();
   params->output = "pipebal-demo";
+  params->chunks =
+      4;  // micro-batches of 16 sequences: small enough to overlap, large enough to be efficient
   CLI::App* cmd = app.add_subcommand(
       "demo", "Profile, balance, train and validate the default model; write an HTML report");
-  cmd->add_option("--model", params->model, "model SPEC or TorchScript file")->capture_default_str();
+  cmd->add_option("--model", params->model, "model SPEC or TorchScript file")
+      ->capture_default_str();
   cmd->add_option("--input-shape", params->input_shape,
                   "input shape, batch first (default: the model's)");
   cmd->add_option("--stages", params->stages, "pipeline stages")->capture_default_str();

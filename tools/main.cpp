@@ -28,8 +28,9 @@ std::string first_line(const char* text) {
 
 int main(int argc, char** argv) {
   pipebal::tools::keep_freed_memory_in_process();
-  CLI::App app{"pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
-               "and compare the predicted speed-up with the measured one."};
+  CLI::App app{
+      "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
+      "and compare the predicted speed-up with the measured one."};
   app.set_version_flag("--version", std::string("pipebal ") + pipebal::tools::kVersion + " (" +
                                         pipebal::tools::kGitCommit + ")");
   app.require_subcommand(1);

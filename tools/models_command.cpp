@@ -9,7 +9,8 @@
 namespace pipebal::tools {
 
 void add_models_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("models", "List the built-in models, their knobs and defaults");
+  CLI::App* cmd =
+      app.add_subcommand("models", "List the built-in models, their knobs and defaults");
   cmd->footer("Example:\n  pipebal models\n  pipebal profile --model resnet:depth=18,width=32 ...");
   cmd->callback([] {
     for (const auto& info : models::model_catalog()) {

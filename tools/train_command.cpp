@@ -18,23 +18,12 @@
 namespace pipebal::tools {
 namespace {
 
+// The run's settings (their defaults feed --help) plus what only the command line has.
 struct TrainParams {
-  std::string model = models::default_model_spec();
+  TrainSettings settings;
   std::string input_shape;
   std::string plan;
   std::string balance;
-  std::vector<std::string> devices{"cpu"};
-  int chunks = 4;
-  std::string schedule = "gpipe";
-  std::string checkpoint = "except_last";
-  int threads = 1;
-  int steps = 10;
-  int warmup_steps = 2;
-  std::string optimizer = "sgd";
-  double lr = 0.01;
-  uint64_t seed = 0;
-  bool deferred_batch_norm = false;
-  bool check_finite = false;
   std::string output;
   std::string trace;
 };
@@ -57,12 +46,8 @@ void print_summary(const reports::RunRecord& run) {
 }
 
 void run_train(const TrainParams& p, const CLI::App& cmd) {
-  TrainSettings settings;
-  settings.model = p.model;
+  TrainSettings settings = p.settings;
   if (!p.input_shape.empty()) settings.input_shape = models::parse_shape(p.input_shape);
-  settings.chunks = p.chunks;
-  settings.schedule = p.schedule;
-  settings.checkpoint = p.checkpoint;
   if (!p.plan.empty()) {
     // The plan's options apply unless given on the command line.
     const balance::Plan plan = balance::read_plan(p.plan);
@@ -73,18 +58,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   } else {
     settings.balance = parse_balance(p.balance);
   }
-  settings.devices = p.devices;
-  settings.threads_per_stage = p.threads;
-  settings.steps = p.steps;
-  settings.warmup_steps = p.warmup_steps;
-  settings.optimizer = p.optimizer;
-  settings.lr = p.lr;
-  settings.seed = p.seed;
-  settings.deferred_batch_norm = p.deferred_batch_norm;
-  settings.check_finite = p.check_finite;
 
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
-  const reports::RunRecord run = run_training(settings, [terminal](int step, int total, double ms, double loss) {
+  const reports::RunRecord run = run_training(settings, [terminal](int step, int total, double ms,
+                                                                   double loss) {
     if (!terminal) return;
     const int width = 30, done = width * (step + 1) / total;
     std::fprintf(stderr, "\r[%s%s] step %d/%d  %.1f ms  loss %.4f", std::string(done, '#').c_str(),
@@ -97,7 +74,8 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     fmt::print("\nwrote {}\n", p.output);
   }
   if (!p.trace.empty()) {
-    reports::write_file_atomically(p.trace, reports::chrome_trace(run.timeline, run.model).dump() + "\n");
+    reports::write_file_atomically(p.trace,
+                                   reports::chrome_trace(run.timeline, run.model).dump() + "\n");
     fmt::print("wrote {} (open in https://ui.perfetto.dev or chrome://tracing)\n", p.trace);
   }
 }
@@ -106,28 +84,37 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
 
 void add_train_command(CLI::App& app) {
   auto p = std::make_shared<TrainParams>();
-  CLI::App* cmd = app.add_subcommand("train", "Train pipelined with a balance or a plan, and measure it");
-  cmd->add_option("--model", p->model, "model SPEC or TorchScript file")->capture_default_str();
-  cmd->add_option("--input-shape", p->input_shape, "input shape, batch first (default: the model's)");
+  p->settings.model = models::default_model_spec();
+  CLI::App* cmd =
+      app.add_subcommand("train", "Train pipelined with a balance or a plan, and measure it");
+  cmd->add_option("--model", p->settings.model, "model SPEC or TorchScript file")
+      ->capture_default_str();
+  cmd->add_option("--input-shape", p->input_shape,
+                  "input shape, batch first (default: the model's)");
   auto* plan = cmd->add_option("--plan", p->plan, "plan.json from `pipebal balance`");
   auto* balance = cmd->add_option("--balance", p->balance, "layers per stage, e.g. 3,3,2");
   plan->excludes(balance);
   balance->excludes(plan);
-  cmd->add_option("--devices", p->devices, "one device per stage, or one for all")
+  cmd->add_option("--devices", p->settings.devices, "one device per stage, or one for all")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--chunks", p->chunks, "micro-batches per mini-batch")->capture_default_str();
-  cmd->add_option("--schedule", p->schedule, "gpipe or 1f1b")->capture_default_str();
-  cmd->add_option("--checkpoint", p->checkpoint, "always, except_last or never")->capture_default_str();
-  cmd->add_option("--threads", p->threads, "intra-op threads per stage")->capture_default_str();
-  cmd->add_option("--steps", p->steps, "measured steps")->capture_default_str();
-  cmd->add_option("--warmup-steps", p->warmup_steps, "steps run before measuring")->capture_default_str();
-  cmd->add_option("--optimizer", p->optimizer, "sgd or adam")->capture_default_str();
-  cmd->add_option("--lr", p->lr, "learning rate")->capture_default_str();
-  cmd->add_option("--seed", p->seed, "seed for weights, data and dropout")->capture_default_str();
-  cmd->add_flag("--deferred-batch-norm", p->deferred_batch_norm,
+  cmd->add_option("--chunks", p->settings.chunks, "micro-batches per mini-batch")
+      ->capture_default_str();
+  cmd->add_option("--schedule", p->settings.schedule, "gpipe or 1f1b")->capture_default_str();
+  cmd->add_option("--checkpoint", p->settings.checkpoint, "always, except_last or never")
+      ->capture_default_str();
+  cmd->add_option("--threads", p->settings.threads_per_stage, "intra-op threads per stage")
+      ->capture_default_str();
+  cmd->add_option("--steps", p->settings.steps, "measured steps")->capture_default_str();
+  cmd->add_option("--warmup-steps", p->settings.warmup_steps, "steps run before measuring")
+      ->capture_default_str();
+  cmd->add_option("--optimizer", p->settings.optimizer, "sgd or adam")->capture_default_str();
+  cmd->add_option("--lr", p->settings.lr, "learning rate")->capture_default_str();
+  cmd->add_option("--seed", p->settings.seed, "seed for weights, data and dropout")
+      ->capture_default_str();
+  cmd->add_flag("--deferred-batch-norm", p->settings.deferred_batch_norm,
                 "update batch-norm running statistics once per mini-batch");
-  cmd->add_flag("--check-finite", p->check_finite, "fail on a non-finite loss");
+  cmd->add_flag("--check-finite", p->settings.check_finite, "fail on a non-finite loss");
   cmd->add_option("-o,--output", p->output, "write the run document (pipebal.run/1)");
   cmd->add_option("--trace", p->trace, "write a Chrome trace of the median step");
   cmd->footer(

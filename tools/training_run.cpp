@@ -21,9 +21,12 @@ namespace {
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
                                                         const std::vector<at::Tensor>& params,
                                                         double lr) {
-  if (!(lr > 0)) throw std::invalid_argument(fmt::format("learning rate must be positive, got {}", lr));
-  if (name == "sgd") return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
-  if (name == "adam") return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+  if (!(lr > 0))
+    throw std::invalid_argument(fmt::format("learning rate must be positive, got {}", lr));
+  if (name == "sgd")
+    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
+  if (name == "adam")
+    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
   throw std::invalid_argument("unknown optimizer '" + name + "' (valid: sgd, adam)");
 }
 
@@ -36,7 +39,8 @@ std::vector<c10::Device> parse_devices(const std::vector<std::string>& names) {
       throw std::invalid_argument("unknown device '" + name + "' (e.g. cpu, cuda:0)");
     }
     if (devices.back().is_cuda() && !torch::cuda::is_available()) {
-      throw std::invalid_argument("device '" + name + "' requested, but no CUDA device is available");
+      throw std::invalid_argument("device '" + name +
+                                  "' requested, but no CUDA device is available");
     }
   }
   return devices;
@@ -68,7 +72,8 @@ std::vector<int> parse_balance(const std::string& text) {
 }
 
 reports::RunRecord run_training(const TrainSettings& settings, const StepCallback& on_step) {
-  if (settings.steps < 1) throw std::invalid_argument(fmt::format("steps must be at least 1, got {}", settings.steps));
+  if (settings.steps < 1)
+    throw std::invalid_argument(fmt::format("steps must be at least 1, got {}", settings.steps));
   if (settings.warmup_steps < 0) throw std::invalid_argument("warm-up steps must not be negative");
   models::Model model = models::build_model(settings.model, settings.seed);
   const std::vector<int64_t> shape =
@@ -95,7 +100,8 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
     options.on_worker_start = [](int stage) { profiler::CpuMemoryScope::set_thread_tag(stage); };
   }
   pipeline::micro_batch_sizes(shape[0], settings.chunks);  // rejects more chunks than samples early
-  pipeline::Pipeline pipeline(model.layers, settings.balance, parse_devices(settings.devices), options);
+  pipeline::Pipeline pipeline(model.layers, settings.balance, parse_devices(settings.devices),
+                              options);
   auto optimizer = make_optimizer(settings.optimizer, model.layers.parameters(), settings.lr);
   const models::LossKind loss_kind = model.info.loss;
   const pipeline::LossFn loss_fn = [loss_kind](const at::Tensor& out, const at::Tensor& target) {

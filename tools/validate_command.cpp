@@ -64,21 +64,25 @@ void print_table(const reports::ValidationRecord& record) {
   for (const auto& c : record.candidates) {
     fmt::print("{:<28} {:<14} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>9.2f}x {:>9.2f}x\n",
                fmt::format("{}", fmt::join(c.algorithms, ", ")),
-               fmt::format("[{}]", fmt::join(c.balance, ",")),
-               c.predicted.step_ms, c.measured.step_ms, 100 * c.step_error(), c.predicted.speedup(),
+               fmt::format("[{}]", fmt::join(c.balance, ",")), c.predicted.step_ms,
+               c.measured.step_ms, 100 * c.step_error(), c.predicted.speedup(),
                c.measured.speedup());
   }
-  fmt::print("(speed-up: over the same balance with one micro-batch, i.e. naive model parallelism)\n");
+  fmt::print(
+      "(speed-up: over the same balance with one micro-batch, i.e. naive model parallelism)\n");
 }
 
 }  // namespace
 
 void run_validate(const ValidateParams& p) {
-  if (p.output.empty()) throw std::invalid_argument("validate: give an output directory with -o DIR");
-  if (p.stages < 1) throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", p.stages));
+  if (p.output.empty())
+    throw std::invalid_argument("validate: give an output directory with -o DIR");
+  if (p.stages < 1)
+    throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", p.stages));
   std::error_code error;
   std::filesystem::create_directories(p.output, error);
-  if (error) throw std::invalid_argument(fmt::format("cannot create '{}': {}", p.output, error.message()));
+  if (error)
+    throw std::invalid_argument(fmt::format("cannot create '{}': {}", p.output, error.message()));
   const std::string dir = p.output;
 
   // 1. Profile at the micro-batch size the pipeline runs, with the stages' thread count.
@@ -95,7 +99,8 @@ void run_validate(const ValidateParams& p) {
   profile_options.repeat = p.profile_repeat;
   // The pipelined stages run side by side: profile with the other stages' cores busy.
   profile_options.co_runners = p.stages - 1;
-  const profiler::Profile profile = profiler::profile_model(model.layers, micro_batch, profile_options);
+  const profiler::Profile profile =
+      profiler::profile_model(model.layers, micro_batch, profile_options);
   nlohmann::json profile_doc = profiler::profile_to_json(profile);
   profile_doc["model"] = model.layers.name();
   profile_doc["co_runners"] = profile_options.co_runners;
@@ -121,7 +126,8 @@ void run_validate(const ValidateParams& p) {
   cost_options.schedule = pipeline::parse_schedule_kind(p.schedule);
   cost_options.checkpoint = pipeline::parse_checkpoint_mode(p.checkpoint);
   cost_options.chunks = p.chunks;
-  const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, p.stages, cost_options);
+  const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, p.stages,
+                                      cost_options);
   balance::CostOptions naive_options = cost_options;
   naive_options.chunks = 1;
   const balance::CostModel naive_cost_model(balance::profile_from_json(batch_profile_doc).layers,
@@ -152,12 +158,12 @@ void run_validate(const ValidateParams& p) {
     settings.steps = p.steps;
     settings.warmup_steps = p.warmup_steps;
     settings.seed = p.seed;
-    fmt::print("training {} [{}]: {} micro-batches ...\n", fmt::join(algorithms, "="),
+    fmt::print("training {} [{}]: {} micro-batches ...\n", fmt::join(algorithms, ", "),
                fmt::join(plan.balance, ","), p.chunks);
     std::fflush(stdout);
     const reports::RunRecord run = run_training(settings);
     settings.chunks = 1;
-    fmt::print("training {} [{}]: 1 micro-batch ...\n", fmt::join(algorithms, "="),
+    fmt::print("training {} [{}]: 1 micro-batch ...\n", fmt::join(algorithms, ", "),
                fmt::join(plan.balance, ","));
     std::fflush(stdout);
     const reports::RunRecord naive = run_training(settings);
@@ -177,7 +183,8 @@ void run_validate(const ValidateParams& p) {
       candidate.predicted.stage_ms.push_back(s.time_ms);
       candidate.predicted.stage_bytes.push_back(s.memory_bytes);
     }
-    candidate.predicted.timeline = to_timeline(balance::simulate_balance(cost_model, plan.balance, p.chunks));
+    candidate.predicted.timeline =
+        to_timeline(balance::simulate_balance(cost_model, plan.balance, p.chunks));
     candidate.measured.step_ms = run.median_step_ms;
     candidate.measured.naive_step_ms = naive.median_step_ms;
     for (const auto& s : run.stages) {
@@ -193,23 +200,29 @@ void run_validate(const ValidateParams& p) {
   reports::write_file_atomically(dir + "/report.html",
                                  reports::render_html_report(reports::load_report_inputs(dir)));
   print_table(record);
-  fmt::print("\nwrote {0}/profile.json, plan.json, run.json, trace.json, validation.json, report.html\n",
-             dir);
+  fmt::print(
+      "\nwrote {0}/profile.json, plan.json, run.json, trace.json, validation.json, report.html\n",
+      dir);
 }
 
 void add_validate_command(CLI::App& app) {
   auto p = std::make_shared<ValidateParams>();
   CLI::App* cmd = app.add_subcommand(
-      "validate", "Profile, balance (dp vs baselines), train each balance, compare prediction and measurement");
+      "validate",
+      "Profile, balance (dp vs baselines), train each balance, compare prediction and measurement");
   cmd->add_option("--model", p->model, "model SPEC or TorchScript file")->capture_default_str();
-  cmd->add_option("--input-shape", p->input_shape, "input shape, batch first (default: the model's)");
+  cmd->add_option("--input-shape", p->input_shape,
+                  "input shape, batch first (default: the model's)");
   cmd->add_option("--stages", p->stages, "pipeline stages")->capture_default_str();
   cmd->add_option("--chunks", p->chunks, "micro-batches per mini-batch")->capture_default_str();
   cmd->add_option("--schedule", p->schedule, "gpipe or 1f1b")->capture_default_str();
-  cmd->add_option("--checkpoint", p->checkpoint, "always, except_last or never")->capture_default_str();
+  cmd->add_option("--checkpoint", p->checkpoint, "always, except_last or never")
+      ->capture_default_str();
   cmd->add_option("--steps", p->steps, "measured training steps per run")->capture_default_str();
-  cmd->add_option("--warmup-steps", p->warmup_steps, "unmeasured steps per run")->capture_default_str();
-  cmd->add_option("--profile-repeat", p->profile_repeat, "timed repetitions per layer")->capture_default_str();
+  cmd->add_option("--warmup-steps", p->warmup_steps, "unmeasured steps per run")
+      ->capture_default_str();
+  cmd->add_option("--profile-repeat", p->profile_repeat, "timed repetitions per layer")
+      ->capture_default_str();
   cmd->add_option("--threads", p->threads, "intra-op threads per stage")->capture_default_str();
   cmd->add_option("--seed", p->seed, "seed for weights and data")->capture_default_str();
   cmd->add_option("-o,--output", p->output, "output directory")->required();

@@ -15,7 +15,9 @@ struct Case {
   std::vector<int64_t> output_shape;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.spec; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.spec;
+}
 
 class ZooModel : public ::testing::TestWithParam<Case> {};
 

@@ -16,7 +16,9 @@ namespace nn = torch::nn;
 
 // Stashes its input under `name` and passes it on through a Linear.
 struct StashLinearImpl : nn::Cloneable<StashLinearImpl> {
-  StashLinearImpl(std::string name, int64_t width) : name_(std::move(name)), width_(width) { reset(); }
+  StashLinearImpl(std::string name, int64_t width) : name_(std::move(name)), width_(width) {
+    reset();
+  }
   void reset() override { fc_ = register_module("fc", nn::Linear(width_, width_)); }
   Batch forward(Batch b) {
     b.skips[name_] = b.value();
@@ -90,7 +92,9 @@ LayerSeq make_model(uint64_t seed) {
   return seq;
 }
 
-at::Tensor mse(const at::Tensor& out, const at::Tensor& target) { return torch::mse_loss(out, target); }
+at::Tensor mse(const at::Tensor& out, const at::Tensor& target) {
+  return torch::mse_loss(out, target);
+}
 
 struct Reference {
   double loss;
@@ -149,7 +153,8 @@ TEST_P(Transparency, PipelinedStepEqualsPlainModelInFloat64) {
 std::vector<Config> transparency_configs() {
   std::vector<Config> configs;
   for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
-    for (auto checkpoint : {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
+    for (auto checkpoint :
+         {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
       for (int chunks : {1, 3, 7}) {
         configs.push_back({schedule, checkpoint, {3, 3, 2}, chunks});  // skip crosses 2 boundaries
       }
@@ -184,7 +189,8 @@ TEST(Pipeline, Float32MatchesWithinTolerance) {
 
 TEST(Pipeline, ForwardEqualsPlainModelOutput) {
   LayerSeq plain = make_model(2), piped = make_model(2);
-  Batch input({torch::randn({9, kWidth}, torch::kDouble), torch::randn({9, kWidth}, torch::kDouble)});
+  Batch input(
+      {torch::randn({9, kWidth}, torch::kDouble), torch::randn({9, kWidth}, torch::kDouble)});
   PipelineOptions options;
   options.chunks = 4;
   Pipeline pipeline(piped, {2, 4, 2}, {}, options);
@@ -218,7 +224,8 @@ TEST(Pipeline, RecomputationReproducesDropoutMasks) {
     grads.emplace_back();
     for (const auto& p : model.parameters()) grads.back().push_back(p.grad().clone());
   }
-  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << i;
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(torch::equal(grads[0][i], grads[1][i])) << i;
 }
 
 // Normalisation itself uses micro-batch statistics (as in GPipe), so only a BatchNorm whose
@@ -291,7 +298,8 @@ TEST(Pipeline, FailureInAnyStageIsOneErrorAndThePipelineStaysUsable) {
       } catch (const std::runtime_error& error) {
         const std::string what = error.what();
         EXPECT_NE(what.find("stage " + std::to_string(failing_stage)), std::string::npos) << what;
-        EXPECT_NE(what.find("'probe" + std::to_string(failing_stage) + "'"), std::string::npos) << what;
+        EXPECT_NE(what.find("'probe" + std::to_string(failing_stage) + "'"), std::string::npos)
+            << what;
         EXPECT_NE(what.find("micro-batch 0"), std::string::npos) << what;
         EXPECT_NE(what.find("injected failure"), std::string::npos) << what;
       }
@@ -304,7 +312,8 @@ TEST(Pipeline, FailureInAnyStageIsOneErrorAndThePipelineStaysUsable) {
 TEST(Pipeline, NonFiniteLossFailsWhenChecked) {
   LayerSeq seq("nan");
   seq.add(make_layer("fc", "Linear", nn::Linear(2, 2)));
-  seq.add(make_layer("log", "Log", nn::Functional([](const at::Tensor& x) { return torch::log(x - 100); })));
+  seq.add(make_layer("log", "Log",
+                     nn::Functional([](const at::Tensor& x) { return torch::log(x - 100); })));
   PipelineOptions options;
   options.chunks = 2;
   options.check_finite = true;
@@ -341,7 +350,8 @@ TEST(Pipeline, RejectsBadBalanceAndDevices) {
 
 TEST(Pipeline, LossFollowsThePlainModelStepForStep) {
   LayerSeq plain = make_model(6), piped = make_model(6);
-  Batch input({torch::randn({12, kWidth}, torch::kDouble), torch::randn({12, kWidth}, torch::kDouble)});
+  Batch input(
+      {torch::randn({12, kWidth}, torch::kDouble), torch::randn({12, kWidth}, torch::kDouble)});
   const at::Tensor target = torch::randn({12, 3}, torch::kDouble);
   torch::optim::SGD plain_opt(plain.parameters(), 0.1), piped_opt(piped.parameters(), 0.1);
   PipelineOptions options;

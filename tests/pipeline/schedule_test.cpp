@@ -18,22 +18,22 @@ TEST(Schedule, GPipeRunsAllForwardsThenBackwardsInReverse) {
 
 TEST(Schedule, CheckpointExceptLastRecomputesAllButTheLastMicroBatch) {
   const Schedule s = make_schedule(ScheduleKind::kGPipe, 1, 2, CheckpointMode::kExceptLast);
-  const std::vector<Action> expected{{A::kForward, 0},   {A::kForward, 1}, {A::kBackward, 1},
-                                     {A::kRecompute, 0}, {A::kBackward, 0}};
+  const std::vector<Action> expected{
+      {A::kForward, 0}, {A::kForward, 1}, {A::kBackward, 1}, {A::kRecompute, 0}, {A::kBackward, 0}};
   EXPECT_EQ(s.actions[0], expected);
 }
 
 TEST(Schedule, OneFOneBWarmsUpByRemainingStages) {
   const Schedule s = make_schedule(ScheduleKind::kOneFOneB, 3, 4, CheckpointMode::kNever);
   // Stage 0: two warm-up forwards, then F/B alternate, then drain.
-  const std::vector<Action> first{{A::kForward, 0},  {A::kForward, 1},  {A::kForward, 2},
-                                  {A::kBackward, 0}, {A::kForward, 3},  {A::kBackward, 1},
+  const std::vector<Action> first{{A::kForward, 0},  {A::kForward, 1}, {A::kForward, 2},
+                                  {A::kBackward, 0}, {A::kForward, 3}, {A::kBackward, 1},
                                   {A::kBackward, 2}, {A::kBackward, 3}};
   EXPECT_EQ(s.actions[0], first);
   // The last stage alternates from the start.
-  const std::vector<Action> last{{A::kForward, 0}, {A::kBackward, 0}, {A::kForward, 1},
-                                 {A::kBackward, 1}, {A::kForward, 2}, {A::kBackward, 2},
-                                 {A::kForward, 3}, {A::kBackward, 3}};
+  const std::vector<Action> last{{A::kForward, 0},  {A::kBackward, 0}, {A::kForward, 1},
+                                 {A::kBackward, 1}, {A::kForward, 2},  {A::kBackward, 2},
+                                 {A::kForward, 3},  {A::kBackward, 3}};
   EXPECT_EQ(s.actions[2], last);
 }
 

@@ -123,7 +123,8 @@ TEST(ProfilerBytes, GptBlockMatchesWhatAutogradSaves) {
 
 TEST(ProfilerTiming, FourTimesTheFlopsTakesAboutFourTimesAsLong) {
   // Linear w -> w, then w -> 4w on the same batch: 4x the multiply-adds forward and backward.
-  const int64_t n = 128, w = 256;
+  // Large enough (milliseconds per call) that a busy neighbour core does not swamp the ratio.
+  const int64_t n = 256, w = 384;
   LayerSeq seq("flops");
   add_identity(seq);
   seq.add(pipeline::make_layer("small", "Linear", nn::Linear(w, w)));
@@ -132,7 +133,7 @@ TEST(ProfilerTiming, FourTimesTheFlopsTakesAboutFourTimesAsLong) {
   at::set_num_threads(1);  // one thread: no scheduling noise from the pool
   ProfileOptions options;
   options.warmup = 3;
-  options.repeat = 15;
+  options.repeat = 21;
   const Profile p = profile_model(seq, Batch(torch::randn({n, w})), options);
   at::set_num_threads(threads);
   const double forward_ratio = p.layers[2].forward_ms / p.layers[1].forward_ms;

@@ -22,7 +22,8 @@ TEST(Cli, HelpAndVersionSucceed) {
 }
 
 TEST(Cli, EverySubcommandHasHelpWithAnExample) {
-  for (const std::string command : {"demo", "models", "profile", "balance", "train", "validate", "report"}) {
+  for (const std::string command :
+       {"demo", "models", "profile", "balance", "train", "validate", "report"}) {
     const Result r = run_pipebal(command + " --help");
     EXPECT_EQ(r.status, 0) << command;
     EXPECT_NE(r.out.find("Example"), std::string::npos) << command;
@@ -40,14 +41,16 @@ TEST(Cli, ModelsListsTheZooWithDefaults) {
 
 TEST(Cli, DemoRunsTheWholeLoopOnASmallModel) {
   const std::string dir = pipebal::testing::fresh_dir("demo");
-  const Result r = run_pipebal("demo --model mlp:layers=4,width=8 --input-shape 8,8 --chunks 2 "
-                               "--steps 2 -o " + dir);
+  const Result r = run_pipebal(
+      "demo --model mlp:layers=4,width=8 --input-shape 8,8 --chunks 2 "
+      "--steps 2 -o " +
+      dir);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("fc1"), std::string::npos);      // the layer table
   EXPECT_NE(r.out.find("[8, 10]"), std::string::npos);  // the head's output shape
   EXPECT_NE(r.out.find("predicted"), std::string::npos);
-  for (const std::string file : {"profile.json", "plan.json", "run.json", "trace.json",
-                                 "validation.json", "report.html"}) {
+  for (const std::string file :
+       {"profile.json", "plan.json", "run.json", "trace.json", "validation.json", "report.html"}) {
     EXPECT_FALSE(pipebal::testing::read_text(dir + "/" + file).empty()) << file;
   }
 }

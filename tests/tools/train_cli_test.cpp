@@ -13,8 +13,8 @@ const std::string kModel = "--model mlp:layers=4,width=8 --input-shape 8,8";
 TEST(TrainCli, WritesRunDocumentAndTrace) {
   const std::string dir = fresh_dir("train_ok");
   const CliResult r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 4 --steps 3 " +
-                                  "--warmup-steps 1 --schedule 1f1b -o " + dir + "/run.json --trace " +
-                                  dir + "/trace.json");
+                                  "--warmup-steps 1 --schedule 1f1b -o " + dir +
+                                  "/run.json --trace " + dir + "/trace.json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("median step"), std::string::npos);
 
@@ -38,8 +38,9 @@ TEST(TrainCli, WritesRunDocumentAndTrace) {
 
 TEST(TrainCli, LossDecreasesOnTheSyntheticTask) {
   const std::string dir = fresh_dir("train_learn");
-  const CliResult r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 2 --steps 20 " +
-                                  "--warmup-steps 0 --optimizer adam --lr 0.01 -o " + dir + "/run.json");
+  const CliResult r =
+      run_pipebal("train " + kModel + " --balance 3,2 --chunks 2 --steps 20 " +
+                  "--warmup-steps 0 --optimizer adam --lr 0.01 -o " + dir + "/run.json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto steps = nlohmann::json::parse(read_text(dir + "/run.json"))["steps"];
   EXPECT_LT(steps.back()["loss"].get<double>(), 0.7 * steps.front()["loss"].get<double>());
@@ -51,12 +52,15 @@ TEST(TrainCli, OneFOneBKeepsLessAliveThanGPipe) {
   const std::string dir = fresh_dir("train_memory");
   std::map<std::string, std::vector<int64_t>> peaks;
   for (const std::string schedule : {"gpipe", "1f1b"}) {
-    const CliResult r = run_pipebal("train --model mlp:layers=6,width=64 --input-shape 512,64 "
-                                    "--balance 4,3 --chunks 8 --steps 2 --checkpoint never "
-                                    "--schedule " + schedule + " -o " + dir + "/" + schedule + ".json");
+    const CliResult r = run_pipebal(
+        "train --model mlp:layers=6,width=64 --input-shape 512,64 "
+        "--balance 4,3 --chunks 8 --steps 2 --checkpoint never "
+        "--schedule " +
+        schedule + " -o " + dir + "/" + schedule + ".json");
     ASSERT_EQ(r.status, 0) << r.err;
     const auto run = nlohmann::json::parse(read_text(dir + "/" + schedule + ".json"));
-    for (const auto& stage : run["stages"]) peaks[schedule].push_back(stage["peak_memory_bytes"].get<int64_t>());
+    for (const auto& stage : run["stages"])
+      peaks[schedule].push_back(stage["peak_memory_bytes"].get<int64_t>());
   }
   EXPECT_GT(peaks["gpipe"][0], 0);
   EXPECT_LT(peaks["1f1b"][0], peaks["gpipe"][0] / 2);
