@@ -13,7 +13,7 @@ struct LayerCost {
   std::string type;
   double forward_ms = 0;         // one micro-batch's forward on a speed-1 device
   double backward_ms = 0;        // its backward (without recomputation)
-  int64_t param_bytes = 0;       // parameters and buffers
+  int64_t param_bytes = 0;       // parameters (a profile's buffer_bytes are not counted)
   int64_t activation_bytes = 0;  // what autograd saves for backward, per micro-batch
   int64_t output_bytes = 0;      // the layer's output, sent to the next stage when cut here
 };
