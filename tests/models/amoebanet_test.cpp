@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "pipeline/layer_seq.h"
+#include "tests/models/clone_check.h"
 
 namespace pipebal::models {
 namespace {
@@ -136,26 +137,7 @@ TEST(AmoebaNet, CloneIsEqualAndDeep) {
   const pipeline::LayerSeq copy = seq.clone();
   ASSERT_EQ(copy.size(), seq.size());
   EXPECT_EQ(copy.parameter_count(), seq.parameter_count());
-  const auto buffers = seq.buffers();
-  const auto copied_buffers = copy.buffers();
-  ASSERT_EQ(copied_buffers.size(), buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    EXPECT_TRUE(torch::equal(copied_buffers[i], buffers[i]));
-  }
-
-  seq.train(false);
-  copy.train(false);
-  const at::Tensor original_out = seq.forward(pipeline::Batch(input)).value();
-  EXPECT_TRUE(torch::equal(copy.forward(pipeline::Batch(input)).value(), original_out));
-
-  const at::Tensor before = seq.parameters().back().clone();
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : copy.parameters()) p.mul_(0.5);
-  }
-  EXPECT_TRUE(torch::equal(seq.parameters().back(), before));
-  EXPECT_TRUE(torch::equal(seq.forward(pipeline::Batch(input)).value(), original_out));
-  EXPECT_FALSE(torch::equal(copy.forward(pipeline::Batch(input)).value(), original_out));
+  expect_equal_deep_clone(seq, copy, input);
 }
 
 TEST(AmoebaNet, RejectsInputNotDivisibleBy32) {

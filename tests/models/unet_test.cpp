@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "pipeline/layer_seq.h"
+#include "tests/models/clone_check.h"
 
 namespace pipebal::models {
 namespace {
@@ -215,26 +216,7 @@ TEST(UNet, CloneIsEqualAndDeep) {
     EXPECT_EQ(copy[i].stashes(), seq[i].stashes());
     EXPECT_EQ(copy[i].pops(), seq[i].pops());
   }
-  const auto buffers = seq.buffers();
-  const auto copied_buffers = copy.buffers();
-  ASSERT_EQ(copied_buffers.size(), buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    EXPECT_TRUE(torch::equal(copied_buffers[i], buffers[i]));
-  }
-
-  seq.train(false);
-  copy.train(false);
-  const at::Tensor original_out = seq.forward(pipeline::Batch(input)).value();
-  EXPECT_TRUE(torch::equal(copy.forward(pipeline::Batch(input)).value(), original_out));
-
-  const at::Tensor before = seq.parameters().front().clone();
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : copy.parameters()) p.add_(1.0);
-  }
-  EXPECT_TRUE(torch::equal(seq.parameters().front(), before));
-  EXPECT_TRUE(torch::equal(seq.forward(pipeline::Batch(input)).value(), original_out));
-  EXPECT_FALSE(torch::equal(copy.forward(pipeline::Batch(input)).value(), original_out));
+  expect_equal_deep_clone(seq, copy, input);
 }
 
 TEST(UNet, RejectsInputNotDivisibleBy2PowB) {
