@@ -79,6 +79,11 @@ void run_validate(const ValidateParams& p) {
     throw std::invalid_argument("validate: give an output directory with -o DIR");
   if (p.stages < 1)
     throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", p.stages));
+  // Options first: a typo should not cost a profile.
+  balance::CostOptions cost_options;
+  cost_options.schedule = pipeline::parse_schedule_kind(p.schedule);
+  cost_options.checkpoint = pipeline::parse_checkpoint_mode(p.checkpoint);
+  cost_options.chunks = p.chunks;
   std::error_code error;
   std::filesystem::create_directories(p.output, error);
   if (error)
@@ -90,6 +95,11 @@ void run_validate(const ValidateParams& p) {
   models::Model model = models::build_model(p.model, p.seed);
   const std::vector<int64_t> shape =
       p.input_shape.empty() ? model.info.default_input_shape : models::parse_shape(p.input_shape);
+  if (static_cast<size_t>(p.stages) > model.layers.size()) {
+    throw std::invalid_argument(fmt::format("{} stages need at least {} layers, {} has {}",
+                                            p.stages, p.stages, model.layers.name(),
+                                            model.layers.size()));
+  }
   const models::SyntheticData data = models::make_synthetic_data(model, shape, p.seed);
   const pipeline::Batch micro_batch = pipeline::scatter(data.input, p.chunks).front();
   fmt::print("profiling {} ({} layers) at micro-batch size {} ...\n", model.layers.name(),
@@ -122,10 +132,6 @@ void run_validate(const ValidateParams& p) {
   }
 
   // 2. Balance: dp and the baselines, each distinct balance once.
-  balance::CostOptions cost_options;
-  cost_options.schedule = pipeline::parse_schedule_kind(p.schedule);
-  cost_options.checkpoint = pipeline::parse_checkpoint_mode(p.checkpoint);
-  cost_options.chunks = p.chunks;
   const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, p.stages,
                                       cost_options);
   balance::CostOptions naive_options = cost_options;

@@ -58,7 +58,14 @@ TEST(Cli, DemoRunsTheWholeLoopOnASmallModel) {
 TEST(Cli, BadInputIsOneLineAndExitStatusTwo) {
   for (const std::string args : {"demo --model nosuchmodel", "demo --model mlp:width=x",
                                  "demo --model mlp:layers=2,width=8 --input-shape 4,9",
-                                 "demo --model /missing/model.pt", "nosuchcommand", ""}) {
+                                 "demo --model /missing/model.pt", "nosuchcommand", "",
+                                 "validate --model mlp:layers=2,width=8 --input-shape 4,8 "
+                                 "--schedule zigzag -o /tmp/pipebal-validate-bad",
+                                 "validate --model mlp:layers=2,width=8 --input-shape 4,8 "
+                                 "--chunks 9 -o /tmp/pipebal-validate-bad",
+                                 "validate --model mlp:layers=2,width=8 --stages 9 "
+                                 "-o /tmp/pipebal-validate-bad",
+                                 "report /nonexistent/dir"}) {
     const Result r = run_pipebal(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
