@@ -138,7 +138,7 @@ std::vector<at::Tensor> seed_gradients(const std::vector<at::Tensor>& outputs) {
   return seeds;
 }
 
-// Runs one layer on a fixed input, repeatedly, timing or measuring memory.
+// Runs one layer on a fixed input: warm-up and the memory measurement.
 class LayerRunner {
  public:
   LayerRunner(Layer& layer, size_t index, Batch input)
@@ -147,21 +147,12 @@ class LayerRunner {
     leaves_ = leaves_of(input_);
   }
 
-  // One forward and backward; with a timer, their durations (backward 0 when no output can be
-  // differentiated). Returns the forward's output.
-  Batch run(LayerTimer* timer, double* forward_ms, double* backward_ms) {
+  // One untimed forward and backward (warm-up before the memory measurement).
+  void run() {
     reset_grads();
-    if (timer != nullptr) timer->start();
     Batch output = forward();
-    if (timer != nullptr) *forward_ms = timer->stop_ms();
     const std::vector<at::Tensor> outs = differentiable_outputs(output);
-    const std::vector<at::Tensor> seeds = seed_gradients(outs);
-    if (timer != nullptr) *backward_ms = 0;
-    if (outs.empty()) return output;
-    if (timer != nullptr) timer->start();
-    backward(outs, seeds);
-    if (timer != nullptr) *backward_ms = timer->stop_ms();
-    return output;
+    if (!outs.empty()) backward(outs, seed_gradients(outs));
   }
 
   // One forward and backward under the memory meter.
@@ -208,6 +199,64 @@ class LayerRunner {
   Batch input_;
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> leaves_;
+};
+
+// Times every layer inside whole forward and backward passes over the model, the way a stage
+// runs them: each layer gets the previous layer's fresh output (detached, as at a stage
+// boundary), and each backward starts from the gradient the next layer's backward produced.
+// Timing each layer in isolation instead, repeated with its own data hot in cache, measured
+// sums of layers below a whole step (reports/profiler-bench.md).
+class PassTimer {
+ public:
+  PassTimer(pipeline::LayerSeq& layers, Batch sample)
+      : layers_(layers), sample_(std::move(sample)) {}
+
+  // One forward and one backward pass; with a timer, appends each layer's durations.
+  void run(LayerTimer* timer, std::vector<LayerProfile>* profiles) {
+    const size_t n = layers_.size();
+    std::vector<Batch> inputs(n), outputs(n);
+    Batch current = sample_;
+    for (size_t i = 0; i < n; ++i) {
+      inputs[i] = as_leaves(current, /*requires_grad=*/i > 0);
+      if (timer != nullptr) timer->start();
+      outputs[i] = layers_[i].forward(inputs[i]);
+      if (timer != nullptr) (*profiles)[i].forward_samples_ms.push_back(timer->stop_ms());
+      current = outputs[i];
+    }
+    for (size_t k = n; k-- > 0;) {
+      std::vector<at::Tensor> outs, grads;
+      auto add = [&](const at::Tensor& out, const at::Tensor& grad) {
+        if (out.defined() && out.requires_grad() && grad.defined()) {
+          outs.push_back(out);
+          grads.push_back(grad);
+        }
+      };
+      const Batch& out = outputs[k];
+      for (size_t j = 0; j < out.tensors.size(); ++j) {
+        const at::Tensor& t = out.tensors[j];
+        if (k + 1 == n) {
+          if (t.defined() && t.requires_grad()) add(t, at::ones_like(t));
+        } else if (j < inputs[k + 1].tensors.size()) {
+          add(t, inputs[k + 1].tensors[j].grad());
+        }
+      }
+      for (const auto& [name, t] : out.skips) {
+        if (k + 1 == n) continue;
+        const auto it = inputs[k + 1].skips.find(name);
+        if (it != inputs[k + 1].skips.end()) add(t, it->second.grad());
+      }
+      if (timer != nullptr) timer->start();
+      if (!outs.empty()) torch::autograd::backward(outs, grads);
+      if (timer != nullptr) (*profiles)[k].backward_samples_ms.push_back(timer->stop_ms());
+    }
+    for (auto& p : layers_.parameters()) {
+      if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+    }
+  }
+
+ private:
+  pipeline::LayerSeq& layers_;
+  Batch sample_;
 };
 
 void check_options(const ProfileOptions& options) {
@@ -277,7 +326,6 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
 
   const std::unique_ptr<LayerTimer> timer = make_layer_timer(backend, options.device);
   const std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
-  const double layer_budget_s = options.time_budget_s / static_cast<double>(layers.size());
   std::unique_ptr<CoRunners> co_runners;
   if (options.co_runners > 0) {
     co_runners =
@@ -295,29 +343,32 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
 
     // As in the pipeline's first stage, the model input needs no gradient.
     LayerRunner runner(layer, i, as_leaves(current, /*requires_grad=*/i > 0));
-    double forward_ms = 0, backward_ms = 0;
-    for (int w = 0; w < options.warmup; ++w) runner.run(nullptr, &forward_ms, &backward_ms);
+    for (int w = 0; w < options.warmup; ++w) runner.run();
     // Memory on its own repetition: the timed ones then run without the meter's reads.
     if (co_runners) co_runners->pause();
     Batch output = runner.measure(*meter, lp);
     if (co_runners) co_runners->resume();
 
-    const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < options.repeat; ++r) {
-      runner.run(timer.get(), &forward_ms, &backward_ms);
-      lp.forward_samples_ms.push_back(forward_ms);
-      lp.backward_samples_ms.push_back(backward_ms);
-      const double spent_s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (layer_budget_s > 0 && spent_s >= layer_budget_s) break;
-    }
-    summarise(lp);
-
     lp.output_bytes = batch_bytes(output);
     for (const at::Tensor& t : output.tensors) lp.output_shapes.push_back(shape_of(t));
     current = detached(output);
     profile.layers.push_back(std::move(lp));
-    if (progress) progress(profile.layers.back(), layers.size());
+  }
+
+  // Timing, in whole passes over the model (see PassTimer). The first layer failing on its
+  // input was reported above, with its name, by the per-layer memory measurement.
+  PassTimer passes(layers, prepare_sample(sample, options));
+  for (int w = 0; w < options.warmup; ++w) passes.run(nullptr, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < options.repeat; ++r) {
+    passes.run(timer.get(), &profile.layers);
+    const double spent_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (options.time_budget_s > 0 && spent_s >= options.time_budget_s) break;
+  }
+  for (LayerProfile& lp : profile.layers) {
+    summarise(lp);
+    if (progress) progress(lp, layers.size());
   }
   return profile;
 }

@@ -25,10 +25,10 @@ namespace pipebal::profiler {
 
 struct ProfileOptions {
   TimerBackend backend = TimerBackend::kAuto;
-  int warmup = 2;   // untimed repetitions per layer before the measured ones
-  int repeat = 10;  // measured repetitions per layer
-  // When > 0, a layer also stops repeating once its measured repetitions have taken
-  // time_budget_s / layers seconds (at least one repetition is always measured). 0: no budget.
+  int warmup = 2;   // untimed passes (and per-layer runs) before the measured ones
+  int repeat = 10;  // measured forward+backward passes over the model; each times every layer
+  // When > 0, timing also stops once the measured passes have taken time_budget_s seconds (at
+  // least one pass is always measured). 0: no budget.
   double time_budget_s = 0;
   c10::Device device = c10::Device(c10::kCPU);
   // Floating-point parameters, buffers and sample tensors are converted to it; unset: as given.

@@ -107,8 +107,7 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--repeat", params->repeat, "Timed repetitions per layer")->capture_default_str();
   sub->add_option("--time-budget", params->time_budget_s,
-                  "Seconds of timed repetitions for the whole model, shared by its layers "
-                  "(0: none)")
+                  "Seconds of timed passes over the model (0: none)")
       ->capture_default_str();
   sub->add_option("--chunks,-m", params->chunks,
                   "Micro-batches per step: profile at ceil(batch / chunks) samples")
