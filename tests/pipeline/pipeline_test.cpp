@@ -116,6 +116,12 @@ struct Config {
   int chunks;
 };
 
+void PrintTo(const Config& c, std::ostream* os) {
+  *os << to_string(c.schedule) << ", checkpoint " << to_string(c.checkpoint) << ", balance";
+  for (int b : c.balance) *os << ' ' << b;
+  *os << ", " << c.chunks << " chunks";
+}
+
 class Transparency : public ::testing::TestWithParam<Config> {};
 
 TEST_P(Transparency, PipelinedStepEqualsPlainModelInFloat64) {
