@@ -114,7 +114,7 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
         const Action& action = schedule.actions[s][done.size()];
         const double ready = walk.ready_ms(s, action);
         if (ready == kNotDone) break;
-        TimedAction timed{action, std::max(stage_free_ms[s], ready), 0};
+        TimedAction timed{s, action, std::max(stage_free_ms[s], ready), 0};
         timed.end_ms = timed.start_ms + walk.duration_ms(s, action.kind);
         stage_free_ms[s] = timed.end_ms;
         result.busy_ms[s] += timed.end_ms - timed.start_ms;

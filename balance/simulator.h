@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pipeline/schedule.h"
+#include "pipeline/timeline.h"
 
 namespace pipebal::balance {
 
@@ -28,11 +29,8 @@ struct StageMemory {
   int64_t activation_bytes = 0;
 };
 
-struct TimedAction {
-  pipeline::Action action;
-  double start_ms = 0;
-  double end_ms = 0;
-};
+// The engine's timeline entry: a predicted timeline compares with a measured one field by field.
+using TimedAction = pipeline::TimedAction;
 
 struct SimulationResult {
   double step_ms = 0;               // the last action's end; the step starts at 0

@@ -31,11 +31,8 @@ void write_json(const std::string& path, const nlohmann::json& doc) {
 
 pipeline::Timeline to_timeline(const balance::SimulationResult& simulated) {
   pipeline::Timeline timeline;
-  for (size_t s = 0; s < simulated.timeline.size(); ++s) {
-    for (const auto& t : simulated.timeline[s]) {
-      timeline.push_back({static_cast<int>(s), t.action, t.start_ms, t.end_ms});
-    }
-  }
+  for (const auto& stage : simulated.timeline)
+    timeline.insert(timeline.end(), stage.begin(), stage.end());
   return timeline;
 }
 

@@ -86,6 +86,7 @@ TEST(Simulator, GPipeTwoStagesTwoMicroBatchesByHand) {
   EXPECT_EQ(r.timeline[0][2].action.kind, ActionKind::kBackward);
   EXPECT_EQ(r.timeline[0][2].action.micro_batch, 1);
   EXPECT_DOUBLE_EQ(r.timeline[1][2].start_ms, 3);  // B1 on stage 1
+  EXPECT_EQ(r.timeline[1][2].stage, 1);  // entries carry their stage, like the engine's timeline
 }
 
 TEST(Simulator, TransfersDelayBothDirections) {
