@@ -10,7 +10,7 @@
 #include <torch/torch.h>
 
 #include "pipeline/layer_seq.h"
-#include "tests/models/clone_check.h"
+#include "tests/models/model_test_support.h"
 
 namespace pipebal::models {
 namespace {
@@ -24,19 +24,6 @@ AmoebaNetOptions small_options() {
 
 at::Tensor small_input() {
   return torch::randn({2, 3, 32, 32});
-}
-
-template <typename F>
-void expect_invalid_argument(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "expected std::invalid_argument";
-  } catch (const std::invalid_argument& e) {
-    const std::string message = e.what();
-    for (const auto& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-    }
-  }
 }
 
 TEST(AmoebaNet, LayersAreNamedAndTyped) {

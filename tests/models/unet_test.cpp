@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 
 #include "pipeline/layer_seq.h"
-#include "tests/models/clone_check.h"
+#include "tests/models/model_test_support.h"
 
 namespace pipebal::models {
 namespace {
@@ -28,19 +28,6 @@ at::Tensor small_input() {
 }
 
 // Throws from `f` must be std::invalid_argument whose message contains every one of `parts`.
-template <typename F>
-void expect_invalid_argument(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "expected std::invalid_argument";
-  } catch (const std::invalid_argument& e) {
-    const std::string message = e.what();
-    for (const auto& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-    }
-  }
-}
-
 // Hands out a layer's parameters in registration order.
 class Params {
  public:

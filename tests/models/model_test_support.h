@@ -1,5 +1,10 @@
-// Shared check for the zoo's model tests: a clone is equal to its original and independent of it.
+// Shared checks for the zoo's model tests: errors that name what they should, and clones that are
+// equal to their original and independent of it.
 #pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -7,6 +12,20 @@
 #include "pipeline/layer_seq.h"
 
 namespace pipebal::models {
+
+// Runs `f`, which must throw std::invalid_argument whose message contains every one of `parts`.
+template <typename F>
+void expect_invalid_argument(F f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    for (const auto& part : parts) {
+      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+    }
+  }
+}
 
 // Same buffers and the same output on `input` (evaluation mode); changing every parameter of the
 // copy leaves the original's parameters and output untouched. Leaves both in evaluation mode.
