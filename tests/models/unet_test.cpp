@@ -27,7 +27,6 @@ at::Tensor small_input() {
   return torch::randn({2, 3, 16, 16});
 }
 
-// Throws from `f` must be std::invalid_argument whose message contains every one of `parts`.
 // Hands out a layer's parameters in registration order.
 class Params {
  public:
