@@ -16,6 +16,7 @@
 #include "pipeline/batch_norm.h"
 #include "pipeline/mailbox.h"
 #include "pipeline/module_layer.h"
+#include "pipeline/transfer.h"
 #include "pipeline/worker.h"
 
 namespace pipebal::pipeline {
@@ -38,10 +39,10 @@ uint64_t mix(uint64_t x) {
 }  // namespace
 
 // Mailboxes between neighbouring stages: forward[s] carries stage s's outputs to stage s+1,
-// backward[s] carries stage s+1's input gradients to stage s.
+// backward[s] carries stage s+1's input gradients to stage s (transfer.h: how they travel).
 struct Pipeline::Links {
-  std::vector<Mailbox<Batch>> forward;
-  std::vector<Mailbox<Batch>> backward;
+  std::vector<Mailbox<Parcel>> forward;
+  std::vector<Mailbox<Parcel>> backward;
 
   explicit Links(int stages)
       : forward(std::max(stages - 1, 0)), backward(std::max(stages - 1, 0)) {}
@@ -144,14 +145,18 @@ void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vec
   Stage& stage = *stages_[s];
   const bool last = s + 1 == stages();
   const Clock::time_point step_start = Clock::now();
+  CurrentStream on_stage_stream(stage.stream());
+  auto receive = [&](Parcel parcel) {
+    return unpack(std::move(parcel), stage.device(), stage.stream());
+  };
   Timeline own;
   for (const Action& action : schedule_.actions[s]) {
     const int i = action.micro_batch;
     Batch incoming;
     if (action.kind == ActionKind::kForward) {
-      incoming = s == 0 ? inputs[i] : links_->forward[s - 1].take(i);
+      incoming = receive(s == 0 ? Parcel(inputs[i]) : links_->forward[s - 1].take(i));
     } else if (action.kind == ActionKind::kBackward && !last) {
-      incoming = links_->backward[s].take(i);
+      incoming = receive(links_->backward[s].take(i));
     }
     const double start = ms_since(step_start);
     Batch outgoing;
@@ -179,12 +184,15 @@ void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vec
         }
         break;
     }
+    // On an accelerator the times are when the stage issued the action (its stream runs it
+    // later); the step's end waits for every stream.
     own.push_back({s, action, start, ms_since(step_start)});
     if (action.kind == ActionKind::kForward && !last)
-      links_->forward[s].post(i, std::move(outgoing));
+      links_->forward[s].post(i, pack(std::move(outgoing), stage.stream()));
     if (action.kind == ActionKind::kBackward && s > 0)
-      links_->backward[s - 1].post(i, std::move(outgoing));
+      links_->backward[s - 1].post(i, pack(std::move(outgoing), stage.stream()));
   }
+  synchronize(stage.stream());  // gradients are complete when step() returns
   timeline = std::move(own);
 }
 
@@ -240,15 +248,18 @@ Batch Pipeline::forward(const Batch& input) {
   std::vector<Batch> outputs(inputs.size());
   run_parallel([&](int s) {
     torch::NoGradGuard no_grad;  // grad mode is per thread
+    Stage& stage = *stages_[s];
+    CurrentStream on_stage_stream(stage.stream());
     for (int i = 0; i < options_.chunks; ++i) {
-      Batch in = s == 0 ? inputs[i] : links_->forward[s - 1].take(i);
-      Batch out = stages_[s]->infer(std::move(in));
+      Parcel in = s == 0 ? Parcel(inputs[i]) : links_->forward[s - 1].take(i);
+      Batch out = stage.infer(unpack(std::move(in), stage.device(), stage.stream()));
       if (s + 1 < stages()) {
-        links_->forward[s].post(i, std::move(out));
+        links_->forward[s].post(i, pack(std::move(out), stage.stream()));
       } else {
         outputs[i] = std::move(out);
       }
     }
+    synchronize(stage.stream());  // the caller reads the outputs on its own stream
   });
   return gather(outputs);
 }

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "pipeline/batch_norm.h"
+#include "pipeline/transfer.h"
 
 namespace pipebal::pipeline {
 namespace {
@@ -40,7 +41,11 @@ at::Tensor as_leaf(const at::Tensor& t, const c10::Device& device, bool track_gr
 }  // namespace
 
 Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
-    : index_(index), first_layer_(first_layer), layers_(std::move(layers)), device_(device) {
+    : index_(index),
+      first_layer_(first_layer),
+      layers_(std::move(layers)),
+      device_(with_index(device)),
+      stream_(stage_stream(device_)) {
   for (size_t i = 0; i < layers_.size(); ++i)
     stochastic_ = stochastic_ || layers_[i].is_stochastic();
 }

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+
+#include <c10/core/Stream.h>
 
 #include "pipeline/layer_seq.h"
 
@@ -21,6 +24,9 @@ class Stage {
   size_t first_layer() const { return first_layer_; }
   const LayerSeq& layers() const { return layers_; }
   const c10::Device& device() const { return device_; }
+  // The stage's own stream on an accelerator (transfer.h); none on the CPU. The stage's
+  // worker makes it current while it runs the stage's actions.
+  const std::optional<c10::Stream>& stream() const { return stream_; }
 
   // Forward of one micro-batch. `input` becomes a detached leaf on this stage's device (with
   // requires_grad on floating tensors when `track_input_grad`). A checkpointed micro-batch runs
@@ -64,6 +70,7 @@ class Stage {
   size_t first_layer_;
   LayerSeq layers_;
   c10::Device device_;
+  std::optional<c10::Stream> stream_;
   bool stochastic_ = false;
   std::map<int, MicroBatch> states_;
 };

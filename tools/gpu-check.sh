@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# GPU check for the profiler: builds pipebal against a CUDA-enabled LibTorch, runs the *_CUDA
-# tests, and profiles one zoo model with every timer backend on the GPU, printing a short table.
+# GPU check: builds pipebal against a CUDA-enabled LibTorch, runs the *_CUDA tests (profiler
+# and engine), profiles one zoo model with every timer backend on the GPU, printing a short
+# table, then balances it for 2 stages and trains that balance on the GPU, printing the
+# predicted beside the measured step time.
 #
 # Needs an NVIDIA GPU, the CUDA toolkit (nvcc; CUPTI from extras/CUPTI or $CUPTI_ROOT), CMake,
 # a C++17 compiler, and pipebal's other dependencies (fmt, nlohmann/json, CLI11, GoogleTest;
-# extra prefixes in $DEPS_PREFIX, ';'-separated). LibTorch comes from $TORCH_DIR (a LibTorch
+# extra prefixes in $DEPS_PREFIX, ';'-separated; a folder .gpu-deps/usr in the checkout, e.g.
+# Debian's packages unpacked with `dpkg -x`, is used when present). LibTorch comes from $TORCH_DIR (a LibTorch
 # folder or any CMake prefix holding TorchConfig.cmake) or else from the pip wheel of `python3`.
 # It cannot run on the development machines (no GPU there); run it on a GPU machine:
 #
@@ -30,7 +33,9 @@ if [[ -n "${TORCH_DIR:-}" ]]; then
 else
   torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 fi
-prefix="$torch_prefix${DEPS_PREFIX:+;$DEPS_PREFIX}"
+deps=${DEPS_PREFIX:-}
+[[ -z "$deps" && -d "$root/.gpu-deps/usr" ]] && deps=$root/.gpu-deps/usr
+prefix="$torch_prefix${deps:+;$deps}"
 echo "== LibTorch from $torch_prefix"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
@@ -43,10 +48,14 @@ grep -q "CUDA code paths: ON" "$out/configure.log" ||
   { echo "gpu-check: this LibTorch has no CUDA; nothing to check" >&2; exit 1; }
 
 echo "== build"
-cmake --build "$build" -j "$jobs" --target pipebal profiler_tests 2>&1 | tail -n 20
+cmake --build "$build" -j "$jobs" --target pipebal profiler_tests pipeline_tests 2>&1 | tail -n 20
 
 echo "== *_CUDA tests"
-"$build/tests/profiler_tests" --gtest_filter='*_CUDA*' 2>&1 | tee "$out/cuda-tests.log" | tail -n 15
+status=0
+for suite in profiler_tests pipeline_tests; do
+  "$build/tests/$suite" --gtest_filter='*_CUDA*' 2>&1 | tee "$out/$suite-cuda.log" | tail -n 8 ||
+    status=1
+done
 
 echo "== profile $model [$shape] on cuda with every backend"
 for backend in wallclock events cupti; do
@@ -71,3 +80,27 @@ for backend in ("wallclock", "events", "cupti"):
           f"{t['backward_ms']:>10.3f} {t['activation_bytes'] / 2**20:>9.1f} "
           f"{doc['environment']['gpu_name']}")
 PY
+
+echo "== balance for 2 stages and train it on the GPU (predicted vs measured)"
+chunks=4
+if "$build/tools/pipebal" profile --model "$model" --input-shape "$shape" --device cuda \
+    --chunks "$chunks" -o "$out/profile-micro.json" >"$out/profile-micro.txt" 2>&1 &&
+  "$build/tools/pipebal" balance "$out/profile-micro.json" --stages 2 --chunks "$chunks" \
+    -o "$out/plan.json" >"$out/balance.txt" 2>&1 &&
+  "$build/tools/pipebal" train --model "$model" --input-shape "$shape" --plan "$out/plan.json" \
+    --devices cuda:0,cuda:0 --chunks "$chunks" --steps 10 -o "$out/run.json" \
+    >"$out/train.txt" 2>&1; then
+  python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+plan = json.load(open(os.path.join(out, "plan.json")))
+run = json.load(open(os.path.join(out, "run.json")))
+predicted, measured = plan["prediction"]["step_ms"], run["median_step_ms"]
+print(f"balance {plan['balance']}, {plan['prediction']['chunks']} chunks: predicted step "
+      f"{predicted:.2f} ms, measured {measured:.2f} ms ({(predicted - measured) / measured:+.0%})")
+PY
+else
+  echo "balance/train on cuda failed:"; tail -n 3 "$out"/{profile-micro,balance,train}.txt
+  status=1
+fi
+exit $status

@@ -193,6 +193,88 @@ TEST(Pipeline, Float32MatchesWithinTolerance) {
   }
 }
 
+// Stages on CUDA streams: all on one GPU, and with a CPU stage between two GPU stages so that
+// activations and gradients cross stream and device boundaries both ways. Runs where LibTorch
+// sees a CUDA device (tools/gpu-check.sh); skipped elsewhere.
+TEST(Pipeline, TransparentOnCudaStreams_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const c10::Device cuda("cuda:0"), cpu("cpu");
+  torch::manual_seed(42);
+  Batch input(
+      {torch::randn({7, kWidth}, torch::kDouble), torch::randn({7, kWidth}, torch::kDouble)});
+  const at::Tensor target = torch::randn({7, 3}, torch::kDouble);
+  LayerSeq plain = make_model(1);
+  const Reference ref = plain_step(plain, input, target);
+  at::Tensor expected_output;
+  {
+    torch::NoGradGuard no_grad;
+    expected_output = plain.forward(input).value();
+  }
+  for (const auto& devices : {std::vector<c10::Device>{cuda, cuda, cuda}, {cuda, cpu, cuda}}) {
+    for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+      SCOPED_TRACE(std::string(to_string(schedule)) +
+                   (devices[1].is_cpu() ? ", cuda,cpu,cuda" : ", cuda x3"));
+      LayerSeq piped = make_model(1);
+      PipelineOptions options;
+      options.chunks = 3;
+      options.schedule = schedule;
+      Pipeline pipeline(piped, {3, 3, 2}, devices, options);
+      const StepResult result = pipeline.step(input, target, mse);
+      EXPECT_NEAR(result.loss, ref.loss, 1e-9 * std::abs(ref.loss));
+      const auto params = piped.parameters();
+      ASSERT_EQ(params.size(), ref.grads.size());
+      EXPECT_TRUE(params.front().is_cuda());
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(params[i].grad().cpu(), ref.grads[i], 1e-9, 1e-11)) << i;
+      }
+      const at::Tensor output = pipeline.forward(input).value();
+      EXPECT_TRUE(output.is_cuda());
+      EXPECT_TRUE(torch::allclose(output.cpu(), expected_output, 1e-9, 1e-11));
+    }
+  }
+}
+
+// Four stages on one GPU with enough work per micro-batch that their streams really overlap:
+// every step's gradients still equal the plain model's on the same GPU. A missing wait between
+// streams, or memory reused while another stream reads it, shows up as wrong gradients.
+TEST(Pipeline, OverlappingCudaStreamsKeepGradientsExact_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const c10::Device cuda("cuda:0");
+  auto make = [&] {
+    torch::manual_seed(21);
+    LayerSeq seq("mlp");
+    for (int l = 0; l < 4; ++l) {
+      seq.add(make_layer("fc" + std::to_string(l), "Linear", nn::Linear(2048, 2048)));
+      seq.add(make_layer("relu" + std::to_string(l), "ReLU", nn::ReLU()));
+    }
+    seq.add(make_layer("head", "Linear", nn::Linear(2048, 16)));
+    seq.to(cuda);
+    return seq;
+  };
+  LayerSeq plain = make(), piped = make();
+  PipelineOptions options;
+  options.chunks = 8;
+  options.schedule = ScheduleKind::kOneFOneB;
+  options.checkpoint = CheckpointMode::kExceptLast;
+  Pipeline pipeline(piped, {3, 2, 2, 2}, {cuda}, options);
+  for (int step = 0; step < 3; ++step) {
+    torch::manual_seed(100 + step);
+    Batch input(torch::randn({1024, 2048}));
+    const at::Tensor target = torch::randn({1024, 16});
+    for (auto& p : plain.parameters()) p.mutable_grad() = at::Tensor();
+    for (auto& p : piped.parameters()) p.mutable_grad() = at::Tensor();
+    const Reference ref = plain_step(plain, Batch(input.value().to(cuda)), target.to(cuda));
+    const StepResult result = pipeline.step(input, target, mse);
+    EXPECT_NEAR(result.loss, ref.loss, 1e-5 * std::abs(ref.loss)) << "step " << step;
+    const auto params = piped.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const double scale = ref.grads[i].abs().max().item<double>();
+      const double diff = (params[i].grad() - ref.grads[i]).abs().max().item<double>();
+      EXPECT_LE(diff, 1e-4 * scale) << "step " << step << ", parameter " << i;
+    }
+  }
+}
+
 TEST(Pipeline, ForwardEqualsPlainModelOutput) {
   LayerSeq plain = make_model(2), piped = make_model(2);
   Batch input(
