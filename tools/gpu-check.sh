@@ -17,7 +17,7 @@
 # $BUILD_DIR/gpu-check) for the profiles and the log, CMAKE_EXTRA_ARGS. A pip wheel's LibTorch
 # ships its own (newer) fmt headers, which shadow the system's: when the link then misses
 # fmt::vNN symbols, add CMAKE_EXTRA_ARGS=-DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY.
-# Last run: NVIDIA H200, LibTorch 2.11.0+cu130, CUDA 13.0 (reports/profiler-bench.md).
+# Last run: NVIDIA H200, LibTorch 2.11.0+cu130, CUDA 13.0, 2026-11-30 (reports/profiler-bench.md).
 set -euo pipefail
 
 model=${1:-resnet:depth=18}
