@@ -1,6 +1,7 @@
 // See environment.h.
 #include "profiler/environment.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <array>
@@ -61,6 +62,18 @@ std::string iso8601_now() {
   return text.data();
 }
 
+std::string malloc_name() {
+  // jemalloc exports mallctl(); asking the process (not a header) also covers LD_PRELOAD.
+  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+  if (auto mallctl = reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"))) {
+    const char* version = nullptr;
+    size_t size = sizeof(version);
+    if (mallctl("version", &version, &size, nullptr, 0) == 0 && version != nullptr)
+      return std::string("jemalloc ") + version;
+  }
+  return "glibc malloc";
+}
+
 Environment capture_environment(const c10::Device& device) {
   Environment env;
   env.libtorch_version = TORCH_VERSION;
@@ -74,6 +87,7 @@ Environment capture_environment(const c10::Device& device) {
   (void)device;
 #endif
   env.host = host_name();
+  env.allocator = malloc_name();
   env.build_type = PIPEBAL_BUILD_TYPE;
   env.git_commit = PIPEBAL_GIT_COMMIT;
   env.date = iso8601_now();
@@ -87,6 +101,7 @@ nlohmann::json environment_to_json(const Environment& env) {
       {"cpu_model", env.cpu_model},
       {"gpu_name", nullptr},
       {"host", env.host},
+      {"allocator", env.allocator},
       {"build_type", env.build_type},
       {"git_commit", env.git_commit},
       {"date", env.date},

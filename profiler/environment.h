@@ -17,6 +17,7 @@ struct Environment {
   std::string cpu_model;                // /proc/cpuinfo "model name"; "unknown" elsewhere
   std::optional<std::string> gpu_name;  // set for a CUDA device
   std::string host;
+  std::string allocator;   // the process's malloc, e.g. "jemalloc 5.3.0-0-g54eaed1d8b56"
   std::string build_type;  // pipebal's CMAKE_BUILD_TYPE
   std::string git_commit;  // pipebal's commit
   int warmup = 0;
@@ -36,6 +37,10 @@ nlohmann::json environment_json(const c10::Device& device = c10::Device(c10::kCP
 
 // The first "model name" in /proc/cpuinfo, or "unknown".
 std::string cpu_model_name();
+
+// The malloc serving this process: "jemalloc VERSION" when jemalloc is loaded, else
+// "glibc malloc".
+std::string malloc_name();
 
 // The current time as ISO 8601 in UTC.
 std::string iso8601_now();

@@ -8,6 +8,7 @@ packages=(
   cmake g++ make ccache git
   libtorch-dev            # LibTorch 1.13 (CPU)
   libopenblas0-openmp     # without it LibTorch falls back to reference BLAS, ~18x slower
+  libjemalloc-dev         # the allocator of pipebal's executables (tools/malloc_tuning.h)
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libbenchmark-dev
   python3-torch           # regenerates the TorchScript test fixtures (tests/fixtures/make_fixtures.py)

@@ -1,11 +1,14 @@
-// Keeps freed CPU memory in the process instead of returning it to the kernel.
+// Keeps freed CPU memory in the process instead of returning it to the kernel, without making
+// the stage threads queue for one allocator lock.
 //
 // With glibc's defaults, every large tensor is its own mmap and is unmapped when freed (and
 // threads other than the main one get arenas that do the same), so each training step
-// page-faults its activations in again; per-layer profiling, with its small
-// working set, never sees that cost, and the balancer's predictions would miss it (measured in
-// reports/profiler-bench.md). pipebal therefore runs profile and training alike with the
-// caching behaviour a training process wants.
+// page-faults its activations in again; per-layer profiling, with its small working set, never
+// sees that cost, and the balancer's predictions would miss it (reports/profiler-bench.md).
+// Forcing glibc into one arena fixes that but makes concurrent stages contend for its lock
+// (AmoebaNet-D, 2 stages: 2-3x slower actions, reports/validation-accuracy.md). pipebal's
+// executables therefore allocate through jemalloc when it is installed — per-thread arenas,
+// freed pages kept (no decay) — and fall back to that glibc tuning where it is not.
 #pragma once
 
 namespace pipebal::tools {
