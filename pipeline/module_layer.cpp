@@ -1,7 +1,10 @@
 // See module_layer.h.
 #include "pipeline/module_layer.h"
 
+#include <optional>
+
 #include <torch/nn/module.h>
+#include <torch/nn/modules/dropout.h>
 
 namespace pipebal::pipeline {
 
@@ -50,10 +53,27 @@ bool ModuleLayer::is_training() const {
   return module().is_training();
 }
 
+namespace {
+
+// The drop probability of LibTorch's dropout modules; nullopt for anything else.
+std::optional<double> dropout_probability(const torch::nn::Module& m) {
+  namespace nn = torch::nn;
+  if (const auto* d = m.as<nn::DropoutImpl>()) return d->options.p();
+  if (const auto* d = m.as<nn::Dropout2dImpl>()) return d->options.p();
+  if (const auto* d = m.as<nn::Dropout3dImpl>()) return d->options.p();
+  if (const auto* d = m.as<nn::AlphaDropoutImpl>()) return d->options.p();
+  if (const auto* d = m.as<nn::FeatureAlphaDropoutImpl>()) return d->options.p();
+  return std::nullopt;
+}
+
+}  // namespace
+
 bool ModuleLayer::is_stochastic() const {
   if (!module().is_training()) return false;
   for (const auto& m : module().modules()) {
-    if (m->name().find("Dropout") != std::string::npos) return true;
+    if (m->name().find("Dropout") == std::string::npos) continue;
+    const std::optional<double> p = dropout_probability(*m);
+    if (!p || *p > 0) return true;  // a dropout module of unknown kind counts as random
   }
   return false;
 }

@@ -63,7 +63,9 @@ class ScriptLayer : public Layer {
   bool is_stochastic() const override {
     if (!module_.is_training()) return false;
     for (const auto& m : module_.modules()) {
-      if (short_type_name(m).find("Dropout") != std::string::npos) return true;
+      if (short_type_name(m).find("Dropout") == std::string::npos) continue;
+      // Dropout with p = 0 draws nothing; a dropout without a readable `p` counts as random.
+      if (!m.hasattr("p") || !m.attr("p").isDouble() || m.attr("p").toDouble() > 0) return true;
     }
     return false;
   }

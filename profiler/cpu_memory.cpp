@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -42,10 +44,7 @@ class CountingCpuAllocator final : public c10::Allocator {
   void install() {
     c10::Allocator* current = c10::GetCPUAllocator();
     if (current == this) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      inner_ = current;
-    }
+    inner_.store(current);
     // Priority 0 replaces the default allocator (registered at 0) and lets us restore it.
     c10::SetCPUAllocator(this, /*priority=*/0);
     if (c10::GetCPUAllocator() != this) {
@@ -63,27 +62,14 @@ class CountingCpuAllocator final : public c10::Allocator {
     previous_ = nullptr;
   }
 
-  int64_t current_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return current_bytes_;
-  }
-  int64_t peak_bytes() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return peak_bytes_;
-  }
+  int64_t current_bytes() const { return total_.current.load(); }
+  int64_t peak_bytes() const { return total_.peak.load(); }
   void reset_peak() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    peak_bytes_ = current_bytes_;
-    tag_peak_bytes_ = tag_current_bytes_;
+    total_.reset_peak();
+    for (auto& tag : tags_) tag.reset_peak();
   }
-  int64_t current_bytes(int tag) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return tag_current_bytes_.at(tag);
-  }
-  int64_t peak_bytes(int tag) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return tag_peak_bytes_.at(tag);
-  }
+  int64_t current_bytes(int tag) const { return tags_.at(tag).current.load(); }
+  int64_t peak_bytes(int tag) const { return tags_.at(tag).peak.load(); }
 
  private:
   struct Block {
@@ -92,30 +78,48 @@ class CountingCpuAllocator final : public c10::Allocator {
     int tag = -1;
   };
 
-  // Called with mutex_ held.
+  // Lock-free current and peak bytes: every value `current` takes is seen by the thread that
+  // produced it, which raises `peak` to it, so the peak is exact.
+  struct Counter {
+    std::atomic<int64_t> current{0};
+    std::atomic<int64_t> peak{0};
+    void add(int64_t bytes) {
+      const int64_t now = current.fetch_add(bytes) + bytes;
+      int64_t seen = peak.load();
+      while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+      }
+    }
+    void reset_peak() { peak.store(current.load()); }
+  };
+
+  // The table of live blocks, split by address so that threads allocating at the same time
+  // rarely wait for each other (one lock for all made concurrent pipeline stages queue on it).
+  struct Shard {
+    std::mutex mutex;
+    std::unordered_map<void*, Block> blocks;
+  };
+  static constexpr size_t kShards = 64;
+  Shard& shard_of(void* data) const {
+    const auto address = reinterpret_cast<uintptr_t>(data);
+    return shards_[(address >> 6 ^ address >> 16) % kShards];
+  }
+
   void add(int tag, int64_t bytes) const {
-    current_bytes_ += bytes;
-    peak_bytes_ = std::max(peak_bytes_, current_bytes_);
-    if (tag < 0) return;
-    tag_current_bytes_[tag] += bytes;
-    tag_peak_bytes_[tag] = std::max(tag_peak_bytes_[tag], tag_current_bytes_[tag]);
+    total_.add(bytes);
+    if (tag >= 0) tags_[tag].add(bytes);
   }
 
   CountingCpuAllocator() = default;
 
   c10::DataPtr counted_allocate(size_t bytes) const {
-    c10::Allocator* inner = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      inner = inner_;
-    }
-    c10::DataPtr block = inner->allocate(bytes);
+    c10::DataPtr block = inner_.load()->allocate(bytes);
     void* data = block.get();
     // Empty allocations carry no data pointer to key on, and no bytes to count.
     if (data == nullptr) return block;
     const c10::Device device = block.device();
-    std::lock_guard<std::mutex> lock(mutex_);
-    Block& slot = blocks_[data];
+    Shard& shard = shard_of(data);
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    Block& slot = shard.blocks[data];
     if (slot.inner) {
       // A block handed out through raw_allocate() and freed with the raw deleter of the
       // allocator that was current by then, bypassing us; the address is being reused now.
@@ -132,31 +136,30 @@ class CountingCpuAllocator final : public c10::Allocator {
 
   void release(void* data) {
     c10::DataPtr inner;  // destroyed after the lock is released: freeing may take time
-    c10::Allocator* fallback = nullptr;
+    bool ours = false;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      const auto it = blocks_.find(data);
-      if (it != blocks_.end()) {
+      Shard& shard = shard_of(data);
+      std::lock_guard<std::mutex> lock(shard.mutex);
+      const auto it = shard.blocks.find(data);
+      if (it != shard.blocks.end()) {
         add(it->second.tag, -it->second.bytes);
         inner = std::move(it->second.inner);
-        blocks_.erase(it);
-      } else {
-        fallback = inner_;
+        shard.blocks.erase(it);
+        ours = true;
       }
     }
     // raw_deallocate() of a block that the wrapped allocator handed out before the scope
     // started: it is not ours, so its own allocator frees it.
-    if (fallback != nullptr && fallback->raw_deleter() != nullptr) fallback->raw_deleter()(data);
+    c10::Allocator* fallback = inner_.load();
+    if (!ours && fallback != nullptr && fallback->raw_deleter() != nullptr)
+      fallback->raw_deleter()(data);
   }
 
   // Bookkeeping changes inside allocate(), which LibTorch 1.13 declares const.
-  mutable std::mutex mutex_;  // guards everything below
-  c10::Allocator* inner_ = nullptr;
-  mutable int64_t current_bytes_ = 0;
-  mutable int64_t peak_bytes_ = 0;
-  mutable std::unordered_map<void*, Block> blocks_;
-  mutable std::array<int64_t, CpuMemoryScope::kMaxTags> tag_current_bytes_{};
-  mutable std::array<int64_t, CpuMemoryScope::kMaxTags> tag_peak_bytes_{};
+  std::atomic<c10::Allocator*> inner_{nullptr};
+  mutable Counter total_;
+  mutable std::array<Counter, CpuMemoryScope::kMaxTags> tags_;
+  mutable std::array<Shard, kShards> shards_;
   c10::Allocator* previous_ = nullptr;  // only touched under scope_mutex()
 };
 

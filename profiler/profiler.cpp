@@ -325,7 +325,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   profile.environment.time_budget_s = options.time_budget_s;
 
   const std::unique_ptr<LayerTimer> timer = make_layer_timer(backend, options.device);
-  const std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
+  std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
   std::unique_ptr<CoRunners> co_runners;
   if (options.co_runners > 0) {
     co_runners =
@@ -354,6 +354,10 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     current = detached(output);
     profile.layers.push_back(std::move(lp));
   }
+
+  // Timing runs without the memory meter: on the CPU it puts a bookkeeping step into every
+  // allocation, which the co-runners and the timed pass would contend for.
+  meter.reset();
 
   // Timing, in whole passes over the model (see PassTimer). The first layer failing on its
   // input was reported above, with its name, by the per-layer memory measurement.

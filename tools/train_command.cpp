@@ -106,7 +106,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--threads", p->settings.threads_per_stage, "intra-op threads per stage")
       ->capture_default_str();
   cmd->add_option("--steps", p->settings.steps, "measured steps")->capture_default_str();
-  cmd->add_option("--warmup-steps", p->settings.warmup_steps, "steps run before measuring")
+  cmd->add_option("--warmup-steps", p->settings.warmup_steps,
+                  "steps run before measuring; they also measure the peak memory")
       ->capture_default_str();
   cmd->add_option("--optimizer", p->settings.optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", p->settings.lr, "learning rate")->capture_default_str();

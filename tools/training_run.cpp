@@ -91,7 +91,9 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
   options.deferred_batch_norm = settings.deferred_batch_norm;
   options.check_finite = settings.check_finite;
   options.seed = settings.seed;
-  // Each stage's allocations are counted under its own tag, for its peak memory.
+  // Each stage's allocations are counted under its own tag, for its peak memory, during the
+  // warm-up steps only: counting puts bookkeeping into every allocation, which the timed steps
+  // should not pay (with no warm-up step, every step is counted).
   const bool count_memory = std::all_of(settings.devices.begin(), settings.devices.end(),
                                         [](const std::string& d) { return d == "cpu"; });
   std::optional<profiler::CpuMemoryScope> memory;
@@ -135,6 +137,7 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
       peak_bytes[s] = std::max(peak_bytes[s], memory->peak_bytes(s));
     }
     optimizer->step();
+    if (memory && step + 1 == settings.warmup_steps) memory.reset();
     if (on_step) on_step(step, total, result.step_ms, result.loss);
     if (step < settings.warmup_steps) continue;
     run.steps.push_back({step - settings.warmup_steps, result.step_ms, result.loss});

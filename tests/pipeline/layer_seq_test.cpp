@@ -51,6 +51,18 @@ TEST(LayerSeq, CloneKeepsTrainingModeAndSkipDeclarations) {
   EXPECT_EQ(copy[0].stashes(), std::vector<std::string>{"a"});
 }
 
+TEST(Layer, OnlyDropoutThatCanDropIsStochastic) {
+  namespace nn = torch::nn;
+  EXPECT_TRUE(make_layer("d", "Dropout", nn::Dropout(0.5))->is_stochastic());
+  EXPECT_TRUE(make_layer("d", "Dropout2d", nn::Dropout2d(0.1))->is_stochastic());
+  EXPECT_FALSE(make_layer("d", "Dropout", nn::Dropout(0.0))->is_stochastic());
+  EXPECT_FALSE(make_layer("fc", "Linear", nn::Linear(2, 2))->is_stochastic());
+  auto nested = make_layer("seq", "Sequential", nn::Sequential(nn::Linear(2, 2), nn::Dropout(0.2)));
+  EXPECT_TRUE(nested->is_stochastic());
+  nested->train(false);
+  EXPECT_FALSE(nested->is_stochastic()) << "in eval mode";
+}
+
 TEST(LayerSeq, SliceSharesLayersAndChecksRange) {
   LayerSeq seq = small_mlp();
   LayerSeq tail = seq.slice(1, 2);

@@ -53,7 +53,8 @@ TEST_P(ScriptFixture, BackwardReachesEveryParameterAndCloneIsDeep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ScriptFixture,
-                         ::testing::Values("sequential_mlp_scripted", "sequential_cnn_traced"));
+                         ::testing::Values("sequential_mlp_scripted", "sequential_cnn_traced",
+                                           "sequential_dropout_scripted"));
 
 TEST(ScriptLayer, ChildrenBecomeNamedTypedLayers) {
   LayerSeq seq = load_torchscript(kFixtures + "/sequential_mlp_scripted.pt");
@@ -62,6 +63,17 @@ TEST(ScriptLayer, ChildrenBecomeNamedTypedLayers) {
   EXPECT_EQ(seq[0].type(), "Linear");
   EXPECT_EQ(seq[1].type(), "ReLU");
   EXPECT_TRUE(seq[0].is_training());
+}
+
+// Only a dropout that can drop makes a stage random (and then its micro-batches are seeded).
+TEST(ScriptLayer, DropoutWithZeroProbabilityIsNotStochastic) {
+  LayerSeq seq = load_torchscript(kFixtures + "/sequential_dropout_scripted.pt");
+  ASSERT_EQ(seq.size(), 4u);
+  EXPECT_FALSE(seq[0].is_stochastic());
+  EXPECT_FALSE(seq[1].is_stochastic()) << "Dropout(p=0)";
+  EXPECT_TRUE(seq[3].is_stochastic()) << "Dropout(p=0.3)";
+  seq[3].train(false);
+  EXPECT_FALSE(seq[3].is_stochastic()) << "in eval mode";
 }
 
 TEST(ScriptLayer, MissingFileIsAClearError) {

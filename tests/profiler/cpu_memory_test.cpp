@@ -63,16 +63,23 @@ TEST(CpuMemory, NestedScopesRestoreOnlyAtTheOutermost) {
 TEST(CpuMemory, CountersAreThreadSafe) {
   CpuMemoryScope scope;
   const int64_t base = scope.current_bytes();
+  scope.reset_peak();
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([] {
-      for (int i = 0; i < 200; ++i) {
-        const at::Tensor x = torch::empty({128 + i}, torch::kFloat);
+    threads.emplace_back([t] {
+      CpuMemoryScope::set_thread_tag(10 + t);
+      for (int i = 0; i < 2000; ++i) {
+        const at::Tensor x = torch::empty({128 + i % 200 + t}, torch::kFloat);
       }
     });
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(scope.current_bytes(), base);
+  for (int t = 0; t < 4; ++t) {
+    // Each thread held one tensor at a time, the largest of 327 + t floats.
+    EXPECT_EQ(scope.current_bytes(10 + t), 0) << t;
+    EXPECT_EQ(scope.peak_bytes(10 + t), (327 + t) * 4) << t;
+  }
 }
 
 TEST(CpuMemory, ConvolutionRunsUnderTheCountingAllocator) {
