@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "pipeline/dropout.h"
 #include "pipeline/module_layer.h"
 
 namespace pipebal::models {
@@ -49,7 +50,7 @@ struct DecoderBlockImpl : nn::Cloneable<DecoderBlockImpl> {
     norm2_ = register_module("norm2", nn::LayerNorm(nn::LayerNormOptions({dim_})));
     mlp_ = register_module(
         "mlp", nn::Sequential(nn::Linear(dim_, 4 * dim_), nn::GELU(), nn::Linear(4 * dim_, dim_)));
-    drop_ = register_module("drop", nn::Dropout(dropout_));
+    drop_ = register_module("drop", pipeline::Dropout(dropout_));
   }
   at::Tensor attention(const at::Tensor& x) {
     const int64_t n = x.size(0), t = x.size(1), head_dim = dim_ / heads_;
@@ -70,7 +71,7 @@ struct DecoderBlockImpl : nn::Cloneable<DecoderBlockImpl> {
   nn::LayerNorm norm1_{nullptr}, norm2_{nullptr};
   nn::Linear qkv_{nullptr}, proj_{nullptr};
   nn::Sequential mlp_{nullptr};
-  nn::Dropout drop_{nullptr};
+  pipeline::Dropout drop_{nullptr};
 };
 TORCH_MODULE(DecoderBlock);
 

@@ -38,6 +38,10 @@ class Layer {
   // True when forward draws random numbers (dropout in training mode): the engine then
   // seeds it per micro-batch so that a recomputation reproduces the same masks.
   virtual bool is_stochastic() const = 0;
+  // True when, on a CPU, those draws come from ATen's process-wide generator rather than the
+  // stage's own (pipebal's Dropout, dropout.h): a stage with such a layer holds a lock while it
+  // runs, so stages with one take turns.
+  virtual bool draws_from_shared_generator() const { return is_stochastic(); }
 
   // An independent deep copy: parameters, buffers and their values, nothing shared.
   virtual std::unique_ptr<Layer> clone() const = 0;

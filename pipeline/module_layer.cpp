@@ -6,6 +6,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/dropout.h>
 
+#include "pipeline/dropout.h"
+
 namespace pipebal::pipeline {
 
 void ChainImpl::reset() {
@@ -66,16 +68,31 @@ std::optional<double> dropout_probability(const torch::nn::Module& m) {
   return std::nullopt;
 }
 
+// Whether a module of `module`'s tree draws random numbers: a dropout that can drop (one of
+// unknown kind counts as random); with `shared_only`, only those drawing from ATen's
+// process-wide generator, i.e. all but pipebal's Dropout.
+bool draws_random(const torch::nn::Module& module, bool shared_only) {
+  if (!module.is_training()) return false;
+  for (const auto& m : module.modules()) {
+    if (const auto* own = m->as<DropoutImpl>()) {
+      if (!shared_only && own->p_ > 0) return true;
+      continue;
+    }
+    if (m->name().find("Dropout") == std::string::npos) continue;
+    const std::optional<double> p = dropout_probability(*m);
+    if (!p || *p > 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool ModuleLayer::is_stochastic() const {
-  if (!module().is_training()) return false;
-  for (const auto& m : module().modules()) {
-    if (m->name().find("Dropout") == std::string::npos) continue;
-    const std::optional<double> p = dropout_probability(*m);
-    if (!p || *p > 0) return true;  // a dropout module of unknown kind counts as random
-  }
-  return false;
+  return draws_random(module(), /*shared_only=*/false);
+}
+
+bool ModuleLayer::draws_from_shared_generator() const {
+  return draws_random(module(), /*shared_only=*/true);
 }
 
 std::unique_ptr<Layer> ModuleLayer::clone() const {

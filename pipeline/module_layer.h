@@ -30,6 +30,7 @@ class ModuleLayer : public Layer {
   void train(bool on) override;
   bool is_training() const override;
   bool is_stochastic() const override;
+  bool draws_from_shared_generator() const override;
   std::unique_ptr<Layer> clone() const override;
 
   torch::nn::Module& module() const { return *module_.ptr(); }

@@ -8,14 +8,16 @@
 #include <torch/torch.h>
 
 #include "pipeline/batch_norm.h"
+#include "pipeline/dropout.h"
 #include "pipeline/transfer.h"
 
 namespace pipebal::pipeline {
 namespace {
 
-// ATen's default CPU generator is process-wide. Stochastic stages hold this lock while they
-// seed it and draw from it, so that a micro-batch's draws depend only on its seed, whatever
-// other stages do at the same time. Deterministic stages never take it.
+// ATen's default generator is process-wide. Stages with layers that draw from it hold this
+// lock while they seed it and draw from it, so that a micro-batch's draws depend only on its
+// seed, whatever other stages do at the same time. Deterministic stages, and CPU stages whose
+// random layers draw from the stage's own generator (dropout.h), never take it.
 std::mutex& default_generator_mutex() {
   static std::mutex mutex;
   return mutex;
@@ -46,8 +48,13 @@ Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
       layers_(std::move(layers)),
       device_(with_index(device)),
       stream_(stage_stream(device_)) {
-  for (size_t i = 0; i < layers_.size(); ++i)
+  for (size_t i = 0; i < layers_.size(); ++i) {
     stochastic_ = stochastic_ || layers_[i].is_stochastic();
+    // On an accelerator every draw comes from the device's shared generator (dropout.h).
+    shared_generator_ =
+        shared_generator_ ||
+        (device_.is_cpu() ? layers_[i].draws_from_shared_generator() : layers_[i].is_stochastic());
+  }
 }
 
 Batch Stage::run_layers(Batch input, int micro_batch) {
@@ -65,6 +72,8 @@ Batch Stage::run_layers(Batch input, int micro_batch) {
 
 Batch Stage::run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed) {
   if (!stochastic_) return run_layers(input, micro_batch);
+  const StageGeneratorScope own_generator(rng_seed);
+  if (!shared_generator_) return run_layers(input, micro_batch);
   std::lock_guard<std::mutex> lock(default_generator_mutex());
   torch::manual_seed(rng_seed);
   return run_layers(input, micro_batch);

@@ -51,6 +51,10 @@ class Stage {
   // Inference forward without keeping state.
   Batch infer(Batch input);
 
+  // Whether the stage's random draws come from ATen's process-wide generator, so that it runs
+  // its forwards under a lock shared by all such stages (dropout.h).
+  bool takes_generator_lock() const { return shared_generator_; }
+
   // Drops all per-micro-batch state (after a step, or after a failure).
   void clear() { states_.clear(); }
 
@@ -72,6 +76,7 @@ class Stage {
   c10::Device device_;
   std::optional<c10::Stream> stream_;
   bool stochastic_ = false;
+  bool shared_generator_ = false;
   std::map<int, MicroBatch> states_;
 };
 

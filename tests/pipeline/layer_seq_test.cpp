@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "pipeline/dropout.h"
 #include "pipeline/module_layer.h"
 
 namespace pipebal::pipeline {
@@ -57,6 +58,12 @@ TEST(Layer, OnlyDropoutThatCanDropIsStochastic) {
   EXPECT_TRUE(make_layer("d", "Dropout2d", nn::Dropout2d(0.1))->is_stochastic());
   EXPECT_FALSE(make_layer("d", "Dropout", nn::Dropout(0.0))->is_stochastic());
   EXPECT_FALSE(make_layer("fc", "Linear", nn::Linear(2, 2))->is_stochastic());
+  // pipebal's Dropout draws from the stage's own generator, LibTorch's from the shared one.
+  EXPECT_TRUE(make_layer("d", "Dropout", nn::Dropout(0.5))->draws_from_shared_generator());
+  const auto own = make_layer("d", "Dropout", Dropout(0.5));
+  EXPECT_TRUE(own->is_stochastic());
+  EXPECT_FALSE(own->draws_from_shared_generator());
+  EXPECT_FALSE(make_layer("d", "Dropout", Dropout(0.0))->is_stochastic());
   auto nested = make_layer("seq", "Sequential", nn::Sequential(nn::Linear(2, 2), nn::Dropout(0.2)));
   EXPECT_TRUE(nested->is_stochastic());
   nested->train(false);

@@ -1,0 +1,108 @@
+// pipebal's Dropout: LibTorch's semantics, masks from the stage's own generator inside the
+// engine (reproduced by recomputation, no process-wide lock), the default generator outside.
+#include "pipeline/dropout.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "pipeline/module_layer.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/stage.h"
+
+namespace pipebal::pipeline {
+namespace {
+
+namespace nn = torch::nn;
+
+TEST(Dropout, DropsAtRateAndRescalesTheRest) {
+  Dropout drop(0.25);
+  const at::Tensor x = torch::ones({200000});
+  const StageGeneratorScope seeded(7);
+  const at::Tensor y = drop->forward(x);
+  const double dropped = (y == 0).to(torch::kDouble).mean().item<double>();
+  EXPECT_NEAR(dropped, 0.25, 0.01);
+  EXPECT_TRUE(torch::allclose(y.masked_select(y != 0), torch::full({1}, 1 / 0.75)));
+  drop->eval();
+  EXPECT_TRUE(torch::equal(drop->forward(x), x));
+  EXPECT_THROW(Dropout(1.0), std::invalid_argument);
+}
+
+TEST(Dropout, StageSeedDeterminesTheMaskAndDefaultGeneratorIsUntouched) {
+  Dropout drop(0.5);
+  const at::Tensor x = torch::ones({64});
+  torch::manual_seed(3);
+  const at::Tensor before = torch::rand({4});
+  torch::manual_seed(3);
+  at::Tensor a, b, c;
+  {
+    const StageGeneratorScope seeded(11);
+    a = drop->forward(x);
+  }
+  {
+    const StageGeneratorScope seeded(11);
+    b = drop->forward(x);
+  }
+  {
+    const StageGeneratorScope seeded(12);
+    c = drop->forward(x);
+  }
+  EXPECT_TRUE(torch::equal(a, b));
+  EXPECT_FALSE(torch::equal(a, c));
+  EXPECT_TRUE(torch::equal(torch::rand({4}), before)) << "the default generator was drawn from";
+  EXPECT_EQ(stage_generator(), nullptr);
+}
+
+LayerSeq dropout_model(bool own_dropout) {
+  torch::manual_seed(9);
+  LayerSeq seq("dropout");
+  seq.add(make_layer("fc0", "Linear", nn::Linear(8, 8)));
+  if (own_dropout) {
+    seq.add(make_layer("drop", "Dropout", Dropout(0.5)));
+  } else {
+    seq.add(make_layer("drop", "Dropout", nn::Dropout(0.5)));
+  }
+  seq.add(make_layer("fc1", "Linear", nn::Linear(8, 8)));
+  return seq;
+}
+
+TEST(Dropout, CpuStageWithOwnDropoutTakesNoLock) {
+  EXPECT_FALSE(Stage(0, 0, dropout_model(true), c10::Device(c10::kCPU)).takes_generator_lock());
+  EXPECT_TRUE(Stage(0, 0, dropout_model(false), c10::Device(c10::kCPU)).takes_generator_lock());
+  LayerSeq eval = dropout_model(false);
+  eval.train(false);
+  EXPECT_FALSE(Stage(0, 0, eval, c10::Device(c10::kCPU)).takes_generator_lock());
+}
+
+// Checkpointed micro-batches are recomputed before their backward; the masks must be the ones
+// the forward drew, so the gradients equal those of the same step without checkpointing.
+TEST(Dropout, RecomputationReproducesMasksFromTheStageGenerator) {
+  const Batch input(torch::randn({8, 8}));
+  const at::Tensor target = torch::randn({8, 8});
+  auto mse = [](const at::Tensor& out, const at::Tensor& t) { return torch::mse_loss(out, t); };
+  std::vector<std::vector<at::Tensor>> grads;
+  for (auto checkpoint : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      LayerSeq model = dropout_model(true);
+      PipelineOptions options;
+      options.chunks = 4;
+      options.checkpoint = checkpoint;
+      options.seed = 5;
+      Pipeline pipeline(model, {2, 1}, {}, options);
+      pipeline.step(input, target, mse);
+      grads.emplace_back();
+      for (const auto& p : model.parameters()) grads.back().push_back(p.grad().clone());
+    }
+  }
+  for (size_t run = 1; run < grads.size(); ++run) {
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_TRUE(torch::equal(grads[0][i], grads[run][i])) << "run " << run << ", parameter " << i;
+  }
+  // Dropout did drop: the masked gradient differs from the model without dropout.
+  LayerSeq plain = dropout_model(true);
+  plain.train(false);
+  torch::mse_loss(plain.forward(input).value(), target).backward();
+  EXPECT_FALSE(torch::allclose(plain.parameters()[0].grad(), grads[0][0]));
+}
+
+}  // namespace
+}  // namespace pipebal::pipeline
