@@ -9,6 +9,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,20 @@ int main(int argc, char** argv) {
                        {"peak_bytes_per_stage", peak_bytes[c]},
                        {"samples_ms", samples[c]}});
   }
+  // Ratios of steps run back to back in the same round, then their median: a slow spell of a
+  // shared machine falls on both sides of each ratio.
+  auto paired = [&](const std::string& numerator, const std::string& denominator) {
+    const auto index = [&](const std::string& name) {
+      for (size_t c = 0; c < configs.size(); ++c)
+        if (configs[c].name == name) return c;
+      throw std::logic_error("no configuration " + name);
+    };
+    const std::vector<double>& a = samples[index(numerator)];
+    const std::vector<double>& b = samples[index(denominator)];
+    std::vector<double> ratios;
+    for (size_t i = 0; i < a.size(); ++i) ratios.push_back(a[i] / b[i]);
+    return profiler::median(ratios);
+  };
   const double m = 8, n = 2;
   nlohmann::json out = {
       {"schema", "pipebal.bench.engine/1"},
@@ -165,6 +180,11 @@ int main(int argc, char** argv) {
          median["2 stages, 1 chunk"] / median["2 stages, 8 chunks, 1f1b"]},
         {"fill_drain_bound_chunks8", n * m / (m + n - 1)},
         {"engine_efficiency_1stage_vs_plain", median["plain"] / median["1 stage, 1 chunk"]},
+        {"paired_speedup_chunks8_over_chunks1_gpipe",
+         paired("2 stages, 1 chunk", "2 stages, 8 chunks, gpipe")},
+        {"paired_speedup_chunks8_over_chunks1_1f1b",
+         paired("2 stages, 1 chunk", "2 stages, 8 chunks, 1f1b")},
+        {"paired_engine_efficiency_1stage_vs_plain", paired("plain", "1 stage, 1 chunk")},
         {"gpipe_over_1f1b_step",
          median["2 stages, 8 chunks, gpipe"] / median["2 stages, 8 chunks, 1f1b"]},
         {"checkpoint_always_over_never_step",

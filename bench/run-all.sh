@@ -11,7 +11,7 @@ out=reports
 "$build/bench/balance_bench" --benchmark_filter=Quality --benchmark_out="$out/balance-bench-quality.json" \
   --benchmark_out_format=json
 "$build/bench/profiler_bench" > "$out/profiler-bench.json"
-"$build/bench/engine_bench" --repeats 9 > "$out/engine-bench-mlp.json"
+"$build/bench/engine_bench" --repeats 15 > "$out/engine-bench-mlp.json"
 "$build/bench/engine_bench" --model gpt:layers=6,dim=128,heads=4,seq=64 --input-shape 32,64 \
-  --repeats 9 > "$out/engine-bench-gpt.json"
+  --repeats 15 > "$out/engine-bench-gpt.json"
 echo "wrote $out/*.json; update the .md summaries from them"
