@@ -12,15 +12,14 @@
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 
+#include "common/git_commit.h"
+
 #ifdef PIPEBAL_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
 #ifndef PIPEBAL_BUILD_TYPE
 #define PIPEBAL_BUILD_TYPE "unknown"
-#endif
-#ifndef PIPEBAL_GIT_COMMIT
-#define PIPEBAL_GIT_COMMIT "unknown"
 #endif
 
 namespace pipebal::profiler {
@@ -89,7 +88,7 @@ Environment capture_environment(const c10::Device& device) {
   env.host = host_name();
   env.allocator = malloc_name();
   env.build_type = PIPEBAL_BUILD_TYPE;
-  env.git_commit = PIPEBAL_GIT_COMMIT;
+  env.git_commit = git_commit();
   env.date = iso8601_now();
   return env;
 }

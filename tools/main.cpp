@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/git_commit.h"
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
 #include "tools/malloc_tuning.h"
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
       "and compare the predicted speed-up with the measured one."};
   app.set_version_flag("--version", std::string("pipebal ") + pipebal::tools::kVersion + " (" +
-                                        pipebal::tools::kGitCommit + ")");
+                                        pipebal::git_commit() + ")");
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"
