@@ -98,4 +98,13 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tenso
                                           c10::str(output.sizes()), c10::str(target.sizes())));
 }
 
+std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target) {
+  return [kind, target = std::move(target)](const at::Tensor& output) {
+    const at::Tensor t = target.is_floating_point()
+                             ? target.to(output.device(), output.scalar_type())
+                             : target.to(output.device());
+    return compute_loss(kind, output, t);
+  };
+}
+
 }  // namespace pipebal::models

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "models/zoo.h"
@@ -24,6 +25,10 @@ SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>
 // Mean loss of `output` against `target` for the model's loss kind. Cross-entropy accepts
 // [N, C] with [N] targets and [N, T, C] with [N, T] targets.
 at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tensor& target);
+
+// compute_loss against a fixed `target`, for any output: the target follows the output's device
+// (and floating dtype). What the profiler times as the last stage's loss.
+std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target);
 
 // Parses "32,3,64,64"; throws std::invalid_argument for an empty, non-positive or malformed shape.
 std::vector<int64_t> parse_shape(const std::string& text);

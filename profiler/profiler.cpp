@@ -208,8 +208,9 @@ class LayerRunner {
 // sums of layers below a whole step (reports/profiler-bench.md).
 class PassTimer {
  public:
-  PassTimer(pipeline::LayerSeq& layers, Batch sample)
-      : layers_(layers), sample_(std::move(sample)) {}
+  PassTimer(pipeline::LayerSeq& layers, Batch sample,
+            std::function<at::Tensor(const at::Tensor&)> loss)
+      : layers_(layers), sample_(std::move(sample)), loss_(std::move(loss)) {}
 
   // One forward and one backward pass; with a timer, appends each layer's durations.
   void run(LayerTimer* timer, std::vector<LayerProfile>* profiles) {
@@ -224,6 +225,14 @@ class PassTimer {
       current = outputs[i];
     }
     for (size_t k = n; k-- > 0;) {
+      if (k + 1 == n && loss_) {
+        // As on the last stage: the loss of the output, then autograd from it.
+        if (timer != nullptr) timer->start();
+        const at::Tensor loss = loss_(outputs[k].value());
+        if (loss.requires_grad()) loss.backward();
+        if (timer != nullptr) (*profiles)[k].backward_samples_ms.push_back(timer->stop_ms());
+        continue;
+      }
       std::vector<at::Tensor> outs, grads;
       auto add = [&](const at::Tensor& out, const at::Tensor& grad) {
         if (out.defined() && out.requires_grad() && grad.defined()) {
@@ -257,6 +266,7 @@ class PassTimer {
  private:
   pipeline::LayerSeq& layers_;
   Batch sample_;
+  std::function<at::Tensor(const at::Tensor&)> loss_;
 };
 
 void check_options(const ProfileOptions& options) {
@@ -361,7 +371,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
 
   // Timing, in whole passes over the model (see PassTimer). The first layer failing on its
   // input was reported above, with its name, by the per-layer memory measurement.
-  PassTimer passes(layers, prepare_sample(sample, options));
+  PassTimer passes(layers, prepare_sample(sample, options), options.loss);
   for (int w = 0; w < options.warmup; ++w) passes.run(nullptr, nullptr);
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < options.repeat; ++r) {

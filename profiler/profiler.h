@@ -37,6 +37,11 @@ struct ProfileOptions {
   // layers are timed with the cores as busy as the other pipeline stages will keep them; on a
   // CPU, typically stages - 1. Memory is measured while they pause. CPU only.
   int co_runners = 0;
+  // The training loss of the model's output (against the sample's target), as the pipeline's
+  // last stage computes it per micro-batch inside its backward action. When set, the last
+  // layer's backward time includes the loss and its gradient; unset, the backward starts from a
+  // gradient of ones.
+  std::function<at::Tensor(const at::Tensor& output)> loss;
 };
 
 struct LayerProfile {

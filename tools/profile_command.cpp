@@ -82,8 +82,10 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
                 << std::flush;
     };
   }
+  profiler::ProfileOptions with_loss = options;
+  with_loss.loss = models::loss_against(model.info.loss, data.target);
   const profiler::Profile profile =
-      profiler::profile_model(model.layers, data.input, options, report);
+      profiler::profile_model(model.layers, data.input, with_loss, report);
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
   profiler::print_profile_table(profile, out);
   if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";

@@ -99,6 +99,8 @@ void run_validate(const ValidateParams& p) {
   }
   const models::SyntheticData data = models::make_synthetic_data(model, shape, p.seed);
   const pipeline::Batch micro_batch = pipeline::scatter(data.input, p.chunks).front();
+  const at::Tensor micro_target =
+      pipeline::scatter(pipeline::Batch(data.target), p.chunks).front().value();
   fmt::print("profiling {} ({} layers) at micro-batch size {} ...\n", model.layers.name(),
              model.layers.size(), micro_batch.size());
   std::fflush(stdout);
@@ -106,6 +108,7 @@ void run_validate(const ValidateParams& p) {
   profile_options.repeat = p.profile_repeat;
   // The pipelined stages run side by side: profile with the other stages' cores busy.
   profile_options.co_runners = p.stages - 1;
+  profile_options.loss = models::loss_against(model.info.loss, micro_target);
   const profiler::Profile profile =
       profiler::profile_model(model.layers, micro_batch, profile_options);
   nlohmann::json profile_doc = profiler::profile_to_json(profile);
@@ -122,6 +125,7 @@ void run_validate(const ValidateParams& p) {
     // With one micro-batch the stages take turns: no co-runners.
     profiler::ProfileOptions batch_options = profile_options;
     batch_options.co_runners = 0;
+    batch_options.loss = models::loss_against(model.info.loss, data.target);
     batch_profile_doc =
         profiler::profile_to_json(profiler::profile_model(model.layers, data.input, batch_options));
     batch_profile_doc["model"] = model.layers.name();

@@ -2,6 +2,9 @@
 // the caller's model. Byte counts are float32 (4 bytes) unless said otherwise.
 #include "profiler/profiler.h"
 
+#include <chrono>
+#include <thread>
+
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -163,6 +166,30 @@ TEST(Profiler, KeepsSamplesAndSpread) {
   EXPECT_EQ(p.environment.repeat, 5);
   EXPECT_FALSE(p.environment.libtorch_version.empty());
   EXPECT_FALSE(p.environment.gpu_name.has_value());
+}
+
+// The last stage computes the loss inside its backward action; so does the profile of the
+// last layer when given the loss. The loss here sleeps 20 ms, which no backward of a tiny
+// layer takes otherwise.
+TEST(Profiler, LastLayerBackwardIncludesTheLoss) {
+  LayerSeq seq("two");
+  seq.add(pipeline::make_layer("fc0", "Linear", nn::Linear(8, 8)));
+  seq.add(pipeline::make_layer("fc1", "Linear", nn::Linear(8, 3)));
+  ProfileOptions options;
+  options.warmup = 1;
+  options.repeat = 3;
+  int calls = 0;
+  const at::Tensor target = torch::randn({4, 3});
+  options.loss = [&](const at::Tensor& output) {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return torch::mse_loss(output, target);
+  };
+  const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), options);
+  EXPECT_EQ(calls, options.warmup + options.repeat);
+  EXPECT_GE(p.layers[1].backward_ms, 20.0);
+  EXPECT_LT(p.layers[0].backward_ms, 20.0);
+  EXPECT_EQ(p.layers[1].backward_samples_ms.size(), 3u);
 }
 
 TEST(Profiler, TimeBudgetStopsEarly) {
