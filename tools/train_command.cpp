@@ -107,7 +107,8 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--steps", p->settings.steps, "measured steps")->capture_default_str();
   cmd->add_option("--warmup-steps", p->settings.warmup_steps,
-                  "steps run before measuring; they also measure the peak memory")
+                  "steps run before measuring, which also measure the peak memory (the first "
+                  "allocates the gradients: 2 reach the steady state)")
       ->capture_default_str();
   cmd->add_option("--optimizer", p->settings.optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", p->settings.lr, "learning rate")->capture_default_str();

@@ -71,17 +71,37 @@ std::vector<int> parse_balance(const std::string& text) {
   return balance;
 }
 
-reports::RunRecord run_training(const TrainSettings& settings, const StepCallback& on_step) {
+// Everything one run holds between its steps.
+struct TrainingRun::State {
+  TrainSettings settings;
+  models::Model model;
+  std::vector<int64_t> shape;
+  models::SyntheticData data;
+  std::optional<profiler::CpuMemoryScope> memory;
+  int memory_tag_base = 0;
+  std::unique_ptr<pipeline::Pipeline> pipeline;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  pipeline::LossFn loss_fn;
+  reports::RunRecord run;
+  std::vector<pipeline::Timeline> timelines;
+  std::vector<int64_t> peak_bytes;
+  int next_step = 0;
+};
+
+TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
+    : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  st.settings = settings;
   if (settings.steps < 1)
     throw std::invalid_argument(fmt::format("steps must be at least 1, got {}", settings.steps));
   if (settings.warmup_steps < 0) throw std::invalid_argument("warm-up steps must not be negative");
-  models::Model model = models::build_model(settings.model, settings.seed);
-  const std::vector<int64_t> shape =
-      settings.input_shape.empty() ? model.info.default_input_shape : settings.input_shape;
-  if (shape.empty()) {
+  st.model = models::build_model(settings.model, settings.seed);
+  st.shape =
+      settings.input_shape.empty() ? st.model.info.default_input_shape : settings.input_shape;
+  if (st.shape.empty()) {
     throw std::invalid_argument("the model has no default input shape: give --input-shape");
   }
-  const models::SyntheticData data = models::make_synthetic_data(model, shape, settings.seed);
+  st.data = models::make_synthetic_data(st.model, st.shape, settings.seed);
 
   pipeline::PipelineOptions options;
   options.chunks = settings.chunks;
@@ -91,28 +111,31 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
   options.deferred_batch_norm = settings.deferred_batch_norm;
   options.check_finite = settings.check_finite;
   options.seed = settings.seed;
-  // Each stage's allocations are counted under its own tag, for its peak memory, during the
-  // warm-up steps only: counting puts bookkeeping into every allocation, which the timed steps
-  // should not pay (with no warm-up step, every step is counted).
+  // Each stage's allocations are counted under its own tag (from memory_tag_base, so that runs
+  // alive side by side keep apart), for its peak memory, during the warm-up steps only:
+  // counting puts bookkeeping into every allocation, which the timed steps should not pay
+  // (with no warm-up step, every step is counted).
   const bool count_memory = std::all_of(settings.devices.begin(), settings.devices.end(),
                                         [](const std::string& d) { return d == "cpu"; });
-  std::optional<profiler::CpuMemoryScope> memory;
+  st.memory_tag_base = memory_tag_base;
   if (count_memory) {
-    memory.emplace();
-    options.on_worker_start = [](int stage) { profiler::CpuMemoryScope::set_thread_tag(stage); };
+    st.memory.emplace();
+    options.on_worker_start = [memory_tag_base](int stage) {
+      profiler::CpuMemoryScope::set_thread_tag(memory_tag_base + stage);
+    };
   }
-  pipeline::micro_batch_sizes(shape[0], settings.chunks);  // rejects more chunks than samples early
-  pipeline::Pipeline pipeline(model.layers, settings.balance, parse_devices(settings.devices),
-                              options);
-  auto optimizer = make_optimizer(settings.optimizer, model.layers.parameters(), settings.lr);
-  const models::LossKind loss_kind = model.info.loss;
-  const pipeline::LossFn loss_fn = [loss_kind](const at::Tensor& out, const at::Tensor& target) {
+  pipeline::micro_batch_sizes(st.shape[0], settings.chunks);  // rejects more chunks than samples
+  st.pipeline = std::make_unique<pipeline::Pipeline>(st.model.layers, settings.balance,
+                                                     parse_devices(settings.devices), options);
+  st.optimizer = make_optimizer(settings.optimizer, st.model.layers.parameters(), settings.lr);
+  const models::LossKind loss_kind = st.model.info.loss;
+  st.loss_fn = [loss_kind](const at::Tensor& out, const at::Tensor& target) {
     return models::compute_loss(loss_kind, out, target);
   };
 
-  reports::RunRecord run;
-  run.model = model.layers.name();
-  run.input_shape = shape;
+  reports::RunRecord& run = st.run;
+  run.model = st.model.layers.name();
+  run.input_shape = st.shape;
   run.balance = settings.balance;
   run.devices = settings.devices;
   run.chunks = settings.chunks;
@@ -124,32 +147,52 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
   run.seed = settings.seed;
   run.warmup_steps = settings.warmup_steps;
   run.environment = profiler::environment_json();
+  st.peak_bytes.assign(settings.balance.size(), -1);
+}
 
-  std::vector<pipeline::Timeline> timelines;
-  const int stages = static_cast<int>(settings.balance.size());
-  std::vector<int64_t> peak_bytes(stages, -1);
-  const int total = settings.warmup_steps + settings.steps;
-  for (int step = 0; step < total; ++step) {
-    optimizer->zero_grad();
-    if (memory) memory->reset_peak();
-    pipeline::StepResult result = pipeline.step(data.input, data.target, loss_fn);
-    for (int s = 0; memory && s < stages; ++s) {
-      peak_bytes[s] = std::max(peak_bytes[s], memory->peak_bytes(s));
-    }
-    optimizer->step();
-    if (memory && step + 1 == settings.warmup_steps) memory.reset();
-    if (on_step) on_step(step, total, result.step_ms, result.loss);
-    if (step < settings.warmup_steps) continue;
-    run.steps.push_back({step - settings.warmup_steps, result.step_ms, result.loss});
-    timelines.push_back(std::move(result.timeline));
+TrainingRun::~TrainingRun() = default;
+
+int TrainingRun::total_steps() const {
+  return state_->settings.warmup_steps + state_->settings.steps;
+}
+
+bool TrainingRun::warming_up() const {
+  return state_->next_step < state_->settings.warmup_steps;
+}
+
+bool TrainingRun::done() const {
+  return state_->next_step >= total_steps();
+}
+
+void TrainingRun::step(const StepCallback& on_step) {
+  State& st = *state_;
+  if (done()) throw std::logic_error("TrainingRun::step after the last step");
+  const int step = st.next_step++;
+  st.optimizer->zero_grad();
+  if (st.memory) st.memory->reset_peak();
+  pipeline::StepResult result = st.pipeline->step(st.data.input, st.data.target, st.loss_fn);
+  for (size_t s = 0; st.memory && s < st.peak_bytes.size(); ++s) {
+    st.peak_bytes[s] =
+        std::max(st.peak_bytes[s], st.memory->peak_bytes(st.memory_tag_base + static_cast<int>(s)));
   }
+  st.optimizer->step();
+  if (st.memory && step + 1 == st.settings.warmup_steps) st.memory.reset();
+  if (on_step) on_step(step, total_steps(), result.step_ms, result.loss);
+  if (step < st.settings.warmup_steps) return;
+  st.run.steps.push_back({step - st.settings.warmup_steps, result.step_ms, result.loss});
+  st.timelines.push_back(std::move(result.timeline));
+}
 
+reports::RunRecord TrainingRun::finish() {
+  State& st = *state_;
+  if (!done()) throw std::logic_error("TrainingRun::finish before the last step");
+  reports::RunRecord run = st.run;
   std::vector<double> ms;
   for (const auto& s : run.steps) ms.push_back(s.ms);
   run.median_step_ms = profiler::median(ms);
   run.p10_step_ms = profiler::percentile(ms, 10);
   run.p90_step_ms = profiler::percentile(ms, 90);
-  run.samples_per_s = 1000.0 * double(shape[0]) / run.median_step_ms;
+  run.samples_per_s = 1000.0 * double(st.shape[0]) / run.median_step_ms;
 
   // The representative step: the one closest to the median.
   size_t representative = 0;
@@ -158,7 +201,8 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
       representative = i;
     }
   }
-  run.timeline = timelines[representative];
+  run.timeline = st.timelines[representative];
+  const int stages = static_cast<int>(st.settings.balance.size());
   const std::vector<double> busy = pipeline::busy_ms_per_stage(run.timeline, stages);
   const double span = pipeline::span_ms(run.timeline);
   int first = 0;
@@ -166,14 +210,44 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
     reports::StageRun stage;
     stage.index = s;
     stage.first_layer = first;
-    stage.layers = settings.balance[s];
+    stage.layers = st.settings.balance[s];
     stage.busy_ms = busy[s];
     stage.busy_fraction = span > 0 ? busy[s] / span : 0;
-    stage.peak_memory_bytes = peak_bytes[s];
+    stage.peak_memory_bytes = st.peak_bytes[s];
     run.stages.push_back(stage);
-    first += settings.balance[s];
+    first += st.settings.balance[s];
   }
   return run;
+}
+
+reports::RunRecord run_training(const TrainSettings& settings, const StepCallback& on_step) {
+  TrainingRun run(settings);
+  while (!run.done()) run.step(on_step);
+  return run.finish();
+}
+
+std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings) {
+  std::vector<std::unique_ptr<TrainingRun>> runs;
+  int tag_base = 0;
+  for (const auto& s : settings) {
+    runs.push_back(std::make_unique<TrainingRun>(s, tag_base));
+    tag_base += static_cast<int>(s.balance.size());
+  }
+  // Warm-up (and memory counting) one run after the other, then measured steps in turns.
+  for (auto& run : runs) {
+    while (run->warming_up()) run->step();
+  }
+  for (bool stepped = true; stepped;) {
+    stepped = false;
+    for (auto& run : runs) {
+      if (run->done()) continue;
+      run->step();
+      stepped = true;
+    }
+  }
+  std::vector<reports::RunRecord> records;
+  for (auto& run : runs) records.push_back(run->finish());
+  return records;
 }
 
 }  // namespace pipebal::tools

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,37 @@ struct TrainSettings {
 // its time and loss.
 using StepCallback = std::function<void(int step, int total, double ms, double loss)>;
 
-// Builds the model and data from `settings.seed`, trains `warmup_steps + steps` steps and
-// records the measured ones. Throws std::invalid_argument for bad settings.
+// One run, a step at a time: builds the model and data from `settings.seed` and the pipeline,
+// then trains `warmup_steps + steps` steps and records the measured ones. Per-stage memory is
+// counted under tags memory_tag_base + stage (CpuMemoryScope), during the warm-up steps.
+// Throws std::invalid_argument for bad settings.
+class TrainingRun {
+ public:
+  explicit TrainingRun(const TrainSettings& settings, int memory_tag_base = 0);
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  int total_steps() const;
+  bool warming_up() const;
+  bool done() const;
+  // Runs the next step, warm-up steps first.
+  void step(const StepCallback& on_step = {});
+  // The record of the measured steps; call once done().
+  reports::RunRecord finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// A whole TrainingRun.
 reports::RunRecord run_training(const TrainSettings& settings, const StepCallback& on_step = {});
+
+// Several runs alive side by side, trained in turns after their warm-up: one measured step of
+// each, then the next, so that a slow spell of a shared machine falls on all of them alike and
+// ratios of their step times stay fair (validate's pipelined and one-micro-batch runs).
+std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings);
 
 // "3,3,2" -> {3, 3, 2}; throws std::invalid_argument for anything else.
 std::vector<int> parse_balance(const std::string& text);

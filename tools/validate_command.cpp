@@ -165,15 +165,14 @@ void run_validate(const ValidateParams& p) {
     settings.steps = p.steps;
     settings.warmup_steps = p.warmup_steps;
     settings.seed = p.seed;
-    fmt::print("training {} [{}]: {} micro-batches ...\n", fmt::join(algorithms, ", "),
-               fmt::join(plan.balance, ","), p.chunks);
+    TrainSettings naive_settings = settings;
+    naive_settings.chunks = 1;
+    fmt::print("training {} [{}]: {} micro-batches and 1, step by step in turns ...\n",
+               fmt::join(algorithms, ", "), fmt::join(plan.balance, ","), p.chunks);
     std::fflush(stdout);
-    const reports::RunRecord run = run_training(settings);
-    settings.chunks = 1;
-    fmt::print("training {} [{}]: 1 micro-batch ...\n", fmt::join(algorithms, ", "),
-               fmt::join(plan.balance, ","));
-    std::fflush(stdout);
-    const reports::RunRecord naive = run_training(settings);
+    const std::vector<reports::RunRecord> runs = run_interleaved({settings, naive_settings});
+    const reports::RunRecord& run = runs[0];
+    const reports::RunRecord& naive = runs[1];
     if (c == 0) {
       write_json(dir + "/run.json", reports::run_to_json(run));
       write_json(dir + "/trace.json", reports::chrome_trace(run.timeline, run.model));
@@ -226,7 +225,8 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--checkpoint", p->checkpoint, "always, except_last or never")
       ->capture_default_str();
   cmd->add_option("--steps", p->steps, "measured training steps per run")->capture_default_str();
-  cmd->add_option("--warmup-steps", p->warmup_steps, "unmeasured steps per run")
+  cmd->add_option("--warmup-steps", p->warmup_steps,
+                  "unmeasured steps per run; they also measure the peak memory")
       ->capture_default_str();
   cmd->add_option("--profile-repeat", p->profile_repeat, "timed repetitions per layer")
       ->capture_default_str();

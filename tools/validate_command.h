@@ -19,7 +19,7 @@ struct ValidateParams {
   std::string schedule = "gpipe";
   std::string checkpoint = "except_last";
   int steps = 5;
-  int warmup_steps = 1;
+  int warmup_steps = 2;  // the second step is the first at steady-state memory
   int profile_repeat = 10;
   int threads = 1;
   uint64_t seed = 0;

@@ -66,6 +66,33 @@ TEST(TrainCli, OneFOneBKeepsLessAliveThanGPipe) {
   EXPECT_LT(peaks["1f1b"][0], peaks["gpipe"][0] / 2);
 }
 
+// validate trains each candidate at M micro-batches and at 1 in turns, both pipelines alive at
+// once; the pipelined run's per-stage peak memory must be what `train` measures for it alone.
+TEST(TrainCli, ValidateMeasuresMemoryAsTrainAloneDoes) {
+  const std::string dir = fresh_dir("validate_memory");
+  const std::string model = "--model mlp:layers=6,width=64 --input-shape 512,64";
+  const CliResult v = run_pipebal("validate " + model +
+                                  " --stages 2 --chunks 8 --steps 2 --checkpoint never -o " + dir);
+  ASSERT_EQ(v.status, 0) << v.err;
+  const auto interleaved = nlohmann::json::parse(read_text(dir + "/run.json"));
+  std::string balance;
+  for (const auto& layers : interleaved["balance"])
+    balance += (balance.empty() ? "" : ",") + std::to_string(layers.get<int>());
+  const CliResult t =
+      run_pipebal("train " + model + " --balance " + balance +
+                  " --chunks 8 --steps 2 --checkpoint never -o " + dir + "/alone.json");
+  ASSERT_EQ(t.status, 0) << t.err;
+  const auto alone = nlohmann::json::parse(read_text(dir + "/alone.json"));
+  ASSERT_EQ(alone["stages"].size(), interleaved["stages"].size());
+  for (size_t s = 0; s < alone["stages"].size(); ++s) {
+    const auto expected = alone["stages"][s]["peak_memory_bytes"].get<double>();
+    EXPECT_GT(expected, 0);
+    EXPECT_NEAR(interleaved["stages"][s]["peak_memory_bytes"].get<double>(), expected,
+                0.01 * expected)
+        << "stage " << s;
+  }
+}
+
 TEST(TrainCli, BadInputIsOneLineExitTwoAndNoOutputFile) {
   const std::string dir = fresh_dir("train_bad");
   const std::string out = " -o " + dir + "/run.json";
