@@ -20,6 +20,7 @@
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/worker.h"
 #include "profiler/cpu_memory.h"
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
@@ -43,6 +44,7 @@ struct Runner {
   models::SyntheticData data;
   std::unique_ptr<pipeline::Pipeline> pipeline;
   pipeline::LossFn loss;
+  std::unique_ptr<pipeline::Worker> worker;  // runs the plain model off the main thread
 
   double step_ms() {
     // Zeroed, not dropped: gradient buffers stay allocated between steps, as in training.
@@ -52,11 +54,14 @@ struct Runner {
     const auto start = Clock::now();
     if (pipeline) {
       pipeline->step(data.input, data.target, loss);
+    } else if (worker) {
+      worker->submit([&] { plain_step(); }).get();
     } else {
-      loss(model.layers.forward(data.input).value(), data.target).backward();
+      plain_step();
     }
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   }
+  void plain_step() { loss(model.layers.forward(data.input).value(), data.target).backward(); }
 };
 
 }  // namespace
@@ -80,6 +85,7 @@ int main(int argc, char** argv) {
 
   const std::vector<Config> configs = {
       {"plain", {}, 1},
+      {"plain, on a worker thread", {}, 1},
       {"1 stage, 1 chunk", {layers}, 1},
       {"2 stages, 1 chunk", {half, layers - half}, 1},
       {"2 stages, 8 chunks, gpipe", {half, layers - half}, 8},
@@ -92,12 +98,18 @@ int main(int argc, char** argv) {
   };
   std::vector<Runner> runners;
   for (const auto& c : configs) {
-    Runner r{models::build_model(spec, 0), {}, nullptr, {}};
+    Runner r{models::build_model(spec, 0), {}, nullptr, {}, nullptr};
     r.data = models::make_synthetic_data(r.model, shape, 0);
     const models::LossKind kind = r.model.info.loss;
     r.loss = [kind](const at::Tensor& out, const at::Tensor& t) {
       return models::compute_loss(kind, out, t);
     };
+    if (c.name == "plain, on a worker thread") {
+      r.worker = std::make_unique<pipeline::Worker>([] {
+        at::internal::lazy_init_num_threads();
+        at::set_num_threads(1);
+      });
+    }
     if (!c.balance.empty()) {
       pipeline::PipelineOptions options;
       options.on_worker_start = [](int stage) { profiler::CpuMemoryScope::set_thread_tag(stage); };
@@ -185,6 +197,9 @@ int main(int argc, char** argv) {
         {"paired_speedup_chunks8_over_chunks1_1f1b",
          paired("2 stages, 1 chunk", "2 stages, 8 chunks, 1f1b")},
         {"paired_engine_efficiency_1stage_vs_plain", paired("plain", "1 stage, 1 chunk")},
+        {"paired_worker_thread_vs_plain", paired("plain", "plain, on a worker thread")},
+        {"paired_engine_efficiency_1stage_vs_plain_on_worker",
+         paired("plain, on a worker thread", "1 stage, 1 chunk")},
         {"gpipe_over_1f1b_step",
          median["2 stages, 8 chunks, gpipe"] / median["2 stages, 8 chunks, 1f1b"]},
         {"checkpoint_always_over_never_step",
