@@ -1,5 +1,5 @@
-// pipebal's Dropout: LibTorch's semantics, masks from the stage's own generator inside the
-// engine (reproduced by recomputation, no process-wide lock), the default generator outside.
+// Dropout in the engine: pipebal's Dropout keeps LibTorch's semantics but draws from the stage's
+// own generator (no process-wide lock); either kind's masks are reproduced by recomputation.
 #include "pipeline/dropout.h"
 
 #include <gtest/gtest.h>
@@ -52,16 +52,18 @@ TEST(Dropout, StageSeedDeterminesTheMaskAndDefaultGeneratorIsUntouched) {
   EXPECT_EQ(stage_generator(), nullptr);
 }
 
+// Dropout in both stages of a {2, 2} split: pipebal's own, or LibTorch's (shared generator).
 LayerSeq dropout_model(bool own_dropout) {
   torch::manual_seed(9);
   LayerSeq seq("dropout");
+  auto dropout = [&](const std::string& name) {
+    return own_dropout ? make_layer(name, "Dropout", Dropout(0.5))
+                       : make_layer(name, "Dropout", nn::Dropout(0.5));
+  };
   seq.add(make_layer("fc0", "Linear", nn::Linear(8, 8)));
-  if (own_dropout) {
-    seq.add(make_layer("drop", "Dropout", Dropout(0.5)));
-  } else {
-    seq.add(make_layer("drop", "Dropout", nn::Dropout(0.5)));
-  }
+  seq.add(dropout("drop0"));
   seq.add(make_layer("fc1", "Linear", nn::Linear(8, 8)));
+  seq.add(dropout("drop1"));
   return seq;
 }
 
@@ -74,34 +76,39 @@ TEST(Dropout, CpuStageWithOwnDropoutTakesNoLock) {
 }
 
 // Checkpointed micro-batches are recomputed before their backward; the masks must be the ones
-// the forward drew, so the gradients equal those of the same step without checkpointing.
-TEST(Dropout, RecomputationReproducesMasksFromTheStageGenerator) {
+// the forward drew, so the gradients equal those of the same step without checkpointing — with
+// pipebal's Dropout (the stage's generator) and LibTorch's (the shared one, under its lock).
+TEST(Dropout, RecomputationReproducesTheForwardMasks) {
   const Batch input(torch::randn({8, 8}));
   const at::Tensor target = torch::randn({8, 8});
   auto mse = [](const at::Tensor& out, const at::Tensor& t) { return torch::mse_loss(out, t); };
-  std::vector<std::vector<at::Tensor>> grads;
-  for (auto checkpoint : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
-    for (int repeat = 0; repeat < 2; ++repeat) {
-      LayerSeq model = dropout_model(true);
-      PipelineOptions options;
-      options.chunks = 4;
-      options.checkpoint = checkpoint;
-      options.seed = 5;
-      Pipeline pipeline(model, {2, 1}, {}, options);
-      pipeline.step(input, target, mse);
-      grads.emplace_back();
-      for (const auto& p : model.parameters()) grads.back().push_back(p.grad().clone());
+  for (bool own : {true, false}) {
+    SCOPED_TRACE(own ? "pipebal Dropout" : "LibTorch Dropout");
+    std::vector<std::vector<at::Tensor>> grads;
+    for (auto checkpoint : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        LayerSeq model = dropout_model(own);
+        PipelineOptions options;
+        options.chunks = 4;
+        options.checkpoint = checkpoint;
+        options.seed = 5;
+        Pipeline pipeline(model, {2, 2}, {}, options);
+        pipeline.step(input, target, mse);
+        grads.emplace_back();
+        for (const auto& p : model.parameters()) grads.back().push_back(p.grad().clone());
+      }
     }
+    for (size_t run = 1; run < grads.size(); ++run) {
+      for (size_t i = 0; i < grads[0].size(); ++i)
+        EXPECT_TRUE(torch::equal(grads[0][i], grads[run][i]))
+            << "run " << run << ", parameter " << i;
+    }
+    // Dropout did drop: the masked gradient differs from the model without dropout.
+    LayerSeq plain = dropout_model(own);
+    plain.train(false);
+    torch::mse_loss(plain.forward(input).value(), target).backward();
+    EXPECT_FALSE(torch::allclose(plain.parameters()[0].grad(), grads[0][0]));
   }
-  for (size_t run = 1; run < grads.size(); ++run) {
-    for (size_t i = 0; i < grads[0].size(); ++i)
-      EXPECT_TRUE(torch::equal(grads[0][i], grads[run][i])) << "run " << run << ", parameter " << i;
-  }
-  // Dropout did drop: the masked gradient differs from the model without dropout.
-  LayerSeq plain = dropout_model(true);
-  plain.train(false);
-  torch::mse_loss(plain.forward(input).value(), target).backward();
-  EXPECT_FALSE(torch::allclose(plain.parameters()[0].grad(), grads[0][0]));
 }
 
 }  // namespace
