@@ -22,7 +22,7 @@ constexpr int64_t kUnlimitedBytes = std::numeric_limits<int64_t>::max();
 struct CostOptions {
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;  // as torchgpipe
-  int chunks = 4;                          // micro-batches per step
+  int chunks = pipeline::kDefaultChunks;   // micro-batches per step
   double param_scale = 2.0;                // bytes kept per parameter byte: 2 = grads, Adam ~4
   std::vector<int64_t> memory_caps_bytes;  // empty: unlimited; one value: every stage
   std::vector<double> device_speeds;       // empty: all 1; one value: every stage

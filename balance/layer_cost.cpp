@@ -36,4 +36,28 @@ void validate_layer_costs(const std::vector<LayerCost>& layers) {
   }
 }
 
+int planned_chunks(const CostProfile& profile, int requested) {
+  if (requested < 0) {
+    throw std::invalid_argument(fmt::format("--chunks must be at least 1, got {}", requested));
+  }
+  if (requested == 0) return profile.chunks > 0 ? profile.chunks : pipeline::kDefaultChunks;
+  if (profile.chunks == 0 || requested == profile.chunks) return requested;
+  const int64_t mini = profile.mini_batch_size();
+  if (mini > 0 && profile.batch_size > 0) {
+    if (requested > mini) {
+      throw std::invalid_argument(fmt::format(
+          "--chunks {} is more than the profiled mini-batch of {} samples", requested, mini));
+    }
+    const int64_t micro = (mini + requested - 1) / requested;
+    if (micro == profile.batch_size) return requested;  // the same micro-batches, rounded
+    throw std::invalid_argument(fmt::format(
+        "the profile was measured at micro-batch size {} ({} samples in {} chunks); --chunks {} "
+        "means micro-batches of {}: profile again with --chunks {}",
+        profile.batch_size, mini, profile.chunks, requested, micro, requested));
+  }
+  throw std::invalid_argument(
+      fmt::format("the profile was measured for {} chunks, not {}: profile again with --chunks {}",
+                  profile.chunks, requested, requested));
+}
+
 }  // namespace pipebal::balance

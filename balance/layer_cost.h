@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/schedule.h"
+
 namespace pipebal::balance {
 
 struct LayerCost {
@@ -21,9 +23,22 @@ struct LayerCost {
 // A profile: the model's layers in execution order, and the batch size they were measured at.
 struct CostProfile {
   std::string model;
-  int64_t batch_size = 0;  // 0 when the document does not say
+  int64_t batch_size = 0;  // the micro-batch size measured; 0 when the document does not say
+  // What it was measured for: the mini-batch's input shape (batch first) in `chunks`
+  // micro-batches; 0 and empty when the document does not say (a hand-written profile).
+  int chunks = 0;
+  std::vector<int64_t> input_shape;
   std::vector<LayerCost> layers;
+
+  // The mini-batch size, input_shape[0]; 0 when not said.
+  int64_t mini_batch_size() const { return input_shape.empty() ? 0 : input_shape[0]; }
 };
+
+// The micro-batch count to plan `profile` for: `requested` (0: none given) when the profile
+// was measured at its micro-batch size, else the profile's own count (kDefaultChunks when it
+// does not say). Throws std::invalid_argument, naming both micro-batch sizes, when `requested`
+// cuts the profiled mini-batch into micro-batches of another size than the one measured.
+int planned_chunks(const CostProfile& profile, int requested);
 
 // Throws std::invalid_argument naming the first layer (index and name) and field that is NaN,
 // infinite or negative.

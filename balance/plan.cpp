@@ -58,9 +58,13 @@ const json& get_array(const json& object, const char* key) {
 }
 
 json stage_to_json(const StagePlan& stage) {
-  json out = {{"first_layer", stage.first_layer},   {"layers", stage.layers},
-              {"time_ms", stage.time_ms},           {"transfer_ms", stage.transfer_ms},
-              {"memory_bytes", stage.memory_bytes}, {"speed", stage.speed}};
+  json out = {{"first_layer", stage.first_layer},
+              {"layers", stage.layers},
+              {"layer_names", stage.layer_names},
+              {"time_ms", stage.time_ms},
+              {"transfer_ms", stage.transfer_ms},
+              {"memory_bytes", stage.memory_bytes},
+              {"speed", stage.speed}};
   if (stage.memory_cap_bytes != kUnlimitedBytes) out["memory_cap_bytes"] = stage.memory_cap_bytes;
   return out;
 }
@@ -71,6 +75,9 @@ StagePlan stage_from_json(const json& in, size_t index) {
   StagePlan stage;
   stage.first_layer = get<int>(in, "first_layer", where);
   stage.layers = get<int>(in, "layers", where);
+  if (in.contains("layer_names")) {
+    stage.layer_names = get<std::vector<std::string>>(in, "layer_names", where);
+  }
   stage.time_ms = get<double>(in, "time_ms", where);
   stage.transfer_ms = in.contains("transfer_ms") ? get<double>(in, "transfer_ms", where) : 0.0;
   stage.memory_bytes = get<int64_t>(in, "memory_bytes", where);
@@ -136,6 +143,7 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
     StagePlan stage;
     stage.first_layer = first;
     stage.layers = balance[s];
+    for (int l = first; l < end; ++l) stage.layer_names.push_back(model.layers()[l].name);
     stage.time_ms = model.time_ms(s, first, end);
     stage.transfer_ms = model.transfer_ms(end);
     stage.memory_bytes = model.memory_bytes(s, first, end);
@@ -163,6 +171,7 @@ json plan_to_json(const Plan& plan) {
   const Prediction& p = plan.prediction;
   return {{"schema", reports::schema_tag(kSchemaName, kSchemaMajor)},
           {"model", plan.model},
+          {"input_shape", plan.input_shape},
           {"algorithm", plan.algorithm},
           {"balance", plan.balance},
           {"bottleneck_ms", plan.bottleneck_ms},
@@ -185,6 +194,9 @@ Plan plan_from_json(const json& doc) {
   reports::check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/true);
   Plan plan;
   plan.model = doc.contains("model") ? get<std::string>(doc, "model", "") : "";
+  if (doc.contains("input_shape")) {
+    plan.input_shape = get<std::vector<int64_t>>(doc, "input_shape", "");
+  }
   plan.algorithm = get<std::string>(doc, "algorithm", "");
   plan.balance = get<std::vector<int>>(doc, "balance", "");
   plan.bottleneck_ms = get<double>(doc, "bottleneck_ms", "");

@@ -17,6 +17,9 @@ namespace pipebal::balance {
 struct StagePlan {
   int first_layer = 0;
   int layers = 0;
+  // The stage's layers by name: torchgpipe's balance list counts them, and
+  // torch.distributed.pipelining's split points name the first of each stage.
+  std::vector<std::string> layer_names;
   double time_ms = 0;      // compute per micro-batch (CostModel::time_ms)
   double transfer_ms = 0;  // of its output to the next stage, one way
   int64_t memory_bytes = 0;
@@ -35,6 +38,8 @@ struct Prediction {
 
 struct Plan {
   std::string model;  // from the profile; may be empty
+  // The mini-batch's input shape (batch first) the profile was measured for; may be empty.
+  std::vector<int64_t> input_shape;
   std::string algorithm;
   std::vector<int> balance;  // layers per stage
   std::vector<StagePlan> stages;

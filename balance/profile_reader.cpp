@@ -1,6 +1,7 @@
 // See profile_reader.h.
 #include "balance/profile_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -101,6 +102,19 @@ CostProfile profile_from_json(const json& doc) {
   const auto batch_size = doc.find("batch_size");
   if (batch_size != doc.end() && batch_size->is_number_integer()) {
     profile.batch_size = batch_size->get<int64_t>();
+  }
+  const auto chunks = doc.find("chunks");
+  if (chunks != doc.end() && chunks->is_number_integer() && chunks->get<int64_t>() > 0) {
+    profile.chunks = static_cast<int>(std::min<int64_t>(chunks->get<int64_t>(), 1 << 30));
+  }
+  const auto input_shape = doc.find("input_shape");
+  if (input_shape != doc.end() && input_shape->is_array()) {
+    for (const auto& d : *input_shape) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 1) {
+        throw std::invalid_argument("profile: \"input_shape\" must hold positive integers");
+      }
+      profile.input_shape.push_back(d.get<int64_t>());
+    }
   }
   for (size_t i = 0; i < layers->size(); ++i) profile.layers.push_back(read_layer((*layers)[i], i));
   return profile;

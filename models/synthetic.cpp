@@ -7,6 +7,8 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "pipeline/error_text.h"
+
 namespace pipebal::models {
 namespace {
 
@@ -15,11 +17,10 @@ pipeline::Batch forward_naming_layer(const pipeline::LayerSeq& layers, pipeline:
   for (size_t i = 0; i < layers.size(); ++i) {
     try {
       batch = layers[i].forward(std::move(batch));
-    } catch (const c10::Error& error) {
-      const std::string text = error.what_without_backtrace();
+    } catch (const std::exception& error) {
       throw std::invalid_argument(fmt::format("layer {} ('{}', {}) rejected its input: {}", i,
                                               layers[i].name(), layers[i].type(),
-                                              text.substr(0, text.find('\n'))));
+                                              pipeline::error_summary(error)));
     }
   }
   return batch;
@@ -76,6 +77,12 @@ SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>
       throw;
     }
     model.layers.train(training);
+  }
+  // A TorchScript model's layers must be the model: compare them with its own forward.
+  if (model.reference) {
+    pipeline::check_matches_reference(model.layers, model.reference,
+                                      pipeline::Batch(data.input.value().narrow(0, 0, 1)),
+                                      model.layers.name());
   }
 
   std::vector<int64_t> out_shape = probe_output.sizes().vec();

@@ -207,7 +207,9 @@ Model build_model(const std::string& text, uint64_t seed) {
   torch::manual_seed(seed);
   Model model;
   if (!spec.path.empty()) {
-    model.layers = pipeline::load_torchscript(spec.path);
+    pipeline::ScriptModel script = pipeline::load_script_model(spec.path);
+    model.layers = std::move(script.layers);
+    model.reference = std::move(script.reference);
     model.info.name = spec.path;
     model.info.description = "TorchScript model";
     model.info.loss = LossKind::kMse;
@@ -228,6 +230,16 @@ Model build_model(const std::string& text, uint64_t seed) {
   model.classes = entry.classes(model.knobs);
   model.layers.check_skips();
   return model;
+}
+
+std::string canonical_spec(const std::string& text) {
+  const ModelSpec spec = parse_model_spec(text);
+  if (!spec.path.empty()) return spec.path;
+  Model model;
+  model.info = find_entry(spec.name).info;
+  for (const auto& knob : model.info.knobs) model.knobs[knob.key] = knob.default_value;
+  for (const auto& [key, value] : spec.options) model.knobs[key] = value;
+  return describe(model);
 }
 
 std::string describe(const Model& model) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipeline/layer_seq.h"
+#include "pipeline/script_layer.h"
 
 namespace pipebal::models {
 
@@ -48,6 +49,9 @@ struct Model {
   ModelInfo info;
   std::map<std::string, int64_t> knobs;  // every knob, defaults filled in
   int64_t classes = 0;                   // cross-entropy classes (vocab for gpt); 0 for MSE
+  // TorchScript models: the module's own forward, which the layers must reproduce on the
+  // sample (make_synthetic_data checks it). Empty for zoo models, which are built as layers.
+  pipeline::ReferenceForward reference;
 };
 
 // Every zoo model, in the order `pipebal models` lists them.
@@ -65,5 +69,10 @@ Model build_model(const std::string& spec, uint64_t seed = 0);
 
 // "mlp:classes=10,layers=16,width=512" — the canonical SPEC of a built model.
 std::string describe(const Model& model);
+
+// The canonical SPEC of `text` without building the model: every knob in catalogue order with
+// its default filled in, so that two SPECs of the same model compare equal. A TorchScript
+// path is returned as given. Throws like parse_model_spec.
+std::string canonical_spec(const std::string& text);
 
 }  // namespace pipebal::models

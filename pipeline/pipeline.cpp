@@ -139,12 +139,21 @@ void Pipeline::run_parallel(const std::function<void(int)>& job) {
   }
 }
 
-void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vector<Batch>& targets,
-                         const std::vector<double>& weights, const LossFn& loss_fn, bool training,
-                         std::vector<double>& losses, Timeline& timeline) {
+// What every stage of one training step reads (and the losses the last one writes).
+struct Pipeline::StepWork {
+  std::vector<Batch> inputs;    // micro-batches
+  std::vector<Batch> targets;   // their targets
+  std::vector<double> weights;  // each micro-batch's share of the mini-batch
+  const LossFn* loss_fn = nullptr;
+  std::vector<double> losses;  // weighted, per micro-batch
+  // The one clock origin of the step's timeline: actions of different stages compare.
+  Clock::time_point origin;
+};
+
+void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
   Stage& stage = *stages_[s];
   const bool last = s + 1 == stages();
-  const Clock::time_point step_start = Clock::now();
+  const Clock::time_point step_start = work.origin;
   CurrentStream on_stage_stream(stage.stream());
   auto receive = [&](Parcel parcel) {
     return unpack(std::move(parcel), stage.device(), stage.stream());
@@ -154,7 +163,7 @@ void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vec
     const int i = action.micro_batch;
     Batch incoming;
     if (action.kind == ActionKind::kForward) {
-      incoming = receive(s == 0 ? Parcel(inputs[i]) : links_->forward[s - 1].take(i));
+      incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links_->forward[s - 1].take(i));
     } else if (action.kind == ActionKind::kBackward && !last) {
       incoming = receive(links_->backward[s].take(i));
     }
@@ -163,9 +172,8 @@ void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vec
     switch (action.kind) {
       case ActionKind::kForward: {
         const uint64_t seed = mix(mix(mix(options_.seed ^ steps_) + s) + i);
-        const bool checkpointed =
-            training && is_checkpointed(options_.checkpoint, i, options_.chunks);
-        outgoing = stage.forward(i, std::move(incoming), checkpointed, training && s > 0, seed);
+        const bool checkpointed = is_checkpointed(options_.checkpoint, i, options_.chunks);
+        outgoing = stage.forward(i, std::move(incoming), checkpointed, s > 0, seed);
         break;
       }
       case ActionKind::kRecompute:
@@ -173,11 +181,11 @@ void Pipeline::run_stage(int s, const std::vector<Batch>& inputs, const std::vec
         break;
       case ActionKind::kBackward:
         if (last) {
-          outgoing =
-              stage.backward_from_loss(i, targets[i].value(), loss_fn, weights[i], &losses[i]);
-          if (options_.check_finite && !std::isfinite(losses[i])) {
-            throw std::runtime_error(
-                fmt::format("stage {}, micro-batch {}: non-finite loss ({})", s, i, losses[i]));
+          outgoing = stage.backward_from_loss(i, work.targets[i].value(), *work.loss_fn,
+                                              work.weights[i], &work.losses[i]);
+          if (options_.check_finite && !std::isfinite(work.losses[i])) {
+            throw std::runtime_error(fmt::format("stage {}, micro-batch {}: non-finite loss ({})",
+                                                 s, i, work.losses[i]));
           }
         } else {
           outgoing = stage.backward(i, incoming);
@@ -211,23 +219,24 @@ void Pipeline::set_deferred_batch_norm(bool on, bool commit) {
 
 StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn) {
   const Clock::time_point start = Clock::now();
-  const std::vector<Batch> inputs = scatter(input, options_.chunks);
+  StepWork work;
+  work.inputs = scatter(input, options_.chunks);
   if (!target.defined() || target.dim() == 0 || target.size(0) != input.size()) {
     throw std::invalid_argument(
         fmt::format("target has {} samples, the input {}",
                     target.defined() && target.dim() > 0 ? target.size(0) : 0, input.size()));
   }
-  const std::vector<Batch> targets = scatter(Batch(target), options_.chunks);
-  std::vector<double> weights;
-  for (const auto& part : inputs) weights.push_back(double(part.size()) / double(input.size()));
-
-  std::vector<double> losses(options_.chunks, 0.0);
+  work.targets = scatter(Batch(target), options_.chunks);
+  for (const auto& part : work.inputs) {
+    work.weights.push_back(double(part.size()) / double(input.size()));
+  }
+  work.loss_fn = &loss_fn;
+  work.losses.assign(options_.chunks, 0.0);
   std::vector<Timeline> timelines(stages());
   if (options_.deferred_batch_norm) set_deferred_batch_norm(true, false);
   try {
-    run_parallel([&](int s) {
-      run_stage(s, inputs, targets, weights, loss_fn, true, losses, timelines[s]);
-    });
+    work.origin = Clock::now();
+    run_parallel([&](int s) { run_stage(s, work, timelines[s]); });
   } catch (...) {
     if (options_.deferred_batch_norm) set_deferred_batch_norm(false, false);
     ++steps_;
@@ -237,7 +246,7 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   ++steps_;
 
   StepResult result;
-  result.loss = std::accumulate(losses.begin(), losses.end(), 0.0);
+  result.loss = std::accumulate(work.losses.begin(), work.losses.end(), 0.0);
   for (auto& t : timelines) result.timeline.insert(result.timeline.end(), t.begin(), t.end());
   result.step_ms = ms_since(start);
   return result;

@@ -62,9 +62,8 @@ class Pipeline {
 
  private:
   struct Links;
-  void run_stage(int s, const std::vector<Batch>& inputs, const std::vector<Batch>& targets,
-                 const std::vector<double>& weights, const LossFn& loss_fn, bool training,
-                 std::vector<double>& losses, Timeline& timeline);
+  struct StepWork;
+  void run_stage(int s, StepWork& work, Timeline& timeline);
   void run_parallel(const std::function<void(int)>& job);
   void set_deferred_batch_norm(bool on, bool commit);
 

@@ -10,6 +10,10 @@ namespace pipebal::pipeline {
 
 // Fill-drain (GPipe: all forwards, then all backwards) or one-forward-one-backward
 // (PipeDream-flush: each stage keeps at most `stages - stage` micro-batches in flight).
+// Micro-batches per mini-batch when a command is not told: the same for profile, balance, train
+// and validate, so that a profile plans and trains the batch it was measured for.
+constexpr int kDefaultChunks = 4;
+
 enum class ScheduleKind { kGPipe, kOneFOneB };
 
 // Which micro-batches are checkpointed, as torchgpipe defines it: `kAlways` all of them,

@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 #include <torch/script.h>
 
+#include "pipeline/error_text.h"
+#include "pipeline/script_chain.h"
+
 namespace pipebal::pipeline {
 namespace {
 
@@ -15,8 +18,31 @@ std::string short_type_name(const torch::jit::Module& module) {
   return qualified ? qualified->name() : "ScriptModule";
 }
 
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
+std::vector<at::Tensor> tensors_of(const c10::IValue& value, const std::string& what) {
+  if (value.isTensor()) return {value.toTensor()};
+  std::vector<at::Tensor> all;
+  if (value.isTuple()) {
+    for (const auto& element : value.toTupleRef().elements()) {
+      if (!element.isTensor()) break;
+      all.push_back(element.toTensor());
+    }
+    if (all.size() == value.toTupleRef().elements().size()) return all;
+  }
+  throw std::invalid_argument(fmt::format("{} returned {}, expected a tensor or a tuple of tensors",
+                                          what, value.tagKind()));
+}
+
+// How far apart two runs of the same computation may be: the same operations in the same
+// order agree to the last bit, but a dtype's rounding allows a little slack.
+std::pair<double, double> tolerance(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Double:
+      return {1e-9, 1e-12};
+    case c10::ScalarType::Float:
+      return {1e-4, 1e-6};
+    default:
+      return {1e-2, 1e-3};
+  }
 }
 
 class ScriptLayer : public Layer {
@@ -26,20 +52,8 @@ class ScriptLayer : public Layer {
 
   Batch forward(Batch input) override {
     std::vector<c10::IValue> arguments(input.tensors.begin(), input.tensors.end());
-    c10::IValue output = module_.forward(std::move(arguments));
-    input.tensors.clear();
-    if (output.isTensor()) {
-      input.tensors.push_back(output.toTensor());
-    } else if (output.isTuple()) {
-      for (const auto& element : output.toTupleRef().elements()) {
-        input.tensors.push_back(element.toTensor());
-      }
-    } else {
-      throw std::invalid_argument(
-          fmt::format("TorchScript layer '{}' returned {}, expected a "
-                      "tensor or a tuple of tensors",
-                      name(), output.tagKind()));
-    }
+    input.tensors = tensors_of(module_.forward(std::move(arguments)),
+                               fmt::format("TorchScript layer '{}'", name()));
     return input;
   }
 
@@ -90,25 +104,82 @@ class ScriptLayer : public Layer {
 
 }  // namespace
 
-LayerSeq load_torchscript(const std::string& path) {
+ScriptModel load_script_model(const std::string& path) {
   torch::jit::Module model;
   try {
     model = torch::jit::load(path, torch::kCPU);
-  } catch (const c10::Error& error) {
-    throw std::invalid_argument(fmt::format("cannot load TorchScript model '{}': {}", path,
-                                            first_line(error.what_without_backtrace())));
-  }
-  LayerSeq layers(path);
-  for (const auto& child : model.named_children()) {
-    layers.add(std::make_unique<ScriptLayer>(child.name, child.value));
-  }
-  if (layers.empty()) {
+  } catch (const std::exception& error) {
     throw std::invalid_argument(
-        fmt::format("TorchScript model '{}' has no child modules to use as layers", path));
+        fmt::format("cannot load TorchScript model '{}': {}", path, error_summary(error)));
+  }
+  const std::string why = why_not_a_chain(model);
+  if (!why.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "TorchScript model '{}' is not a chain of its children: {}; pipebal would run a different "
+        "model. Export a module whose forward calls each top-level child once, in order, on the "
+        "previous child's outputs (e.g. move residual adds into a child module)",
+        path, why));
+  }
+  ScriptModel result;
+  result.layers = LayerSeq(path);
+  for (const auto& child : model.named_children()) {
+    result.layers.add(std::make_unique<ScriptLayer>(child.name, child.value));
   }
   // Children keep the mode they were saved in; a loaded model trains like a fresh one.
-  layers.train(true);
-  return layers;
+  model.train(true);
+  result.reference = [model](const Batch& input) mutable {
+    std::vector<c10::IValue> arguments(input.tensors.begin(), input.tensors.end());
+    return tensors_of(model.forward(std::move(arguments)), "the model's forward");
+  };
+  return result;
+}
+
+LayerSeq load_torchscript(const std::string& path) {
+  return load_script_model(path).layers;
+}
+
+void check_matches_reference(const LayerSeq& layers, const ReferenceForward& reference,
+                             const Batch& sample, const std::string& model) {
+  if (layers.empty()) return;
+  const bool training = layers[0].is_training();
+  at::NoGradGuard no_grad;
+  layers.train(false);
+  std::vector<at::Tensor> expected, staged;
+  try {
+    expected = reference(sample);
+    staged = layers.forward(sample).tensors;
+  } catch (const std::exception& error) {
+    layers.train(training);
+    throw std::invalid_argument(fmt::format("model '{}': running it on the sample failed: {}",
+                                            model, error_summary(error)));
+  }
+  layers.train(training);
+  if (expected.size() != staged.size()) {
+    throw std::invalid_argument(
+        fmt::format("model '{}': its layers return {} tensors, its forward {}; pipebal would run "
+                    "a different model",
+                    model, staged.size(), expected.size()));
+  }
+  for (size_t t = 0; t < expected.size(); ++t) {
+    const at::Tensor& want = expected[t];
+    const at::Tensor& got = staged[t];
+    bool same = want.sizes() == got.sizes() && want.scalar_type() == got.scalar_type();
+    double difference = 0;
+    if (same && want.is_floating_point()) {
+      const auto [rtol, atol] = tolerance(want.scalar_type());
+      same = at::allclose(got, want, rtol, atol, /*equal_nan=*/true);
+      difference = (got - want).abs().max().item<double>();
+    } else if (same) {
+      same = at::equal(got, want);
+    }
+    if (!same) {
+      throw std::invalid_argument(fmt::format(
+          "model '{}': its layers run one after another give a different output {} than its "
+          "forward on the sample (shape {} vs {}, largest difference {:.3g}); pipebal would run "
+          "a different model",
+          model, t, c10::str(got.sizes()), c10::str(want.sizes()), difference));
+    }
+  }
 }
 
 }  // namespace pipebal::pipeline

@@ -9,6 +9,7 @@
 
 #include "pipeline/batch_norm.h"
 #include "pipeline/dropout.h"
+#include "pipeline/error_text.h"
 #include "pipeline/transfer.h"
 
 namespace pipebal::pipeline {
@@ -21,17 +22,6 @@ namespace {
 std::mutex& default_generator_mutex() {
   static std::mutex mutex;
   return mutex;
-}
-
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
-std::string what_of(const std::exception& error) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-    return first_line(c10_error->what_without_backtrace());
-  }
-  return first_line(error.what());
 }
 
 at::Tensor as_leaf(const at::Tensor& t, const c10::Device& device, bool track_grad) {
@@ -62,9 +52,9 @@ Batch Stage::run_layers(Batch input, int micro_batch) {
     try {
       input = layers_[i].forward(std::move(input));
     } catch (const std::exception& error) {
-      throw std::runtime_error(fmt::format("stage {}, layer {} ('{}'), micro-batch {}: {}", index_,
-                                           first_layer_ + i, layers_[i].name(), micro_batch,
-                                           what_of(error)));
+      throw std::runtime_error(fmt::format("stage {}, layer {} ('{}', {}), micro-batch {}: {}",
+                                           index_, first_layer_ + i, layers_[i].name(),
+                                           layers_[i].type(), micro_batch, error_summary(error)));
     }
   }
   return input;
@@ -140,7 +130,7 @@ Batch Stage::backward(int micro_batch, const Batch& output_grad) {
     if (!outputs.empty()) torch::autograd::backward(outputs, grads);
   } catch (const std::exception& error) {
     throw std::runtime_error(fmt::format("stage {}, backward of micro-batch {}: {}", index_,
-                                         micro_batch, what_of(error)));
+                                         micro_batch, error_summary(error)));
   }
   Batch input_grads = input_gradients(mb.input);
   states_.erase(micro_batch);
@@ -154,15 +144,15 @@ Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const
   try {
     weighted = loss_fn(mb.output.value(), target.to(device_)) * weight;
   } catch (const std::exception& error) {
-    throw std::runtime_error(
-        fmt::format("stage {}, loss of micro-batch {}: {}", index_, micro_batch, what_of(error)));
+    throw std::runtime_error(fmt::format("stage {}, loss of micro-batch {}: {}", index_,
+                                         micro_batch, error_summary(error)));
   }
   if (loss != nullptr) *loss = weighted.item<double>();
   try {
     if (weighted.requires_grad()) weighted.backward();
   } catch (const std::exception& error) {
     throw std::runtime_error(fmt::format("stage {}, backward of micro-batch {}: {}", index_,
-                                         micro_batch, what_of(error)));
+                                         micro_batch, error_summary(error)));
   }
   Batch input_grads = input_gradients(mb.input);
   states_.erase(micro_batch);

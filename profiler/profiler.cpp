@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "pipeline/error_text.h"
 #include "profiler/co_runner.h"
 #include "profiler/device.h"
 #include "profiler/memory_meter.h"
@@ -21,18 +22,8 @@ namespace pipebal::profiler {
 namespace {
 
 using pipeline::Batch;
+using pipeline::error_summary;
 using pipeline::Layer;
-
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
-std::string what_of(const std::exception& error) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-    return first_line(c10_error->what_without_backtrace());
-  }
-  return first_line(error.what());
-}
 
 std::vector<int64_t> shape_of(const at::Tensor& t) {
   return t.defined() ? t.sizes().vec() : std::vector<int64_t>{};
@@ -180,7 +171,7 @@ class LayerRunner {
     } catch (const std::exception& error) {
       throw std::invalid_argument(fmt::format("layer {} ('{}', {}) failed on input {}: {}", index_,
                                               layer_.name(), layer_.type(), describe(input_),
-                                              what_of(error)));
+                                              error_summary(error)));
     }
   }
 
@@ -190,7 +181,7 @@ class LayerRunner {
     } catch (const std::exception& error) {
       throw std::invalid_argument(
           fmt::format("layer {} ('{}', {}): backward failed on input {}: {}", index_, layer_.name(),
-                      layer_.type(), describe(input_), what_of(error)));
+                      layer_.type(), describe(input_), error_summary(error)));
     }
   }
 
@@ -334,6 +325,10 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   profile.environment.repeat = options.repeat;
   profile.environment.time_budget_s = options.time_budget_s;
 
+  auto report = [&progress](ProfileProgress::Phase phase, size_t done, size_t total,
+                            const std::string& layer) {
+    if (progress) progress({phase, done, total, layer});
+  };
   const std::unique_ptr<LayerTimer> timer = make_layer_timer(backend, options.device);
   std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
   std::unique_ptr<CoRunners> co_runners;
@@ -363,6 +358,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     for (const at::Tensor& t : output.tensors) lp.output_shapes.push_back(shape_of(t));
     current = detached(output);
     profile.layers.push_back(std::move(lp));
+    report(ProfileProgress::Phase::kLayers, i + 1, layers.size(), layer.name());
   }
 
   // Timing runs without the memory meter: on the CPU it puts a bookkeeping step into every
@@ -372,18 +368,19 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   // Timing, in whole passes over the model (see PassTimer). The first layer failing on its
   // input was reported above, with its name, by the per-layer memory measurement.
   PassTimer passes(layers, prepare_sample(sample, options), options.loss);
-  for (int w = 0; w < options.warmup; ++w) passes.run(nullptr, nullptr);
+  for (int w = 0; w < options.warmup; ++w) {
+    passes.run(nullptr, nullptr);
+    report(ProfileProgress::Phase::kWarmupPasses, w + 1, options.warmup, "");
+  }
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < options.repeat; ++r) {
     passes.run(timer.get(), &profile.layers);
+    report(ProfileProgress::Phase::kTimedPasses, r + 1, options.repeat, "");
     const double spent_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (options.time_budget_s > 0 && spent_s >= options.time_budget_s) break;
   }
-  for (LayerProfile& lp : profile.layers) {
-    summarise(lp);
-    if (progress) progress(lp, layers.size());
-  }
+  for (LayerProfile& lp : profile.layers) summarise(lp);
   return profile;
 }
 

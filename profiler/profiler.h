@@ -76,13 +76,26 @@ struct Profile {
   std::string backend;     // the resolved backend: wallclock, events or cupti
   std::string dtype;       // of the sample's first floating tensor, after conversion; "" if none
   int64_t batch_size = 0;  // the (micro-)batch size measured
-  std::vector<std::vector<int64_t>> input_shapes;
+  std::vector<std::vector<int64_t>> input_shapes;  // the measured (micro-)batch's
+  // What the profile plans for: the mini-batch's input shape (batch first, as --input-shape
+  // takes it) cut into `chunks` micro-batches of batch_size samples. Set by the caller that
+  // chose the micro-batch size; 0 and empty when not said.
+  int chunks = 0;
+  std::vector<int64_t> input_shape;
   Environment environment;
   std::vector<LayerProfile> layers;
 };
 
-// Called after each layer is measured, with the number of layers in all.
-using ProgressFn = std::function<void(const LayerProfile& layer, size_t layers)>;
+// Where a profile stands, reported as it goes: first each layer on its own (warm-up and memory),
+// then whole warm-up passes, then the timed passes.
+struct ProfileProgress {
+  enum class Phase { kLayers, kWarmupPasses, kTimedPasses };
+  Phase phase = Phase::kLayers;
+  size_t done = 0;    // layers or passes finished in this phase
+  size_t total = 0;   // in this phase (timed passes: at most; a time budget may end them early)
+  std::string layer;  // kLayers: the layer just measured
+};
+using ProgressFn = std::function<void(const ProfileProgress& progress)>;
 
 // Profiles every layer of `model` in order. Layer i gets layer i-1's real output (and the skip
 // tensors live at that point) as detached leaves, requiring grad when floating (layer 0's do

@@ -28,11 +28,12 @@ constexpr const char* kFooter =
     "--compare\n"
     "Sizes: K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000.";
 
-balance::CostOptions cost_options(const BalanceParams& params) {
+balance::CostOptions cost_options(const BalanceParams& params,
+                                  const balance::CostProfile& profile) {
   balance::CostOptions options;
   options.schedule = pipeline::parse_schedule_kind(params.schedule);
   options.checkpoint = pipeline::parse_checkpoint_mode(params.checkpoint);
-  options.chunks = params.chunks;
+  options.chunks = balance::planned_chunks(profile, params.chunks);
   options.param_scale = params.param_scale;
   if (!params.memory_cap.empty()) {
     options.memory_caps_bytes = {balance::parse_bytes(params.memory_cap)};
@@ -105,10 +106,11 @@ void run_balance(const BalanceParams& params, std::ostream& out) {
     throw std::invalid_argument("give either --memory-cap or --memory-caps, not both");
   }
   const balance::CostProfile profile = balance::read_profile(params.profile_path);
-  const balance::CostModel model(profile.layers, params.stages, cost_options(params));
+  const balance::CostModel model(profile.layers, params.stages, cost_options(params, profile));
   const balance::Algorithm algorithm = balance::parse_algorithm(params.algorithm);
   Plan plan = balance::partition(model, algorithm);
   plan.model = profile.model;
+  plan.input_shape = profile.input_shape;
 
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
   if (params.json) {
@@ -136,7 +138,10 @@ void add_balance_command(CLI::App& app) {
   sub->add_option("profile", params->profile_path, "Cost profile (pipebal.profile/1 JSON)")
       ->required();
   sub->add_option("--stages,-n", params->stages, "Number of pipeline stages")->required();
-  sub->add_option("--chunks,-m", params->chunks, "Micro-batches per step")->capture_default_str();
+  sub->add_option("--chunks,-m", params->chunks,
+                  fmt::format("Micro-batches per step (default: the profile's, else {}); must "
+                              "give the micro-batch size the profile was measured at",
+                              pipeline::kDefaultChunks));
   sub->add_option("--schedule", params->schedule, "gpipe or 1f1b")->capture_default_str();
   sub->add_option("--checkpoint", params->checkpoint, "always, except_last or never")
       ->capture_default_str();

@@ -14,7 +14,7 @@ namespace pipebal::tools {
 struct BalanceParams {
   std::string profile_path;
   int stages = 0;  // required
-  int chunks = 4;
+  int chunks = 0;  // 0: the profile's (balance::planned_chunks)
   std::string schedule = "gpipe";
   std::string checkpoint = "except_last";
   std::string memory_cap;                // one cap for every stage, e.g. "8G"

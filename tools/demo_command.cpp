@@ -39,8 +39,6 @@ void print_layer_table(const ValidateParams& params) {
 void add_demo_command(CLI::App& app) {
   auto params = std::make_shared<ValidateParams>();
   params->output = "pipebal-demo";
-  params->chunks =
-      4;  // micro-batches of 16 sequences: small enough to overlap, large enough to be efficient
   CLI::App* cmd = app.add_subcommand(
       "demo", "Profile, balance, train and validate the default model; write an HTML report");
   cmd->add_option("--model", params->model, "model SPEC or TorchScript file")

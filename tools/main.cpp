@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/git_commit.h"
+#include "pipeline/error_text.h"
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
 #include "tools/malloc_tuning.h"
@@ -16,16 +17,6 @@
 #include "tools/train_command.h"
 #include "tools/validate_command.h"
 #include "tools/version.h"
-
-namespace {
-
-// c10::Error and friends append a backtrace after the first line; users need only the first.
-std::string first_line(const char* text) {
-  const std::string all(text);
-  return all.substr(0, all.find('\n'));
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   pipebal::tools::keep_freed_memory_in_process();
@@ -54,10 +45,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     // --help and --version arrive here too, with exit code 0.
     if (error.get_exit_code() == 0) return app.exit(error);
-    std::cerr << "pipebal: error: " << first_line(error.what()) << " (see --help)\n";
+    std::cerr << "pipebal: error: " << pipebal::pipeline::first_line(error.what())
+              << " (see --help)\n";
     return 2;
   } catch (const std::exception& error) {
-    std::cerr << "pipebal: error: " << first_line(error.what()) << "\n";
+    // c10::Error and friends append a backtrace; users need only the cause, in one line.
+    std::cerr << "pipebal: error: " << pipebal::pipeline::error_summary(error) << "\n";
     return 2;
   }
   return 0;

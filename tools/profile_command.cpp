@@ -1,8 +1,6 @@
 // See profile_command.h.
 #include "tools/profile_command.h"
 
-#include <unistd.h>
-
 #include <iostream>
 #include <memory>
 #include <ostream>
@@ -18,6 +16,7 @@
 #include "profiler/profile_json.h"
 #include "profiler/profile_table.h"
 #include "profiler/profiler.h"
+#include "tools/progress.h"
 
 namespace pipebal::tools {
 namespace {
@@ -44,7 +43,8 @@ profiler::ProfileOptions profile_options(const ProfileParams& params) {
 
 }  // namespace
 
-void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* progress) {
+void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* progress,
+                 Progress::Mode progress_mode) {
   if (params.chunks < 1) {
     throw std::invalid_argument(fmt::format("--chunks must be >= 1, got {}", params.chunks));
   }
@@ -74,18 +74,22 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   }
   const models::SyntheticData data = models::make_synthetic_data(model, shape, params.seed);
 
-  profiler::ProgressFn report;
-  if (progress != nullptr) {
-    report = [progress](const profiler::LayerProfile& layer, size_t layers) {
-      *progress << fmt::format("[{}/{}] {} ({}): fwd {:.3f} ms, bwd {:.3f} ms\n", layer.index + 1,
-                               layers, layer.name, layer.type, layer.forward_ms, layer.backward_ms)
-                << std::flush;
-    };
-  }
+  Progress line(progress != nullptr ? *progress : std::cerr,
+                progress != nullptr ? progress_mode : Progress::Mode::kQuiet);
+  const profiler::ProgressFn report = [&line](const profiler::ProfileProgress& p) {
+    using Phase = profiler::ProfileProgress::Phase;
+    const char* phase = p.phase == Phase::kLayers         ? "memory and warm-up, layer"
+                        : p.phase == Phase::kWarmupPasses ? "warm-up pass"
+                                                          : "timed pass";
+    line.update(phase, p.done, p.total, p.layer);
+  };
   profiler::ProfileOptions with_loss = options;
   with_loss.loss = models::loss_against(model.info.loss, data.target);
-  const profiler::Profile profile =
-      profiler::profile_model(model.layers, data.input, with_loss, report);
+  profiler::Profile profile = profiler::profile_model(model.layers, data.input, with_loss, report);
+  line.finish();
+  profile.chunks = params.chunks;
+  profile.input_shape = shape;
+  profile.input_shape[0] = batch;
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
   profiler::print_profile_table(profile, out);
   if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";
@@ -122,9 +126,9 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--seed", params->seed, "Seed for weights and data")->capture_default_str();
   sub->add_option("-o,--output", params->output_path, "Write the profile here (pipebal.profile/1)");
+  sub->add_flag("-q,--quiet", params->quiet, "No progress on stderr");
   sub->callback([params]() {
-    // Progress only on a terminal: logs and pipes get the table alone.
-    run_profile(*params, std::cout, isatty(STDERR_FILENO) ? &std::cerr : nullptr);
+    run_profile(*params, std::cout, &std::cerr, Progress::mode_for_stderr(params->quiet));
   });
 }
 

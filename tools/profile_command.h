@@ -9,6 +9,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipeline/schedule.h"
+#include "tools/progress.h"
+
 namespace pipebal::tools {
 
 // Everything `pipebal profile` takes; the member defaults are the defaults --help shows.
@@ -22,17 +25,19 @@ struct ProfileParams {
   int repeat = 10;
   double time_budget_s = 0;  // 0: no budget
   int co_runners = 0;        // threads training the model alongside (profiler/co_runner.h)
-  int chunks = 1;            // profile at ceil(batch / chunks) samples
-  int threads = 0;           // intra-op threads; 0: LibTorch's default
+  int chunks = pipeline::kDefaultChunks;  // profile at ceil(batch / chunks) samples
+  int threads = 0;                        // intra-op threads; 0: LibTorch's default
   uint64_t seed = 0;
   std::string output_path;
+  bool quiet = false;  // no progress
 };
 
 // Registers the `profile` subcommand; its callback throws std::exception on bad input, which
 // main turns into one line and exit status 2.
 void add_profile_command(CLI::App& app);
 
-// Runs the command: the table on `out`, progress lines on `progress` (nullptr: none).
-void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* progress);
+// Runs the command: the table on `out`, progress on `progress` (nullptr: none) as `mode` says.
+void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* progress,
+                 Progress::Mode mode = Progress::Mode::kLines);
 
 }  // namespace pipebal::tools

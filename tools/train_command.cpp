@@ -1,18 +1,17 @@
 // See train_command.h.
 #include "tools/train_command.h"
 
-#include <cstdio>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include "balance/plan.h"
 #include "balance/units.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "reports/atomic_file.h"
+#include "tools/progress.h"
 #include "tools/training_run.h"
 
 namespace pipebal::tools {
@@ -26,6 +25,7 @@ struct TrainParams {
   std::string balance;
   std::string output;
   std::string trace;
+  bool quiet = false;
 };
 
 void print_summary(const reports::RunRecord& run) {
@@ -49,8 +49,28 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   TrainSettings settings = p.settings;
   if (!p.input_shape.empty()) settings.input_shape = models::parse_shape(p.input_shape);
   if (!p.plan.empty()) {
-    // The plan's options apply unless given on the command line.
+    // The plan's options apply unless given on the command line; its model and input are the
+    // ones it was made for, and no other.
     const balance::Plan plan = balance::read_plan(p.plan);
+    if (!plan.model.empty()) {
+      if (cmd.count("--model") > 0 &&
+          models::canonical_spec(p.settings.model) != models::canonical_spec(plan.model)) {
+        throw std::invalid_argument(fmt::format(
+            "--model {} differs from the model the plan was made for ({}): leave out --model, "
+            "or balance a profile of this model",
+            p.settings.model, plan.model));
+      }
+      settings.model = plan.model;
+    }
+    if (!plan.input_shape.empty()) {
+      if (!settings.input_shape.empty() && settings.input_shape != plan.input_shape) {
+        throw std::invalid_argument(fmt::format(
+            "--input-shape {} differs from the input the plan was made for ({}): leave it out, or "
+            "balance a profile made with this input",
+            fmt::join(settings.input_shape, ","), fmt::join(plan.input_shape, ",")));
+      }
+      settings.input_shape = plan.input_shape;
+    }
     settings.balance = plan.balance;
     if (cmd.count("--chunks") == 0) settings.chunks = plan.chunks;
     if (cmd.count("--schedule") == 0) settings.schedule = pipeline::to_string(plan.schedule);
@@ -59,15 +79,16 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     settings.balance = parse_balance(p.balance);
   }
 
-  const bool terminal = ::isatty(STDERR_FILENO) != 0;
-  const reports::RunRecord run = run_training(settings, [terminal](int step, int total, double ms,
-                                                                   double loss) {
-    if (!terminal) return;
-    const int width = 30, done = width * (step + 1) / total;
-    std::fprintf(stderr, "\r[%s%s] step %d/%d  %.1f ms  loss %.4f", std::string(done, '#').c_str(),
-                 std::string(width - done, '.').c_str(), step + 1, total, ms, loss);
-    if (step + 1 == total) std::fprintf(stderr, "\n");
-  });
+  Progress progress(std::cerr, Progress::mode_for_stderr(p.quiet));
+  const int warmup = settings.warmup_steps;
+  const reports::RunRecord run =
+      run_training(settings, [&progress, warmup](int step, int total, double ms, double loss) {
+        const bool warming_up = step < warmup;
+        progress.update(
+            warming_up ? "warm-up step" : "step", warming_up ? step + 1 : step + 1 - warmup,
+            warming_up ? warmup : total - warmup, fmt::format("{:.1f} ms, loss {:.4f}", ms, loss));
+      });
+  progress.finish();
   print_summary(run);
   if (!p.output.empty()) {
     reports::write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
@@ -118,6 +139,7 @@ void add_train_command(CLI::App& app) {
                 "update batch-norm running statistics once per mini-batch");
   cmd->add_flag("--check-finite", p->settings.check_finite, "fail on a non-finite loss");
   cmd->add_option("-o,--output", p->output, "write the run document (pipebal.run/1)");
+  cmd->add_flag("-q,--quiet", p->quiet, "no progress on stderr");
   cmd->add_option("--trace", p->trace, "write a Chrome trace of the median step");
   cmd->footer(
       "Example:\n"

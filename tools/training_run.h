@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/schedule.h"
 #include "reports/run_record.h"
 
 namespace pipebal::tools {
@@ -17,7 +18,7 @@ struct TrainSettings {
   std::vector<int64_t> input_shape;  // empty: the model's default
   std::vector<int> balance;
   std::vector<std::string> devices{"cpu"};
-  int chunks = 4;
+  int chunks = pipeline::kDefaultChunks;
   std::string schedule = "gpipe";
   std::string checkpoint = "except_last";
   int threads_per_stage = 1;

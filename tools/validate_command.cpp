@@ -109,8 +109,9 @@ void run_validate(const ValidateParams& p) {
   // The pipelined stages run side by side: profile with the other stages' cores busy.
   profile_options.co_runners = p.stages - 1;
   profile_options.loss = models::loss_against(model.info.loss, micro_target);
-  const profiler::Profile profile =
-      profiler::profile_model(model.layers, micro_batch, profile_options);
+  profiler::Profile profile = profiler::profile_model(model.layers, micro_batch, profile_options);
+  profile.chunks = p.chunks;
+  profile.input_shape = shape;
   nlohmann::json profile_doc = profiler::profile_to_json(profile);
   profile_doc["model"] = model.layers.name();
   profile_doc["co_runners"] = profile_options.co_runners;
@@ -126,8 +127,11 @@ void run_validate(const ValidateParams& p) {
     profiler::ProfileOptions batch_options = profile_options;
     batch_options.co_runners = 0;
     batch_options.loss = models::loss_against(model.info.loss, data.target);
-    batch_profile_doc =
-        profiler::profile_to_json(profiler::profile_model(model.layers, data.input, batch_options));
+    profiler::Profile batch_profile =
+        profiler::profile_model(model.layers, data.input, batch_options);
+    batch_profile.chunks = 1;
+    batch_profile.input_shape = shape;
+    batch_profile_doc = profiler::profile_to_json(batch_profile);
     batch_profile_doc["model"] = model.layers.name();
     write_json(dir + "/profile-batch.json", batch_profile_doc);
   }
@@ -140,7 +144,10 @@ void run_validate(const ValidateParams& p) {
   const balance::CostModel naive_cost_model(balance::profile_from_json(batch_profile_doc).layers,
                                             p.stages, naive_options);
   const auto plans = candidate_plans(cost_model);
-  balance::write_plan(dir + "/plan.json", plans.front().first);
+  balance::Plan best = plans.front().first;
+  best.model = model.layers.name();
+  best.input_shape = shape;
+  balance::write_plan(dir + "/plan.json", best);
 
   // 3. Train every candidate with the same engine, pipelined and with one micro-batch.
   reports::ValidationRecord record;

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "models/zoo.h"
+#include "pipeline/schedule.h"
 
 namespace pipebal::tools {
 
@@ -15,7 +16,7 @@ struct ValidateParams {
   std::string model = models::default_model_spec();
   std::string input_shape;  // empty: the model's default
   int stages = 2;
-  int chunks = 8;
+  int chunks = pipeline::kDefaultChunks;
   std::string schedule = "gpipe";
   std::string checkpoint = "except_last";
   int steps = 5;

@@ -7,7 +7,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
+#include "tests/support/scratch_dir.h"
 
 #include "balance/plan.h"
 
@@ -27,7 +29,7 @@ std::string write_profile() {
                       {"activation_bytes", 1 << 18},
                       {"output_bytes", 1 << 16}});
   }
-  const std::string path = ::testing::TempDir() + "/balance_command_profile.json";
+  const std::string path = pipebal::testing::scratch_path("profile.json");
   std::ofstream(path) << json{
       {"schema", "pipebal.profile/1"},
       {"model", "toy"},
@@ -71,7 +73,7 @@ TEST(BalanceCommand, CompareListsEveryAlgorithm) {
 TEST(BalanceCommand, JsonAndOutputFileCarryThePlan) {
   BalanceParams params = params_for(2);
   params.json = true;
-  params.output_path = ::testing::TempDir() + "/balance_command_plan.json";
+  params.output_path = pipebal::testing::scratch_path("plan.json");
   params.memory_caps = {"8M", "16M"};
   params.device_speeds = {1.0, 2.0};
   params.bandwidth = "1GB/s";

@@ -5,7 +5,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
+#include "tests/support/scratch_dir.h"
 
 #include "balance/partition.h"
 
@@ -152,7 +154,7 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
 }
 
 TEST(Plan, WritesAndReadsAFile) {
-  const std::string path = ::testing::TempDir() + "/plan_test.json";
+  const std::string path = pipebal::testing::scratch_path("plan.json");
   const Plan plan = partition(four_equal_layers(plain(2)), Algorithm::kDp);
   write_plan(path, plan);
   EXPECT_EQ(read_plan(path).balance, plan.balance);

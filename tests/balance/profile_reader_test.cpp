@@ -6,7 +6,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
+#include "tests/support/scratch_dir.h"
 
 namespace pipebal::balance {
 namespace {
@@ -106,7 +108,7 @@ TEST(ProfileReader, RejectsDocumentsWithoutLayers) {
 
 TEST(ProfileReader, FileErrorsNameThePath) {
   EXPECT_THROW(read_profile("/nonexistent/profile.json"), std::invalid_argument);
-  const std::string path = ::testing::TempDir() + "/bad_profile.json";
+  const std::string path = pipebal::testing::scratch_path("bad_profile.json");
   std::ofstream(path) << "{\"layers\": [";
   try {
     read_profile(path);

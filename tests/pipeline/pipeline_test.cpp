@@ -3,6 +3,12 @@
 // failures surface as one error and never hang.
 #include "pipeline/pipeline.h"
 
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <thread>
+#include <tuple>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -122,6 +128,23 @@ void PrintTo(const Config& c, std::ostream* os) {
   *os << ", " << c.chunks << " chunks";
 }
 
+// The stages share one clock per step: F(s+1, i) starts after F(s, i) ended and B(s, i)
+// after B(s+1, i) ended, as the data they wait for dictates.
+void expect_timeline_respects_dependencies(const Timeline& timeline, int stages, int chunks) {
+  std::map<std::tuple<int, ActionKind, int>, TimedAction> by_key;
+  for (const auto& t : timeline) by_key[{t.stage, t.action.kind, t.action.micro_batch}] = t;
+  for (int s = 0; s + 1 < stages; ++s) {
+    for (int i = 0; i < chunks; ++i) {
+      const auto& f = by_key.at({s, ActionKind::kForward, i});
+      const auto& f_next = by_key.at({s + 1, ActionKind::kForward, i});
+      EXPECT_GE(f_next.start_ms, f.end_ms) << "F(" << s + 1 << "," << i << ")";
+      const auto& b = by_key.at({s, ActionKind::kBackward, i});
+      const auto& b_next = by_key.at({s + 1, ActionKind::kBackward, i});
+      EXPECT_GE(b.start_ms, b_next.end_ms) << "B(" << s << "," << i << ")";
+    }
+  }
+}
+
 class Transparency : public ::testing::TestWithParam<Config> {};
 
 TEST_P(Transparency, PipelinedStepEqualsPlainModelInFloat64) {
@@ -154,6 +177,7 @@ TEST_P(Transparency, PipelinedStepEqualsPlainModelInFloat64) {
   size_t actions = 0;
   for (const auto& list : pipeline.schedule().actions) actions += list.size();
   EXPECT_EQ(result.timeline.size(), actions);
+  expect_timeline_respects_dependencies(result.timeline, pipeline.stages(), c.chunks);
 }
 
 std::vector<Config> transparency_configs() {
@@ -273,6 +297,33 @@ TEST(Pipeline, OverlappingCudaStreamsKeepGradientsExact_CUDA) {
       EXPECT_LE(diff, 1e-4 * scale) << "step " << step << ", parameter " << i;
     }
   }
+}
+
+// With every core busy, stage workers wake up at different moments; a clock per stage would
+// then place a stage's actions before the actions they waited for.
+TEST(Pipeline, TimelineKeepsDependenciesWhenTheCoresAreBusy) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (unsigned c = 0; c < std::max(2u, std::thread::hardware_concurrency()); ++c) {
+    spinners.emplace_back([&stop] {
+      volatile double x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  }
+  torch::manual_seed(4);
+  LayerSeq model = make_model(2);
+  Batch input(
+      {torch::randn({16, kWidth}, torch::kDouble), torch::randn({16, kWidth}, torch::kDouble)});
+  const at::Tensor target = torch::randn({16, 3}, torch::kDouble);
+  PipelineOptions options;
+  options.chunks = 8;
+  Pipeline pipeline(model, {1, 1, 1, 1, 1, 1, 1, 1}, {}, options);
+  for (int step = 0; step < 20; ++step) {
+    const StepResult result = pipeline.step(input, target, mse);
+    expect_timeline_respects_dependencies(result.timeline, pipeline.stages(), options.chunks);
+  }
+  stop = true;
+  for (auto& t : spinners) t.join();
 }
 
 TEST(Pipeline, ForwardEqualsPlainModelOutput) {

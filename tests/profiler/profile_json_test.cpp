@@ -2,7 +2,9 @@
 #include "profiler/profile_json.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
+#include "tests/support/scratch_dir.h"
 
 #include "balance/profile_reader.h"
 #include "reports/atomic_file.h"
@@ -69,7 +71,7 @@ TEST(ProfileJson, CarriesSchemaEnvironmentAndUnitsInKeys) {
 }
 
 TEST(ProfileJson, BalancerReadsTheWrittenFile) {
-  const std::string path = ::testing::TempDir() + "/profile_json_test.json";
+  const std::string path = pipebal::testing::scratch_path("profile.json");
   write_profile(path, hand_profile());
   const balance::CostProfile cost = balance::read_profile(path);
   EXPECT_EQ(cost.model, "mlp:layers=1,width=4");

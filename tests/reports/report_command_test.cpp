@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "reports/atomic_file.h"
+#include "tests/support/scratch_dir.h"
 
 namespace pipebal::tools {
 namespace {
@@ -22,13 +23,8 @@ const std::string kFixtureDir = PIPEBAL_FIXTURES_DIR "/../reports/fixtures/valid
 // the source tree.
 class ScratchCopy {
  public:
-  ScratchCopy() : path_(fs::temp_directory_path() / "pipebal_report_command_test") {
-    fs::remove_all(path_);
+  ScratchCopy() : path_(pipebal::testing::fresh_dir("validation_dir")) {
     fs::copy(kFixtureDir, path_);
-  }
-  ~ScratchCopy() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
   }
   std::string path() const { return path_.string(); }
 
@@ -58,9 +54,9 @@ TEST(ReportCommand, ParsesDirAndOutputOption) {
   const std::string target = (fs::path(dir.path()) / "elsewhere.html").string();
   CLI::App app;
   add_report_command(app);
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   app.parse(std::vector<std::string>{target, "-o", dir.path(), "report"});  // reversed argv
-  const std::string printed = testing::internal::GetCapturedStdout();
+  const std::string printed = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(printed, target + "\n");
   EXPECT_TRUE(fs::exists(target));
   EXPECT_FALSE(fs::exists(fs::path(dir.path()) / "report.html"));

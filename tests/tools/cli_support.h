@@ -7,8 +7,10 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
+#include "tests/support/scratch_dir.h"
 
 namespace pipebal::testing {
 
@@ -25,10 +27,9 @@ inline std::string read_text(const std::string& path) {
   return text.str();
 }
 
-// Output files are named after the process: ctest runs test cases in parallel processes.
+// stdout and stderr go through files in the test's own scratch directory.
 inline CliResult run_pipebal(const std::string& args) {
-  const std::string base = ::testing::TempDir() + "/pipebal." + std::to_string(::getpid());
-  const std::string out = base + ".out", err = base + ".err";
+  const std::string out = scratch_path("pipebal.out"), err = scratch_path("pipebal.err");
   const std::string command = std::string(PIPEBAL_BINARY) + " " + args + " >" + out + " 2>" + err;
   const int raw = std::system(command.c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};
@@ -38,13 +39,6 @@ inline int count_lines(const std::string& text) {
   int lines = 0;
   for (char c : text) lines += c == '\n';
   return lines;
-}
-
-// A fresh, empty directory under the test temp dir.
-inline std::string fresh_dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/" + name;
-  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
-  return dir;
 }
 
 }  // namespace pipebal::testing

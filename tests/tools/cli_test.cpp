@@ -1,5 +1,6 @@
 // End-to-end: the `pipebal` binary as a user runs it, checking exit codes and messages.
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -56,16 +57,21 @@ TEST(Cli, DemoRunsTheWholeLoopOnASmallModel) {
 }
 
 TEST(Cli, BadInputIsOneLineAndExitStatusTwo) {
-  for (const std::string args : {"demo --model nosuchmodel", "demo --model mlp:width=x",
-                                 "demo --model mlp:layers=2,width=8 --input-shape 4,9",
-                                 "demo --model /missing/model.pt", "nosuchcommand", "",
-                                 "validate --model mlp:layers=2,width=8 --input-shape 4,8 "
-                                 "--schedule zigzag -o /tmp/pipebal-validate-bad",
-                                 "validate --model mlp:layers=2,width=8 --input-shape 4,8 "
-                                 "--chunks 9 -o /tmp/pipebal-validate-bad",
-                                 "validate --model mlp:layers=2,width=8 --stages 9 "
-                                 "-o /tmp/pipebal-validate-bad",
-                                 "report /nonexistent/dir"}) {
+  const std::string bad_dir = pipebal::testing::scratch_path("validate-bad");
+  for (const std::string& args :
+       std::vector<std::string>{"demo --model nosuchmodel", "demo --model mlp:width=x",
+                                "demo --model mlp:layers=2,width=8 --input-shape 4,9",
+                                "demo --model /missing/model.pt", "nosuchcommand", "",
+                                "validate --model mlp:layers=2,width=8 --input-shape 4,8 "
+                                "--schedule zigzag -o " +
+                                    bad_dir,
+                                "validate --model mlp:layers=2,width=8 --input-shape 4,8 "
+                                "--chunks 9 -o " +
+                                    bad_dir,
+                                "validate --model mlp:layers=2,width=8 --stages 9 "
+                                "-o " +
+                                    bad_dir,
+                                "report /nonexistent/dir"}) {
     const Result r = run_pipebal(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
