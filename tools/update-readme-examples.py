@@ -78,7 +78,8 @@ def demo_block(pipebal_dir):
     out_dir = os.path.join(ROOT, "reports", "examples", "demo")
     with tempfile.TemporaryDirectory() as scratch:
         start = time.monotonic()
-        output = run_block([f"pipebal demo -o {scratch}/pipebal-demo"], pipebal_dir, ROOT)[0]
+        # Run where the default output directory reads as it does for a user.
+        output = run_block(["pipebal demo"], pipebal_dir, scratch)[0]
         wall = time.monotonic() - start
         if "wrote " not in output:
             sys.exit("update-readme-examples: pipebal demo failed:\n" + output)
@@ -86,7 +87,6 @@ def demo_block(pipebal_dir):
             os.remove(os.path.join(out_dir, name))
         for name in os.listdir(os.path.join(scratch, "pipebal-demo")):
             os.replace(os.path.join(scratch, "pipebal-demo", name), os.path.join(out_dir, name))
-    output = output.replace(f"{scratch}/pipebal-demo", "pipebal-demo")
     caption = (f"This is its real output here ({machine_description()}, "
                f"{datetime.date.today().isoformat()}, {wall:.1f} s wall):\n\n")
     return caption + render(["pipebal demo"], [output])
