@@ -9,24 +9,35 @@ namespace pipebal::profiler {
 
 CoRunners::CoRunners(const pipeline::LayerSeq& model, const pipeline::Batch& sample, int count,
                      int threads) {
-  for (int i = 0; i < count; ++i) {
-    threads_.emplace_back(&CoRunners::run, this, model.clone(), sample, threads);
+  try {
+    for (int i = 0; i < count; ++i) {
+      threads_.emplace_back(&CoRunners::run, this, model.clone(), sample, threads);
+    }
+  } catch (...) {
+    stop();  // the runners already started, before the error leaves the constructor
+    throw;
   }
 }
 
 CoRunners::~CoRunners() {
+  stop();
+}
+
+void CoRunners::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   changed_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void CoRunners::pause() {
   std::unique_lock<std::mutex> lock(mutex_);
   paused_ = true;
-  changed_.wait(lock, [&] { return idle_ == static_cast<int>(threads_.size()); });
+  changed_.wait(lock, [&] { return idle_ + finished_ == static_cast<int>(threads_.size()); });
 }
 
 void CoRunners::resume() {
@@ -56,7 +67,12 @@ void CoRunners::run(pipeline::LayerSeq model, pipeline::Batch sample, int thread
       const at::Tensor out = model.forward(sample).value();
       if (out.requires_grad()) out.sum().backward();
     } catch (const std::exception&) {
-      return;  // the profiled layers will report the same failure with context
+      // The profiled layers will report the same failure with context. A runner that ended
+      // holds nothing back: pause() must not wait for it.
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++finished_;
+      changed_.notify_all();
+      return;
     }
     for (auto& p : model.parameters()) p.mutable_grad() = at::Tensor();
   }

@@ -33,12 +33,14 @@ class CoRunners {
 
  private:
   void run(pipeline::LayerSeq model, pipeline::Batch sample, int threads);
+  void stop();
 
   std::mutex mutex_;
   std::condition_variable changed_;
   bool stopping_ = false;
   bool paused_ = false;
-  int idle_ = 0;  // runners waiting while paused
+  int idle_ = 0;      // runners waiting while paused
+  int finished_ = 0;  // runners that ended on an error
   std::vector<std::thread> threads_;
 };
 

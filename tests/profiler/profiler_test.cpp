@@ -2,6 +2,7 @@
 // the caller's model. Byte counts are float32 (4 bytes) unless said otherwise.
 #include "profiler/profiler.h"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -268,6 +269,51 @@ TEST(Profiler, ShapeErrorNamesTheLayer) {
     EXPECT_NE(what.find("'fc0'"), std::string::npos) << what;
     EXPECT_NE(what.find("[4, 9]"), std::string::npos) << what;
     EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+// Throws on every forward, counting the calls.
+std::atomic<int> thrower_calls{0};
+struct ThrowerImpl : nn::Cloneable<ThrowerImpl> {
+  void reset() override {}
+  at::Tensor forward(const at::Tensor&) {
+    ++thrower_calls;
+    throw std::runtime_error("thrower failed");
+  }
+};
+TORCH_MODULE(Thrower);
+
+// On the test's own thread, passes its input on only once a Thrower has been called: profiled
+// first, it lets a co-runner (another thread) reach the Thrower and fail before the profiler
+// pauses the co-runners.
+std::thread::id profiling_thread;
+struct AwaitThrowerImpl : nn::Cloneable<AwaitThrowerImpl> {
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    while (std::this_thread::get_id() == profiling_thread && thrower_calls.load() == 0) {
+      std::this_thread::yield();
+    }
+    return x * 1.0;
+  }
+};
+TORCH_MODULE(AwaitThrower);
+
+// A co-runner that fails ends; pausing the others for a memory measurement must not wait for
+// it (this hung before), and the profiled layer reports the failure.
+TEST(Profiler, FailingCoRunnerNeitherHangsNorHidesTheError) {
+  LayerSeq seq("throws");
+  seq.add(pipeline::make_layer("await", "AwaitThrower", AwaitThrower()));
+  seq.add(pipeline::make_layer("bad", "Thrower", Thrower()));
+  ProfileOptions options = quick();
+  options.co_runners = 1;
+  profiling_thread = std::this_thread::get_id();
+  try {
+    profile_model(seq, Batch(torch::randn({2, 8})), options);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("layer 1 ('bad', Thrower)"), std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("thrower failed"), std::string::npos);
   }
 }
 
