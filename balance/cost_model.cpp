@@ -37,19 +37,22 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
   if (options.chunks < 1) {
     throw std::invalid_argument(fmt::format("chunks must be at least 1, got {}", options.chunks));
   }
-  if (!std::isfinite(options.param_scale) || options.param_scale < 0) {
+  if (!(options.param_scale >= 0 && options.param_scale <= 1e6)) {
     throw std::invalid_argument(
-        fmt::format("param scale must be a finite value >= 0, got {}", options.param_scale));
+        fmt::format("param scale must be from 0 to 1e6, got {}", options.param_scale));
   }
-  if (std::isnan(options.bandwidth_bytes_per_ms) || options.bandwidth_bytes_per_ms < 0) {
-    throw std::invalid_argument(fmt::format("bandwidth must be >= 0 (0: free transfers), got {}",
-                                            options.bandwidth_bytes_per_ms));
+  // 0 means free transfers; a real link moves at least a byte a second.
+  if (std::isnan(options.bandwidth_bytes_per_ms) || options.bandwidth_bytes_per_ms < 0 ||
+      (options.bandwidth_bytes_per_ms > 0 && options.bandwidth_bytes_per_ms < 1e-3)) {
+    throw std::invalid_argument(
+        fmt::format("bandwidth must be at least 1 byte/s (or 0: free transfers), got {} bytes/ms",
+                    options.bandwidth_bytes_per_ms));
   }
   for (size_t s = 0; s < options.device_speeds.size(); ++s) {
     const double speed = options.device_speeds[s];
-    if (!std::isfinite(speed) || speed <= 0) {
-      throw std::invalid_argument(
-          fmt::format("device speed {} is {}, expected a finite value > 0", s, speed));
+    if (!(speed >= 1e-6 && speed <= 1e6)) {
+      throw std::invalid_argument(fmt::format(
+          "device speed {} is {}, expected a relative speed from 1e-6 to 1e6", s, speed));
     }
   }
   for (size_t s = 0; s < options.memory_caps_bytes.size(); ++s) {
@@ -123,15 +126,16 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
           break;
       }
     }
+    // Keep the Pareto-maximal counts: by inputs descending (activations descending among
+    // equals), a count survives when it holds more activations than every one before it.
+    std::sort(candidates.begin(), candidates.end(), [](const LiveCounts& a, const LiveCounts& b) {
+      return a.inputs != b.inputs ? a.inputs > b.inputs : a.activations > b.activations;
+    });
+    int64_t most_activations = -1;
     for (const LiveCounts& c : candidates) {
-      const bool dominated = std::any_of(candidates.begin(), candidates.end(), [&](const auto& o) {
-        return o.inputs >= c.inputs && o.activations >= c.activations &&
-               (o.inputs > c.inputs || o.activations > c.activations);
-      });
-      const bool duplicate = std::any_of(peaks_[s].begin(), peaks_[s].end(), [&](const auto& o) {
-        return o.inputs == c.inputs && o.activations == c.activations;
-      });
-      if (!dominated && !duplicate) peaks_[s].push_back(c);
+      if (c.activations <= most_activations) continue;
+      peaks_[s].push_back(c);
+      most_activations = c.activations;
     }
   }
 }
@@ -142,12 +146,14 @@ double CostModel::time_ms(int stage, int first, int end) const {
 
 int64_t CostModel::memory_bytes(int stage, int first, int end) const {
   const StageMemory terms = memory_terms(stage, first, end);
-  int64_t live_bytes = 0;
+  // Counts times bytes may pass 2^63 for absurd inputs: compute wide, saturate (no cap fits).
+  __int128 live_bytes = 0;
   for (const LiveCounts& c : peaks_[stage]) {
-    live_bytes =
-        std::max(live_bytes, c.inputs * terms.input_bytes + c.activations * terms.activation_bytes);
+    live_bytes = std::max(live_bytes, __int128{c.inputs} * terms.input_bytes +
+                                          __int128{c.activations} * terms.activation_bytes);
   }
-  return terms.fixed_bytes + live_bytes;
+  const __int128 total = __int128{terms.fixed_bytes} + live_bytes;
+  return total >= kUnlimitedBytes ? kUnlimitedBytes : static_cast<int64_t>(total);
 }
 
 StageDurations CostModel::durations(int stage, int first, int end) const {
@@ -161,7 +167,8 @@ StageDurations CostModel::durations(int stage, int first, int end) const {
 StageMemory CostModel::memory_terms(int /*stage*/, int first, int end) const {
   StageMemory terms;
   const double params = static_cast<double>(param_prefix_bytes_[end] - param_prefix_bytes_[first]);
-  terms.fixed_bytes = static_cast<int64_t>(std::llround(params * options_.param_scale));
+  const double fixed = params * options_.param_scale;
+  terms.fixed_bytes = fixed >= 9.2e18 ? kUnlimitedBytes : static_cast<int64_t>(std::llround(fixed));
   terms.input_bytes = first > 0 ? layers_[first - 1].output_bytes : 0;
   terms.activation_bytes = activation_prefix_bytes_[end] - activation_prefix_bytes_[first];
   return terms;

@@ -9,23 +9,29 @@
 namespace pipebal::balance {
 namespace {
 
-[[noreturn]] void reject(size_t index, const LayerCost& layer, const char* field,
-                         const std::string& value) {
-  throw std::invalid_argument(fmt::format("layer {} ('{}'): {} is {}, expected a finite value >= 0",
-                                          index, layer.name, field, value));
-}
-
 void check_ms(size_t index, const LayerCost& layer, const char* field, double value) {
-  if (!std::isfinite(value) || value < 0) reject(index, layer, field, fmt::format("{}", value));
+  if (!std::isfinite(value) || value < 0 || value > kMaxLayerMs) {
+    throw std::invalid_argument(
+        fmt::format("layer {} ('{}'): {} is {}, expected a finite value from 0 to {:g} ms", index,
+                    layer.name, field, value, kMaxLayerMs));
+  }
 }
 
 void check_bytes(size_t index, const LayerCost& layer, const char* field, int64_t value) {
-  if (value < 0) reject(index, layer, field, std::to_string(value));
+  if (value < 0 || value > kMaxLayerBytes) {
+    throw std::invalid_argument(
+        fmt::format("layer {} ('{}'): {} is {}, expected 0 to {} (4 TiB) bytes", index, layer.name,
+                    field, value, kMaxLayerBytes));
+  }
 }
 
 }  // namespace
 
 void validate_layer_costs(const std::vector<LayerCost>& layers) {
+  if (layers.size() > kMaxLayers) {
+    throw std::invalid_argument(
+        fmt::format("{} layers: pipebal plans at most {}", layers.size(), kMaxLayers));
+  }
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerCost& layer = layers[i];
     check_ms(i, layer, "forward_ms", layer.forward_ms);

@@ -40,8 +40,15 @@ struct CostProfile {
 // cuts the profiled mini-batch into micro-batches of another size than the one measured.
 int planned_chunks(const CostProfile& profile, int requested);
 
+// Bounds on what a profile may say, far beyond real models: within them a sum of byte counts
+// over layers fits in 64 bits (2^42 x 2^20 = 2^62; CostModel saturates the products with
+// micro-batch counts) and sums of times stay finite.
+constexpr double kMaxLayerMs = 1e12;
+constexpr int64_t kMaxLayerBytes = int64_t{1} << 42;
+constexpr size_t kMaxLayers = size_t{1} << 20;
+
 // Throws std::invalid_argument naming the first layer (index and name) and field that is NaN,
-// infinite or negative.
+// infinite, negative or beyond the bounds above, or when there are more than kMaxLayers.
 void validate_layer_costs(const std::vector<LayerCost>& layers);
 
 }  // namespace pipebal::balance

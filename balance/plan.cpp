@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -35,12 +37,37 @@ void check_balance(const CostModel& model, const std::vector<int>& balance) {
   }
 }
 
+// True when `value` is an integer that T holds exactly (json would truncate 2.7 to 2 and wrap
+// 1e20 into an int without a word).
+template <typename T>
+bool holds_integer(const json& value) {
+  if (value.is_number_unsigned()) {
+    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  }
+  if (!value.is_number_integer()) return false;
+  const int64_t v = value.get<int64_t>();
+  return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+}
+
 // Reads `key` of `object` as T, naming `where` and the key when it is missing or mistyped.
 template <typename T>
 T get(const json& object, const char* key, const std::string& where) {
   const auto it = object.find(key);
   if (it == object.end())
     throw std::invalid_argument(fmt::format("plan: missing {}{}", where, key));
+  bool integral = true;
+  if constexpr (std::is_integral_v<T>) {
+    integral = holds_integer<T>(*it);
+  } else if constexpr (std::is_same_v<T, std::vector<int>> ||
+                       std::is_same_v<T, std::vector<int64_t>>) {
+    integral = it->is_array() && std::all_of(it->begin(), it->end(), [](const json& v) {
+                 return holds_integer<typename T::value_type>(v);
+               });
+  }
+  if (!integral) {
+    throw std::invalid_argument(
+        fmt::format("plan: {}{} must hold integers, got {}", where, key, it->dump()));
+  }
   try {
     return it->get<T>();
   } catch (const json::exception&) {

@@ -67,6 +67,10 @@ double parse_bandwidth_bytes_per_ms(const std::string& text) {
     throw std::invalid_argument("cannot read bandwidth '" + text +
                                 "' (examples: 10GB/s, 500MiB/s, 1e9 for bytes per second)");
   }
+  if (!(bytes_per_s >= 1)) {
+    throw std::invalid_argument("bandwidth '" + text +
+                                "' must be at least 1 byte/s (leave it out for free transfers)");
+  }
   return bytes_per_s / 1000.0;
 }
 

@@ -28,6 +28,9 @@ pipeline::Batch forward_naming_layer(const pipeline::LayerSeq& layers, pipeline:
 
 }  // namespace
 
+// Far beyond a real sample; keeps sizes and their arithmetic well inside 64 bits.
+constexpr int64_t kMaxDimension = (int64_t{1} << 31) - 1;
+
 std::vector<int64_t> parse_shape(const std::string& text) {
   std::vector<int64_t> shape;
   size_t start = 0;
@@ -44,6 +47,10 @@ std::vector<int64_t> parse_shape(const std::string& text) {
     if (item.empty() || used != item.size() || value < 1) {
       throw std::invalid_argument(
           fmt::format("input shape '{}': expected positive integers separated by commas", text));
+    }
+    if (value > kMaxDimension) {
+      throw std::invalid_argument(fmt::format(
+          "input shape '{}': {} is more than {} in one dimension", text, value, kMaxDimension));
     }
     shape.push_back(value);
     start = comma + 1;

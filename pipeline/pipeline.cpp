@@ -1,12 +1,14 @@
 // See pipeline.h.
 #include "pipeline/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -85,9 +87,15 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
     throw std::invalid_argument(
         fmt::format("{} devices given for {} stages", devices.size(), stages));
   }
-  if (options_.threads_per_stage < 1) {
+  if (stages > kMaxStages) {
+    throw std::invalid_argument(fmt::format(
+        "{} stages: at most {} (each stage is a thread of this process)", stages, kMaxStages));
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options_.threads_per_stage < 1 || options_.threads_per_stage > cores) {
     throw std::invalid_argument(
-        fmt::format("threads per stage must be at least 1, got {}", options_.threads_per_stage));
+        fmt::format("threads per stage must be between 1 and the {} cores of this machine, got {}",
+                    cores, options_.threads_per_stage));
   }
   schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint);
   size_t first = 0;

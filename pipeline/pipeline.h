@@ -15,6 +15,9 @@
 
 namespace pipebal::pipeline {
 
+// Each stage of a pipeline in one process is a thread of it.
+constexpr int kMaxStages = 512;
+
 struct PipelineOptions {
   int chunks = 4;
   ScheduleKind schedule = ScheduleKind::kGPipe;

@@ -64,6 +64,12 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
     throw std::invalid_argument("schedule: chunks must be at least 1, got " +
                                 std::to_string(chunks));
   }
+  if (chunks > kMaxChunks || int64_t{stages} * chunks > kMaxScheduleCells) {
+    throw std::invalid_argument(
+        "schedule: " + std::to_string(stages) + " stages x " + std::to_string(chunks) +
+        " micro-batches is beyond what pipebal plans (at most " + std::to_string(kMaxChunks) +
+        " micro-batches and " + std::to_string(kMaxScheduleCells) + " stage-micro-batch pairs)");
+  }
   Schedule schedule;
   schedule.kind = kind;
   schedule.checkpoint = checkpoint;

@@ -3,6 +3,8 @@
 // (balance/), so a prediction and a measurement describe the same execution. Torch-free.
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 #include <vector>
 
@@ -13,6 +15,11 @@ namespace pipebal::pipeline {
 // Micro-batches per mini-batch when a command is not told: the same for profile, balance, train
 // and validate, so that a profile plans and trains the batch it was measured for.
 constexpr int kDefaultChunks = 4;
+
+// Limits on a schedule's size (each stage's action list is materialised): far beyond any real
+// pipeline, low enough that a typo cannot exhaust memory.
+constexpr int kMaxChunks = 1 << 16;
+constexpr int64_t kMaxScheduleCells = int64_t{1} << 22;
 
 enum class ScheduleKind { kGPipe, kOneFOneB };
 

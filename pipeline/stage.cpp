@@ -10,6 +10,7 @@
 #include "pipeline/batch_norm.h"
 #include "pipeline/dropout.h"
 #include "pipeline/error_text.h"
+#include "pipeline/in_place.h"
 #include "pipeline/transfer.h"
 
 namespace pipebal::pipeline {
@@ -47,11 +48,15 @@ Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
   }
 }
 
+// A layer wrote the stage's (leaf) input in place: run the stage again on a copy.
+struct InputWrittenInPlace {};
+
 Batch Stage::run_layers(Batch input, int micro_batch) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     try {
       input = layers_[i].forward(std::move(input));
     } catch (const std::exception& error) {
+      if (!writes_input_ && is_in_place_on_leaf(error)) throw InputWrittenInPlace{};
       throw std::runtime_error(fmt::format("stage {}, layer {} ('{}', {}), micro-batch {}: {}",
                                            index_, first_layer_ + i, layers_[i].name(),
                                            layers_[i].type(), micro_batch, error_summary(error)));
@@ -61,6 +66,16 @@ Batch Stage::run_layers(Batch input, int micro_batch) {
 }
 
 Batch Stage::run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed) {
+  if (writes_input_) return run_seeded_once(non_leaf_inputs(input), micro_batch, rng_seed);
+  try {
+    return run_seeded_once(input, micro_batch, rng_seed);
+  } catch (const InputWrittenInPlace&) {
+    writes_input_ = true;  // from now on up front; re-seeded, so the masks are the same
+    return run_seeded_once(non_leaf_inputs(input), micro_batch, rng_seed);
+  }
+}
+
+Batch Stage::run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_seed) {
   if (!stochastic_) return run_layers(input, micro_batch);
   const StageGeneratorScope own_generator(rng_seed);
   if (!shared_generator_) return run_layers(input, micro_batch);

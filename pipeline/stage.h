@@ -67,6 +67,7 @@ class Stage {
 
   Batch run_layers(Batch input, int micro_batch);
   Batch run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed);
+  Batch run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_seed);
   Batch input_gradients(const Batch& input) const;
   MicroBatch& state(int micro_batch, const char* action);
 
@@ -76,6 +77,7 @@ class Stage {
   c10::Device device_;
   std::optional<c10::Stream> stream_;
   bool stochastic_ = false;
+  bool writes_input_ = false;  // a layer writes the stage input in place (in_place.h)
   bool shared_generator_ = false;
   std::map<int, MicroBatch> states_;
 };

@@ -16,7 +16,11 @@ Worker::~Worker() {
 }
 
 std::future<void> Worker::submit(std::function<void()> job) {
-  std::packaged_task<void()> task(std::move(job));
+  // start_error_ is written on the worker thread before it runs any job: no race.
+  std::packaged_task<void()> task([this, job = std::move(job)] {
+    if (start_error_) std::rethrow_exception(start_error_);
+    job();
+  });
   std::future<void> done = task.get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -27,7 +31,11 @@ std::future<void> Worker::submit(std::function<void()> job) {
 }
 
 void Worker::run(const std::function<void()>& on_start) {
-  if (on_start) on_start();
+  try {
+    if (on_start) on_start();
+  } catch (...) {
+    start_error_ = std::current_exception();  // every job reports it
+  }
   for (;;) {
     std::packaged_task<void()> task;
     {

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -13,7 +14,8 @@ namespace pipebal::pipeline {
 
 class Worker {
  public:
-  // `on_start` runs first on the new thread (e.g. to set the intra-op thread count).
+  // `on_start` runs first on the new thread (e.g. to set the intra-op thread count); if it
+  // throws, every submitted job's future carries that exception instead of running.
   explicit Worker(std::function<void()> on_start = {});
   // Finishes queued jobs, then joins the thread.
   ~Worker();
@@ -30,6 +32,7 @@ class Worker {
   std::condition_variable wake_;
   std::deque<std::packaged_task<void()>> jobs_;
   bool stopping_ = false;
+  std::exception_ptr start_error_;
   std::thread thread_;  // last: starts after the members it uses exist
 };
 

@@ -35,7 +35,7 @@ class CpuMemoryScope {
   // Per-tag accounting: an allocation counts towards the tag of the thread that made it (until
   // it is freed, by whichever thread), e.g. a pipeline stage's worker. Tags are 0..kMaxTags-1;
   // -1 (every thread's default) means untagged.
-  static constexpr int kMaxTags = 64;
+  static constexpr int kMaxTags = 1024;
   static void set_thread_tag(int tag);
   int64_t current_bytes(int tag) const;
   int64_t peak_bytes(int tag) const;

@@ -2,6 +2,7 @@
 #include "profiler/profiler.h"
 
 #include <chrono>
+#include <deque>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -13,6 +14,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "pipeline/error_text.h"
+#include "pipeline/in_place.h"
 #include "profiler/co_runner.h"
 #include "profiler/device.h"
 #include "profiler/memory_meter.h"
@@ -167,7 +169,8 @@ class LayerRunner {
 
   Batch forward() {
     try {
-      return layer_.forward(input_);  // a shallow copy: the layer may pop skips from it
+      // A shallow copy: the layer may pop skips from it.
+      return pipeline::forward_tolerating_in_place(layer_, input_, writes_input_);
     } catch (const std::exception& error) {
       throw std::invalid_argument(fmt::format("layer {} ('{}', {}) failed on input {}: {}", index_,
                                               layer_.name(), layer_.type(), describe(input_),
@@ -188,6 +191,7 @@ class LayerRunner {
   Layer& layer_;
   size_t index_;
   Batch input_;
+  bool writes_input_ = false;
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> leaves_;
 };
@@ -211,7 +215,7 @@ class PassTimer {
     for (size_t i = 0; i < n; ++i) {
       inputs[i] = as_leaves(current, /*requires_grad=*/i > 0);
       if (timer != nullptr) timer->start();
-      outputs[i] = layers_[i].forward(inputs[i]);
+      outputs[i] = pipeline::forward_tolerating_in_place(layers_[i], inputs[i], writes_input_[i]);
       if (timer != nullptr) (*profiles)[i].forward_samples_ms.push_back(timer->stop_ms());
       current = outputs[i];
     }
@@ -256,6 +260,7 @@ class PassTimer {
 
  private:
   pipeline::LayerSeq& layers_;
+  std::deque<bool> writes_input_ = std::deque<bool>(layers_.size(), false);  // in_place.h
   Batch sample_;
   std::function<at::Tensor(const at::Tensor&)> loss_;
 };

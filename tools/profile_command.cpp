@@ -1,10 +1,12 @@
 // See profile_command.h.
 #include "tools/profile_command.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <ostream>
 #include <stdexcept>
+#include <thread>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -48,8 +50,11 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   if (params.chunks < 1) {
     throw std::invalid_argument(fmt::format("--chunks must be >= 1, got {}", params.chunks));
   }
-  if (params.threads < 0) {
-    throw std::invalid_argument(fmt::format("--threads must be >= 0, got {}", params.threads));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (params.threads < 0 || params.threads > cores) {
+    throw std::invalid_argument(fmt::format(
+        "--threads must be between 0 (LibTorch's default) and the {} cores of this machine, got {}",
+        cores, params.threads));
   }
   // Parse every option before the (slow) model build, so that typos fail at once.
   const profiler::ProfileOptions options = profile_options(params);

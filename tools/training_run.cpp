@@ -118,6 +118,12 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   const bool count_memory = std::all_of(settings.devices.begin(), settings.devices.end(),
                                         [](const std::string& d) { return d == "cpu"; });
   st.memory_tag_base = memory_tag_base;
+  if (count_memory && memory_tag_base + static_cast<int>(settings.balance.size()) >
+                          profiler::CpuMemoryScope::kMaxTags) {
+    throw std::invalid_argument(
+        fmt::format("{} stages: runs side by side count the memory of at most {} stages in all",
+                    settings.balance.size(), profiler::CpuMemoryScope::kMaxTags));
+  }
   if (count_memory) {
     st.memory.emplace();
     options.on_worker_start = [memory_tag_base](int stage) {

@@ -151,7 +151,8 @@ TEST(CostModel, RejectsBadInputWithAClearMessage) {
 
   CostOptions speeds;
   speeds.device_speeds = {1.0, 0.0};
-  expect_rejected(three_layers(), 2, speeds, "device speed 1 is 0, expected a finite value > 0");
+  expect_rejected(three_layers(), 2, speeds,
+                  "device speed 1 is 0, expected a relative speed from 1e-6 to 1e6");
   speeds.device_speeds = {1.0, 1.0};
   expect_rejected(three_layers(), 3, speeds, "device speeds: 2 values for 3 stages");
   CostOptions caps;
@@ -164,10 +165,33 @@ TEST(CostModel, RejectsBadInputWithAClearMessage) {
   expect_rejected(three_layers(), 1, chunks, "chunks must be at least 1, got 0");
   CostOptions scale;
   scale.param_scale = -1;
-  expect_rejected(three_layers(), 1, scale, "param scale must be a finite value >= 0");
+  expect_rejected(three_layers(), 1, scale, "param scale must be from 0 to 1e6, got -1");
   CostOptions bandwidth;
   bandwidth.bandwidth_bytes_per_ms = -3;
-  expect_rejected(three_layers(), 1, bandwidth, "bandwidth must be >= 0");
+  expect_rejected(three_layers(), 1, bandwidth, "bandwidth must be at least 1 byte/s");
+
+  auto huge = three_layers();
+  huge[1].param_bytes = kMaxLayerBytes + 1;
+  expect_rejected(huge, 1, ok, "layer 1 ('l1'): param_bytes is 4398046511105, expected 0 to");
+  auto slow = three_layers();
+  slow[0].forward_ms = 1e308;
+  expect_rejected(slow, 1, ok, "layer 0 ('l0'): forward_ms is 1e+308");
+}
+
+// At the bounds, memory saturates instead of wrapping to a negative count that "fits" any cap.
+TEST(CostModel, MemoryAtTheBoundsSaturatesAndFitsNoCap) {
+  std::vector<LayerCost> layers(
+      1024, LayerCost{"l", "Linear", 1, 1, kMaxLayerBytes, kMaxLayerBytes, kMaxLayerBytes});
+  CostOptions options;
+  options.chunks = pipeline::kMaxChunks;
+  options.checkpoint = pipeline::CheckpointMode::kNever;
+  options.param_scale = 1e6;
+  const CostModel model(layers, 1, options);
+  EXPECT_EQ(model.memory_bytes(0, 0, 1024), kUnlimitedBytes);
+  options.memory_caps_bytes = {int64_t{8} << 30};
+  const CostModel capped(layers, 2, options);
+  EXPECT_GT(capped.memory_bytes(0, 0, 1), capped.memory_cap_bytes(0));
+  EXPECT_GT(capped.memory_bytes(1, 1, 1024), 0);
 }
 
 }  // namespace

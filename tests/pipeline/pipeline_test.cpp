@@ -326,6 +326,48 @@ TEST(Pipeline, TimelineKeepsDependenciesWhenTheCoresAreBusy) {
   for (auto& t : spinners) t.join();
 }
 
+// Linear, ReLU(inplace), Linear, ReLU(inplace), Linear: every cut puts a layer that writes its
+// input in place first in a stage, where its input is a leaf.
+LayerSeq make_in_place_model(uint64_t seed) {
+  torch::manual_seed(seed);
+  LayerSeq seq("in-place");
+  seq.add(make_layer("fc0", "Linear", nn::Linear(kWidth, kWidth)));
+  seq.add(make_layer("relu0", "ReLU", nn::ReLU(nn::ReLUOptions().inplace(true))));
+  seq.add(make_layer("fc1", "Linear", nn::Linear(kWidth, kWidth)));
+  seq.add(make_layer("relu1", "ReLU", nn::ReLU(nn::ReLUOptions().inplace(true))));
+  seq.add(make_layer("head", "Linear", nn::Linear(kWidth, 3)));
+  seq.to(torch::kDouble);
+  return seq;
+}
+
+TEST(Pipeline, InPlaceLayersAtStageBoundariesTrainLikeThePlainModel) {
+  torch::manual_seed(6);
+  const Batch input(torch::randn({6, kWidth}, torch::kDouble));
+  const at::Tensor target = torch::randn({6, 3}, torch::kDouble);
+  LayerSeq plain = make_in_place_model(3);
+  const Reference ref = plain_step(plain, input, target);
+  for (const std::vector<int>& balance :
+       {std::vector<int>{1, 2, 2}, std::vector<int>{3, 2}, std::vector<int>{1, 1, 1, 1, 1}}) {
+    for (auto checkpoint : {CheckpointMode::kAlways, CheckpointMode::kNever}) {
+      LayerSeq piped = make_in_place_model(3);
+      PipelineOptions options;
+      options.chunks = 3;
+      options.checkpoint = checkpoint;
+      Pipeline pipeline(piped, balance, {}, options);
+      for (int step = 0; step < 2; ++step) {  // the second step takes the copy up front
+        for (auto& p : piped.parameters()) p.mutable_grad() = at::Tensor();
+        const StepResult result = pipeline.step(input, target, mse);
+        EXPECT_NEAR(result.loss, ref.loss, 1e-10 * std::abs(ref.loss));
+        const auto params = piped.parameters();
+        for (size_t i = 0; i < params.size(); ++i) {
+          EXPECT_TRUE(torch::allclose(params[i].grad(), ref.grads[i], 1e-10, 1e-12))
+              << "parameter " << i << ", step " << step;
+        }
+      }
+    }
+  }
+}
+
 TEST(Pipeline, ForwardEqualsPlainModelOutput) {
   LayerSeq plain = make_model(2), piped = make_model(2);
   Batch input(

@@ -272,6 +272,18 @@ TEST(Profiler, ShapeErrorNamesTheLayer) {
   }
 }
 
+// In-place layers get a leaf that requires grad as their input: profiled on a copy, not refused.
+TEST(Profiler, InPlaceLayersProfile) {
+  LayerSeq seq("in-place");
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(8, 8)));
+  seq.add(pipeline::make_layer("relu", "ReLU", nn::ReLU(nn::ReLUOptions().inplace(true))));
+  seq.add(pipeline::make_layer("head", "Linear", nn::Linear(8, 2)));
+  const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), quick());
+  ASSERT_EQ(p.layers.size(), 3u);
+  EXPECT_EQ(p.layers[1].output_bytes, 4 * 8 * kFloat);
+  EXPECT_EQ(p.layers[1].forward_samples_ms.size(), 3u);
+}
+
 // Throws on every forward, counting the calls.
 std::atomic<int> thrower_calls{0};
 struct ThrowerImpl : nn::Cloneable<ThrowerImpl> {

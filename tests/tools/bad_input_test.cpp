@@ -1,0 +1,133 @@
+// The bad-input table: each row is what a user typed (or a file a tool wrote), the exit status
+// pipebal must give and a fragment of the one line it must print. Every row is one clear line on
+// stderr, never a crash, a hang or garbage. README's reliability section counts these rows.
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_support.h"
+
+namespace pipebal::testing {
+namespace {
+
+struct BadInput {
+  std::string args;      // after `pipebal`; {dir} is the test's scratch directory
+  std::string fragment;  // in the one line on stderr
+};
+
+std::string expand(std::string text, const std::string& dir) {
+  for (size_t at = text.find("{dir}"); at != std::string::npos; at = text.find("{dir}")) {
+    text.replace(at, 5, dir);
+  }
+  return text;
+}
+
+// Files the rows read: a profile with one absurd field each, plans read loosely before.
+void write_inputs(const std::string& dir) {
+  const auto layer = [](double forward_ms, int64_t param_bytes) {
+    return nlohmann::json{{"name", "l"},           {"forward_ms", forward_ms},
+                          {"backward_ms", 1.0},    {"param_bytes", param_bytes},
+                          {"activation_bytes", 8}, {"output_bytes", 8}};
+  };
+  auto profile = [&](double forward_ms, int64_t param_bytes) {
+    return nlohmann::json{{"layers", {layer(1, 8), layer(forward_ms, param_bytes), layer(1, 8)}}};
+  };
+  std::ofstream(dir + "/huge_bytes.json") << profile(1, int64_t{1} << 62);
+  std::ofstream(dir + "/huge_ms.json") << profile(1e308, 8);
+  std::ofstream(dir + "/ok.json") << profile(1, 8);
+  nlohmann::json plan = {
+      {"schema", "pipebal.plan/1"},
+      {"algorithm", "dp"},
+      {"balance", {1, 2}},
+      {"bottleneck_ms", 1.0},
+      {"chunks", 4},
+      {"schedule", "gpipe"},
+      {"checkpoint", "never"},
+      {"param_scale", 2.0},
+      {"stages",
+       {{{"first_layer", 0}, {"layers", 1}, {"time_ms", 1.0}, {"memory_bytes", 8}},
+        {{"first_layer", 1}, {"layers", 2}, {"time_ms", 1.0}, {"memory_bytes", 8}}}},
+      {"prediction",
+       {{"schedule", "gpipe"},
+        {"chunks", 4},
+        {"step_ms", 1.0},
+        {"naive_step_ms", 1.0},
+        {"speedup", 1.0},
+        {"bubble_fraction", 0.0}}}};
+  plan["chunks"] = 1e20;
+  std::ofstream(dir + "/plan_chunks_1e20.json") << plan;
+  plan["chunks"] = 2.7;
+  std::ofstream(dir + "/plan_chunks_2.7.json") << plan;
+  std::ofstream(dir + "/malformed.json") << "{\"layers\": [";
+}
+
+const std::vector<BadInput> kTable = {
+    // Models and shapes.
+    {"profile --model nosuchmodel", "unknown model 'nosuchmodel'"},
+    {"profile --model mlp:width=x", "width"},
+    {"profile --model mlp:depth=3", "model mlp has no option 'depth'"},
+    {"profile --model mlp:layers=2,width=8 --input-shape 4,9", "layer 0 ('fc0'"},
+    {"profile --model mlp:layers=2,width=8 --input-shape 4,x", "input shape '4,x'"},
+    {"profile --model mlp:layers=2,width=8 --input-shape 9223372036854775807,8",
+     "is more than 2147483647 in one dimension"},
+    {"profile --model /missing/model.pt", "cannot load TorchScript model '/missing/model.pt'"},
+    // Options out of range.
+    {"profile --model mlp:layers=2,width=8 --repeat 0", "repeat must be >= 1"},
+    {"profile --model mlp:layers=2,width=8 --threads 100000", "--threads must be between 0"},
+    {"profile --model mlp:layers=2,width=8 --input-shape 4,8 --chunks 5",
+     "--chunks 5 is more than the batch size 4"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --threads 100000",
+     "threads per stage must be between 1 and the"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,2",
+     "sums to 4, but the model has 3 layers"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 3,0", "balance"},
+    {"train --model mlp:layers=600,width=2 --input-shape 4,2 --balance " +
+         [] {
+           std::string ones = "1";
+           for (int i = 1; i < 601; ++i) ones += ",1";
+           return ones;
+         }(),
+     "601 stages: at most 512"},
+    {"balance {dir}/ok.json --stages 2 --chunks 100000",
+     "micro-batches is beyond what pipebal plans"},
+    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --stages 9 -o {dir}/v",
+     "9 stages need at least 9 layers"},
+    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --schedule zigzag -o {dir}/v",
+     "zigzag"},
+    // Profiles and plans that say something absurd.
+    {"balance {dir}/malformed.json --stages 2", "malformed.json"},
+    {"balance {dir}/huge_bytes.json --stages 2", "param_bytes is 4611686018427387904"},
+    {"balance {dir}/huge_ms.json --stages 2", "forward_ms is 1e+308"},
+    {"balance {dir}/ok.json --stages 4", "4 stages need at least 4 layers"},
+    {"balance {dir}/ok.json --stages 2 --device-speeds 1e-320,1", "device speed 0 is"},
+    {"balance {dir}/ok.json --stages 2 --device-speeds 1e308,1e-308", "device speed 0 is 1e+308"},
+    {"balance {dir}/ok.json --stages 2 --bandwidth 0GB/s", "must be at least 1 byte/s"},
+    {"balance {dir}/ok.json --stages 2 --bandwidth 1e-300", "must be at least 1 byte/s"},
+    {"balance {dir}/ok.json --stages 2 --param-scale 1e308", "param scale must be from 0 to 1e6"},
+    {"balance {dir}/ok.json --stages 2 --memory-cap 1", "no partition of 3 layers into 2 stages"},
+    {"train --plan {dir}/plan_chunks_1e20.json --model mlp:layers=2,width=8 --input-shape 4,8",
+     "chunks must hold integers"},
+    {"train --plan {dir}/plan_chunks_2.7.json --model mlp:layers=2,width=8 --input-shape 4,8",
+     "chunks must hold integers, got 2.7"},
+    // Commands.
+    {"report /nonexistent/dir", "/nonexistent/dir"},
+};
+
+TEST(BadInput, EveryRowIsOneClearLineAndExitStatusTwo) {
+  const std::string dir = scratch_dir();
+  write_inputs(dir);
+  for (const BadInput& row : kTable) {
+    const std::string args = expand(row.args, dir);
+    const CliResult r = run_pipebal(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("pipebal: error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(expand(row.fragment, dir)), std::string::npos)
+        << args << "\nexpected: " << row.fragment << "\ngot: " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace pipebal::testing
