@@ -1,63 +1,256 @@
 // See atomic_file.h.
 #include "reports/atomic_file.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
-
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
 
 namespace pipebal::reports {
 namespace {
 
-std::string system_error_text() {
-  return std::strerror(errno);
+namespace fs = std::filesystem;
+
+std::string system_error_text(int error = errno) {
+  return std::strerror(error);
 }
 
-// Removes the temporary file unless ownership was released by a successful rename.
+// Temporary files being written, for the signal handler to remove: fixed slots of plain
+// characters, as a handler may touch nothing else.
+constexpr int kSlots = 16;
+constexpr size_t kPathBytes = 4096;
+std::array<std::atomic<bool>, kSlots> slot_used{};
+std::array<std::array<char, kPathBytes>, kSlots> slot_path{};
+
+int register_temporary(const std::string& path) {
+  if (path.size() + 1 > kPathBytes) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    bool expected = false;
+    if (slot_used[i].compare_exchange_strong(expected, true)) {
+      std::memcpy(slot_path[i].data(), path.c_str(), path.size() + 1);
+      return i;
+    }
+  }
+  return -1;  // more writers than slots: such a file is not cleaned up on a signal
+}
+
+void unregister_temporary(int slot) {
+  if (slot >= 0) slot_used[slot] = false;
+}
+
+extern "C" void remove_temporaries_and_exit(int signal_number) {
+  for (int i = 0; i < kSlots; ++i) {
+    if (slot_used[i]) ::unlink(slot_path[i].data());
+  }
+  const char* message =
+      signal_number == SIGINT ? "pipebal: interrupted\n" : "pipebal: terminated\n";
+  const ssize_t ignored = ::write(STDERR_FILENO, message, std::strlen(message));
+  (void)ignored;
+  ::_exit(128 + signal_number);
+}
+
+// Removes the temporary file unless the rename consumed it.
 class TemporaryFile {
  public:
-  explicit TemporaryFile(std::string path) : path_(std::move(path)) {}
+  explicit TemporaryFile(std::string path)
+      : path_(std::move(path)), slot_(register_temporary(path_)) {}
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
   ~TemporaryFile() {
-    if (!path_.empty()) std::remove(path_.c_str());
+    if (!path_.empty()) ::unlink(path_.c_str());
+    unregister_temporary(slot_);
   }
   const std::string& path() const { return path_; }
   void release() { path_.clear(); }
 
  private:
   std::string path_;
+  int slot_;
 };
+
+// The file a write to `path` lands in: a symbolic link's target (followed as the shell's `>`
+// does), refused when it exists and is not a regular file.
+fs::path write_target(const std::string& path) {
+  fs::path target = path;
+  std::error_code error;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, error)); ++hops) {
+    if (hops == 40)
+      throw std::runtime_error("cannot write '" + path + "': too many symbolic links");
+    const fs::path link = fs::read_symlink(target, error);
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  const fs::file_status status = fs::status(target, error);
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    throw std::runtime_error("cannot write '" + path +
+                             "': it is not a regular file (pipebal writes regular files only)");
+  }
+  return target;
+}
+
+std::string temporary_suffix() {
+  return ".tmp." + std::to_string(::getpid());
+}
+
+// Temporary files of `target` left by processes that no longer run (a kill -9, a crash, or a
+// signal, whose handler removes files being written but not a staging directory).
+void remove_stale_temporaries(const fs::path& target) {
+  std::error_code error;
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string prefix = target.filename().string() + ".tmp.";
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    // A staging directory (StagedDirectory) as well as a file.
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      fs::remove_all(entry.path(), error);
+    }
+  }
+}
+
+void write_all(int fd, const std::string& content, const std::string& path) {
+  const char* data = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    const ssize_t written = ::write(fd, data, left);
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0)
+      throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+    data += written;
+    left -= static_cast<size_t>(written);
+  }
+}
+
+void sync_directory(const fs::path& target) {
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // the rename happened; durability of the name is best effort
+  ::fsync(fd);
+  ::close(fd);
+}
 
 }  // namespace
 
+void install_interrupt_cleanup() {
+  struct sigaction action {};
+  action.sa_handler = remove_temporaries_and_exit;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
 void write_file_atomically(const std::string& path, const std::string& content) {
-  TemporaryFile temporary(path + ".tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream out(temporary.path(), std::ios::binary | std::ios::trunc);
-    if (!out) {
+  const fs::path target = write_target(path);
+  remove_stale_temporaries(target);
+  TemporaryFile temporary(target.string() + temporary_suffix());
+  const int fd = ::open(temporary.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+  try {
+    write_all(fd, content, path);
+    if (::fsync(fd) != 0) {
       throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
     }
-    out << content;
-    out.flush();
-    if (!out) throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  if (std::rename(temporary.path().c_str(), path.c_str()) != 0) {
+  if (::close(fd) != 0)
+    throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+  if (::rename(temporary.path().c_str(), target.c_str()) != 0) {
     throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
   }
   temporary.release();
+  sync_directory(target);
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("cannot read '" + path + "': " + system_error_text());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    throw std::invalid_argument("cannot read '" + path + "': " + system_error_text());
+  }
+  if (!S_ISREG(info.st_mode)) {
+    throw std::invalid_argument("cannot read '" + path + "': not a regular file");
+  }
+  if (info.st_size > kMaxReadBytes) {
+    throw std::invalid_argument("cannot read '" + path + "': larger than 1 GiB (" +
+                                std::to_string(info.st_size) + " bytes)");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::invalid_argument("cannot read '" + path + "': " + system_error_text());
+  std::string text;
+  std::array<char, 1 << 16> buffer;
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw std::invalid_argument("cannot read '" + path + "': " + system_error_text(error));
+    }
+    if (got == 0) break;
+    text.append(buffer.data(), static_cast<size_t>(got));
+    if (static_cast<int64_t>(text.size()) > kMaxReadBytes) {
+      ::close(fd);
+      throw std::invalid_argument("cannot read '" + path + "': larger than 1 GiB");
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string>& own_files)
+    : path_(std::move(path)) {
+  std::error_code error;
+  if (fs::exists(path_, error)) {
+    if (!fs::is_directory(path_, error)) {
+      throw std::runtime_error("cannot write '" + path_ + "': it exists and is not a directory");
+    }
+    for (const auto& entry : fs::directory_iterator(path_, error)) {
+      const std::string name = entry.path().filename().string();
+      if (std::find(own_files.begin(), own_files.end(), name) == own_files.end()) {
+        throw std::runtime_error("'" + path_ + "' holds other files (" + name +
+                                 "): give a new or empty directory, or an earlier run's");
+      }
+    }
+  }
+  const fs::path target = fs::path(path_).lexically_normal();
+  remove_stale_temporaries(target.has_filename() ? target : target.parent_path());
+  staging_ = (target.has_filename() ? target : target.parent_path()).string() + temporary_suffix();
+  fs::remove_all(staging_, error);
+  if (!fs::create_directories(staging_, error)) {
+    throw std::runtime_error("cannot create '" + path_ + "': " + error.message());
+  }
+}
+
+StagedDirectory::~StagedDirectory() {
+  if (committed_) return;
+  std::error_code ignored;
+  fs::remove_all(staging_, ignored);
+}
+
+void StagedDirectory::commit() {
+  std::error_code error;
+  const std::string previous = staging_ + ".previous";
+  const bool replacing = fs::exists(path_, error);
+  if (replacing) fs::rename(path_, previous, error);
+  if (error) throw std::runtime_error("cannot replace '" + path_ + "': " + error.message());
+  fs::rename(staging_, path_, error);
+  if (error) {
+    if (replacing) fs::rename(previous, path_);
+    throw std::runtime_error("cannot write '" + path_ + "': " + error.message());
+  }
+  committed_ = true;
+  if (replacing) fs::remove_all(previous, error);
 }
 
 }  // namespace pipebal::reports

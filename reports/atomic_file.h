@@ -1,16 +1,55 @@
-// Writing output files so that an interrupted run never leaves half a document behind:
-// the text goes to a temporary file beside the target, which is then renamed over it.
+// Writing output files so that an interrupted run never leaves half a document behind: the
+// text goes to a temporary file beside the target (NAME.tmp.PID), flushed to disk, which is
+// then renamed over it. Reading refuses what is not a regular file of sane size.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pipebal::reports {
 
-// Writes `content` to `path` atomically (same-directory temporary file + rename).
-// Throws std::runtime_error naming the path and the system error when it cannot.
+// Files read whole are at most this large.
+constexpr int64_t kMaxReadBytes = int64_t{1} << 30;
+
+// Writes `content` to `path` atomically (same-directory temporary file, fsync, rename, fsync of
+// the directory). A symbolic link is followed: its target is written, the link stays. A path
+// that exists and is not a regular file (a device, a FIFO, a directory) is refused, and so
+// temporary files of this target left by processes that no longer run are removed. Throws
+// std::runtime_error naming the path and the reason.
 void write_file_atomically(const std::string& path, const std::string& content);
 
-// Reads a whole file; throws std::invalid_argument naming the path when it cannot be read.
+// Makes SIGINT and SIGTERM remove the temporary files being written, print one line
+// ("pipebal: interrupted") and exit with status 128 + the signal. For executables.
+void install_interrupt_cleanup();
+
+// A directory of documents that appears whole or not at all: its files are written into
+// PATH.tmp.PID, and commit() renames that over PATH (replacing an earlier run's directory), so
+// an interrupted or concurrent run never leaves a directory mixing two runs. Without commit()
+// the staging directory is removed.
+class StagedDirectory {
+ public:
+  // Creates the staging directory. An existing `path` is replaced only when it is a directory
+  // holding nothing but files named in `own_files` (an earlier run's); otherwise, or when the
+  // staging directory cannot be made, throws std::runtime_error saying why.
+  StagedDirectory(std::string path, const std::vector<std::string>& own_files);
+  ~StagedDirectory();
+  StagedDirectory(const StagedDirectory&) = delete;
+  StagedDirectory& operator=(const StagedDirectory&) = delete;
+
+  // Where to write the files now.
+  const std::string& staging() const { return staging_; }
+  // Puts the directory in place at `path`.
+  void commit();
+
+ private:
+  std::string path_;
+  std::string staging_;
+  bool committed_ = false;
+};
+
+// Reads a whole regular file of at most kMaxReadBytes; throws std::invalid_argument naming the
+// path when it cannot (without blocking on a FIFO or reading a device).
 std::string read_file(const std::string& path);
 
 }  // namespace pipebal::reports

@@ -8,6 +8,7 @@
 
 #include "common/git_commit.h"
 #include "pipeline/error_text.h"
+#include "reports/atomic_file.h"
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
 #include "tools/malloc_tuning.h"
@@ -20,6 +21,7 @@
 
 int main(int argc, char** argv) {
   pipebal::tools::keep_freed_memory_in_process();
+  pipebal::reports::install_interrupt_cleanup();
   CLI::App app{
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
       "and compare the predicted speed-up with the measured one."};

@@ -81,11 +81,6 @@ void run_validate(const ValidateParams& p) {
   cost_options.schedule = pipeline::parse_schedule_kind(p.schedule);
   cost_options.checkpoint = pipeline::parse_checkpoint_mode(p.checkpoint);
   cost_options.chunks = p.chunks;
-  std::error_code error;
-  std::filesystem::create_directories(p.output, error);
-  if (error)
-    throw std::invalid_argument(fmt::format("cannot create '{}': {}", p.output, error.message()));
-  const std::string dir = p.output;
 
   // 1. Profile at the micro-batch size the pipeline runs, with the stages' thread count.
   at::set_num_threads(p.threads);
@@ -98,6 +93,11 @@ void run_validate(const ValidateParams& p) {
                                             model.layers.size()));
   }
   const models::SyntheticData data = models::make_synthetic_data(model, shape, p.seed);
+  // Everything is written aside and put in place at the end: never a directory mixing runs.
+  reports::StagedDirectory output(
+      p.output, {"profile.json", "profile-batch.json", "plan.json", "run.json", "trace.json",
+                 "validation.json", "report.html"});
+  const std::string dir = output.staging();
   const pipeline::Batch micro_batch = pipeline::scatter(data.input, p.chunks).front();
   const at::Tensor micro_target =
       pipeline::scatter(pipeline::Batch(data.target), p.chunks).front().value();
@@ -210,12 +210,14 @@ void run_validate(const ValidateParams& p) {
   write_json(dir + "/validation.json", reports::validation_to_json(record));
 
   // 4. The report.
-  reports::write_file_atomically(dir + "/report.html",
-                                 reports::render_html_report(reports::load_report_inputs(dir)));
+  reports::ReportInputs inputs = reports::load_report_inputs(dir);
+  inputs.dir = p.output;
+  reports::write_file_atomically(dir + "/report.html", reports::render_html_report(inputs));
+  output.commit();
   print_table(record);
   fmt::print(
       "\nwrote {0}/profile.json, plan.json, run.json, trace.json, validation.json, report.html\n",
-      dir);
+      p.output);
 }
 
 void add_validate_command(CLI::App& app) {

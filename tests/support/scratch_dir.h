@@ -12,23 +12,45 @@
 
 namespace pipebal::testing {
 
-// <TempDir>/pipebal-tests/<Suite>.<Test>-<pid>, created empty on the first call in a test.
+// Removes a test's scratch directory when the test passed; a failed test's stays for a look.
+class ScratchCleaner : public ::testing::EmptyTestEventListener {
+ public:
+  explicit ScratchCleaner(std::string dir) : dir_(std::move(dir)) {}
+  void OnTestEnd(const ::testing::TestInfo& test) override {
+    if (!dir_.empty() && test.result() != nullptr && test.result()->Passed()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+    }
+    dir_.clear();
+  }
+  // The directory prepared for the running test; empty between tests.
+  const std::string& dir() const { return dir_; }
+  void set(std::string dir) { dir_ = std::move(dir); }
+
+ private:
+  std::string dir_;
+};
+
+// <TempDir>/pipebal-tests/<Suite>.<Test>-<pid>, created empty on the first call in a test and
+// removed after it when it passed.
 inline std::string scratch_dir() {
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = test != nullptr
-                         ? std::string(test->test_suite_name()) + "." + test->name()
-                         : std::string("no-test");
+  std::string name = test != nullptr ? std::string(test->test_suite_name()) + "." + test->name()
+                                     : std::string("no-test");
   for (char& c : name) {
     if (c == '/') c = '_';  // parameterised tests: "Suite/Test.Name/3"
   }
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
-                                    "pipebal-tests" /
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "pipebal-tests" /
                                     (name + "-" + std::to_string(::getpid()));
-  static std::string prepared;  // one process runs one test at a time
-  if (prepared != dir.string()) {
+  static ScratchCleaner* cleaner = [] {
+    auto* listener = new ScratchCleaner("");
+    ::testing::UnitTest::GetInstance()->listeners().Append(listener);  // gtest owns it
+    return listener;
+  }();
+  if (cleaner->dir() != dir.string()) {  // the first call in this test
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
-    prepared = dir.string();
+    cleaner->set(dir.string());
   }
   return dir.string();
 }

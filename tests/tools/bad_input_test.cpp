@@ -1,6 +1,9 @@
 // The bad-input table: each row is what a user typed (or a file a tool wrote), the exit status
 // pipebal must give and a fragment of the one line it must print. Every row is one clear line on
 // stderr, never a crash, a hang or garbage. README's reliability section counts these rows.
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -61,6 +64,9 @@ void write_inputs(const std::string& dir) {
   plan["chunks"] = 2.7;
   std::ofstream(dir + "/plan_chunks_2.7.json") << plan;
   std::ofstream(dir + "/malformed.json") << "{\"layers\": [";
+  ::mkfifo((dir + "/fifo").c_str(), 0600);
+  std::filesystem::create_directories(dir + "/project");
+  std::ofstream(dir + "/project/notes.txt") << "the user's";
 }
 
 const std::vector<BadInput> kTable = {
@@ -111,6 +117,13 @@ const std::vector<BadInput> kTable = {
      "chunks must hold integers"},
     {"train --plan {dir}/plan_chunks_2.7.json --model mlp:layers=2,width=8 --input-shape 4,8",
      "chunks must hold integers, got 2.7"},
+    // Files that are not what they should be.
+    {"balance {dir}/fifo --stages 2", "cannot read '{dir}/fifo': not a regular file"},
+    {"balance /dev/zero --stages 2", "cannot read '/dev/zero': not a regular file"},
+    {"balance {dir}/ok.json --stages 2 -o {dir}/fifo", "it is not a regular file"},
+    {"balance {dir}/ok.json --stages 2 -o {dir}", "it is not a regular file"},
+    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 -o {dir}/project",
+     "holds other files (notes.txt)"},
     // Commands.
     {"report /nonexistent/dir", "/nonexistent/dir"},
 };

@@ -1,4 +1,5 @@
 // End-to-end: the `pipebal` binary as a user runs it, checking exit codes and messages.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,23 @@ TEST(Cli, DemoRunsTheWholeLoopOnASmallModel) {
   for (const std::string file :
        {"profile.json", "plan.json", "run.json", "trace.json", "validation.json", "report.html"}) {
     EXPECT_FALSE(pipebal::testing::read_text(dir + "/" + file).empty()) << file;
+  }
+}
+
+// Ctrl-C: one line, status 130, and neither the output nor a temporary file left behind.
+TEST(Cli, InterruptIsOneLineAndLeavesNothingHalfWritten) {
+  const std::string dir = pipebal::testing::scratch_dir();
+  const std::string command = "timeout --preserve-status -s INT 3 " + std::string(PIPEBAL_BINARY) +
+                              " train --model mlp:layers=4,width=64 --input-shape 64,64 "
+                              "--balance 3,2 --steps 1000000 -q -o " +
+                              dir + "/run.json >" + dir + "/out 2>" + dir + "/err";
+  const int raw = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 130);
+  EXPECT_EQ(pipebal::testing::read_text(dir + "/err"), "pipebal: interrupted\n");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename();
+    EXPECT_TRUE(name == "out" || name == "err") << name;
   }
 }
 

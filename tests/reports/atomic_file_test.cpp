@@ -1,0 +1,125 @@
+// Output files: written whole or not at all, through symbolic links, never over a device or a
+// FIFO; temporary files of dead processes cleaned up; inputs read only from regular files;
+// directories of documents put in place whole.
+#include "reports/atomic_file.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/scratch_dir.h"
+
+namespace pipebal::reports {
+namespace {
+
+namespace fs = std::filesystem;
+using pipebal::testing::scratch_path;
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(AtomicFile, WritesAndReplacesWithoutLeavingTemporaries) {
+  const std::string path = scratch_path("doc.json");
+  write_file_atomically(path, "one");
+  write_file_atomically(path, "two");
+  EXPECT_EQ(read_file(path), "two");
+  EXPECT_EQ(names_in(pipebal::testing::scratch_dir()), std::vector<std::string>{"doc.json"});
+}
+
+TEST(AtomicFile, FollowsASymbolicLinkAndKeepsIt) {
+  const std::string target = scratch_path("target.json"), link = scratch_path("link.json");
+  write_file_atomically(target, "old");
+  fs::create_symlink("target.json", link);
+  write_file_atomically(link, "new");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+  EXPECT_EQ(read_file(target), "new");
+}
+
+TEST(AtomicFile, RefusesToReplaceWhatIsNotARegularFile) {
+  const std::string fifo = scratch_path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    write_file_atomically(fifo, "x");
+    FAIL();
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("not a regular file"), std::string::npos);
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo)) << "the FIFO is still a FIFO";
+  EXPECT_THROW(write_file_atomically(pipebal::testing::scratch_dir(), "x"), std::runtime_error);
+}
+
+TEST(AtomicFile, ReadRefusesFifosAndDevicesWithoutBlocking) {
+  const std::string fifo = scratch_path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero"), std::string("/nonexistent")}) {
+    try {
+      read_file(path);
+      FAIL() << path;
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("cannot read '" + path + "'"), std::string::npos);
+    }
+  }
+}
+
+TEST(AtomicFile, RemovesTemporariesOfProcessesThatNoLongerRun) {
+  // A process that has exited: its pid is free (until reused, which the check tolerates).
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string path = scratch_path("doc.json");
+  const std::string stale = path + ".tmp." + std::to_string(child);
+  std::ofstream(stale) << "half";
+  const std::string alive = path + ".tmp.1";  // init runs as long as the machine does
+  std::ofstream(alive) << "someone else's";
+  write_file_atomically(path, "whole");
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(alive));
+}
+
+TEST(StagedDirectory, AppearsWholeAtCommitAndReplacesAnEarlierRun) {
+  const std::string dir = scratch_path("out");
+  {
+    StagedDirectory staged(dir, {"a.json", "b.json"});
+    write_file_atomically(staged.staging() + "/a.json", "first");
+    EXPECT_FALSE(fs::exists(dir)) << "nothing in place before commit";
+    staged.commit();
+  }
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"a.json"});
+  {
+    StagedDirectory staged(dir, {"a.json", "b.json"});
+    write_file_atomically(staged.staging() + "/b.json", "second");
+    staged.commit();
+  }
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"b.json"}) << "no mix of two runs";
+  {
+    StagedDirectory abandoned(dir, {"a.json", "b.json"});
+    write_file_atomically(abandoned.staging() + "/a.json", "interrupted");
+  }
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"b.json"})
+      << "an unfinished run changes nothing";
+  EXPECT_EQ(names_in(pipebal::testing::scratch_dir()), std::vector<std::string>{"out"});
+}
+
+TEST(StagedDirectory, NeverReplacesADirectoryWithOtherFiles) {
+  const std::string dir = scratch_path("project");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/notes.txt") << "mine";
+  EXPECT_THROW(StagedDirectory(dir, {"a.json"}), std::runtime_error);
+  EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
+  std::ofstream(scratch_path("file")) << "x";
+  EXPECT_THROW(StagedDirectory(scratch_path("file"), {"a.json"}), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace pipebal::reports
