@@ -38,6 +38,18 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+const char* action_name(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kForward:
+      return "forward";
+    case ActionKind::kRecompute:
+      return "recompute";
+    case ActionKind::kBackward:
+      return "backward";
+  }
+  return "action";
+}
+
 }  // namespace
 
 // Mailboxes between neighbouring stages: forward[s] carries stage s's outputs to stage s+1,
@@ -106,6 +118,7 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
     first += balance_[s];
   }
   links_ = std::make_unique<Links>(stages);
+  activity_ = std::make_unique<std::atomic<uint64_t>[]>(stages);
   const int threads = options_.threads_per_stage;
   for (int s = 0; s < stages; ++s) {
     workers_.push_back(std::make_unique<Worker>([threads, s, hook = options_.on_worker_start] {
@@ -118,29 +131,55 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
   }
 }
 
-Pipeline::~Pipeline() = default;
+Pipeline::~Pipeline() {
+  if (!abandoned_) return;
+  // A stage may still be running a layer that never returned: its thread goes on using the
+  // stages, mailboxes and worker, so they are left alive (the process is expected to exit).
+  for (auto& stage : stages_) (void)stage.release();
+  (void)links_.release();
+  for (auto& worker : workers_) (void)worker.release();
+  (void)activity_.release();
+}
 
-void Pipeline::run_parallel(const std::function<void(int)>& job) {
-  links_->reset();
+// One run of a job on every stage. Held by the jobs themselves, so that a stage still running
+// after a timeout never touches freed memory.
+struct Pipeline::ParallelRun {
+  std::function<void(int)> job;
   std::mutex error_mutex;
   std::exception_ptr first_error;
+};
+
+void Pipeline::run_parallel(std::function<void(int)> job) {
+  if (abandoned_) {
+    throw std::logic_error("the pipeline was abandoned after a step timed out");
+  }
+  links_->reset();
+  auto run = std::make_shared<ParallelRun>();
+  run->job = std::move(job);
+  Links* links = links_.get();
   std::vector<std::future<void>> done;
   for (int s = 0; s < stages(); ++s) {
-    done.push_back(workers_[s]->submit([&, s] {
+    done.push_back(workers_[s]->submit([run, links, s] {
       try {
-        job(s);
+        run->job(s);
       } catch (const MailboxCancelled&) {
         // A neighbour failed; its error is the one to report.
       } catch (...) {
         {
-          std::lock_guard<std::mutex> lock(error_mutex);
-          if (!first_error) first_error = std::current_exception();
+          std::lock_guard<std::mutex> lock(run->error_mutex);
+          if (!run->first_error) run->first_error = std::current_exception();
         }
-        links_->cancel();
+        links->cancel();
       }
     }));
   }
+  wait_for_stages(done);
   for (auto& d : done) d.get();
+  std::exception_ptr first_error;
+  {
+    std::lock_guard<std::mutex> lock(run->error_mutex);
+    first_error = run->first_error;
+  }
   if (first_error) {
     for (auto& stage : stages_) stage->clear();
     std::rethrow_exception(first_error);
@@ -156,7 +195,32 @@ struct Pipeline::StepWork {
   std::vector<double> losses;  // weighted, per micro-batch
   // The one clock origin of the step's timeline: actions of different stages compare.
   Clock::time_point origin;
+  std::vector<Timeline> timelines;  // per stage
 };
+
+void Pipeline::wait_for_stages(std::vector<std::future<void>>& done) {
+  if (options_.step_timeout_s <= 0) return;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options_.step_timeout_s));
+  for (int s = 0; s < stages(); ++s) {
+    if (done[s].wait_until(deadline) == std::future_status::ready) continue;
+    // Name the stages still computing (the others wait for them), then let every stage stop.
+    std::vector<std::string> running;
+    for (int r = s; r < stages(); ++r) {
+      if (done[r].wait_for(std::chrono::seconds(0)) == std::future_status::ready) continue;
+      const uint64_t now = activity_[r].load();
+      if (now == 0) continue;  // waiting for a message, or between actions
+      running.push_back(fmt::format("stage {} ({} of micro-batch {})", r,
+                                    action_name(static_cast<ActionKind>((now >> 32) - 1)),
+                                    static_cast<uint32_t>(now)));
+    }
+    if (running.empty()) running.push_back("no stage computing (a stage waits for a message)");
+    links_->cancel();
+    abandoned_ = true;
+    throw StepTimeout(fmt::format("the step took longer than {:g} s (--timeout); still running: {}",
+                                  options_.step_timeout_s, fmt::join(running, ", ")));
+  }
+}
 
 void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
   Stage& stage = *stages_[s];
@@ -167,14 +231,17 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
     return unpack(std::move(parcel), stage.device(), stage.stream());
   };
   Timeline own;
+  std::atomic<uint64_t>& activity = activity_[s];
   for (const Action& action : schedule_.actions[s]) {
     const int i = action.micro_batch;
+    activity = 0;  // waiting for its input
     Batch incoming;
     if (action.kind == ActionKind::kForward) {
       incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links_->forward[s - 1].take(i));
     } else if (action.kind == ActionKind::kBackward && !last) {
       incoming = receive(links_->backward[s].take(i));
     }
+    activity = (uint64_t(int(action.kind) + 1) << 32) | uint32_t(i);
     const double start = ms_since(step_start);
     Batch outgoing;
     switch (action.kind) {
@@ -208,6 +275,7 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
     if (action.kind == ActionKind::kBackward && s > 0)
       links_->backward[s - 1].post(i, pack(std::move(outgoing), stage.stream()));
   }
+  activity = 0;
   synchronize(stage.stream());  // gradients are complete when step() returns
   timeline = std::move(own);
 }
@@ -227,7 +295,9 @@ void Pipeline::set_deferred_batch_norm(bool on, bool commit) {
 
 StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn) {
   const Clock::time_point start = Clock::now();
-  StepWork work;
+  // On the heap, shared with the stages' jobs: see ParallelRun.
+  const auto shared_work = std::make_shared<StepWork>();
+  StepWork& work = *shared_work;
   work.inputs = scatter(input, options_.chunks);
   if (!target.defined() || target.dim() == 0 || target.size(0) != input.size()) {
     throw std::invalid_argument(
@@ -240,11 +310,12 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   }
   work.loss_fn = &loss_fn;
   work.losses.assign(options_.chunks, 0.0);
-  std::vector<Timeline> timelines(stages());
+  work.timelines.resize(stages());
   if (options_.deferred_batch_norm) set_deferred_batch_norm(true, false);
   try {
     work.origin = Clock::now();
-    run_parallel([&](int s) { run_stage(s, work, timelines[s]); });
+    run_parallel(
+        [this, shared_work](int s) { run_stage(s, *shared_work, shared_work->timelines[s]); });
   } catch (...) {
     if (options_.deferred_batch_norm) set_deferred_batch_norm(false, false);
     ++steps_;
@@ -255,30 +326,40 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
 
   StepResult result;
   result.loss = std::accumulate(work.losses.begin(), work.losses.end(), 0.0);
-  for (auto& t : timelines) result.timeline.insert(result.timeline.end(), t.begin(), t.end());
+  for (auto& t : work.timelines) {
+    result.timeline.insert(result.timeline.end(), t.begin(), t.end());
+  }
   result.step_ms = ms_since(start);
   return result;
 }
 
 Batch Pipeline::forward(const Batch& input) {
-  const std::vector<Batch> inputs = scatter(input, options_.chunks);
-  std::vector<Batch> outputs(inputs.size());
-  run_parallel([&](int s) {
+  // On the heap, shared with the stages' jobs: see ParallelRun.
+  struct Work {
+    std::vector<Batch> inputs, outputs;
+  };
+  const auto work = std::make_shared<Work>();
+  work->inputs = scatter(input, options_.chunks);
+  work->outputs.resize(work->inputs.size());
+  run_parallel([this, work](int s) {
     torch::NoGradGuard no_grad;  // grad mode is per thread
     Stage& stage = *stages_[s];
     CurrentStream on_stage_stream(stage.stream());
     for (int i = 0; i < options_.chunks; ++i) {
-      Parcel in = s == 0 ? Parcel(inputs[i]) : links_->forward[s - 1].take(i);
+      activity_[s] = 0;  // waiting for its input
+      Parcel in = s == 0 ? Parcel(work->inputs[i]) : links_->forward[s - 1].take(i);
+      activity_[s] = (uint64_t(int(ActionKind::kForward) + 1) << 32) | uint32_t(i);
       Batch out = stage.infer(unpack(std::move(in), stage.device(), stage.stream()));
       if (s + 1 < stages()) {
         links_->forward[s].post(i, pack(std::move(out), stage.stream()));
       } else {
-        outputs[i] = std::move(out);
+        work->outputs[i] = std::move(out);
       }
     }
+    activity_[s] = 0;
     synchronize(stage.stream());  // the caller reads the outputs on its own stream
   });
-  return gather(outputs);
+  return gather(work->outputs);
 }
 
 }  // namespace pipebal::pipeline

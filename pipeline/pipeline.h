@@ -4,8 +4,11 @@
 // gradients on the parameters as the plain model's forward and backward on the whole batch.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <future>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "pipeline/layer_seq.h"
@@ -26,8 +29,19 @@ struct PipelineOptions {
   bool deferred_batch_norm = false;  // running statistics once per mini-batch (batch_norm.h)
   bool check_finite = false;         // a non-finite micro-batch loss fails the step
   uint64_t seed = 0;                 // seeds stochastic layers per (step, stage, micro-batch)
+  // A step (or forward) still running after this many seconds throws StepTimeout; 0: never.
+  double step_timeout_s = 0;
   // Runs first on each stage's worker thread, e.g. to attribute its allocations to the stage.
   std::function<void(int stage)> on_worker_start;
+};
+
+// A step ran past PipelineOptions::step_timeout_s; the message names each stage still running
+// and its action. A layer that never returns cannot be stopped: the pipeline is abandoned
+// (further steps throw, its destructor leaves the stuck threads' state alive) and the process
+// should exit.
+class StepTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct StepResult {
@@ -66,8 +80,10 @@ class Pipeline {
  private:
   struct Links;
   struct StepWork;
+  struct ParallelRun;
   void run_stage(int s, StepWork& work, Timeline& timeline);
-  void run_parallel(const std::function<void(int)>& job);
+  void run_parallel(std::function<void(int)> job);
+  void wait_for_stages(std::vector<std::future<void>>& done);
   void set_deferred_batch_norm(bool on, bool commit);
 
   LayerSeq layers_;
@@ -77,6 +93,9 @@ class Pipeline {
   std::vector<std::unique_ptr<Stage>> stages_;
   std::unique_ptr<Links> links_;
   std::vector<std::unique_ptr<class Worker>> workers_;
+  // What each stage is doing, for a timeout's message: (action kind + 1) << 32 | micro-batch.
+  std::unique_ptr<std::atomic<uint64_t>[]> activity_;
+  bool abandoned_ = false;
   uint64_t steps_ = 0;
 };
 

@@ -1,5 +1,6 @@
 // The `pipebal` command line. Every subcommand registers itself; errors of any kind end here
 // as one line on stderr and exit status 2.
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "common/git_commit.h"
 #include "pipeline/error_text.h"
+#include "pipeline/pipeline.h"
 #include "reports/atomic_file.h"
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
@@ -50,6 +52,10 @@ int main(int argc, char** argv) {
     std::cerr << "pipebal: error: " << pipebal::pipeline::first_line(error.what())
               << " (see --help)\n";
     return 2;
+  } catch (const pipebal::pipeline::StepTimeout& error) {
+    // A layer may still be running on a stage's thread: leave without waiting for it.
+    std::cerr << "pipebal: error: " << error.what() << std::endl;
+    std::_Exit(2);
   } catch (const std::exception& error) {
     // c10::Error and friends append a backtrace; users need only the cause, in one line.
     std::cerr << "pipebal: error: " << pipebal::pipeline::error_summary(error) << "\n";

@@ -138,6 +138,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--deferred-batch-norm", p->settings.deferred_batch_norm,
                 "update batch-norm running statistics once per mini-batch");
   cmd->add_flag("--check-finite", p->settings.check_finite, "fail on a non-finite loss");
+  cmd->add_option("--timeout", p->settings.step_timeout_s,
+                  "seconds a step may take before the run fails, naming the stage and action "
+                  "still running (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", p->output, "write the run document (pipebal.run/1)");
   cmd->add_flag("-q,--quiet", p->quiet, "no progress on stderr");
   cmd->add_option("--trace", p->trace, "write a Chrome trace of the median step");

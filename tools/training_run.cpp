@@ -110,6 +110,11 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   options.threads_per_stage = settings.threads_per_stage;
   options.deferred_batch_norm = settings.deferred_batch_norm;
   options.check_finite = settings.check_finite;
+  if (!(settings.step_timeout_s >= 0)) {
+    throw std::invalid_argument(
+        fmt::format("--timeout must be >= 0 seconds (0: none), got {}", settings.step_timeout_s));
+  }
+  options.step_timeout_s = settings.step_timeout_s;
   options.seed = settings.seed;
   // Each stage's allocations are counted under its own tag (from memory_tag_base, so that runs
   // alive side by side keep apart), for its peak memory, during the warm-up steps only:

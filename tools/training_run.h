@@ -29,6 +29,7 @@ struct TrainSettings {
   uint64_t seed = 0;
   bool deferred_batch_norm = false;
   bool check_finite = false;
+  double step_timeout_s = 0;  // a step running longer fails with pipeline::StepTimeout; 0: never
 };
 
 // Called after every step (warm-up included) with the step index, the number of steps in all,

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -21,6 +22,7 @@
 #include "reports/html_report.h"
 #include "reports/validation_record.h"
 #include "tools/training_run.h"
+#include "tools/watchdog.h"
 
 namespace pipebal::tools {
 namespace {
@@ -109,7 +111,18 @@ void run_validate(const ValidateParams& p) {
   // The pipelined stages run side by side: profile with the other stages' cores busy.
   profile_options.co_runners = p.stages - 1;
   profile_options.loss = models::loss_against(model.info.loss, micro_target);
-  profiler::Profile profile = profiler::profile_model(model.layers, micro_batch, profile_options);
+  // A layer that never returns would hang the profile: --timeout bounds it here too.
+  std::optional<Watchdog> watchdog;
+  watchdog.emplace(p.step_timeout_s, "profiling the first layer");
+  const profiler::ProgressFn beat = [&watchdog](const profiler::ProfileProgress& progress) {
+    using Phase = profiler::ProfileProgress::Phase;
+    watchdog->beat(
+        progress.phase == Phase::kLayers
+            ? fmt::format("profiling the layer after '{}'", progress.layer)
+            : fmt::format("profiling, after pass {} of {}", progress.done, progress.total));
+  };
+  profiler::Profile profile =
+      profiler::profile_model(model.layers, micro_batch, profile_options, beat);
   profile.chunks = p.chunks;
   profile.input_shape = shape;
   nlohmann::json profile_doc = profiler::profile_to_json(profile);
@@ -127,14 +140,17 @@ void run_validate(const ValidateParams& p) {
     profiler::ProfileOptions batch_options = profile_options;
     batch_options.co_runners = 0;
     batch_options.loss = models::loss_against(model.info.loss, data.target);
+    watchdog->beat("profiling the whole batch");
     profiler::Profile batch_profile =
-        profiler::profile_model(model.layers, data.input, batch_options);
+        profiler::profile_model(model.layers, data.input, batch_options, beat);
     batch_profile.chunks = 1;
     batch_profile.input_shape = shape;
     batch_profile_doc = profiler::profile_to_json(batch_profile);
     batch_profile_doc["model"] = model.layers.name();
     write_json(dir + "/profile-batch.json", batch_profile_doc);
   }
+
+  watchdog.reset();  // training steps have the pipeline's own timeout
 
   // 2. Balance: dp and the baselines, each distinct balance once.
   const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, p.stages,
@@ -172,6 +188,7 @@ void run_validate(const ValidateParams& p) {
     settings.steps = p.steps;
     settings.warmup_steps = p.warmup_steps;
     settings.seed = p.seed;
+    settings.step_timeout_s = p.step_timeout_s;
     TrainSettings naive_settings = settings;
     naive_settings.chunks = 1;
     fmt::print("training {} [{}]: {} micro-batches and 1, step by step in turns ...\n",
@@ -241,6 +258,10 @@ void add_validate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", p->threads, "intra-op threads per stage")->capture_default_str();
   cmd->add_option("--seed", p->seed, "seed for weights and data")->capture_default_str();
+  cmd->add_option("--timeout", p->step_timeout_s,
+                  "seconds a training step may take before validate fails, naming the stage "
+                  "and action still running (0: no limit)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", p->output, "output directory")->required();
   cmd->footer(
       "Example:\n"

@@ -24,7 +24,8 @@ struct ValidateParams {
   int profile_repeat = 10;
   int threads = 1;
   uint64_t seed = 0;
-  std::string output;  // the directory
+  double step_timeout_s = 0;  // per training step; 0: no limit
+  std::string output;         // the directory
 };
 
 void add_validate_command(CLI::App& app);

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <tuple>
 
@@ -366,6 +368,54 @@ TEST(Pipeline, InPlaceLayersAtStageBoundariesTrainLikeThePlainModel) {
       }
     }
   }
+}
+
+// Blocks its forward until the test opens the gate: a layer that "never returns".
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable opened_cv;
+  bool opened = false;
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    opened_cv.wait(lock, [&] { return opened; });
+  }
+};
+
+struct BlockImpl : nn::Cloneable<BlockImpl> {
+  explicit BlockImpl(Gate* gate) : gate_(gate) {}
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    gate_->wait();
+    return x * 1.0;
+  }
+  Gate* gate_;
+};
+TORCH_MODULE(Block);
+
+TEST(Pipeline, StepTimeoutNamesTheStageAndActionStillRunning) {
+  // Never opened nor destroyed: the stuck stage stays blocked until the process exits, as a
+  // layer that never returns would.
+  static Gate& gate = *new Gate;
+  LayerSeq seq("hangs");
+  seq.add(make_layer("fc", "Linear", nn::Linear(kWidth, kWidth)));
+  seq.add(make_layer("block", "Block", Block(&gate)));
+  seq.add(make_layer("head", "Linear", nn::Linear(kWidth, 3)));
+  PipelineOptions options;
+  options.chunks = 2;
+  options.step_timeout_s = 0.2;
+  auto pipeline = std::make_unique<Pipeline>(seq, std::vector<int>{1, 1, 1},
+                                             std::vector<c10::Device>{}, options);
+  try {
+    pipeline->step(Batch(torch::randn({4, kWidth})), torch::randn({4, 3}), mse);
+    FAIL() << "no timeout";
+  } catch (const StepTimeout& error) {
+    EXPECT_NE(std::string(error.what()).find("still running: stage 1 (forward of micro-batch 0)"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(pipeline->step(Batch(torch::randn({4, kWidth})), torch::randn({4, 3}), mse),
+               std::logic_error);
+  pipeline.reset();  // leaves the stuck stage's state alive, and returns
 }
 
 TEST(Pipeline, ForwardEqualsPlainModelOutput) {

@@ -74,6 +74,30 @@ TEST(Cli, InterruptIsOneLineAndLeavesNothingHalfWritten) {
   }
 }
 
+// A layer that never returns (in training mode only, so the checks on the sample pass): the run
+// ends at --timeout with one line naming the stage and action still running.
+TEST(Cli, TimeoutEndsARunWhoseLayerNeverReturns) {
+  const std::string model = " --model " PIPEBAL_FIXTURES_DIR
+                            "/hang_when_training_scripted.pt --input-shape 4,8 --chunks 2 "
+                            "--timeout 2 --steps 1 --warmup-steps 0";
+  const Result train = run_pipebal("train --balance 1,1,1" + model);
+  EXPECT_EQ(train.status, 2) << train.err;
+  EXPECT_EQ(count_lines(train.err), 1) << train.err;
+  EXPECT_NE(train.err.find("longer than 2 s (--timeout); still running: stage 1 (forward of "
+                           "micro-batch 0)"),
+            std::string::npos)
+      << train.err;
+  // validate hangs first in its profile: the same option bounds it there.
+  const std::string dir = pipebal::testing::scratch_path("v");
+  const Result validate = run_pipebal("validate --stages 3 -o " + dir + model);
+  EXPECT_EQ(validate.status, 2) << validate.err;
+  EXPECT_EQ(count_lines(validate.err), 1) << validate.err;
+  EXPECT_NE(validate.err.find("pipebal: error: no progress for 2 s (--timeout) while profiling"),
+            std::string::npos)
+      << validate.err;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "nothing half-written in place";
+}
+
 TEST(Cli, BadInputIsOneLineAndExitStatusTwo) {
   const std::string bad_dir = pipebal::testing::scratch_path("validate-bad");
   for (const std::string& args :
