@@ -32,9 +32,9 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> all = {
       {{"mlp",
         "multi-layer perceptron: Linear+ReLU blocks and a linear head",
-        {{"layers", 16, "hidden Linear+ReLU blocks"},
-         {"width", 512, "hidden width (= input features)"},
-         {"classes", 10, "output classes"}},
+        {{"layers", 16, "hidden Linear+ReLU blocks", 4096},
+         {"width", 512, "hidden width (= input features)", 65536},
+         {"classes", 10, "output classes", 1048576}},
         {64, 512},
         InputKind::kFloat,
         LossKind::kCrossEntropy},
@@ -47,9 +47,9 @@ const std::vector<Entry>& entries() {
        [](const Knobs& k) { return k.at("classes"); }},
       {{"resnet",
         "ResNet (basic blocks for 18/34, bottlenecks for 50/101/152), one layer per block",
-        {{"depth", 50, "18, 34, 50, 101 or 152"},
-         {"width", 64, "channels of the first group"},
-         {"classes", 10, "output classes"}},
+        {{"depth", 50, "18, 34, 50, 101 or 152", 152},
+         {"width", 64, "channels of the first group", 4096},
+         {"classes", 10, "output classes", 1048576}},
         {32, 3, 64, 64},
         InputKind::kFloat,
         LossKind::kCrossEntropy},
@@ -62,8 +62,8 @@ const std::vector<Entry>& entries() {
        [](const Knobs& k) { return k.at("classes"); }},
       {{"unet",
         "U-Net with encoder-decoder skip connections carried as skip tensors",
-        {{"B", 2, "down/up levels (input H, W divisible by 2^B)"},
-         {"C", 16, "channels of the first level"}},
+        {{"B", 2, "down/up levels (input H, W divisible by 2^B)", 8},
+         {"C", 16, "channels of the first level", 4096}},
         {16, 3, 64, 64},
         InputKind::kFloat,
         LossKind::kMse},
@@ -79,9 +79,9 @@ const std::vector<Entry>& entries() {
        [](const Knobs&) { return int64_t{0}; }},
       {{"amoebanetd",
         "AmoebaNet-D: stem, normal and reduction cells, classifier",
-        {{"L", 6, "normal cells per group"},
-         {"D", 32, "filters"},
-         {"classes", 10, "output classes"}},
+        {{"L", 6, "normal cells per group", 64},
+         {"D", 32, "filters", 4096},
+         {"classes", 10, "output classes", 1048576}},
         {16, 3, 64, 64},
         InputKind::kFloat,
         LossKind::kCrossEntropy},
@@ -98,12 +98,12 @@ const std::vector<Entry>& entries() {
        [](const Knobs& k) { return k.at("classes"); }},
       {{"gpt",
         "GPT-style decoder: embedding, pre-norm causal transformer blocks, norm, head",
-        {{"layers", 8, "decoder blocks"},
-         {"dim", 256, "model width"},
-         {"heads", 4, "attention heads (divide dim)"},
-         {"seq", 64, "longest sequence"},
-         {"vocab", 1000, "vocabulary size"},
-         {"dropout", 0, "dropout in percent"}},
+        {{"layers", 8, "decoder blocks", 1024},
+         {"dim", 256, "model width", 16384},
+         {"heads", 4, "attention heads (divide dim)", 256},
+         {"seq", 64, "longest sequence", 65536},
+         {"vocab", 1000, "vocabulary size", 1048576},
+         {"dropout", 0, "dropout in percent", 100}},
         {64, 64},
         InputKind::kTokens,
         LossKind::kCrossEntropy},
@@ -221,6 +221,13 @@ Model build_model(const std::string& text, uint64_t seed) {
   for (const auto& [key, value] : spec.options) {
     if (value < 1 && !(spec.name == "gpt" && key == "dropout" && value == 0)) {
       throw std::invalid_argument(fmt::format("model option {}={}: must be positive", key, value));
+    }
+    const auto& knobs = entry.info.knobs;
+    const auto knob = std::find_if(knobs.begin(), knobs.end(),
+                                   [&key = key](const ModelKnob& k) { return k.key == key; });
+    if (value > knob->max_value) {
+      throw std::invalid_argument(fmt::format("model option {}={}: at most {} for {}", key, value,
+                                              knob->max_value, spec.name));
     }
     model.knobs[key] = value;
   }

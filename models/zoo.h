@@ -26,6 +26,7 @@ struct ModelKnob {
   std::string key;
   int64_t default_value = 0;
   std::string help;
+  int64_t max_value = 0;  // larger values are refused up front (no model that size fits here)
 };
 
 struct ModelInfo {

@@ -177,18 +177,32 @@ std::vector<std::pair<std::string, std::string>> merged_environment(
   return all;
 }
 
+// Far beyond any pipeline pipebal runs (pipeline::kMaxStages, pipeline::kMaxChunks).
+constexpr int kMaxReportStages = 4096;
+constexpr int kMaxReportMicroBatches = 1 << 16;
+
 std::vector<ReportAction> read_timeline(const JsonNode& owner) {
   std::vector<ReportAction> out;
   if (!owner.has("timeline")) return out;
   for (const JsonNode& node : owner.at("timeline").elements()) {
     ReportAction entry;
     entry.stage = node.get<int>("stage");
+    // The page draws one row per stage: an absurd index must not size it.
+    if (entry.stage < 0 || entry.stage >= kMaxReportStages) {
+      node.at("stage").fail(fmt::format("is {}, expected a stage index from 0 to {}", entry.stage,
+                                        kMaxReportStages - 1));
+    }
     const std::string action = node.get<std::string>("action");
     if (action != "F" && action != "R" && action != "B") {
       node.at("action").fail(fmt::format("is \"{}\", expected \"F\", \"R\" or \"B\"", action));
     }
     entry.action = action[0];
     entry.micro_batch = node.get<int>("micro_batch");
+    if (entry.micro_batch < 0 || entry.micro_batch >= kMaxReportMicroBatches) {
+      node.at("micro_batch")
+          .fail(fmt::format("is {}, expected a micro-batch index from 0 to {}", entry.micro_batch,
+                            kMaxReportMicroBatches - 1));
+    }
     entry.start_ms = node.get<double>("start_ms");
     entry.end_ms = node.get<double>("end_ms");
     out.push_back(entry);
@@ -383,6 +397,10 @@ ReportData make_report_data(const ReportInputs& inputs) {
       data.candidates.push_back(candidate_from_validation(node, chunks));
     }
     data.stages = validation->get_or<int>("stages", 0);
+    if (data.stages < 0 || data.stages > kMaxReportStages) {
+      validation->at("stages").fail(
+          fmt::format("is {}, expected 0 to {}", data.stages, kMaxReportStages));
+    }
     data.steps = validation->get_or<int>("steps", 0);
   } else {
     data.notes.push_back(

@@ -1,10 +1,14 @@
 // The `pipebal` command line. Every subcommand registers itself; errors of any kind end here
 // as one line on stderr and exit status 2.
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "common/git_commit.h"
@@ -43,6 +47,20 @@ int main(int argc, char** argv) {
   pipebal::tools::add_report_command(app);
   pipebal::tools::add_train_command(app);
   pipebal::tools::add_validate_command(app);
+
+  // The first word names the command: say plainly when it names none.
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+  const std::string listed = fmt::format("{}", fmt::join(commands, ", "));
+  if (argc < 2) {
+    std::cerr << "pipebal: error: give a command (" << listed << "; see --help)\n";
+    return 2;
+  }
+  if (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+    std::cerr << "pipebal: error: unknown command '" << argv[1] << "' (commands: " << listed
+              << ")\n";
+    return 2;
+  }
 
   try {
     app.parse(argc, argv);

@@ -43,19 +43,4 @@ TEST(ProfileCommand, HelpHasAnExample) {
   EXPECT_NE(r.out.find("--backend"), std::string::npos);
 }
 
-TEST(ProfileCommand, BadInputIsOneLineAndExitStatusTwo) {
-  // Each case fails before the model is built or at its first layer; one per kind of mistake.
-  for (const std::string args :
-       {"profile --model mlp:layers=2,width=8 --input-shape 4,9",
-        "profile --model mlp:layers=2,width=8 --backend cupti",
-        "profile --model mlp:layers=2,width=8 --device tpu",
-        "profile --model mlp:layers=2,width=8 --repeat 0",
-        "profile --model mlp:layers=2,width=8 --input-shape 4,8 --chunks 5", "profile"}) {
-    const Result r = run_pipebal(args);
-    EXPECT_EQ(r.status, 2) << args << ": " << r.out;
-    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
-    EXPECT_EQ(r.err.rfind("pipebal: error: ", 0), 0u) << r.err;
-  }
-}
-
 }  // namespace

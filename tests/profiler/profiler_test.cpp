@@ -125,27 +125,32 @@ TEST(ProfilerBytes, GptBlockMatchesWhatAutogradSaves) {
   EXPECT_EQ(block.output_bytes, n * t * d * kFloat);
 }
 
-TEST(ProfilerTiming, FourTimesTheFlopsTakesAboutFourTimesAsLong) {
-  // Linear w -> w, then w -> 4w on the same batch: 4x the multiply-adds forward and backward.
-  // Large enough (milliseconds per call) that a busy neighbour core does not swamp the ratio.
-  const int64_t n = 256, w = 384;
-  LayerSeq seq("flops");
-  add_identity(seq);
-  seq.add(pipeline::make_layer("small", "Linear", nn::Linear(w, w)));
-  seq.add(pipeline::make_layer("large", "Linear", nn::Linear(w, 4 * w)));
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);  // one thread: no scheduling noise from the pool
-  ProfileOptions options;
-  options.warmup = 3;
-  options.repeat = 21;
-  const Profile p = profile_model(seq, Batch(torch::randn({n, w})), options);
-  at::set_num_threads(threads);
-  const double forward_ratio = p.layers[2].forward_ms / p.layers[1].forward_ms;
-  const double backward_ratio = p.layers[2].backward_ms / p.layers[1].backward_ms;
-  EXPECT_GT(forward_ratio, 2.0) << p.layers[1].forward_ms << " vs " << p.layers[2].forward_ms;
-  EXPECT_LT(forward_ratio, 8.0) << p.layers[1].forward_ms << " vs " << p.layers[2].forward_ms;
-  EXPECT_GT(backward_ratio, 2.0) << p.layers[1].backward_ms << " vs " << p.layers[2].backward_ms;
-  EXPECT_LT(backward_ratio, 8.0) << p.layers[1].backward_ms << " vs " << p.layers[2].backward_ms;
+// Sleeps `ms` in its forward: a lower bound on its time that no load can shorten.
+struct SleepImpl : nn::Cloneable<SleepImpl> {
+  explicit SleepImpl(int ms) : ms_(ms) {}
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    return x * 1.0;
+  }
+  int ms_;
+};
+TORCH_MODULE(Sleep);
+
+// Each layer's time is its own: every sample of a layer that sleeps k ms is at least k ms, and
+// the sleeps are not charged to the layer before. (How close times come to a whole step is a
+// benchmark's question: bench/profiler_bench, reports/profiler-bench.md.)
+TEST(ProfilerTiming, EachLayerIsChargedItsOwnTime) {
+  LayerSeq seq("sleeps");
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(8, 8)));
+  seq.add(pipeline::make_layer("short", "Sleep", Sleep(3)));
+  seq.add(pipeline::make_layer("long", "Sleep", Sleep(12)));
+  ProfileOptions options = quick();
+  const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), options);
+  for (double ms : p.layers[1].forward_samples_ms) EXPECT_GE(ms, 3.0);
+  for (double ms : p.layers[2].forward_samples_ms) EXPECT_GE(ms, 12.0);
+  EXPECT_EQ(p.layers[2].forward_samples_ms.size(), 3u);
+  EXPECT_GT(p.layers[0].forward_ms, 0.0);
 }
 
 TEST(Profiler, KeepsSamplesAndSpread) {
@@ -170,8 +175,8 @@ TEST(Profiler, KeepsSamplesAndSpread) {
 }
 
 // The last stage computes the loss inside its backward action; so does the profile of the
-// last layer when given the loss. The loss here sleeps 20 ms, which no backward of a tiny
-// layer takes otherwise.
+// last layer when given the loss. The loss here sleeps 20 ms: every backward sample of the last
+// layer is at least that.
 TEST(Profiler, LastLayerBackwardIncludesTheLoss) {
   LayerSeq seq("two");
   seq.add(pipeline::make_layer("fc0", "Linear", nn::Linear(8, 8)));
@@ -188,21 +193,21 @@ TEST(Profiler, LastLayerBackwardIncludesTheLoss) {
   };
   const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), options);
   EXPECT_EQ(calls, options.warmup + options.repeat);
-  EXPECT_GE(p.layers[1].backward_ms, 20.0);
-  EXPECT_LT(p.layers[0].backward_ms, 20.0);
-  EXPECT_EQ(p.layers[1].backward_samples_ms.size(), 3u);
+  ASSERT_EQ(p.layers[1].backward_samples_ms.size(), 3u);
+  for (double ms : p.layers[1].backward_samples_ms) EXPECT_GE(ms, 20.0);
 }
 
+// Every pass sleeps 10 ms, so a 50 ms budget is spent after at most 5 passes, whatever the load.
 TEST(Profiler, TimeBudgetStopsEarly) {
   LayerSeq seq("budget");
-  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(64, 64)));
+  seq.add(pipeline::make_layer("sleep", "Sleep", Sleep(10)));
   ProfileOptions options;
   options.warmup = 0;
-  options.repeat = 1000000;
+  options.repeat = 1000;
   options.time_budget_s = 0.05;
   const Profile p = profile_model(seq, Batch(torch::randn({8, 64})), options);
   EXPECT_GE(p.layers[0].forward_samples_ms.size(), 1u);
-  EXPECT_LT(p.layers[0].forward_samples_ms.size(), 1000000u);
+  EXPECT_LE(p.layers[0].forward_samples_ms.size(), 5u);
 }
 
 TEST(Profiler, LeavesTheModelBitIdenticalAndGradientFree) {
@@ -253,7 +258,7 @@ TEST(Profiler, TorchScriptModelProfiles) {
   const Profile p = profile_model(model.layers, Batch(torch::randn({2, 3, 8, 8})), options);
   ASSERT_EQ(p.layers.size(), model.layers.size());
   EXPECT_EQ(p.dtype, "float64");
-  for (const LayerProfile& layer : p.layers) EXPECT_GE(layer.forward_ms, 0.0) << layer.name;
+  for (const LayerProfile& layer : p.layers) EXPECT_GT(layer.forward_ms, 0.0) << layer.name;
   EXPECT_GT(p.layers[0].param_bytes, 0);
   EXPECT_EQ(p.layers[0].param_bytes % 8, 0);  // float64 parameters
 }

@@ -10,7 +10,9 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
+#include "tests/support/scratch_dir.h"
 
 #include "reports/atomic_file.h"
 #include "reports/svg.h"
@@ -29,17 +31,11 @@ size_t count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-// A fresh copy of the fixture directory that a test may change; removed at the end.
+// A fresh copy of the fixture directory that a test may change, in the test's scratch directory.
 class ScratchDir {
  public:
-  explicit ScratchDir(const std::string& name)
-      : path_(fs::temp_directory_path() / ("pipebal_report_test_" + name)) {
-    fs::remove_all(path_);
+  explicit ScratchDir(const std::string& name) : path_(pipebal::testing::fresh_dir(name)) {
     fs::copy(kFixtureDir, path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
   }
   std::string path() const { return path_.string(); }
   std::string file(const char* name) const { return (path_ / name).string(); }
@@ -207,8 +203,16 @@ TEST(HtmlReport, UnmeasuredMemoryIsADash) {
   json validation = dir.read("validation.json");
   for (json& c : validation["candidates"])
     c["measured"]["stage_peak_bytes"] = {nullptr, nullptr, nullptr};
+  // A measured-peak cell after a predicted-memory cell: with nothing measured, a dash.
+  const std::regex dash_after_bytes("<td>[0-9.]+ (B|KiB|MiB|GiB)</td><td>\u2013</td>");
+  auto dashes = [&](const std::string& html) {
+    return std::distance(std::sregex_iterator(html.begin(), html.end(), dash_after_bytes),
+                         std::sregex_iterator());
+  };
+  const long before = dashes(render_html_report(load_report_inputs(dir.path())));
   dir.write("validation.json", validation);
-  EXPECT_NO_THROW(render_html_report(load_report_inputs(dir.path())));
+  const long after = dashes(render_html_report(load_report_inputs(dir.path())));
+  EXPECT_GE(after, before + 3) << "one dash per stage of the drawn candidate";
 }
 
 TEST(Svg, EscapesAndFormats) {

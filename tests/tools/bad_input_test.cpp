@@ -65,6 +65,12 @@ void write_inputs(const std::string& dir) {
   std::ofstream(dir + "/plan_chunks_2.7.json") << plan;
   std::ofstream(dir + "/malformed.json") << "{\"layers\": [";
   ::mkfifo((dir + "/fifo").c_str(), 0600);
+  // A validation directory whose timeline names stage 2e9 (the page would size itself by it).
+  std::filesystem::copy(PIPEBAL_FIXTURES_DIR "/../reports/fixtures/validation_dir",
+                        dir + "/huge_stage");
+  auto validation = nlohmann::json::parse(read_text(dir + "/huge_stage/validation.json"));
+  validation["candidates"][0]["measured"]["timeline"][0]["stage"] = 2000000000;
+  std::ofstream(dir + "/huge_stage/validation.json") << validation;
   std::filesystem::create_directories(dir + "/project");
   std::ofstream(dir + "/project/notes.txt") << "the user's";
 }
@@ -124,7 +130,16 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/ok.json --stages 2 -o {dir}", "it is not a regular file"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 -o {dir}/project",
      "holds other files (notes.txt)"},
+    {"report {dir}/huge_stage", "is 2000000000, expected a stage index from 0 to 4095"},
+    {"profile --model mlp:layers=1000000000", "model option layers=1000000000: at most 4096"},
     // Commands.
+    {"", "give a command (demo, models, balance, profile, report, train, validate"},
+    {"bogus", "unknown command 'bogus' (commands: demo, models,"},
+    {"demo --model nosuchmodel", "unknown model 'nosuchmodel'"},
+    {"profile --model mlp:layers=2 --bogus", "--bogus"},
+    {"profile", "--model is required"},
+    {"profile --model mlp:layers=2,width=8 --backend cupti", "cupti"},
+    {"profile --model mlp:layers=2,width=8 --device tpu", "tpu"},
     {"report /nonexistent/dir", "/nonexistent/dir"},
 };
 

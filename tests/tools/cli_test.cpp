@@ -98,27 +98,4 @@ TEST(Cli, TimeoutEndsARunWhoseLayerNeverReturns) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << "nothing half-written in place";
 }
 
-TEST(Cli, BadInputIsOneLineAndExitStatusTwo) {
-  const std::string bad_dir = pipebal::testing::scratch_path("validate-bad");
-  for (const std::string& args :
-       std::vector<std::string>{"demo --model nosuchmodel", "demo --model mlp:width=x",
-                                "demo --model mlp:layers=2,width=8 --input-shape 4,9",
-                                "demo --model /missing/model.pt", "nosuchcommand", "",
-                                "validate --model mlp:layers=2,width=8 --input-shape 4,8 "
-                                "--schedule zigzag -o " +
-                                    bad_dir,
-                                "validate --model mlp:layers=2,width=8 --input-shape 4,8 "
-                                "--chunks 9 -o " +
-                                    bad_dir,
-                                "validate --model mlp:layers=2,width=8 --stages 9 "
-                                "-o " +
-                                    bad_dir,
-                                "report /nonexistent/dir"}) {
-    const Result r = run_pipebal(args);
-    EXPECT_EQ(r.status, 2) << args;
-    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
-    EXPECT_EQ(r.err.rfind("pipebal: error: ", 0), 0u) << r.err;
-  }
-}
-
 }  // namespace
