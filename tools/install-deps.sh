@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   python3-torch           # regenerates the TorchScript test fixtures (tests/fixtures/make_fixtures.py)
   chromium                # renders report.html headless for the report's screenshot check
+  clang libclang-rt-dev   # libFuzzer and the sanitizers' runtime for fuzz/ (make fuzz)
 )
 
 sudo_cmd=()
