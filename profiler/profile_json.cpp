@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "balance/profile_reader.h"
 #include "reports/atomic_file.h"
 #include "reports/schema.h"
 
@@ -64,6 +65,10 @@ nlohmann::json profile_to_json(const Profile& profile) {
         {"activation_bytes", activation_bytes}}},
       {"layers", layers},
   };
+}
+
+balance::CostProfile cost_profile(const Profile& profile) {
+  return balance::profile_from_json(profile_to_json(profile));
 }
 
 void write_profile(const std::string& path, const Profile& profile) {

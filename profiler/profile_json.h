@@ -8,6 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "balance/layer_cost.h"
 #include "profiler/profiler.h"
 
 namespace pipebal::profiler {
@@ -15,6 +16,10 @@ namespace pipebal::profiler {
 // {"schema": "pipebal.profile/1", "model", "device", "backend", "dtype", "batch_size",
 //  "input_shapes", "environment": {...}, "totals": {...}, "layers": [...]}
 nlohmann::json profile_to_json(const Profile& profile);
+
+// What the balancer reads of a profile, read the way `pipebal balance` reads profile.json (so a
+// program that profiles and balances in one process plans exactly what the CLI would).
+balance::CostProfile cost_profile(const Profile& profile);
 
 // Writes profile_to_json(profile) to `path` atomically; throws std::runtime_error naming the
 // path when it cannot.

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  cmake g++ make ccache git
+  cmake g++ make ccache git pkg-config
   libtorch-dev            # LibTorch 1.13 (CPU)
   libopenblas0-openmp     # without it LibTorch falls back to reference BLAS, ~18x slower
   libjemalloc-dev         # the allocator of pipebal's executables (tools/malloc_tuning.h)

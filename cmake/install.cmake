@@ -1,0 +1,45 @@
+# `cmake --install BUILD --prefix P`: headers under P/include/pipebal/, the libraries, the
+# `pipebal` executable, a CMake package (find_package(pipebal CONFIG) with targets
+# pipebal::balance, pipebal::reports, pipebal::schedule — torch-free — and pipebal::pipeline,
+# pipebal::models, pipebal::profiler, which bring LibTorch) and pkg-config files for the
+# torch-free balancer.
+include(CMakePackageConfigHelpers)
+
+set(PIPEBAL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/pipebal)
+
+foreach(module schedule reports balance pipeline models profiler git_commit)
+  set_target_properties(pipebal_${module} PROPERTIES EXPORT_NAME ${module})
+endforeach()
+
+# The torch-free balancer stands alone: a user without LibTorch asks for COMPONENTS balance.
+install(TARGETS pipebal_schedule pipebal_reports pipebal_balance
+        EXPORT pipebalBalanceTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS pipebal_pipeline pipebal_models pipebal_profiler pipebal_git_commit
+        EXPORT pipebalTorchTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS pipebal RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+install(EXPORT pipebalBalanceTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
+install(EXPORT pipebalTorchTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
+
+foreach(module pipeline balance profiler models reports common)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipebal/${module}
+          FILES_MATCHING PATTERN "*.h")
+endforeach()
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/pipebalConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/pipebalConfig.cmake
+                              INSTALL_DESTINATION ${PIPEBAL_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/pipebalConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/pipebalConfig.cmake
+              ${PROJECT_BINARY_DIR}/pipebalConfigVersion.cmake
+        DESTINATION ${PIPEBAL_CMAKE_DIR})
+
+file(RELATIVE_PATH PIPEBAL_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/pipebal-balance.pc.in
+               ${PROJECT_BINARY_DIR}/pipebal-balance.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/pipebal-balance.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

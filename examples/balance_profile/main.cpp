@@ -1,0 +1,42 @@
+// Balances a profile.json (written by `pipebal profile`, or by any tool) into pipeline stages
+// with pipebal's torch-free library, and prints the plan. No LibTorch needed:
+//
+//   balance_profile profile.json 4
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "balance/cost_model.h"
+#include "balance/partition.h"
+#include "balance/profile_reader.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: balance_profile PROFILE.json STAGES\n";
+    return 2;
+  }
+  namespace balance = pipebal::balance;
+  try {
+    const balance::CostProfile profile = balance::read_profile(argv[1]);
+    balance::CostOptions options;
+    options.chunks = balance::planned_chunks(profile, 0);  // what the profile was measured for
+    options.schedule = pipebal::pipeline::ScheduleKind::kOneFOneB;
+    const balance::CostModel model(profile.layers, std::stoi(argv[2]), options);
+
+    const balance::Plan plan = balance::partition(model, balance::Algorithm::kDp);
+    std::cout << "balance";
+    for (int layers : plan.balance) std::cout << ' ' << layers;
+    std::cout << "\nbottleneck " << plan.bottleneck_ms << " ms per micro-batch\n";
+    for (size_t s = 0; s < plan.stages.size(); ++s) {
+      std::cout << "stage " << s << ": " << plan.stages[s].layer_names.front() << " .. "
+                << plan.stages[s].layer_names.back() << ", " << plan.stages[s].time_ms << " ms, "
+                << plan.stages[s].memory_bytes << " bytes\n";
+    }
+    std::cout << "predicted step " << plan.prediction.step_ms << " ms with " << options.chunks
+              << " micro-batches, speed-up " << plan.prediction.speedup << "x\n";
+  } catch (const std::exception& error) {
+    std::cerr << "balance_profile: " << error.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
