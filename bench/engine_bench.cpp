@@ -24,7 +24,7 @@
 #include "profiler/cpu_memory.h"
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
-#include "tools/malloc_tuning.h"
+#include "workflow/malloc_tuning.h"
 
 namespace {
 
@@ -67,7 +67,7 @@ struct Runner {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pipebal::tools::keep_freed_memory_in_process();
+  pipebal::workflow::keep_freed_memory_in_process();
   std::string spec = "mlp:layers=8,width=1024";
   std::string shape_text = "256,1024";
   int repeats = 9;

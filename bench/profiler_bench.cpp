@@ -23,7 +23,7 @@
 #include "profiler/environment.h"
 #include "profiler/profiler.h"
 #include "profiler/statistics.h"
-#include "tools/malloc_tuning.h"
+#include "workflow/malloc_tuning.h"
 
 namespace {
 
@@ -137,7 +137,7 @@ nlohmann::json run_case(const Case& c, const BenchParams& params) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pipebal::tools::keep_freed_memory_in_process();
+  pipebal::workflow::keep_freed_memory_in_process();
   BenchParams params;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i];

@@ -17,16 +17,16 @@
 #include "reports/atomic_file.h"
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
-#include "tools/malloc_tuning.h"
 #include "tools/models_command.h"
 #include "tools/profile_command.h"
 #include "tools/report_command.h"
 #include "tools/train_command.h"
 #include "tools/validate_command.h"
 #include "tools/version.h"
+#include "workflow/malloc_tuning.h"
 
 int main(int argc, char** argv) {
-  pipebal::tools::keep_freed_memory_in_process();
+  pipebal::workflow::keep_freed_memory_in_process();
   pipebal::reports::install_interrupt_cleanup();
   CLI::App app{
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"

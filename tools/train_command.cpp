@@ -12,10 +12,14 @@
 #include "models/zoo.h"
 #include "reports/atomic_file.h"
 #include "tools/progress.h"
-#include "tools/training_run.h"
+#include "workflow/training_run.h"
 
 namespace pipebal::tools {
 namespace {
+
+using workflow::parse_balance;
+using workflow::run_training;
+using workflow::TrainSettings;
 
 // The run's settings (their defaults feed --help) plus what only the command line has.
 struct TrainParams {

@@ -2,31 +2,14 @@
 // speed-up with the measured one, for dp and the baseline partitioners.
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include <CLI/CLI.hpp>
 
-#include "models/zoo.h"
-#include "pipeline/schedule.h"
+#include "workflow/validation.h"
 
 namespace pipebal::tools {
 
-struct ValidateParams {
-  std::string model = models::default_model_spec();
-  std::string input_shape;  // empty: the model's default
-  int stages = 2;
-  int chunks = pipeline::kDefaultChunks;
-  std::string schedule = "gpipe";
-  std::string checkpoint = "except_last";
-  int steps = 5;
-  int warmup_steps = 2;  // the second step is the first at steady-state memory
-  int profile_repeat = 10;
-  int threads = 1;
-  uint64_t seed = 0;
-  double step_timeout_s = 0;  // per training step; 0: no limit
-  std::string output;         // the directory
-};
+// The settings are the library's (workflow/validation.h); the command only parses them.
+using ValidateParams = workflow::ValidateSettings;
 
 void add_validate_command(CLI::App& app);
 

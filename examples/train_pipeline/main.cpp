@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
     int steps = 0;
     for (int64_t first = 0; first + batch <= train_x.size(0); first += batch, ++steps) {
       optimizer.zero_grad();
-      loss += pipeline.step(Batch(train_x.narrow(0, first, batch)), train_y.narrow(0, first, batch),
-                            cross_entropy)
+      loss += pipeline
+                  .step(Batch(train_x.narrow(0, first, batch)), train_y.narrow(0, first, batch),
+                        cross_entropy)
                   .loss;
       optimizer.step();
     }

@@ -1,12 +1,12 @@
 // See watchdog.h.
-#include "tools/watchdog.h"
+#include "workflow/watchdog.h"
 
 #include <cstdlib>
 #include <iostream>
 
 #include <fmt/format.h>
 
-namespace pipebal::tools {
+namespace pipebal::workflow {
 
 Watchdog::Watchdog(double timeout_s, std::string what)
     : timeout_s_(timeout_s), what_(std::move(what)) {
@@ -44,4 +44,4 @@ void Watchdog::watch() {
   }
 }
 
-}  // namespace pipebal::tools
+}  // namespace pipebal::workflow

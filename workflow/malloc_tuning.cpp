@@ -1,5 +1,5 @@
 // See malloc_tuning.h.
-#include "tools/malloc_tuning.h"
+#include "workflow/malloc_tuning.h"
 
 #include <malloc.h>
 
@@ -17,7 +17,7 @@ const char* malloc_conf = "dirty_decay_ms:-1,muzzy_decay_ms:-1,lg_extent_max_act
 }
 #endif
 
-namespace pipebal::tools {
+namespace pipebal::workflow {
 
 void keep_freed_memory_in_process() {
 #ifndef PIPEBAL_WITH_JEMALLOC
@@ -32,4 +32,4 @@ void keep_freed_memory_in_process() {
 #endif
 }
 
-}  // namespace pipebal::tools
+}  // namespace pipebal::workflow

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-namespace pipebal::tools {
+namespace pipebal::workflow {
 
 class Watchdog {
  public:
@@ -36,4 +36,4 @@ class Watchdog {
   std::thread thread_;
 };
 
-}  // namespace pipebal::tools
+}  // namespace pipebal::workflow

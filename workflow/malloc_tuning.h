@@ -11,9 +11,9 @@
 // freed pages kept (no decay) — and fall back to that glibc tuning where it is not.
 #pragma once
 
-namespace pipebal::tools {
+namespace pipebal::workflow {
 
 // Call once at start-up, before the first tensor is allocated.
 void keep_freed_memory_in_process();
 
-}  // namespace pipebal::tools
+}  // namespace pipebal::workflow

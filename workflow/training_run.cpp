@@ -1,5 +1,5 @@
 // See training_run.h.
-#include "tools/training_run.h"
+#include "workflow/training_run.h"
 
 #include <algorithm>
 #include <optional>
@@ -15,7 +15,7 @@
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
 
-namespace pipebal::tools {
+namespace pipebal::workflow {
 namespace {
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
@@ -261,4 +261,4 @@ std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>
   return records;
 }
 
-}  // namespace pipebal::tools
+}  // namespace pipebal::workflow

@@ -11,7 +11,7 @@
 #include "pipeline/schedule.h"
 #include "reports/run_record.h"
 
-namespace pipebal::tools {
+namespace pipebal::workflow {
 
 struct TrainSettings {
   std::string model;
@@ -71,4 +71,4 @@ std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>
 // "3,3,2" -> {3, 3, 2}; throws std::invalid_argument for anything else.
 std::vector<int> parse_balance(const std::string& text);
 
-}  // namespace pipebal::tools
+}  // namespace pipebal::workflow

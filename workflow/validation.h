@@ -1,0 +1,51 @@
+// Validation as a library: profile a model at the micro-batch size, balance it with dp and the
+// baseline partitioners, train every distinct balance with the same engine pipelined and with
+// one micro-batch, and set the predicted step time and speed-up beside the measured ones.
+// What `pipebal validate` and `pipebal demo` run.
+//
+//   workflow::ValidateSettings settings;
+//   settings.model = "gpt:layers=6,dim=128,heads=4,seq=64";
+//   settings.stages = 2;
+//   settings.output = "out";
+//   const reports::ValidationRecord record = workflow::validate(settings);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/zoo.h"
+#include "pipeline/schedule.h"
+#include "reports/validation_record.h"
+
+namespace pipebal::workflow {
+
+struct ValidateSettings {
+  std::string model = models::default_model_spec();
+  std::string input_shape;  // empty: the model's default
+  int stages = 2;
+  int chunks = pipeline::kDefaultChunks;
+  std::string schedule = "gpipe";
+  std::string checkpoint = "except_last";
+  int steps = 5;
+  int warmup_steps = 2;  // the second step is the first at steady-state memory
+  int profile_repeat = 10;
+  int threads = 1;
+  uint64_t seed = 0;
+  double step_timeout_s = 0;  // per training step, and without progress while profiling; 0: none
+  std::string output;         // the directory
+};
+
+// The names of the files validate() writes into the output directory.
+const std::vector<std::string>& validation_files();
+
+// Called with one line saying what validate() starts next.
+using StatusFn = std::function<void(const std::string& line)>;
+
+// Runs the whole loop and puts DIR/{profile,profile-batch,plan,run,trace,validation}.json and
+// report.html in place at once (reports::StagedDirectory). Throws std::invalid_argument for bad
+// settings before any work, and for a model or shape that does not fit.
+reports::ValidationRecord validate(const ValidateSettings& settings, const StatusFn& status = {});
+
+}  // namespace pipebal::workflow
