@@ -2,7 +2,8 @@
 #include "workflow/validation.h"
 
 #include <algorithm>
-#include <optional>
+#include <functional>
+#include <utility>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -55,6 +56,122 @@ std::vector<std::pair<balance::Plan, std::vector<std::string>>> candidate_plans(
   return plans;
 }
 
+using SayFn = std::function<void(const std::string&)>;
+
+// What the phases share: the settings, the model and its data, where files go.
+struct Run {
+  const ValidateSettings& settings;
+  models::Model model;
+  std::vector<int64_t> shape;
+  models::SyntheticData data;
+  std::string dir;  // the staging directory
+  SayFn say;
+};
+
+// The profile as a document, named like the model and recorded with what it was made for.
+nlohmann::json profile_document(const Run& run, profiler::Profile profile, int chunks,
+                                int co_runners) {
+  profile.chunks = chunks;
+  profile.input_shape = run.shape;
+  nlohmann::json doc = profiler::profile_to_json(profile);
+  doc["model"] = run.model.layers.name();
+  doc["co_runners"] = co_runners;
+  return doc;
+}
+
+// Phase 1: profiles at the micro-batch size the pipeline runs (with the other stages' cores
+// busy) and, for the one-micro-batch baseline, at the whole batch — layer times do not scale
+// linearly with the batch size. Returns {micro-batch profile, whole-batch profile}.
+std::pair<nlohmann::json, nlohmann::json> profile_phase(const Run& run) {
+  const ValidateSettings& p = run.settings;
+  const pipeline::Batch micro_batch = pipeline::scatter(run.data.input, p.chunks).front();
+  const at::Tensor micro_target =
+      pipeline::scatter(pipeline::Batch(run.data.target), p.chunks).front().value();
+  run.say(fmt::format("profiling {} ({} layers) at micro-batch size {} ...",
+                      run.model.layers.name(), run.model.layers.size(), micro_batch.size()));
+  profiler::ProfileOptions options;
+  options.repeat = p.profile_repeat;
+  options.co_runners = p.stages - 1;
+  options.loss = models::loss_against(run.model.info.loss, micro_target);
+  // A layer that never returns would hang the profile: --timeout bounds it here too.
+  Watchdog watchdog(p.step_timeout_s, "profiling the first layer");
+  const profiler::ProgressFn beat = [&watchdog](const profiler::ProfileProgress& progress) {
+    using Phase = profiler::ProfileProgress::Phase;
+    watchdog.beat(
+        progress.phase == Phase::kLayers
+            ? fmt::format("profiling the layer after '{}'", progress.layer)
+            : fmt::format("profiling, after pass {} of {}", progress.done, progress.total));
+  };
+  const nlohmann::json micro =
+      profile_document(run, profiler::profile_model(run.model.layers, micro_batch, options, beat),
+                       p.chunks, options.co_runners);
+  write_json(run.dir + "/profile.json", micro);
+  if (p.chunks == 1) return {micro, micro};
+
+  run.say(fmt::format("profiling at the whole batch size {} for the one-micro-batch baseline ...",
+                      run.data.input.size()));
+  options.co_runners = 0;  // with one micro-batch the stages take turns
+  options.loss = models::loss_against(run.model.info.loss, run.data.target);
+  watchdog.beat("profiling the whole batch");
+  const nlohmann::json batch = profile_document(
+      run, profiler::profile_model(run.model.layers, run.data.input, options, beat), 1, 0);
+  write_json(run.dir + "/profile-batch.json", batch);
+  return {micro, batch};
+}
+
+// Phase 3, one candidate: trained pipelined and with one micro-batch, step by step in turns,
+// and set beside its prediction.
+reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
+                                   const std::vector<std::string>& algorithms,
+                                   const balance::CostModel& cost_model,
+                                   const balance::CostModel& naive_cost_model, bool first) {
+  const ValidateSettings& p = run.settings;
+  TrainSettings settings;
+  settings.model = p.model;
+  settings.input_shape = run.shape;
+  settings.balance = plan.balance;
+  settings.chunks = p.chunks;
+  settings.schedule = p.schedule;
+  settings.checkpoint = p.checkpoint;
+  settings.threads_per_stage = p.threads;
+  settings.steps = p.steps;
+  settings.warmup_steps = p.warmup_steps;
+  settings.seed = p.seed;
+  settings.step_timeout_s = p.step_timeout_s;
+  TrainSettings naive_settings = settings;
+  naive_settings.chunks = 1;
+  run.say(fmt::format("training {} [{}]: {} micro-batches and 1, step by step in turns ...",
+                      fmt::join(algorithms, ", "), fmt::join(plan.balance, ","), p.chunks));
+  const std::vector<reports::RunRecord> runs = run_interleaved({settings, naive_settings});
+  const reports::RunRecord& measured = runs[0];
+  if (first) {
+    write_json(run.dir + "/run.json", reports::run_to_json(measured));
+    write_json(run.dir + "/trace.json", reports::chrome_trace(measured.timeline, measured.model));
+  }
+
+  reports::Candidate candidate;
+  candidate.algorithms = algorithms;
+  candidate.balance = plan.balance;
+  candidate.bottleneck_ms = plan.bottleneck_ms;
+  candidate.predicted.step_ms = plan.prediction.step_ms;
+  candidate.predicted.naive_step_ms =
+      balance::make_plan(naive_cost_model, plan.balance, plan.algorithm).prediction.step_ms;
+  for (const auto& s : plan.stages) {
+    candidate.predicted.stage_ms.push_back(s.time_ms);
+    candidate.predicted.stage_bytes.push_back(s.memory_bytes);
+  }
+  candidate.predicted.timeline =
+      to_timeline(balance::simulate_balance(cost_model, plan.balance, p.chunks));
+  candidate.measured.step_ms = measured.median_step_ms;
+  candidate.measured.naive_step_ms = runs[1].median_step_ms;
+  for (const auto& s : measured.stages) {
+    candidate.measured.stage_ms.push_back(s.busy_ms);
+    candidate.measured.stage_bytes.push_back(s.peak_memory_bytes);
+  }
+  candidate.measured.timeline = measured.timeline;
+  return candidate;
+}
+
 }  // namespace
 
 const std::vector<std::string>& validation_files() {
@@ -65,9 +182,6 @@ const std::vector<std::string>& validation_files() {
 }
 
 reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& status) {
-  const auto say = [&status](const std::string& line) {
-    if (status) status(line);
-  };
   if (p.output.empty())
     throw std::invalid_argument("validate: give an output directory with -o DIR");
   if (p.stages < 1)
@@ -78,69 +192,24 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   cost_options.checkpoint = pipeline::parse_checkpoint_mode(p.checkpoint);
   cost_options.chunks = p.chunks;
 
-  // 1. Profile at the micro-batch size the pipeline runs, with the stages' thread count.
-  at::set_num_threads(p.threads);
-  models::Model model = models::build_model(p.model, p.seed);
-  const std::vector<int64_t> shape =
-      p.input_shape.empty() ? model.info.default_input_shape : models::parse_shape(p.input_shape);
-  if (static_cast<size_t>(p.stages) > model.layers.size()) {
+  at::set_num_threads(p.threads);  // profile with the stages' thread count
+  Run run{p, models::build_model(p.model, p.seed), {}, {}, {}, [&status](const std::string& line) {
+            if (status) status(line);
+          }};
+  run.shape = p.input_shape.empty() ? run.model.info.default_input_shape
+                                    : models::parse_shape(p.input_shape);
+  if (static_cast<size_t>(p.stages) > run.model.layers.size()) {
     throw std::invalid_argument(fmt::format("{} stages need at least {} layers, {} has {}",
-                                            p.stages, p.stages, model.layers.name(),
-                                            model.layers.size()));
+                                            p.stages, p.stages, run.model.layers.name(),
+                                            run.model.layers.size()));
   }
-  const models::SyntheticData data = models::make_synthetic_data(model, shape, p.seed);
+  run.data = models::make_synthetic_data(run.model, run.shape, p.seed);
   // Everything is written aside and put in place at the end: never a directory mixing runs.
   reports::StagedDirectory output(p.output, validation_files());
-  const std::string dir = output.staging();
-  const pipeline::Batch micro_batch = pipeline::scatter(data.input, p.chunks).front();
-  const at::Tensor micro_target =
-      pipeline::scatter(pipeline::Batch(data.target), p.chunks).front().value();
-  say(fmt::format("profiling {} ({} layers) at micro-batch size {} ...", model.layers.name(),
-                  model.layers.size(), micro_batch.size()));
-  profiler::ProfileOptions profile_options;
-  profile_options.repeat = p.profile_repeat;
-  // The pipelined stages run side by side: profile with the other stages' cores busy.
-  profile_options.co_runners = p.stages - 1;
-  profile_options.loss = models::loss_against(model.info.loss, micro_target);
-  // A layer that never returns would hang the profile: --timeout bounds it here too.
-  std::optional<Watchdog> watchdog;
-  watchdog.emplace(p.step_timeout_s, "profiling the first layer");
-  const profiler::ProgressFn beat = [&watchdog](const profiler::ProfileProgress& progress) {
-    using Phase = profiler::ProfileProgress::Phase;
-    watchdog->beat(
-        progress.phase == Phase::kLayers
-            ? fmt::format("profiling the layer after '{}'", progress.layer)
-            : fmt::format("profiling, after pass {} of {}", progress.done, progress.total));
-  };
-  profiler::Profile profile =
-      profiler::profile_model(model.layers, micro_batch, profile_options, beat);
-  profile.chunks = p.chunks;
-  profile.input_shape = shape;
-  nlohmann::json profile_doc = profiler::profile_to_json(profile);
-  profile_doc["model"] = model.layers.name();
-  profile_doc["co_runners"] = profile_options.co_runners;
-  write_json(dir + "/profile.json", profile_doc);
-  // Layer times do not scale linearly with the batch size (small batches use the cores less
-  // well), so the one-micro-batch baseline is predicted from a profile of the whole batch.
-  nlohmann::json batch_profile_doc = profile_doc;
-  if (p.chunks > 1) {
-    say(fmt::format("profiling at the whole batch size {} for the one-micro-batch baseline ...",
-                    data.input.size()));
-    // With one micro-batch the stages take turns: no co-runners.
-    profiler::ProfileOptions batch_options = profile_options;
-    batch_options.co_runners = 0;
-    batch_options.loss = models::loss_against(model.info.loss, data.target);
-    watchdog->beat("profiling the whole batch");
-    profiler::Profile batch_profile =
-        profiler::profile_model(model.layers, data.input, batch_options, beat);
-    batch_profile.chunks = 1;
-    batch_profile.input_shape = shape;
-    batch_profile_doc = profiler::profile_to_json(batch_profile);
-    batch_profile_doc["model"] = model.layers.name();
-    write_json(dir + "/profile-batch.json", batch_profile_doc);
-  }
+  run.dir = output.staging();
 
-  watchdog.reset();  // training steps have the pipeline's own timeout
+  // 1. Profile.
+  const auto [profile_doc, batch_profile_doc] = profile_phase(run);
 
   // 2. Balance: dp and the baselines, each distinct balance once.
   const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, p.stages,
@@ -151,14 +220,14 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
                                             p.stages, naive_options);
   const auto plans = candidate_plans(cost_model);
   balance::Plan best = plans.front().first;
-  best.model = model.layers.name();
-  best.input_shape = shape;
-  balance::write_plan(dir + "/plan.json", best);
+  best.model = run.model.layers.name();
+  best.input_shape = run.shape;
+  balance::write_plan(run.dir + "/plan.json", best);
 
   // 3. Train every candidate with the same engine, pipelined and with one micro-batch.
   reports::ValidationRecord record;
-  record.model = model.layers.name();
-  record.input_shape = shape;
+  record.model = run.model.layers.name();
+  record.input_shape = run.shape;
   record.stages = p.stages;
   record.chunks = p.chunks;
   record.schedule = p.schedule;
@@ -166,59 +235,15 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   record.steps = p.steps;
   record.environment = profiler::environment_json();
   for (size_t c = 0; c < plans.size(); ++c) {
-    const auto& [plan, algorithms] = plans[c];
-    TrainSettings settings;
-    settings.model = p.model;
-    settings.input_shape = shape;
-    settings.balance = plan.balance;
-    settings.chunks = p.chunks;
-    settings.schedule = p.schedule;
-    settings.checkpoint = p.checkpoint;
-    settings.threads_per_stage = p.threads;
-    settings.steps = p.steps;
-    settings.warmup_steps = p.warmup_steps;
-    settings.seed = p.seed;
-    settings.step_timeout_s = p.step_timeout_s;
-    TrainSettings naive_settings = settings;
-    naive_settings.chunks = 1;
-    say(fmt::format("training {} [{}]: {} micro-batches and 1, step by step in turns ...",
-                    fmt::join(algorithms, ", "), fmt::join(plan.balance, ","), p.chunks));
-    const std::vector<reports::RunRecord> runs = run_interleaved({settings, naive_settings});
-    const reports::RunRecord& run = runs[0];
-    const reports::RunRecord& naive = runs[1];
-    if (c == 0) {
-      write_json(dir + "/run.json", reports::run_to_json(run));
-      write_json(dir + "/trace.json", reports::chrome_trace(run.timeline, run.model));
-    }
-
-    reports::Candidate candidate;
-    candidate.algorithms = algorithms;
-    candidate.balance = plan.balance;
-    candidate.bottleneck_ms = plan.bottleneck_ms;
-    candidate.predicted.step_ms = plan.prediction.step_ms;
-    candidate.predicted.naive_step_ms =
-        balance::make_plan(naive_cost_model, plan.balance, plan.algorithm).prediction.step_ms;
-    for (const auto& s : plan.stages) {
-      candidate.predicted.stage_ms.push_back(s.time_ms);
-      candidate.predicted.stage_bytes.push_back(s.memory_bytes);
-    }
-    candidate.predicted.timeline =
-        to_timeline(balance::simulate_balance(cost_model, plan.balance, p.chunks));
-    candidate.measured.step_ms = run.median_step_ms;
-    candidate.measured.naive_step_ms = naive.median_step_ms;
-    for (const auto& s : run.stages) {
-      candidate.measured.stage_ms.push_back(s.busy_ms);
-      candidate.measured.stage_bytes.push_back(s.peak_memory_bytes);
-    }
-    candidate.measured.timeline = run.timeline;
-    record.candidates.push_back(std::move(candidate));
+    record.candidates.push_back(train_candidate(run, plans[c].first, plans[c].second, cost_model,
+                                                naive_cost_model, c == 0));
   }
-  write_json(dir + "/validation.json", reports::validation_to_json(record));
+  write_json(run.dir + "/validation.json", reports::validation_to_json(record));
 
-  // 4. The report.
-  reports::ReportInputs inputs = reports::load_report_inputs(dir);
+  // 4. The report, and everything in place at once.
+  reports::ReportInputs inputs = reports::load_report_inputs(run.dir);
   inputs.dir = p.output;
-  reports::write_file_atomically(dir + "/report.html", reports::render_html_report(inputs));
+  reports::write_file_atomically(run.dir + "/report.html", reports::render_html_report(inputs));
   output.commit();
   return record;
 }
