@@ -24,9 +24,10 @@ build: configure
 demo: build
 	$(BUILD)/tools/pipebal demo
 
+# The fuzz targets first (20,000 inputs each from a fixed seed), so that ctest's summary ends it.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
 	bash fuzz/run.sh --runs 20000
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
 
 # The suite and a CLI smoke run under AddressSanitizer and UndefinedBehaviorSanitizer (without
 # jemalloc, which would hide allocations from ASan). LibTorch itself is not instrumented.
