@@ -187,15 +187,24 @@ void Pipeline::run_parallel(std::function<void(int)> job) {
 }
 
 // What every stage of one training step reads (and the losses the last one writes).
+// Everything a stage reads during the step is here or in objects an abandoned pipeline leaves
+// alive (stages, mailboxes, activity): a stage still running after a timeout never touches the
+// Pipeline object itself, which its owner may destroy.
 struct Pipeline::StepWork {
   std::vector<Batch> inputs;    // micro-batches
   std::vector<Batch> targets;   // their targets
   std::vector<double> weights;  // each micro-batch's share of the mini-batch
-  const LossFn* loss_fn = nullptr;
+  LossFn loss_fn;
   std::vector<double> losses;  // weighted, per micro-batch
   // The one clock origin of the step's timeline: actions of different stages compare.
   Clock::time_point origin;
-  std::vector<Timeline> timelines;  // per stage
+  std::vector<Timeline> timelines;           // per stage
+  std::vector<std::vector<Action>> actions;  // the schedule's, per stage
+  PipelineOptions options;
+  uint64_t step = 0;
+  std::vector<Stage*> stages;
+  Links* links = nullptr;
+  std::atomic<uint64_t>* activity = nullptr;
 };
 
 void Pipeline::wait_for_stages(std::vector<std::future<void>>& done) {
@@ -223,31 +232,33 @@ void Pipeline::wait_for_stages(std::vector<std::future<void>>& done) {
 }
 
 void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
-  Stage& stage = *stages_[s];
-  const bool last = s + 1 == stages();
+  Stage& stage = *work.stages[s];
+  const bool last = s + 1 == static_cast<int>(work.stages.size());
+  const PipelineOptions& options = work.options;
+  Links& links = *work.links;
   const Clock::time_point step_start = work.origin;
   CurrentStream on_stage_stream(stage.stream());
   auto receive = [&](Parcel parcel) {
     return unpack(std::move(parcel), stage.device(), stage.stream());
   };
   Timeline own;
-  std::atomic<uint64_t>& activity = activity_[s];
-  for (const Action& action : schedule_.actions[s]) {
+  std::atomic<uint64_t>& activity = work.activity[s];
+  for (const Action& action : work.actions[s]) {
     const int i = action.micro_batch;
     activity = 0;  // waiting for its input
     Batch incoming;
     if (action.kind == ActionKind::kForward) {
-      incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links_->forward[s - 1].take(i));
+      incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links.forward[s - 1].take(i));
     } else if (action.kind == ActionKind::kBackward && !last) {
-      incoming = receive(links_->backward[s].take(i));
+      incoming = receive(links.backward[s].take(i));
     }
     activity = (uint64_t(int(action.kind) + 1) << 32) | uint32_t(i);
     const double start = ms_since(step_start);
     Batch outgoing;
     switch (action.kind) {
       case ActionKind::kForward: {
-        const uint64_t seed = mix(mix(mix(options_.seed ^ steps_) + s) + i);
-        const bool checkpointed = is_checkpointed(options_.checkpoint, i, options_.chunks);
+        const uint64_t seed = mix(mix(mix(options.seed ^ work.step) + s) + i);
+        const bool checkpointed = is_checkpointed(options.checkpoint, i, options.chunks);
         outgoing = stage.forward(i, std::move(incoming), checkpointed, s > 0, seed);
         break;
       }
@@ -256,9 +267,9 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
         break;
       case ActionKind::kBackward:
         if (last) {
-          outgoing = stage.backward_from_loss(i, work.targets[i].value(), *work.loss_fn,
+          outgoing = stage.backward_from_loss(i, work.targets[i].value(), work.loss_fn,
                                               work.weights[i], &work.losses[i]);
-          if (options_.check_finite && !std::isfinite(work.losses[i])) {
+          if (options.check_finite && !std::isfinite(work.losses[i])) {
             throw std::runtime_error(fmt::format("stage {}, micro-batch {}: non-finite loss ({})",
                                                  s, i, work.losses[i]));
           }
@@ -271,9 +282,9 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
     // later); the step's end waits for every stream.
     own.push_back({s, action, start, ms_since(step_start)});
     if (action.kind == ActionKind::kForward && !last)
-      links_->forward[s].post(i, pack(std::move(outgoing), stage.stream()));
+      links.forward[s].post(i, pack(std::move(outgoing), stage.stream()));
     if (action.kind == ActionKind::kBackward && s > 0)
-      links_->backward[s - 1].post(i, pack(std::move(outgoing), stage.stream()));
+      links.backward[s - 1].post(i, pack(std::move(outgoing), stage.stream()));
   }
   activity = 0;
   synchronize(stage.stream());  // gradients are complete when step() returns
@@ -308,14 +319,19 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   for (const auto& part : work.inputs) {
     work.weights.push_back(double(part.size()) / double(input.size()));
   }
-  work.loss_fn = &loss_fn;
+  work.loss_fn = loss_fn;
+  work.actions = schedule_.actions;
+  work.options = options_;
+  work.step = steps_;
+  for (auto& stage : stages_) work.stages.push_back(stage.get());
+  work.links = links_.get();
+  work.activity = activity_.get();
   work.losses.assign(options_.chunks, 0.0);
   work.timelines.resize(stages());
   if (options_.deferred_batch_norm) set_deferred_batch_norm(true, false);
   try {
     work.origin = Clock::now();
-    run_parallel(
-        [this, shared_work](int s) { run_stage(s, *shared_work, shared_work->timelines[s]); });
+    run_parallel([shared_work](int s) { run_stage(s, *shared_work, shared_work->timelines[s]); });
   } catch (...) {
     if (options_.deferred_batch_norm) set_deferred_batch_norm(false, false);
     ++steps_;
@@ -334,29 +350,37 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
 }
 
 Batch Pipeline::forward(const Batch& input) {
-  // On the heap, shared with the stages' jobs: see ParallelRun.
+  // On the heap, shared with the stages' jobs, touching nothing of the Pipeline object itself:
+  // see StepWork.
   struct Work {
     std::vector<Batch> inputs, outputs;
+    std::vector<Stage*> stages;
+    Links* links = nullptr;
+    std::atomic<uint64_t>* activity = nullptr;
   };
   const auto work = std::make_shared<Work>();
   work->inputs = scatter(input, options_.chunks);
   work->outputs.resize(work->inputs.size());
-  run_parallel([this, work](int s) {
+  for (auto& stage : stages_) work->stages.push_back(stage.get());
+  work->links = links_.get();
+  work->activity = activity_.get();
+  run_parallel([work](int s) {
     torch::NoGradGuard no_grad;  // grad mode is per thread
-    Stage& stage = *stages_[s];
+    Stage& stage = *work->stages[s];
     CurrentStream on_stage_stream(stage.stream());
-    for (int i = 0; i < options_.chunks; ++i) {
-      activity_[s] = 0;  // waiting for its input
-      Parcel in = s == 0 ? Parcel(work->inputs[i]) : links_->forward[s - 1].take(i);
-      activity_[s] = (uint64_t(int(ActionKind::kForward) + 1) << 32) | uint32_t(i);
+    const int stages = static_cast<int>(work->stages.size());
+    for (size_t i = 0; i < work->inputs.size(); ++i) {
+      work->activity[s] = 0;  // waiting for its input
+      Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1].take(int(i));
+      work->activity[s] = (uint64_t(int(ActionKind::kForward) + 1) << 32) | uint32_t(i);
       Batch out = stage.infer(unpack(std::move(in), stage.device(), stage.stream()));
-      if (s + 1 < stages()) {
-        links_->forward[s].post(i, pack(std::move(out), stage.stream()));
+      if (s + 1 < stages) {
+        work->links->forward[s].post(int(i), pack(std::move(out), stage.stream()));
       } else {
         work->outputs[i] = std::move(out);
       }
     }
-    activity_[s] = 0;
+    work->activity[s] = 0;
     synchronize(stage.stream());  // the caller reads the outputs on its own stream
   });
   return gather(work->outputs);

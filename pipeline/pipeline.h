@@ -81,7 +81,7 @@ class Pipeline {
   struct Links;
   struct StepWork;
   struct ParallelRun;
-  void run_stage(int s, StepWork& work, Timeline& timeline);
+  static void run_stage(int s, StepWork& work, Timeline& timeline);
   void run_parallel(std::function<void(int)> job);
   void wait_for_stages(std::vector<std::future<void>>& done);
   void set_deferred_batch_norm(bool on, bool commit);
