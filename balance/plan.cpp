@@ -22,21 +22,6 @@ using nlohmann::json;
 constexpr const char* kSchemaName = "pipebal.plan";
 constexpr int kSchemaMajor = 1;
 
-void check_balance(const CostModel& model, const std::vector<int>& balance) {
-  int total = 0;
-  bool empty_stage = false;
-  for (int layers : balance) {
-    total += layers;
-    empty_stage = empty_stage || layers < 1;
-  }
-  if (static_cast<int>(balance.size()) != model.stage_count() || empty_stage ||
-      total != model.layer_count()) {
-    throw std::invalid_argument(
-        fmt::format("balance [{}] must have {} entries >= 1 summing to {} layers",
-                    fmt::join(balance, ","), model.stage_count(), model.layer_count()));
-  }
-}
-
 // True when `value` is an integer that T holds exactly (json would truncate 2.7 to 2 and wrap
 // 1e20 into an int without a word).
 template <typename T>
@@ -126,7 +111,7 @@ bool Plan::fits_memory() const {
 
 SimulationResult simulate_balance(const CostModel& model, const std::vector<int>& balance,
                                   int chunks) {
-  check_balance(model, balance);
+  pipeline::check_balance(balance, model.layer_count(), model.stage_count());
   const CostOptions& options = model.options();
   const pipeline::Schedule schedule =
       pipeline::make_schedule(options.schedule, model.stage_count(), chunks, options.checkpoint);
@@ -154,7 +139,7 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
 
 Plan make_plan(const CostModel& model, const std::vector<int>& balance,
                const std::string& algorithm) {
-  check_balance(model, balance);
+  pipeline::check_balance(balance, model.layer_count(), model.stage_count());
   const CostOptions& options = model.options();
   Plan plan;
   plan.algorithm = algorithm;

@@ -70,24 +70,6 @@ struct Pipeline::Links {
   }
 };
 
-void check_balance(const std::vector<int>& balance, size_t layers) {
-  if (balance.empty())
-    throw std::invalid_argument("balance is empty: give layers per stage, e.g. 3,3,2");
-  long total = 0;
-  for (size_t s = 0; s < balance.size(); ++s) {
-    if (balance[s] < 1) {
-      throw std::invalid_argument(
-          fmt::format("balance {}: stage {} has {} layers; every stage needs at least one",
-                      fmt::join(balance, ","), s, balance[s]));
-    }
-    total += balance[s];
-  }
-  if (static_cast<size_t>(total) != layers) {
-    throw std::invalid_argument(fmt::format("balance {} sums to {}, but the model has {} layers",
-                                            fmt::join(balance, ","), total, layers));
-  }
-}
-
 Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::Device> devices,
                    PipelineOptions options)
     : layers_(std::move(layers)), balance_(std::move(balance)), options_(options) {

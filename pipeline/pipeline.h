@@ -99,7 +99,5 @@ class Pipeline {
   uint64_t steps_ = 0;
 };
 
-// Validates a balance vector against a layer count; throws std::invalid_argument saying why.
-void check_balance(const std::vector<int>& balance, size_t layers);
 
 }  // namespace pipebal::pipeline

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace pipebal::pipeline {
 namespace {
@@ -122,6 +123,40 @@ CheckpointMode parse_checkpoint_mode(const std::string& name) {
   if (name == "never") return CheckpointMode::kNever;
   throw std::invalid_argument("unknown checkpoint mode '" + name +
                               "' (valid: always, except_last, never)");
+}
+
+namespace {
+
+std::string joined(const std::vector<int>& values) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? "," : "") + std::to_string(values[i]);
+  return text;
+}
+
+}  // namespace
+
+void check_balance(const std::vector<int>& balance, size_t layers, int stages) {
+  if (balance.empty()) {
+    throw std::invalid_argument("balance is empty: give layers per stage, e.g. 3,3,2");
+  }
+  if (stages > 0 && static_cast<int>(balance.size()) != stages) {
+    throw std::invalid_argument("balance " + joined(balance) + " has " +
+                                std::to_string(balance.size()) + " entries for " +
+                                std::to_string(stages) + " stages");
+  }
+  int64_t total = 0;
+  for (size_t s = 0; s < balance.size(); ++s) {
+    if (balance[s] < 1) {
+      throw std::invalid_argument("balance " + joined(balance) + ": stage " + std::to_string(s) +
+                                  " has " + std::to_string(balance[s]) +
+                                  " layers; every stage needs at least one");
+    }
+    total += balance[s];
+  }
+  if (total != static_cast<int64_t>(layers)) {
+    throw std::invalid_argument("balance " + joined(balance) + " sums to " + std::to_string(total) +
+                                ", but the model has " + std::to_string(layers) + " layers");
+  }
 }
 
 }  // namespace pipebal::pipeline

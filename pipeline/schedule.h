@@ -51,6 +51,11 @@ struct Schedule {
 // Throws std::invalid_argument when stages or chunks is below 1.
 Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint);
 
+// Validates a balance vector (layers per stage) against a layer count and, when `stages` > 0,
+// a stage count; throws std::invalid_argument saying which entry or sum is wrong. What the
+// engine and the balancer both check.
+void check_balance(const std::vector<int>& balance, size_t layers, int stages = 0);
+
 // True when micro-batch `micro_batch` of `chunks` runs its forward without keeping activations.
 bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks);
 

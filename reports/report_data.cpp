@@ -1,6 +1,7 @@
 // See report_data.h. Every field is read through JsonNode so a missing or mistyped value is
 // reported as "FILE: path.to.field ..." — the report's inputs may be hand-written.
 #include "reports/report_data.h"
+#include "reports/validation_record.h"
 
 #include <algorithm>
 #include <cmath>
@@ -218,11 +219,6 @@ std::vector<double> busy_from_timeline(const std::vector<ReportAction>& timeline
     busy[entry.stage] += entry.end_ms - entry.start_ms;
   }
   return busy;
-}
-
-// The prediction's error relative to the measurement, as `pipebal validate` prints it.
-double relative_error(double predicted, double measured) {
-  return measured > 0 ? (predicted - measured) / measured : kNaN;
 }
 
 // Computed here rather than read from validation.json so that the definition the page states

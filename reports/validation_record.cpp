@@ -1,15 +1,13 @@
 // See validation_record.h.
 #include "reports/validation_record.h"
 
+#include <limits>
+
 #include "reports/run_record.h"
 #include "reports/schema.h"
 
 namespace pipebal::reports {
 namespace {
-
-double relative_error(double predicted, double measured) {
-  return measured != 0 ? (predicted - measured) / measured : 0;
-}
 
 nlohmann::json bytes_json(const std::vector<int64_t>& bytes) {
   nlohmann::json out = nlohmann::json::array();
@@ -18,6 +16,11 @@ nlohmann::json bytes_json(const std::vector<int64_t>& bytes) {
 }
 
 }  // namespace
+
+double relative_error(double predicted, double measured) {
+  return measured > 0 ? (predicted - measured) / measured
+                      : std::numeric_limits<double>::quiet_NaN();
+}
 
 double Candidate::step_error() const {
   return relative_error(predicted.step_ms, measured.step_ms);

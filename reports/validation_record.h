@@ -22,6 +22,11 @@ struct Estimate {
   double speedup() const { return step_ms > 0 ? naive_step_ms / step_ms : 0; }
 };
 
+// The prediction's error relative to the measurement, (predicted - measured) / measured; NaN
+// when nothing positive was measured. The one definition the CLI, validation.json and the
+// report use.
+double relative_error(double predicted, double measured);
+
 struct Candidate {
   std::vector<std::string> algorithms;  // every partitioner that chose this balance
   std::vector<int> balance;
