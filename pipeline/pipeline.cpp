@@ -38,6 +38,12 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// A stage's activity word, read by a timeout's message: which action it is computing, or 0
+// while it waits for a message.
+uint64_t computing(ActionKind kind, int micro_batch) {
+  return (uint64_t(int(kind) + 1) << 32) | uint32_t(micro_batch);
+}
+
 const char* action_name(ActionKind kind) {
   switch (kind) {
     case ActionKind::kForward:
@@ -234,7 +240,7 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
     } else if (action.kind == ActionKind::kBackward && !last) {
       incoming = receive(links.backward[s].take(i));
     }
-    activity = (uint64_t(int(action.kind) + 1) << 32) | uint32_t(i);
+    activity = computing(action.kind, i);
     const double start = ms_since(step_start);
     Batch outgoing;
     switch (action.kind) {
@@ -354,7 +360,7 @@ Batch Pipeline::forward(const Batch& input) {
     for (size_t i = 0; i < work->inputs.size(); ++i) {
       work->activity[s] = 0;  // waiting for its input
       Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1].take(int(i));
-      work->activity[s] = (uint64_t(int(ActionKind::kForward) + 1) << 32) | uint32_t(i);
+      work->activity[s] = computing(ActionKind::kForward, int(i));
       Batch out = stage.infer(unpack(std::move(in), stage.device(), stage.stream()));
       if (s + 1 < stages) {
         work->links->forward[s].post(int(i), pack(std::move(out), stage.stream()));

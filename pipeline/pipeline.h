@@ -99,5 +99,4 @@ class Pipeline {
   uint64_t steps_ = 0;
 };
 
-
 }  // namespace pipebal::pipeline
