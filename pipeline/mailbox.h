@@ -1,6 +1,6 @@
 // A thread-safe mailbox between two pipeline stages, keyed by micro-batch: the sender posts
 // a micro-batch's activations (or gradients), the receiver waits for that micro-batch.
-// Cancelling wakes every waiter with MailboxCancelled, so a failing stage never leaves its
+// Cancelling wakes every waiter with ChannelCancelled, so a failing stage never leaves its
 // neighbours blocked.
 #pragma once
 
@@ -11,8 +11,10 @@
 
 namespace pipebal::pipeline {
 
-struct MailboxCancelled : std::runtime_error {
-  MailboxCancelled() : std::runtime_error("pipeline cancelled by a failure in another stage") {}
+// A stage's wait for a message was ended because a stage failed elsewhere; the failing stage's
+// error is the one to report.
+struct ChannelCancelled : std::runtime_error {
+  ChannelCancelled() : std::runtime_error("pipeline cancelled by a failure in another stage") {}
 };
 
 // Any thread may call any member.
@@ -31,7 +33,7 @@ class Mailbox {
   Message take(int micro_batch) {
     std::unique_lock<std::mutex> lock(mutex_);
     ready_.wait(lock, [&] { return cancelled_ || messages_.count(micro_batch) > 0; });
-    if (cancelled_) throw MailboxCancelled();
+    if (cancelled_) throw ChannelCancelled();
     auto node = messages_.extract(micro_batch);
     return std::move(node.mapped());
   }

@@ -16,7 +16,7 @@
 #include <torch/torch.h>
 
 #include "pipeline/batch_norm.h"
-#include "pipeline/mailbox.h"
+#include "pipeline/error_text.h"
 #include "pipeline/module_layer.h"
 #include "pipeline/transfer.h"
 #include "pipeline/worker.h"
@@ -58,27 +58,41 @@ const char* action_name(ActionKind kind) {
 
 }  // namespace
 
-// Mailboxes between neighbouring stages: forward[s] carries stage s's outputs to stage s+1,
-// backward[s] carries stage s+1's input gradients to stage s (transfer.h: how they travel).
+// Channels between neighbouring stages: forward[s] carries stage s's outputs to stage s+1,
+// backward[s] carries stage s+1's input gradients to stage s. Only those with a stage of this
+// process at one end exist.
 struct Pipeline::Links {
-  std::vector<Mailbox<Parcel>> forward;
-  std::vector<Mailbox<Parcel>> backward;
+  std::vector<std::unique_ptr<Channel>> forward;
+  std::vector<std::unique_ptr<Channel>> backward;
 
-  explicit Links(int stages)
-      : forward(std::max(stages - 1, 0)), backward(std::max(stages - 1, 0)) {}
+  Links(Transport& transport, const std::vector<std::unique_ptr<Stage>>& stages) {
+    for (size_t s = 0; s + 1 < stages.size(); ++s) {
+      const bool ours = stages[s] != nullptr || stages[s + 1] != nullptr;
+      forward.push_back(ours ? transport.connect(int(s), int(s) + 1) : nullptr);
+      backward.push_back(ours ? transport.connect(int(s) + 1, int(s)) : nullptr);
+    }
+  }
+  template <typename F>
+  void for_each(F f) {
+    for (auto& c : forward)
+      if (c) f(*c);
+    for (auto& c : backward)
+      if (c) f(*c);
+  }
   void cancel() {
-    for (auto& m : forward) m.cancel();
-    for (auto& m : backward) m.cancel();
+    for_each([](Channel& c) { c.cancel(); });
   }
   void reset() {
-    for (auto& m : forward) m.reset();
-    for (auto& m : backward) m.reset();
+    for_each([](Channel& c) { c.reset(); });
   }
 };
 
 Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::Device> devices,
-                   PipelineOptions options)
-    : layers_(std::move(layers)), balance_(std::move(balance)), options_(options) {
+                   PipelineOptions options, std::shared_ptr<Transport> transport)
+    : layers_(std::move(layers)),
+      balance_(std::move(balance)),
+      options_(options),
+      transport_(transport ? std::move(transport) : in_process_transport()) {
   check_balance(balance_, layers_.size());
   const int stages = static_cast<int>(balance_.size());
   if (devices.empty()) devices.push_back(c10::Device(c10::kCPU));
@@ -100,15 +114,21 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
   schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint);
   size_t first = 0;
   for (int s = 0; s < stages; ++s) {
-    LayerSeq part = layers_.slice(first, balance_[s]);
-    part.to(devices[s]);
-    stages_.push_back(std::make_unique<Stage>(s, first, std::move(part), devices[s]));
+    if (transport_->runs_stage(s, stages)) {
+      LayerSeq part = layers_.slice(first, balance_[s]);
+      part.to(devices[s]);
+      stages_.push_back(std::make_unique<Stage>(s, first, std::move(part), devices[s]));
+      local_stages_.push_back(s);
+    } else {
+      stages_.push_back(nullptr);
+    }
     first += balance_[s];
   }
-  links_ = std::make_unique<Links>(stages);
+  links_ = std::make_unique<Links>(*transport_, stages_);
   activity_ = std::make_unique<std::atomic<uint64_t>[]>(stages);
+  for (int s = 0; s < stages; ++s) activity_[s] = 0;
   const int threads = options_.threads_per_stage;
-  for (int s = 0; s < stages; ++s) {
+  for (int s : local_stages_) {
     workers_.push_back(std::make_unique<Worker>([threads, s, hook = options_.on_worker_start] {
       // Initialise this thread's intra-op settings first, so that ATen's lazy per-thread
       // initialisation cannot later reset them to the process-wide value.
@@ -133,9 +153,22 @@ Pipeline::~Pipeline() {
 // after a timeout never touches freed memory.
 struct Pipeline::ParallelRun {
   std::function<void(int)> job;
+  std::shared_ptr<Transport> transport;
   std::mutex error_mutex;
   std::exception_ptr first_error;
 };
+
+// The first failure of a run is the one its step throws; every local channel is cancelled and
+// the other processes are told.
+void Pipeline::record_failure(ParallelRun& run, Links& links, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(run.error_mutex);
+    if (run.first_error) return;
+    run.first_error = std::current_exception();
+  }
+  links.cancel();
+  run.transport->report_failure(what);
+}
 
 void Pipeline::run_parallel(std::function<void(int)> job) {
   if (abandoned_) {
@@ -144,20 +177,20 @@ void Pipeline::run_parallel(std::function<void(int)> job) {
   links_->reset();
   auto run = std::make_shared<ParallelRun>();
   run->job = std::move(job);
+  run->transport = transport_;
   Links* links = links_.get();
   std::vector<std::future<void>> done;
-  for (int s = 0; s < stages(); ++s) {
-    done.push_back(workers_[s]->submit([run, links, s] {
+  for (size_t w = 0; w < local_stages_.size(); ++w) {
+    const int s = local_stages_[w];
+    done.push_back(workers_[w]->submit([run, links, s] {
       try {
         run->job(s);
-      } catch (const MailboxCancelled&) {
+      } catch (const ChannelCancelled&) {
         // A neighbour failed; its error is the one to report.
+      } catch (const std::exception& error) {
+        record_failure(*run, *links, fmt::format("stage {}: {}", s, error_summary(error)));
       } catch (...) {
-        {
-          std::lock_guard<std::mutex> lock(run->error_mutex);
-          if (!run->first_error) run->first_error = std::current_exception();
-        }
-        links->cancel();
+        record_failure(*run, *links, fmt::format("stage {}: unknown error", s));
       }
     }));
   }
@@ -169,7 +202,7 @@ void Pipeline::run_parallel(std::function<void(int)> job) {
     first_error = run->first_error;
   }
   if (first_error) {
-    for (auto& stage : stages_) stage->clear();
+    for (int s : local_stages_) stages_[s]->clear();
     std::rethrow_exception(first_error);
   }
 }
@@ -197,25 +230,40 @@ struct Pipeline::StepWork {
 
 void Pipeline::wait_for_stages(std::vector<std::future<void>>& done) {
   if (options_.step_timeout_s <= 0) return;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(options_.step_timeout_s));
-  for (int s = 0; s < stages(); ++s) {
-    if (done[s].wait_until(deadline) == std::future_status::ready) continue;
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+  auto deadline = Clock::now() + seconds(options_.step_timeout_s);
+  bool extended = false;
+  for (size_t w = 0; w < done.size(); ++w) {
+    if (done[w].wait_until(deadline) == std::future_status::ready) continue;
     // Name the stages still computing (the others wait for them), then let every stage stop.
     std::vector<std::string> running;
-    for (int r = s; r < stages(); ++r) {
+    for (size_t r = w; r < done.size(); ++r) {
       if (done[r].wait_for(std::chrono::seconds(0)) == std::future_status::ready) continue;
-      const uint64_t now = activity_[r].load();
+      const int s = local_stages_[r];
+      const uint64_t now = activity_[s].load();
       if (now == 0) continue;  // waiting for a message, or between actions
-      running.push_back(fmt::format("stage {} ({} of micro-batch {})", r,
+      running.push_back(fmt::format("stage {} ({} of micro-batch {})", s,
                                     action_name(static_cast<ActionKind>((now >> 32) - 1)),
                                     static_cast<uint32_t>(now)));
+    }
+    if (running.empty() && transport_->remote() && !extended) {
+      // Every stage here waits for another process, whose own timeout names the stage that
+      // hangs: give its report time to arrive (it ends the waits here with that error).
+      extended = true;
+      deadline = Clock::now() + seconds(std::min(options_.step_timeout_s, 5.0));
+      --w;
+      continue;
     }
     if (running.empty()) running.push_back("no stage computing (a stage waits for a message)");
     links_->cancel();
     abandoned_ = true;
-    throw StepTimeout(fmt::format("the step took longer than {:g} s (--timeout); still running: {}",
-                                  options_.step_timeout_s, fmt::join(running, ", ")));
+    const std::string message =
+        fmt::format("the step took longer than {:g} s (--timeout); still running: {}",
+                    options_.step_timeout_s, fmt::join(running, ", "));
+    transport_->report_failure(message);
+    throw StepTimeout(message);
   }
 }
 
@@ -236,9 +284,9 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
     activity = 0;  // waiting for its input
     Batch incoming;
     if (action.kind == ActionKind::kForward) {
-      incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links.forward[s - 1].take(i));
+      incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links.forward[s - 1]->take(i));
     } else if (action.kind == ActionKind::kBackward && !last) {
-      incoming = receive(links.backward[s].take(i));
+      incoming = receive(links.backward[s]->take(i));
     }
     activity = computing(action.kind, i);
     const double start = ms_since(step_start);
@@ -270,11 +318,13 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
     // later); the step's end waits for every stream.
     own.push_back({s, action, start, ms_since(step_start)});
     if (action.kind == ActionKind::kForward && !last)
-      links.forward[s].post(i, pack(std::move(outgoing), stage.stream()));
+      links.forward[s]->post(i, pack(std::move(outgoing), stage.stream()));
     if (action.kind == ActionKind::kBackward && s > 0)
-      links.backward[s - 1].post(i, pack(std::move(outgoing), stage.stream()));
+      links.backward[s - 1]->post(i, pack(std::move(outgoing), stage.stream()));
   }
   activity = 0;
+  if (!last) links.forward[s]->flush();
+  if (s > 0) links.backward[s - 1]->flush();
   synchronize(stage.stream());  // gradients are complete when step() returns
   timeline = std::move(own);
 }
@@ -320,6 +370,7 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   try {
     work.origin = Clock::now();
     run_parallel([shared_work](int s) { run_stage(s, *shared_work, shared_work->timelines[s]); });
+    transport_->share_losses(work.losses, stages() - 1);
   } catch (...) {
     if (options_.deferred_batch_norm) set_deferred_batch_norm(false, false);
     ++steps_;
@@ -334,6 +385,9 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
     result.timeline.insert(result.timeline.end(), t.begin(), t.end());
   }
   result.step_ms = ms_since(start);
+  result.origin_ms =
+      std::chrono::duration<double, std::milli>(work.origin.time_since_epoch()).count() +
+      transport_->clock_offset_ms();
   return result;
 }
 
@@ -359,18 +413,20 @@ Batch Pipeline::forward(const Batch& input) {
     const int stages = static_cast<int>(work->stages.size());
     for (size_t i = 0; i < work->inputs.size(); ++i) {
       work->activity[s] = 0;  // waiting for its input
-      Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1].take(int(i));
+      Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1]->take(int(i));
       work->activity[s] = computing(ActionKind::kForward, int(i));
       Batch out = stage.infer(unpack(std::move(in), stage.device(), stage.stream()));
       if (s + 1 < stages) {
-        work->links->forward[s].post(int(i), pack(std::move(out), stage.stream()));
+        work->links->forward[s]->post(int(i), pack(std::move(out), stage.stream()));
       } else {
         work->outputs[i] = std::move(out);
       }
     }
     work->activity[s] = 0;
+    if (s + 1 < stages) work->links->forward[s]->flush();
     synchronize(stage.stream());  // the caller reads the outputs on its own stream
   });
+  if (!runs_stage(stages() - 1)) return Batch();
   return gather(work->outputs);
 }
 

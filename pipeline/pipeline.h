@@ -1,7 +1,9 @@
 // The micro-batch pipeline engine. Each stage runs on its own worker thread and executes its
 // action list from the shared schedule definition (schedule.h); stages exchange activations
-// forward and gradients backward through mailboxes. A step leaves the same accumulated
-// gradients on the parameters as the plain model's forward and backward on the whole batch.
+// forward and gradients backward through the channels of a transport (transport.h): mailboxes
+// between threads of this process, or c10d between processes. A step leaves the same
+// accumulated gradients on the parameters as the plain model's forward and backward on the
+// whole batch.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include "pipeline/schedule.h"
 #include "pipeline/stage.h"
 #include "pipeline/timeline.h"
+#include "pipeline/transport.h"
 
 namespace pipebal::pipeline {
 
@@ -47,7 +50,10 @@ class StepTimeout : public std::runtime_error {
 struct StepResult {
   double loss = 0;     // the whole batch's loss (sum of the weighted micro-batch losses)
   double step_ms = 0;  // wall time of the step
-  Timeline timeline;   // every action, per stage
+  Timeline timeline;   // every action of this process's stages, in ms since `origin_ms`
+  // The step's clock origin on the clock all processes share (Transport::clock_offset_ms), in
+  // ms: timelines of different processes line up once shifted by their origins' difference.
+  double origin_ms = 0;
 };
 
 class Pipeline {
@@ -56,8 +62,11 @@ class Pipeline {
   // stages when a single one is given). The layers are shared, not copied: training through
   // the pipeline trains `layers`. Throws std::invalid_argument for a balance that does not
   // cover the layers exactly, an empty stage, or a wrong number of devices.
+  // The transport says which stages run here (all, by default) and joins them to their
+  // neighbours; with several processes, each builds the same Pipeline over the same layers
+  // and runs its own stages, and the layers of the others stay untouched.
   Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::Device> devices,
-           PipelineOptions options);
+           PipelineOptions options, std::shared_ptr<Transport> transport = nullptr);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -68,10 +77,13 @@ class Pipeline {
   // the pipeline stays usable. Call from one thread at a time.
   StepResult step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn);
 
-  // Pipelined inference under no-grad; returns the gathered output.
+  // Pipelined inference under no-grad; returns the gathered output (in the process that runs
+  // the last stage; an empty batch in the others).
   Batch forward(const Batch& input);
 
   int stages() const { return static_cast<int>(stages_.size()); }
+  // Whether this process runs stage `s`.
+  bool runs_stage(int s) const { return stages_[s] != nullptr; }
   const std::vector<int>& balance() const { return balance_; }
   const PipelineOptions& options() const { return options_; }
   const Schedule& schedule() const { return schedule_; }
@@ -82,6 +94,7 @@ class Pipeline {
   struct StepWork;
   struct ParallelRun;
   static void run_stage(int s, StepWork& work, Timeline& timeline);
+  static void record_failure(ParallelRun& run, Links& links, const std::string& what);
   void run_parallel(std::function<void(int)> job);
   void wait_for_stages(std::vector<std::future<void>>& done);
   void set_deferred_batch_norm(bool on, bool commit);
@@ -90,9 +103,11 @@ class Pipeline {
   std::vector<int> balance_;
   PipelineOptions options_;
   Schedule schedule_;
-  std::vector<std::unique_ptr<Stage>> stages_;
+  std::shared_ptr<Transport> transport_;
+  std::vector<std::unique_ptr<Stage>> stages_;  // null where another process runs the stage
+  std::vector<int> local_stages_;
   std::unique_ptr<Links> links_;
-  std::vector<std::unique_ptr<class Worker>> workers_;
+  std::vector<std::unique_ptr<class Worker>> workers_;  // per local stage
   // What each stage is doing, for a timeout's message: (action kind + 1) << 32 | micro-batch.
   std::unique_ptr<std::atomic<uint64_t>[]> activity_;
   bool abandoned_ = false;
