@@ -17,10 +17,45 @@ nlohmann::json timeline_to_json(const pipeline::Timeline& timeline) {
   return events;
 }
 
+pipeline::Timeline timeline_from_json(const nlohmann::json& events) {
+  pipeline::Timeline timeline;
+  try {
+    for (const auto& e : events) {
+      pipeline::TimedAction t;
+      t.stage = e.at("stage").get<int>();
+      const std::string kind = e.at("action").get<std::string>();
+      if (kind == "F") {
+        t.action.kind = pipeline::ActionKind::kForward;
+      } else if (kind == "R") {
+        t.action.kind = pipeline::ActionKind::kRecompute;
+      } else if (kind == "B") {
+        t.action.kind = pipeline::ActionKind::kBackward;
+      } else {
+        throw std::invalid_argument("unknown action '" + kind + "'");
+      }
+      t.action.micro_batch = e.at("micro_batch").get<int>();
+      t.start_ms = e.at("start_ms").get<double>();
+      t.end_ms = e.at("end_ms").get<double>();
+      timeline.push_back(t);
+    }
+  } catch (const nlohmann::json::exception& error) {
+    throw std::invalid_argument(std::string("timeline: ") + error.what());
+  }
+  return timeline;
+}
+
 nlohmann::json run_to_json(const RunRecord& run) {
   nlohmann::json steps = nlohmann::json::array();
   for (const auto& s : run.steps)
     steps.push_back({{"step", s.step}, {"ms", s.ms}, {"loss", s.loss}});
+  nlohmann::json processes = nlohmann::json::array();
+  for (const auto& p : run.processes) {
+    processes.push_back({{"rank", p.rank},
+                         {"stage", p.stage},
+                         {"host", p.host},
+                         {"peak_rss_bytes", p.peak_rss_bytes >= 0 ? nlohmann::json(p.peak_rss_bytes)
+                                                                  : nlohmann::json()}});
+  }
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : run.stages) {
     nlohmann::json stage = {{"index", s.index},
@@ -51,6 +86,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
           {"p90_step_ms", run.p90_step_ms},
           {"samples_per_s", run.samples_per_s},
           {"stages", stages},
+          {"processes", processes},
           {"timeline", timeline_to_json(run.timeline)},
           {"environment", run.environment}};
 }

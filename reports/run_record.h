@@ -29,6 +29,14 @@ struct StageRun {
   int64_t peak_memory_bytes = -1;
 };
 
+// One process of a multi-process run (absent in a run of one process).
+struct ProcessRun {
+  int rank = 0;
+  int stage = 0;
+  std::string host;
+  int64_t peak_rss_bytes = -1;  // the process's peak resident set, -1 where unknown
+};
+
 struct RunRecord {
   std::string model;
   std::vector<int64_t> input_shape;
@@ -48,11 +56,14 @@ struct RunRecord {
   double p90_step_ms = 0;
   double samples_per_s = 0;
   std::vector<StageRun> stages;
-  pipeline::Timeline timeline;  // of the step whose time is the median
+  std::vector<ProcessRun> processes;  // one per rank of a multi-process run; empty otherwise
+  pipeline::Timeline timeline;        // of the step whose time is the median
   nlohmann::json environment = nlohmann::json::object();
 };
 
 nlohmann::json timeline_to_json(const pipeline::Timeline& timeline);
+// The inverse of timeline_to_json; throws std::invalid_argument for anything else.
+pipeline::Timeline timeline_from_json(const nlohmann::json& events);
 nlohmann::json run_to_json(const RunRecord& run);
 
 // Chrome trace-event document (Perfetto, chrome://tracing): one track per stage, one slice per

@@ -10,6 +10,7 @@ packages=(
   libopenblas0-openmp     # without it LibTorch falls back to reference BLAS, ~18x slower
   libjemalloc-dev         # the allocator of pipebal's executables (tools/malloc_tuning.h)
   nlohmann-json3-dev libfmt-dev libcli11-dev
+  libgloo-dev             # headers of the Gloo library inside LibTorch (distributed/: c10d process groups)
   libgtest-dev libbenchmark-dev
   python3-torch           # regenerates the TorchScript test fixtures (tests/fixtures/make_fixtures.py)
   chromium                # renders report.html headless for the report's screenshot check

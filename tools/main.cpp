@@ -25,6 +25,18 @@
 #include "tools/version.h"
 #include "workflow/malloc_tuning.h"
 
+namespace {
+
+// "rank 1: " in a process of a multi-process run, so that each line says whose it is.
+std::string rank_prefix() {
+  const char* world = std::getenv("WORLD_SIZE");
+  const char* rank = std::getenv("RANK");
+  if (world == nullptr || rank == nullptr || std::string(world) == "1") return "";
+  return std::string("rank ") + rank + ": ";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   pipebal::workflow::keep_freed_memory_in_process();
   pipebal::reports::install_interrupt_cleanup();
@@ -72,11 +84,12 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const pipebal::pipeline::StepTimeout& error) {
     // A layer may still be running on a stage's thread: leave without waiting for it.
-    std::cerr << "pipebal: error: " << error.what() << std::endl;
+    std::cerr << "pipebal: error: " << rank_prefix() << error.what() << std::endl;
     std::_Exit(2);
   } catch (const std::exception& error) {
     // c10::Error and friends append a backtrace; users need only the cause, in one line.
-    std::cerr << "pipebal: error: " << pipebal::pipeline::error_summary(error) << "\n";
+    std::cerr << "pipebal: error: " << rank_prefix() << pipebal::pipeline::error_summary(error)
+              << "\n";
     return 2;
   }
   return 0;

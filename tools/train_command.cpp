@@ -8,6 +8,7 @@
 
 #include "balance/plan.h"
 #include "balance/units.h"
+#include "distributed/launch_env.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "reports/atomic_file.h"
@@ -83,7 +84,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     settings.balance = parse_balance(p.balance);
   }
 
-  Progress progress(std::cerr, Progress::mode_for_stderr(p.quiet));
+  // Under torchrun or `pipebal launch`, this process is one rank; rank 0 reports the run.
+  settings.launch = distributed::launch_env_from_process();
+  const bool reports = !settings.launch || settings.launch->rank == 0;
+  Progress progress(std::cerr, Progress::mode_for_stderr(p.quiet || !reports));
   const int warmup = settings.warmup_steps;
   const reports::RunRecord run =
       run_training(settings, [&progress, warmup](int step, int total, double ms, double loss) {
@@ -93,6 +97,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
             warming_up ? warmup : total - warmup, fmt::format("{:.1f} ms, loss {:.4f}", ms, loss));
       });
   progress.finish();
+  if (!reports) return;
   print_summary(run);
   if (!p.output.empty()) {
     reports::write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
@@ -153,7 +158,11 @@ void add_train_command(CLI::App& app) {
       "Example:\n"
       "  pipebal train --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"
       "      --balance 5,5 --chunks 8 --steps 10 -o run.json --trace trace.json\n"
-      "  pipebal train --model resnet:depth=18,width=16 --plan plan.json -o run.json");
+      "  pipebal train --model resnet:depth=18,width=16 --plan plan.json -o run.json\n"
+      "One process per stage (rank r runs stage r; rank 0 writes the outputs):\n"
+      "  pipebal launch --nproc-per-node 2 -- pipebal train --plan plan.json -o run.json\n"
+      "  python3 -m torch.distributed.run --nproc-per-node 2 --no-python \\\n"
+      "      pipebal train --plan plan.json -o run.json");
   cmd->callback([p, cmd] {
     if (p->plan.empty() && p->balance.empty()) {
       throw std::invalid_argument("train: give --plan plan.json or --balance 3,3,2");

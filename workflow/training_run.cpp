@@ -2,12 +2,19 @@
 #include "workflow/training_run.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "distributed/c10d_transport.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "pipeline/pipeline.h"
@@ -46,6 +53,19 @@ std::vector<c10::Device> parse_devices(const std::vector<std::string>& names) {
   return devices;
 }
 
+// This process's peak resident set.
+int64_t peak_rss_bytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
+  return int64_t{usage.ru_maxrss} * 1024;  // kilobytes on Linux
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+
 }  // namespace
 
 std::vector<int> parse_balance(const std::string& text) {
@@ -79,11 +99,13 @@ struct TrainingRun::State {
   models::SyntheticData data;
   std::optional<profiler::CpuMemoryScope> memory;
   int memory_tag_base = 0;
+  std::shared_ptr<distributed::Group> group;  // of a multi-process run
   std::unique_ptr<pipeline::Pipeline> pipeline;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   pipeline::LossFn loss_fn;
   reports::RunRecord run;
   std::vector<pipeline::Timeline> timelines;
+  std::vector<double> origins_ms;  // of each measured step's timeline (StepResult::origin_ms)
   std::vector<int64_t> peak_bytes;
   int next_step = 0;
 };
@@ -136,8 +158,22 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     };
   }
   pipeline::micro_batch_sizes(st.shape[0], settings.chunks);  // rejects more chunks than samples
-  st.pipeline = std::make_unique<pipeline::Pipeline>(st.model.layers, settings.balance,
-                                                     parse_devices(settings.devices), options);
+  std::shared_ptr<pipeline::Transport> transport;
+  if (settings.launch && settings.launch->world_size > 1) {
+    const distributed::LaunchEnv& env = *settings.launch;
+    if (env.world_size != static_cast<int>(settings.balance.size())) {
+      throw std::invalid_argument(fmt::format(
+          "WORLD_SIZE is {}, but the balance has {} stages: start one process per stage",
+          env.world_size, settings.balance.size()));
+    }
+    const double timeout_s =
+        settings.step_timeout_s > 0 ? settings.step_timeout_s : kDefaultProcessTimeoutS;
+    st.group = std::make_shared<distributed::Group>(
+        env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    transport = distributed::c10d_transport(st.group);
+  }
+  st.pipeline = std::make_unique<pipeline::Pipeline>(
+      st.model.layers, settings.balance, parse_devices(settings.devices), options, transport);
   st.optimizer = make_optimizer(settings.optimizer, st.model.layers.parameters(), settings.lr);
   const models::LossKind loss_kind = st.model.info.loss;
   st.loss_fn = [loss_kind](const at::Tensor& out, const at::Tensor& target) {
@@ -183,6 +219,7 @@ void TrainingRun::step(const StepCallback& on_step) {
   if (st.memory) st.memory->reset_peak();
   pipeline::StepResult result = st.pipeline->step(st.data.input, st.data.target, st.loss_fn);
   for (size_t s = 0; st.memory && s < st.peak_bytes.size(); ++s) {
+    if (!st.pipeline->runs_stage(static_cast<int>(s))) continue;
     st.peak_bytes[s] =
         std::max(st.peak_bytes[s], st.memory->peak_bytes(st.memory_tag_base + static_cast<int>(s)));
   }
@@ -192,11 +229,77 @@ void TrainingRun::step(const StepCallback& on_step) {
   if (step < st.settings.warmup_steps) return;
   st.run.steps.push_back({step - st.settings.warmup_steps, result.step_ms, result.loss});
   st.timelines.push_back(std::move(result.timeline));
+  st.origins_ms.push_back(result.origin_ms);
+}
+
+int TrainingRun::rank() const {
+  return state_->group ? state_->group->rank() : 0;
+}
+
+// Every rank sends rank 0 its measured timelines (with their origins on rank 0's clock), its
+// stages' peak memory and its peak RSS; rank 0 merges them into one timeline per step.
+void TrainingRun::gather_ranks() {
+  State& st = *state_;
+  nlohmann::json mine;
+  mine["rank"] = st.group->rank();
+  mine["host"] = host_name();
+  mine["peak_rss_bytes"] = peak_rss_bytes();
+  mine["peak_bytes"] = st.peak_bytes;
+  mine["origins_ms"] = st.origins_ms;
+  nlohmann::json timelines = nlohmann::json::array();
+  for (const auto& t : st.timelines) timelines.push_back(reports::timeline_to_json(t));
+  mine["timelines"] = timelines;
+  const std::vector<std::string> all = st.group->gather("run", mine.dump());
+  if (all.empty()) return;  // not rank 0
+  std::vector<pipeline::Timeline> merged(st.timelines.size());
+  for (const std::string& text : all) {
+    const nlohmann::json theirs = nlohmann::json::parse(text);
+    const int rank = theirs.at("rank").get<int>();
+    const auto origins = theirs.at("origins_ms").get<std::vector<double>>();
+    const auto& lines = theirs.at("timelines");
+    if (origins.size() != merged.size() || lines.size() != merged.size()) {
+      throw std::runtime_error(
+          fmt::format("rank {} measured {} steps, rank 0 {}", rank, lines.size(), merged.size()));
+    }
+    for (size_t k = 0; k < merged.size(); ++k) {
+      const double shift = origins[k] - st.origins_ms[k];
+      for (pipeline::TimedAction t : reports::timeline_from_json(lines[k])) {
+        t.start_ms += shift;
+        t.end_ms += shift;
+        merged[k].push_back(t);
+      }
+    }
+    const auto peaks = theirs.at("peak_bytes").get<std::vector<int64_t>>();
+    for (size_t s = 0; s < peaks.size() && s < st.peak_bytes.size(); ++s) {
+      if (peaks[s] >= 0) st.peak_bytes[s] = peaks[s];
+    }
+    reports::ProcessRun process;
+    process.rank = rank;
+    process.stage = rank;
+    process.host = theirs.at("host").get<std::string>();
+    process.peak_rss_bytes = theirs.at("peak_rss_bytes").get<int64_t>();
+    st.run.processes.push_back(process);
+  }
+  // Each step's time axis starts at its earliest action.
+  for (auto& timeline : merged) {
+    double first = 0;
+    for (size_t i = 0; i < timeline.size(); ++i) {
+      first = i == 0 ? timeline[i].start_ms : std::min(first, timeline[i].start_ms);
+    }
+    for (auto& t : timeline) {
+      t.start_ms -= first;
+      t.end_ms -= first;
+    }
+    std::stable_sort(timeline.begin(), timeline.end(),
+                     [](const auto& a, const auto& b) { return a.stage < b.stage; });
+  }
+  st.timelines = std::move(merged);
 }
 
 reports::RunRecord TrainingRun::finish() {
   State& st = *state_;
   if (!done()) throw std::logic_error("TrainingRun::finish before the last step");
+  if (st.group) gather_ranks();
   reports::RunRecord run = st.run;
   std::vector<double> ms;
   for (const auto& s : run.steps) ms.push_back(s.ms);

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "distributed/launch_env.h"
 #include "pipeline/schedule.h"
 #include "reports/run_record.h"
 
@@ -30,7 +32,15 @@ struct TrainSettings {
   bool deferred_batch_norm = false;
   bool check_finite = false;
   double step_timeout_s = 0;  // a step running longer fails with pipeline::StepTimeout; 0: never
+  // One process per stage (rank r runs stage r) over c10d when set with world_size > 1, e.g.
+  // from torchrun's environment (distributed::launch_env_from_process()). Every process runs
+  // the same settings; rank 0's finish() returns the whole run.
+  std::optional<distributed::LaunchEnv> launch;
 };
+
+// How long a multi-process run waits for the other processes (to connect, to send) when no
+// step timeout is given.
+constexpr double kDefaultProcessTimeoutS = 300;
 
 // Called after every step (warm-up included) with the step index, the number of steps in all,
 // its time and loss.
@@ -52,10 +62,15 @@ class TrainingRun {
   bool done() const;
   // Runs the next step, warm-up steps first.
   void step(const StepCallback& on_step = {});
-  // The record of the measured steps; call once done().
+  // The record of the measured steps; call once done(). In a multi-process run, every process
+  // must call it: rank 0 gets the whole run (every stage's timeline and memory, every process's
+  // peak RSS), the others their own part.
   reports::RunRecord finish();
+  // Rank of this process in a multi-process run; 0 otherwise.
+  int rank() const;
 
  private:
+  void gather_ranks();
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -1,0 +1,293 @@
+// See group.h.
+#include "distributed/group.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "distributed/tags.h"
+#include "pipeline/error_text.h"
+
+namespace pipebal::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
+}
+
+std::string text_of(const std::vector<uint8_t>& bytes) {
+  return {bytes.begin(), bytes.end()};
+}
+std::vector<uint8_t> bytes_of(const std::string& text) {
+  return {text.begin(), text.end()};
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// The network device Gloo binds: loopback for a run on one host, else the interface named by
+// GLOO_SOCKET_IFNAME (as in PyTorch), else the address this host's name resolves to.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const LaunchEnv& env) {
+  if (is_loopback(env.master_addr)) {
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
+                                              std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env.master_port);
+  options.isServer = env.rank == 0 && !env.agent_store;
+  options.waitWorkers = false;  // the process group's connection is the rendezvous
+  options.timeout = timeout;
+  options.multiTenant = true;
+  const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  } catch (const std::exception& error) {
+    const std::string cause = pipeline::error_summary(error);
+    if (options.isServer) {
+      throw std::invalid_argument(fmt::format(
+          "rank 0 cannot serve the rendezvous on {} (MASTER_PORT in use? pick another with "
+          "--master-port): {}",
+          where, cause));
+    }
+    throw std::invalid_argument(fmt::format(
+        "rank {} cannot reach the rendezvous at {} within {} s (is rank 0 running there? check "
+        "MASTER_ADDR and MASTER_PORT): {}",
+        env.rank, where, timeout.count() / 1000.0, cause));
+  }
+  return c10::make_intrusive<c10d::PrefixStore>(
+      fmt::format("pipebal/attempt_{}", env.restart_count), store);
+}
+
+}  // namespace
+
+struct Group::State {
+  LaunchEnv env;
+  std::chrono::milliseconds timeout{0};
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  double clock_offset_ms = 0;
+
+  std::mutex mutex;
+  std::condition_variable stop_monitor;
+  bool stopping = false;
+  std::optional<std::string> failure;
+  std::set<c10d::Work*> waiting;
+  std::thread monitor;
+
+  // Every tenth of a second: has another process posted a failure? Then end this one's waits.
+  void watch_for_failures() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stop_monitor.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping; })) {
+      if (failure) continue;
+      lock.unlock();
+      std::optional<std::string> posted;
+      try {
+        if (store->check({"failure"})) posted = text_of(store->get("failure"));
+      } catch (const std::exception& error) {
+        posted = fmt::format("lost the rendezvous store at {}:{} (has rank 0 ended?): {}",
+                             env.master_addr, env.master_port, pipeline::first_line(error.what()));
+      }
+      lock.lock();
+      if (posted && !stopping) fail(*posted);
+    }
+  }
+
+  // Under `mutex`.
+  void fail(const std::string& what) {
+    if (failure) return;
+    failure = what;
+    for (c10d::Work* work : waiting) work->abort();
+  }
+
+  void synchronize_clocks();
+};
+
+// Rank r asks rank 0 for its clock a few times and keeps the exchange with the shortest round
+// trip: offset = rank 0's reading minus the midpoint of r's send and receive.
+void Group::State::synchronize_clocks() {
+  constexpr int kRounds = 8;
+  const int size = env.world_size;
+  auto stamp = at::zeros({1}, at::kDouble);
+  if (env.rank == 0) {
+    for (int r = 1; r < size; ++r) {
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<at::Tensor> message{stamp};
+        group->recv(message, r, kClockTag)->wait();
+        stamp.fill_(now_ms());
+        group->send(message, r, kClockTag)->wait();
+      }
+    }
+    return;
+  }
+  double best_round_trip = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<at::Tensor> message{stamp};
+    const double sent = now_ms();
+    group->send(message, 0, kClockTag)->wait();
+    group->recv(message, 0, kClockTag)->wait();
+    const double received = now_ms();
+    if (received - sent < best_round_trip) {
+      best_round_trip = received - sent;
+      clock_offset_ms = stamp.item<double>() - (sent + received) / 2;
+    }
+  }
+}
+
+Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
+    : state_(std::make_shared<State>()) {
+  State& st = *state_;
+  st.env = env;
+  st.timeout = timeout;
+  st.store = connect_store(env, timeout);
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  try {
+    options->devices.push_back(gloo_device(env));
+    st.group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("gloo", st.store), env.rank, env.world_size,
+        options);
+  } catch (const std::exception& error) {
+    throw std::invalid_argument(fmt::format(
+        "rank {}: the {} processes did not all connect within {} s (WORLD_SIZE={} processes "
+        "started?): {}",
+        env.rank, env.world_size, timeout.count() / 1000.0, env.world_size,
+        pipeline::error_summary(error)));
+  }
+  st.synchronize_clocks();
+  st.monitor = std::thread([state = state_] { state->watch_for_failures(); });
+}
+
+Group::~Group() {
+  State& st = *state_;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.stopping = true;
+  }
+  st.stop_monitor.notify_all();
+  st.monitor.join();
+  // The store lives in rank 0: it stays up until every process is done with it.
+  try {
+    st.store->add("finished", 1);
+    if (st.env.rank == 0 && !st.env.agent_store) {
+      // After a failure a process may have ended without saying so: wait briefly.
+      const auto deadline =
+          Clock::now() + (failure() ? std::chrono::milliseconds(2000) : st.timeout);
+      while (st.store->add("finished", 0) < st.env.world_size && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  } catch (const std::exception&) {
+    // The store is gone already: nothing is left to wait for.
+  }
+}
+
+int Group::rank() const {
+  return state_->env.rank;
+}
+int Group::size() const {
+  return state_->env.world_size;
+}
+const LaunchEnv& Group::env() const {
+  return state_->env;
+}
+std::chrono::milliseconds Group::timeout() const {
+  return state_->timeout;
+}
+c10d::ProcessGroup& Group::process_group() {
+  return *state_->group;
+}
+double Group::clock_offset_ms() const {
+  return state_->clock_offset_ms;
+}
+
+void Group::report_failure(const std::string& what) noexcept {
+  State& st = *state_;
+  const std::string message = fmt::format("rank {} failed: {}", st.env.rank, what);
+  try {
+    if (st.store->add("failed", 1) == 1) st.store->set("failure", bytes_of(message));
+  } catch (...) {
+    // The store is gone: the others learn of it from the lost connection instead.
+  }
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.fail(message);
+  }
+  // Rank 0 serves the store: it lingers until the others have polled the report, since its
+  // exit would otherwise reach them first, as a lost store.
+  if (st.env.rank == 0 && !st.env.agent_store)
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+}
+
+std::optional<std::string> Group::failure() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->failure;
+}
+
+void Group::wait(c10d::Work& work, const std::string& what) {
+  State& st = *state_;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    if (st.failure) throw RemoteFailure("stopped: " + *st.failure);
+    st.waiting.insert(&work);
+  }
+  bool completed = false;
+  std::exception_ptr error;
+  try {
+    completed = work.wait();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.waiting.erase(&work);
+  }
+  if (completed && !error) return;
+  // A lost connection is most often the echo of a failure elsewhere: prefer its report, which
+  // reaches the board within moments.
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (error && !failure() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (auto posted = failure()) throw RemoteFailure("stopped: " + *posted);
+  if (!error) throw RemoteFailure(what + ": aborted");
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    throw RemoteFailure(fmt::format("{}: {}", what, pipeline::error_summary(e)));
+  }
+}
+
+std::vector<std::string> Group::gather(const std::string& name, const std::string& mine) {
+  State& st = *state_;
+  st.store->set(fmt::format("gather/{}/{}", name, st.env.rank), bytes_of(mine));
+  if (st.env.rank != 0) return {};
+  std::vector<std::string> all;
+  for (int r = 0; r < st.env.world_size; ++r) {
+    const std::string key = fmt::format("gather/{}/{}", name, r);
+    st.store->wait({key}, st.timeout);
+    all.push_back(text_of(st.store->get(key)));
+  }
+  return all;
+}
+
+}  // namespace pipebal::distributed

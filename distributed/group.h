@@ -1,0 +1,73 @@
+// The processes of one multi-process run, joined over c10d: a TCPStore rendezvous on
+// MASTER_ADDR:MASTER_PORT and a Gloo process group for the messages. Besides the group itself
+// it keeps what the run needs around the messages:
+//  - a failure board: the first process whose stage fails posts what happened; every other
+//    process notices within a fraction of a second and ends its waits with that message;
+//  - a clock offset to rank 0's steady clock, so that the processes' timelines line up;
+//  - a gather of strings to rank 0 (the per-rank results of a run).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "distributed/launch_env.h"
+
+namespace c10d {
+class ProcessGroup;
+class Work;
+}  // namespace c10d
+
+namespace pipebal::distributed {
+
+// Another process of the run failed (or could no longer be reached); the message says which
+// and what happened.
+class RemoteFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Group {
+ public:
+  // Joins the run: every process must call it; returns once all `env.world_size` processes
+  // are connected. Waits and messages give up after `timeout` (the rendezvous included).
+  // Throws std::invalid_argument with one line for a port in use or a master that cannot be
+  // reached.
+  Group(const LaunchEnv& env, std::chrono::milliseconds timeout);
+  // Rank 0 waits (up to the timeout) until every process has finished with the store it
+  // serves.
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  int rank() const;
+  int size() const;
+  const LaunchEnv& env() const;
+  std::chrono::milliseconds timeout() const;
+  c10d::ProcessGroup& process_group();
+
+  // Posts `what` as this run's failure, unless another process posted one first. Never throws.
+  void report_failure(const std::string& what) noexcept;
+  // The posted failure, once this process has noticed it.
+  std::optional<std::string> failure() const;
+
+  // Waits for `work` (a receive or send of this process); a failure posted meanwhile ends the
+  // wait early. Throws RemoteFailure for a posted failure, and rethrows the work's own error
+  // (a lost connection, the timeout) prefixed by `what`.
+  void wait(c10d::Work& work, const std::string& what);
+
+  // Rank 0 gets every rank's `mine`, by rank; the others get an empty vector.
+  std::vector<std::string> gather(const std::string& name, const std::string& mine);
+
+  // Milliseconds to add to this process's steady clock to read rank 0's.
+  double clock_offset_ms() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace pipebal::distributed

@@ -1,0 +1,61 @@
+// See launch_env.h.
+#include "distributed/launch_env.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace pipebal::distributed {
+namespace {
+
+int integer(const GetEnv& getenv, const char* name, int low, int high,
+            std::optional<int> fallback = std::nullopt) {
+  const char* text = getenv(name);
+  if (text == nullptr || *text == '\0') {
+    if (fallback) return *fallback;
+    throw std::invalid_argument(
+        fmt::format("{} is not set (WORLD_SIZE is: a multi-process run "
+                    "needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)",
+                    name));
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < low || value > high) {
+    throw std::invalid_argument(
+        fmt::format("{}={}: expected an integer from {} to {}", name, text, low, high));
+  }
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+std::optional<LaunchEnv> launch_env_from(const GetEnv& getenv) {
+  const char* world = getenv("WORLD_SIZE");
+  if (world == nullptr || *world == '\0') return std::nullopt;
+  LaunchEnv env;
+  constexpr int kMaxWorld = 1 << 16;
+  env.world_size = integer(getenv, "WORLD_SIZE", 1, kMaxWorld);
+  env.rank = integer(getenv, "RANK", 0, env.world_size - 1);
+  env.local_world_size = integer(getenv, "LOCAL_WORLD_SIZE", 1, env.world_size, env.world_size);
+  env.local_rank = integer(getenv, "LOCAL_RANK", 0, env.local_world_size - 1, env.rank);
+  const char* addr = getenv("MASTER_ADDR");
+  if (env.world_size > 1 && (addr == nullptr || *addr == '\0')) {
+    throw std::invalid_argument("MASTER_ADDR is not set (the host of rank 0's rendezvous store)");
+  }
+  if (addr != nullptr && *addr != '\0') env.master_addr = addr;
+  env.master_port = integer(getenv, "MASTER_PORT", 1, 65535,
+                            env.world_size > 1 ? std::nullopt : std::optional<int>(29500));
+  const char* agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+  env.agent_store = agent != nullptr && std::string(agent) == "True";
+  env.restart_count = integer(getenv, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 30, 0);
+  return env;
+}
+
+std::optional<LaunchEnv> launch_env_from_process() {
+  return launch_env_from([](const char* name) { return std::getenv(name); });
+}
+
+}  // namespace pipebal::distributed
