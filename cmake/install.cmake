@@ -1,13 +1,15 @@
 # `cmake --install BUILD --prefix P`: headers under P/include/pipebal/, the libraries, the
 # `pipebal` executable, a CMake package (find_package(pipebal CONFIG) with targets
 # pipebal::balance, pipebal::reports, pipebal::schedule — torch-free — and pipebal::pipeline,
-# pipebal::models, pipebal::profiler, pipebal::workflow, which bring LibTorch) and pkg-config files for the
+# pipebal::distributed, pipebal::models, pipebal::profiler, pipebal::workflow, which bring
+# LibTorch) and pkg-config files for the
 # torch-free balancer.
 include(CMakePackageConfigHelpers)
 
 set(PIPEBAL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/pipebal)
 
-foreach(module schedule reports balance pipeline models profiler workflow git_commit)
+foreach(module schedule reports balance pipeline launch distributed models profiler workflow
+               git_commit)
   set_target_properties(pipebal_${module} PROPERTIES EXPORT_NAME ${module})
 endforeach()
 
@@ -15,7 +17,8 @@ endforeach()
 install(TARGETS pipebal_schedule pipebal_reports pipebal_balance
         EXPORT pipebalBalanceTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS pipebal_pipeline pipebal_models pipebal_profiler pipebal_workflow pipebal_git_commit
+install(TARGETS pipebal_pipeline pipebal_launch pipebal_distributed pipebal_models pipebal_profiler
+                pipebal_workflow pipebal_git_commit
         EXPORT pipebalTorchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS pipebal RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -23,7 +26,7 @@ install(TARGETS pipebal RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT pipebalBalanceTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
 install(EXPORT pipebalTorchTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
 
-foreach(module pipeline balance profiler models reports workflow common)
+foreach(module pipeline distributed balance profiler models reports workflow common)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipebal/${module}
           FILES_MATCHING PATTERN "*.h")

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 #include <torch/torch.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "distributed/tags.h"
 

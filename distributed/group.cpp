@@ -213,7 +213,7 @@ const LaunchEnv& Group::env() const {
 std::chrono::milliseconds Group::timeout() const {
   return state_->timeout;
 }
-c10d::ProcessGroup& Group::process_group() {
+c10d::ProcessGroupGloo& Group::process_group() {
   return *state_->group;
 }
 double Group::clock_offset_ms() const {

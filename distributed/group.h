@@ -17,7 +17,7 @@
 #include "distributed/launch_env.h"
 
 namespace c10d {
-class ProcessGroup;
+class ProcessGroupGloo;  // a ProcessGroup in LibTorch 1.x, a Backend in 2.x
 class Work;
 }  // namespace c10d
 
@@ -47,7 +47,7 @@ class Group {
   int size() const;
   const LaunchEnv& env() const;
   std::chrono::milliseconds timeout() const;
-  c10d::ProcessGroup& process_group();
+  c10d::ProcessGroupGloo& process_group();
 
   // Posts `what` as this run's failure, unless another process posted one first. Never throws.
   void report_failure(const std::string& what) noexcept;

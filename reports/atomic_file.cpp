@@ -29,6 +29,7 @@ constexpr int kSlots = 16;
 constexpr size_t kPathBytes = 4096;
 std::array<std::atomic<bool>, kSlots> slot_used{};
 std::array<std::array<char, kPathBytes>, kSlots> slot_path{};
+volatile sig_atomic_t announce_interrupt = 1;
 
 int register_temporary(const std::string& path) {
   if (path.size() + 1 > kPathBytes) return -1;
@@ -52,8 +53,10 @@ extern "C" void remove_temporaries_and_exit(int signal_number) {
   }
   const char* message =
       signal_number == SIGINT ? "pipebal: interrupted\n" : "pipebal: terminated\n";
-  const ssize_t ignored = ::write(STDERR_FILENO, message, std::strlen(message));
-  (void)ignored;
+  if (announce_interrupt) {
+    const ssize_t ignored = ::write(STDERR_FILENO, message, std::strlen(message));
+    (void)ignored;
+  }
   ::_exit(128 + signal_number);
 }
 
@@ -141,7 +144,8 @@ void sync_directory(const fs::path& target) {
 
 }  // namespace
 
-void install_interrupt_cleanup() {
+void install_interrupt_cleanup(bool announce) {
+  announce_interrupt = announce ? 1 : 0;
   struct sigaction action {};
   action.sa_handler = remove_temporaries_and_exit;
   sigemptyset(&action.sa_mask);

@@ -20,8 +20,9 @@ constexpr int64_t kMaxReadBytes = int64_t{1} << 30;
 void write_file_atomically(const std::string& path, const std::string& content);
 
 // Makes SIGINT and SIGTERM remove the temporary files being written, print one line
-// ("pipebal: interrupted") and exit with status 128 + the signal. For executables.
-void install_interrupt_cleanup();
+// ("pipebal: interrupted") unless `announce` is false (a process of a launched run, whose
+// launcher says it), and exit with status 128 + the signal. For executables.
+void install_interrupt_cleanup(bool announce = true);
 
 // A directory of documents that appears whole or not at all: its files are written into
 // PATH.tmp.PID, and commit() renames that over PATH (replacing an earlier run's directory), so

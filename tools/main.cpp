@@ -17,6 +17,7 @@
 #include "reports/atomic_file.h"
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
+#include "tools/launch_command.h"
 #include "tools/models_command.h"
 #include "tools/profile_command.h"
 #include "tools/report_command.h"
@@ -39,7 +40,7 @@ std::string rank_prefix() {
 
 int main(int argc, char** argv) {
   pipebal::workflow::keep_freed_memory_in_process();
-  pipebal::reports::install_interrupt_cleanup();
+  pipebal::reports::install_interrupt_cleanup(rank_prefix().empty());
   CLI::App app{
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
       "and compare the predicted speed-up with the measured one."};
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
       "  pipebal balance profile.json --stages 4 --chunks 8 -o plan.json\n"
       "Run `pipebal COMMAND --help` for a command's options.");
   pipebal::tools::add_demo_command(app);
+  pipebal::tools::add_launch_command(app);
   pipebal::tools::add_models_command(app);
   pipebal::tools::add_balance_command(app);
   pipebal::tools::add_profile_command(app);
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const pipebal::tools::ExitStatus& exit) {
+    return exit.status;
   } catch (const CLI::ParseError& error) {
     // --help and --version arrive here too, with exit code 0.
     if (error.get_exit_code() == 0) return app.exit(error);

@@ -1,0 +1,214 @@
+// See launcher.h.
+#include "distributed/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace pipebal::distributed {
+namespace {
+
+volatile sig_atomic_t g_interrupt = 0;
+
+void on_interrupt(int signal) {
+  g_interrupt = signal;
+}
+
+// A port no socket of this host listens on now (the kernel's pick for port 0).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  close(fd);
+  if (!ok) throw std::runtime_error(std::string("finding a free port: ") + std::strerror(errno));
+  return ntohs(address.sin_port);
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) {
+    const int signal = WTERMSIG(status);
+    const char* name = sigabbrev_np(signal);
+    return fmt::format("was killed by signal {} (SIG{})", signal, name ? name : "?");
+  }
+  return fmt::format("exited with status {}", WEXITSTATUS(status));
+}
+
+int exit_code(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+// In the child: torchrun's environment, then the command. Never returns.
+[[noreturn]] void run_child(const LaunchOptions& options, int port, int local_rank,
+                            pid_t launcher) {
+  // Die with the launcher (no orphans), even if it dies before this line runs.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(137);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  const int world = options.nproc_per_node * options.nnodes;
+  const int rank = options.node_rank * options.nproc_per_node + local_rank;
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+  setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
+  setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
+  setenv("GROUP_RANK", std::to_string(options.node_rank).c_str(), 1);
+  setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  unsetenv("TORCHELASTIC_USE_AGENT_STORE");  // the launcher serves no store: rank 0 does
+  std::vector<char*> argv;
+  for (const auto& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  const std::string message = fmt::format("pipebal launch: cannot run '{}': {}\n",
+                                          options.command[0], std::strerror(errno));
+  (void)!write(STDERR_FILENO, message.data(), message.size());
+  _exit(127);
+}
+
+}  // namespace
+
+void check(const LaunchOptions& options) {
+  constexpr int kMaxProcesses = 1024;
+  if (options.nproc_per_node < 1 || options.nproc_per_node > kMaxProcesses) {
+    throw std::invalid_argument(fmt::format("--nproc-per-node must be between 1 and {}, got {}",
+                                            kMaxProcesses, options.nproc_per_node));
+  }
+  if (options.nnodes < 1 || options.nnodes > kMaxProcesses) {
+    throw std::invalid_argument(
+        fmt::format("--nnodes must be between 1 and {}, got {}", kMaxProcesses, options.nnodes));
+  }
+  if (options.node_rank < 0 || options.node_rank >= options.nnodes) {
+    throw std::invalid_argument(
+        fmt::format("--node-rank must be between 0 and {} (--nnodes {}), got {}",
+                    options.nnodes - 1, options.nnodes, options.node_rank));
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    throw std::invalid_argument(
+        fmt::format("--master-port must be between 0 and 65535, got {}", options.master_port));
+  }
+  if (options.master_port == 0 && options.nnodes > 1) {
+    throw std::invalid_argument(
+        "--master-port 0 (any free port) works on one node only: give "
+        "every node the same port");
+  }
+  if (options.master_addr.empty()) throw std::invalid_argument("--master-addr must not be empty");
+  if (options.command.empty()) {
+    throw std::invalid_argument(
+        "give the command to run after --, e.g. pipebal launch --nproc-per-node 2 -- pipebal "
+        "train --balance 3,2");
+  }
+  if (!(options.grace_s >= 0)) throw std::invalid_argument("the grace period must be >= 0 s");
+}
+
+int launch(const LaunchOptions& options, std::ostream& log) {
+  check(options);
+  const int port = options.master_port == 0 ? free_port() : options.master_port;
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;  // no SA_RESTART: waitpid returns to pass the signal on
+  sigemptyset(&action.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &action, &old_int);
+  sigaction(SIGTERM, &action, &old_term);
+
+  std::vector<pid_t> children;
+  const pid_t launcher = getpid();
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      log << "pipebal launch: fork failed: " << std::strerror(errno) << "\n";
+      for (pid_t child : children) kill(child, SIGKILL);
+      for (pid_t child : children) waitpid(child, nullptr, 0);
+      return 1;
+    }
+    if (pid == 0) run_child(options, port, local, launcher);
+    children.push_back(pid);
+  }
+
+  const int first_rank = options.node_rank * options.nproc_per_node;
+  auto rank_of = [&](pid_t pid) {
+    for (size_t i = 0; i < children.size(); ++i)
+      if (children[i] == pid) return first_rank + static_cast<int>(i);
+    return -1;
+  };
+  auto stop_all = [&](int signal) {
+    for (pid_t child : children)
+      if (child > 0) kill(child, signal);
+  };
+  int running = options.nproc_per_node;
+  int result = 0;
+  bool stopping = false;
+  int forwarded = 0;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point kill_at = Clock::time_point::max();
+  while (running > 0) {
+    if (g_interrupt != 0 && forwarded != g_interrupt) {
+      forwarded = g_interrupt;
+      stop_all(forwarded);
+      if (!stopping) {
+        result = 128 + forwarded;
+        log << fmt::format("pipebal launch: {}; stopping {} process{}\n",
+                           forwarded == SIGINT ? "interrupted" : "terminated", running,
+                           running == 1 ? "" : "es")
+            << std::flush;
+      }
+      stopping = true;
+      kill_at =
+          std::min(kill_at, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(options.grace_s)));
+    }
+    if (Clock::now() >= kill_at) {
+      stop_all(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+    int status = 0;
+    // Poll while others must be stopped on time; block otherwise (a signal interrupts it).
+    const pid_t pid = waitpid(-1, &status, kill_at == Clock::time_point::max() ? 0 : WNOHANG);
+    if (pid == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;  // no children left
+    }
+    const int rank = rank_of(pid);
+    if (rank < 0) continue;
+    children[rank - first_rank] = -1;
+    --running;
+    const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (failed && !stopping) {
+      stopping = true;
+      result = exit_code(status);
+      log << fmt::format("pipebal launch: rank {} {}; stopping the other {} process{}\n", rank,
+                         describe(status), running, running == 1 ? "" : "es")
+          << std::flush;
+      stop_all(SIGTERM);
+      kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(options.grace_s));
+    }
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  return result;
+}
+
+}  // namespace pipebal::distributed

@@ -1,0 +1,33 @@
+// `pipebal launch`: starts the processes of one host of a multi-process run, the way torchrun
+// does but without Python. Each process gets torchrun's environment (RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT); the first one to fail stops the
+// others. Torch-free.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace pipebal::distributed {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;           // 0: a free port of this host (one node only)
+  std::vector<std::string> command;  // the program and its arguments, run once per process
+  // After the first failure, how long the others get to end on SIGTERM before SIGKILL.
+  double grace_s = 5;
+};
+
+// Throws std::invalid_argument for inconsistent options (one line naming the option).
+void check(const LaunchOptions& options);
+
+// Runs the processes to the end. Returns 0 when all succeeded; otherwise the status of the
+// first to fail (128 + signal for one killed by a signal) after stopping the rest, with one line
+// on `log` naming it. SIGINT or SIGTERM to the launcher is passed on to every process. A process
+// outlives the launcher by nothing: each is killed should the launcher die.
+int launch(const LaunchOptions& options, std::ostream& log);
+
+}  // namespace pipebal::distributed

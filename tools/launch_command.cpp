@@ -1,0 +1,48 @@
+// See launch_command.h.
+#include "tools/launch_command.h"
+
+#include <iostream>
+#include <memory>
+
+#include "distributed/launcher.h"
+
+namespace pipebal::tools {
+
+void add_launch_command(CLI::App& app) {
+  auto options = std::make_shared<distributed::LaunchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "Run a command as N processes per node, with torchrun's environment");
+  cmd->add_option("--nproc-per-node,--nproc_per_node", options->nproc_per_node,
+                  "processes on this node")
+      ->capture_default_str();
+  cmd->add_option("--nnodes", options->nnodes, "nodes in all")->capture_default_str();
+  cmd->add_option("--node-rank,--node_rank", options->node_rank, "this node's index")
+      ->capture_default_str();
+  cmd->add_option("--master-addr,--master_addr", options->master_addr,
+                  "host of rank 0, which serves the rendezvous")
+      ->capture_default_str();
+  cmd->add_option("--master-port,--master_port", options->master_port,
+                  "port of the rendezvous (0: any free port, one node only)")
+      ->capture_default_str();
+  cmd->add_option("--grace", options->grace_s,
+                  "seconds the others get to stop after the first failure, before SIGKILL")
+      ->capture_default_str();
+  cmd->add_option("command", options->command, "the command each process runs, after --")
+      ->required();
+  cmd->footer(
+      "Each process gets RANK, WORLD_SIZE (nproc-per-node x nnodes), LOCAL_RANK,\n"
+      "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun sets them; `pipebal train`\n"
+      "then runs stage RANK. The first process to fail stops the others; the launcher exits\n"
+      "with its status.\n"
+      "Examples:\n"
+      "  pipebal launch --nproc-per-node 2 -- pipebal train --plan plan.json -o run.json\n"
+      "  # two hosts, two stages each:\n"
+      "  pipebal launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr host0 \\\n"
+      "      --master-port 29500 -- pipebal train --balance 2,2,2,2 -o run.json");
+  cmd->callback([options] {
+    distributed::check(*options);
+    throw ExitStatus{distributed::launch(*options, std::cerr)};
+  });
+}
+
+}  // namespace pipebal::tools
