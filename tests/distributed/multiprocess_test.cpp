@@ -1,0 +1,161 @@
+// Pipelines across processes, on loopback, with real processes: started by `pipebal launch`
+// (and torchrun, in the CLI tests), or here one by one with torchrun's environment so that the
+// ranks' own failure handling is seen without a launcher stopping them.
+//  - Transparency: every step's loss and each stage's gradients equal the plain model's to
+//    1e-10 (transparency_rank.cpp checks them in each rank) for 2 and 3 processes, GPipe and
+//    1F1B, every checkpoint mode, skip tensors and deferred batch norm.
+//  - Failure: a rank that throws, is killed with SIGKILL or hangs ends every rank, each with
+//    one line that names the failed rank; a launch exits with the failed rank's status.
+// Every run is bounded by `timeout`, so a hang fails the test instead of stalling the suite.
+#include <sys/wait.h>
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tests/support/scratch_dir.h"
+#include "tests/tools/cli_support.h"
+
+namespace {
+
+using pipebal::testing::count_lines;
+using pipebal::testing::read_text;
+using pipebal::testing::scratch_path;
+
+constexpr const char* kGuard = "timeout -s KILL 120 ";
+
+struct Launched {
+  int status = -1;
+  std::string err;
+};
+
+Launched launch(int processes, const std::string& args) {
+  const std::string err = scratch_path("launch.err");
+  const std::string command = fmt::format(
+      "{}{} launch --nproc-per-node {} --master-port 0 -- {} {} >{} 2>{}", kGuard, PIPEBAL_BINARY,
+      processes, PIPEBAL_RANK_BINARY, args, scratch_path("launch.out"), err);
+  const int raw = std::system(command.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(err)};
+}
+
+struct Config {
+  std::string schedule;
+  std::string checkpoint;
+  std::string balance;
+  int chunks;
+  bool batch_norm = false;
+};
+
+void PrintTo(const Config& c, std::ostream* os) {
+  *os << c.schedule << ", checkpoint " << c.checkpoint << ", balance " << c.balance << ", "
+      << c.chunks << " chunks" << (c.batch_norm ? ", deferred batch norm" : "");
+}
+
+class AcrossProcesses : public ::testing::TestWithParam<Config> {};
+
+TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
+  const Config& c = GetParam();
+  int processes = 1;
+  for (char ch : c.balance) processes += ch == ',';
+  const Launched run =
+      launch(processes,
+             fmt::format("--schedule {} --checkpoint {} --balance {} --chunks {}{}", c.schedule,
+                         c.checkpoint, c.balance, c.chunks, c.batch_norm ? " --batch-norm" : ""));
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(count_lines(read_text(scratch_path("launch.out"))), processes)
+      << "each rank says its steps matched";
+}
+
+std::vector<Config> configs() {
+  std::vector<Config> all;
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    for (const char* checkpoint : {"always", "except_last", "never"}) {
+      all.push_back({schedule, checkpoint, "3,3,2", 4});  // the skip crosses two processes
+    }
+    all.push_back({schedule, "except_last", "4,4", 3});
+    all.push_back({schedule, "except_last", "2,3", 3, true});
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, AcrossProcesses, ::testing::ValuesIn(configs()));
+
+// Runs `processes` ranks of transparency_rank directly (no launcher), each with its own
+// stderr, and returns each one's wait status.
+std::vector<int> spawn_ranks(int processes, const std::string& args) {
+  std::string script =
+      "pids=(); port=$(python3 -c 'import socket; s=socket.socket(); "
+      "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'); ";
+  for (int r = 0; r < processes; ++r) {
+    script += fmt::format(
+        "WORLD_SIZE={0} RANK={1} LOCAL_RANK={1} LOCAL_WORLD_SIZE={0} MASTER_ADDR=127.0.0.1 "
+        "MASTER_PORT=$port {2}{3} {4} 2>{5} & pids+=($!); ",
+        processes, r, kGuard, PIPEBAL_RANK_BINARY, args, scratch_path(fmt::format("err{}", r)));
+  }
+  for (int r = 0; r < processes; ++r) {
+    script += fmt::format("wait ${{pids[{}]}}; echo $? >{}; ", r,
+                          scratch_path(fmt::format("status{}", r)));
+  }
+  const std::string file = scratch_path("spawn.sh");
+  { std::ofstream(file) << script << "\n"; }
+  EXPECT_EQ(std::system(("bash " + file + " >/dev/null").c_str()), 0);
+  std::vector<int> statuses;
+  for (int r = 0; r < processes; ++r) {
+    statuses.push_back(std::stoi("0" + read_text(scratch_path(fmt::format("status{}", r)))));
+  }
+  return statuses;
+}
+
+std::string rank_err(int r) {
+  return read_text(scratch_path(fmt::format("err{}", r)));
+}
+
+// Every rank but `failed` ends with status 2 and one line that names the failed rank.
+void expect_others_stopped_naming(const std::vector<int>& statuses, int failed) {
+  for (int r = 0; r < static_cast<int>(statuses.size()); ++r) {
+    if (r == failed) continue;
+    EXPECT_EQ(statuses[r], 2) << "rank " << r << ": " << rank_err(r);
+    EXPECT_EQ(count_lines(rank_err(r)), 1) << rank_err(r);
+    EXPECT_NE(rank_err(r).find(fmt::format("rank {}", failed)), std::string::npos) << rank_err(r);
+  }
+}
+
+TEST(AcrossProcessesFailure, ARankThatThrowsStopsEveryRank) {
+  const auto statuses = spawn_ranks(3, "--balance 3,3,2 --fail throw --fail-rank 1");
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[1], 2);
+  EXPECT_NE(rank_err(1).find("injected failure"), std::string::npos) << rank_err(1);
+  expect_others_stopped_naming(statuses, 1);
+  EXPECT_NE(rank_err(0).find("stopped: rank 1 failed: stage 1"), std::string::npos) << rank_err(0);
+  EXPECT_NE(rank_err(0).find("injected failure"), std::string::npos) << rank_err(0);
+}
+
+TEST(AcrossProcessesFailure, ARankKilledMidStepStopsEveryRank) {
+  const auto statuses = spawn_ranks(3, "--balance 3,3,2 --fail kill --fail-rank 1 --timeout 30");
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[1], 128 + 9) << "killed by SIGKILL";
+  expect_others_stopped_naming(statuses, 1);
+}
+
+TEST(AcrossProcessesFailure, ARankThatHangsIsNamedAtTheTimeout) {
+  const auto statuses = spawn_ranks(3, "--balance 3,3,2 --fail hang --fail-rank 1 --timeout 3");
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[1], 2);
+  EXPECT_NE(rank_err(1).find("longer than 3 s (--timeout); still running: stage 1 (forward of"),
+            std::string::npos)
+      << rank_err(1);
+  expect_others_stopped_naming(statuses, 1);
+}
+
+TEST(AcrossProcessesFailure, LaunchStopsTheOthersAndExitsWithTheFailedRanksStatus) {
+  const Launched run = launch(3, "--balance 3,3,2 --fail throw --fail-rank 2");
+  EXPECT_EQ(run.status, 2) << run.err;
+  EXPECT_NE(run.err.find("pipebal launch: rank 2 exited with status 2; stopping the other"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("rank 2: stage 2"), std::string::npos) << run.err;
+}
+
+}  // namespace

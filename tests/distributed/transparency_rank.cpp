@@ -1,0 +1,234 @@
+// One rank of a multi-process pipeline test, started by `pipebal launch` or by the test itself
+// with torchrun's environment. Each rank trains the same float64 model (skip tensor, two inputs,
+// a dropped tensor; or one with batch norm) three ways for a few SGD steps: plainly, through a
+// pipeline of threads in this process, and through the c10d pipeline in which it runs stage
+// RANK. Every step's loss and its own stage's gradients must equal the threaded pipeline's and
+// the plain model's to 1e-10; with deferred batch norm, whose micro-batch statistics differ from
+// the whole batch's by design, gradients and running statistics must equal the threaded
+// pipeline's (whose statistics tests/pipeline checks against the plain model). Exit 0 when they do,
+// 1 when not, 2 when the run failed (one line on stderr, as the CLI). A failure can be injected
+// into one rank: a throw, a SIGKILL or a never-returning layer in its stage's first forward of
+// step 1.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "distributed/c10d_transport.h"
+#include "distributed/launch_env.h"
+#include "pipeline/batch_norm.h"
+#include "pipeline/error_text.h"
+#include "pipeline/pipeline.h"
+#include "tests/support/skip_model.h"
+
+namespace {
+
+using namespace pipebal;
+using pipeline::Batch;
+using pipeline::LayerSeq;
+
+std::atomic<bool> g_armed{false};
+std::string g_failure;
+
+// Passes its input through; when armed, fails the way the test asked.
+struct InjectImpl : torch::nn::Cloneable<InjectImpl> {
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    if (g_armed) {
+      if (g_failure == "throw") throw std::runtime_error("injected failure");
+      if (g_failure == "kill") raise(SIGKILL);
+      if (g_failure == "hang") {
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+      }
+    }
+    return x;
+  }
+};
+TORCH_MODULE(Inject);
+
+LayerSeq batch_norm_model() {
+  namespace nn = torch::nn;
+  torch::manual_seed(4);
+  LayerSeq seq("bn");
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(6, 4)));
+  seq.add(pipeline::make_layer("bn", "BatchNorm", pipeline::BatchNorm(4)));
+  seq.add(pipeline::make_layer("fc2", "Linear", nn::Linear(4, 4)));
+  seq.add(pipeline::make_layer("bn2", "BatchNorm", pipeline::BatchNorm(4)));
+  seq.add(pipeline::make_layer("head", "Linear", nn::Linear(4, 3)));
+  seq.to(torch::kDouble);
+  return seq;
+}
+
+// The model, with the injecting layer first in stage `fail_stage` (which grows by one layer).
+LayerSeq build(bool batch_norm, std::vector<int>& balance, int fail_stage) {
+  LayerSeq base = batch_norm ? batch_norm_model() : pipeline::testing::make_model(1);
+  if (fail_stage < 0) return base;
+  size_t at = 0;
+  for (int s = 0; s < fail_stage; ++s) at += static_cast<size_t>(balance[s]);
+  LayerSeq with(base.name());
+  for (size_t l = 0; l < base.size(); ++l) {
+    if (l == at) with.add(pipeline::make_layer("inject", "Inject", Inject()));
+    with.add(base.at(l));
+  }
+  balance[fail_stage] += 1;
+  return with;
+}
+
+std::vector<int> parse_list(const std::string& text) {
+  std::vector<int> values;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    values.push_back(std::stoi(text.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return values;
+}
+
+int run(int argc, char** argv) {
+  std::string schedule = "gpipe", checkpoint = "never", balance_text = "4,4";
+  int chunks = 3, steps = 3, fail_rank = -1;
+  double timeout_s = 60;
+  bool batch_norm = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (arg == "--schedule")
+      schedule = value();
+    else if (arg == "--checkpoint")
+      checkpoint = value();
+    else if (arg == "--balance")
+      balance_text = value();
+    else if (arg == "--chunks")
+      chunks = std::stoi(value());
+    else if (arg == "--steps")
+      steps = std::stoi(value());
+    else if (arg == "--batch-norm")
+      batch_norm = true;
+    else if (arg == "--fail")
+      g_failure = value();
+    else if (arg == "--fail-rank")
+      fail_rank = std::stoi(value());
+    else if (arg == "--timeout")
+      timeout_s = std::stod(value());
+    else
+      throw std::invalid_argument("unknown argument " + arg);
+  }
+  const auto env = distributed::launch_env_from_process();
+  if (!env)
+    throw std::invalid_argument("run me with torchrun's environment (WORLD_SIZE, RANK, ...)");
+  const int rank = env->rank;
+
+  std::vector<int> balance = parse_list(balance_text);
+  const int fail_stage = g_failure.empty() ? -1 : fail_rank;
+  LayerSeq plain = build(batch_norm, balance, fail_stage);
+  std::vector<int> same_balance = parse_list(balance_text);
+  LayerSeq piped = build(batch_norm, same_balance, fail_stage);
+  same_balance = parse_list(balance_text);
+  LayerSeq threaded = build(batch_norm, same_balance, fail_stage);
+
+  torch::manual_seed(42);
+  const int64_t samples = 11;
+  Batch input = batch_norm
+                    ? Batch(torch::randn({samples, 6}, torch::kDouble) * 3 + 1)
+                    : Batch({torch::randn({samples, pipeline::testing::kWidth}, torch::kDouble),
+                             torch::randn({samples, pipeline::testing::kWidth}, torch::kDouble)});
+  const at::Tensor target = torch::randn({samples, 3}, torch::kDouble);
+
+  auto group = std::make_shared<distributed::Group>(
+      *env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  pipeline::PipelineOptions options;
+  options.chunks = chunks;
+  options.schedule = pipeline::parse_schedule_kind(schedule);
+  options.checkpoint = pipeline::parse_checkpoint_mode(checkpoint);
+  options.deferred_batch_norm = batch_norm;
+  options.step_timeout_s = timeout_s;
+  pipeline::Pipeline pipe(piped, balance, {}, options, distributed::c10d_transport(group));
+  pipeline::Pipeline threads(threaded, balance, {}, options);
+
+  size_t first = 0;
+  for (int s = 0; s < rank; ++s) first += static_cast<size_t>(balance[s]);
+  const LayerSeq mine_plain = plain.slice(first, balance[rank]);
+  const LayerSeq mine_piped = piped.slice(first, balance[rank]);
+  const LayerSeq mine_threaded = threaded.slice(first, balance[rank]);
+  torch::optim::SGD plain_sgd(plain.parameters(), torch::optim::SGDOptions(0.05));
+  torch::optim::SGD piped_sgd(piped.parameters(), torch::optim::SGDOptions(0.05));
+  torch::optim::SGD threaded_sgd(threaded.parameters(), torch::optim::SGDOptions(0.05));
+
+  int mismatches = 0;
+  auto expect = [&](bool ok, const std::string& what) {
+    if (ok) return;
+    ++mismatches;
+    std::cerr << fmt::format("rank {}: {}\n", rank, what);
+  };
+  auto expect_same_gradients = [&](const LayerSeq& reference, const std::string& name, int step) {
+    const auto params = mine_piped.parameters(), expected = reference.parameters();
+    expect(!params.empty() && params.size() == expected.size(), "no parameters to compare");
+    for (size_t p = 0; p < params.size() && p < expected.size(); ++p) {
+      expect(params[p].grad().defined() &&
+                 torch::allclose(params[p].grad(), expected[p].grad(), 1e-10, 1e-12),
+             fmt::format("step {}: gradient of parameter {} of stage {} differs from the {}'s",
+                         step, p, rank, name));
+    }
+  };
+  for (int step = 0; step < steps; ++step) {
+    plain_sgd.zero_grad();
+    piped_sgd.zero_grad();
+    threaded_sgd.zero_grad();
+    const auto plain_result = pipeline::testing::plain_step(plain, input, target);
+    const auto threaded_result = threads.step(input, target, pipeline::testing::mse);
+    g_armed = step == 1 && rank == fail_rank;
+    const pipeline::StepResult result = pipe.step(input, target, pipeline::testing::mse);
+    g_armed = false;
+    auto expect_loss = [&](double expected, const std::string& name) {
+      expect(std::abs(result.loss - expected) <= 1e-10 * std::abs(expected),
+             fmt::format("step {}: loss {} differs from the {}'s {}", step, result.loss, name,
+                         expected));
+    };
+    expect_loss(threaded_result.loss, "threaded pipeline");
+    expect_same_gradients(mine_threaded, "threaded pipeline", step);
+    if (batch_norm) {
+      const auto buffers = mine_piped.buffers(), expected = mine_threaded.buffers();
+      expect(!buffers.empty() && buffers.size() == expected.size(), "no buffers to compare");
+      for (size_t b = 0; b < buffers.size() && b < expected.size(); ++b) {
+        expect(torch::allclose(buffers[b], expected[b], 1e-10, 1e-12),
+               fmt::format("step {}: buffer {} of stage {} differs from the threaded pipeline's",
+                           step, b, rank));
+      }
+    } else {
+      expect_loss(plain_result.loss, "plain model");
+      expect_same_gradients(mine_plain, "plain model", step);
+    }
+    plain_sgd.step();
+    piped_sgd.step();
+    threaded_sgd.step();
+  }
+  if (mismatches == 0)
+    std::cout << fmt::format("rank {}: {} steps equal the plain model's\n", rank, steps);
+  return mismatches == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const pipebal::pipeline::StepTimeout& error) {
+    std::cerr << "rank " << std::getenv("RANK") << ": " << error.what() << std::endl;
+    std::_Exit(2);  // a layer may still be running: leave without waiting for it
+  } catch (const std::exception& error) {
+    std::cerr << "rank " << std::getenv("RANK") << ": " << pipebal::pipeline::error_summary(error)
+              << "\n";
+    return 2;
+  }
+}
