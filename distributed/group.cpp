@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include <c10/util/Logging.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -50,8 +51,18 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const LaunchEnv& env) {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// c10d logs its socket errors to stderr; pipebal reports them itself, in one line.
+void quiet_c10d_logging() {
+#ifdef C10_USE_GLOG
+  FLAGS_minloglevel = google::GLOG_FATAL;
+#else
+  FLAGS_caffe2_log_level = 3;  // fatal only
+#endif
+}
+
 c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
                                               std::chrono::milliseconds timeout) {
+  quiet_c10d_logging();
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(env.master_port);
   options.isServer = env.rank == 0 && !env.agent_store;
@@ -65,15 +76,15 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
   } catch (const std::exception& error) {
     const std::string cause = pipeline::error_summary(error);
     if (options.isServer) {
-      throw std::invalid_argument(fmt::format(
-          "rank 0 cannot serve the rendezvous on {} (MASTER_PORT in use? pick another with "
-          "--master-port): {}",
-          where, cause));
+      throw std::invalid_argument(
+          fmt::format("cannot serve the rendezvous on {} (MASTER_PORT in use? pick another with "
+                      "--master-port): {}",
+                      where, cause));
     }
     throw std::invalid_argument(fmt::format(
-        "rank {} cannot reach the rendezvous at {} within {} s (is rank 0 running there? check "
+        "cannot reach the rendezvous at {} within {:g} s (is rank 0 running there? check "
         "MASTER_ADDR and MASTER_PORT): {}",
-        env.rank, where, timeout.count() / 1000.0, cause));
+        where, timeout.count() / 1000.0, cause));
   }
   return c10::make_intrusive<c10d::PrefixStore>(
       fmt::format("pipebal/attempt_{}", env.restart_count), store);
@@ -168,10 +179,9 @@ Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
         options);
   } catch (const std::exception& error) {
     throw std::invalid_argument(fmt::format(
-        "rank {}: the {} processes did not all connect within {} s (WORLD_SIZE={} processes "
+        "the {} processes did not all connect within {:g} s (were WORLD_SIZE={} processes "
         "started?): {}",
-        env.rank, env.world_size, timeout.count() / 1000.0, env.world_size,
-        pipeline::error_summary(error)));
+        env.world_size, timeout.count() / 1000.0, env.world_size, pipeline::error_summary(error)));
   }
   st.synchronize_clocks();
   st.monitor = std::thread([state = state_] { state->watch_for_failures(); });

@@ -133,14 +133,18 @@ const std::vector<BadInput> kTable = {
     {"report {dir}/huge_stage", "is 2000000000, expected a stage index from 0 to 4095"},
     {"profile --model mlp:layers=1000000000", "model option layers=1000000000: at most 4096"},
     // Commands.
-    {"", "give a command (demo, models, balance, profile, report, train, validate"},
-    {"bogus", "unknown command 'bogus' (commands: demo, models,"},
+    {"", "give a command (demo, launch, models, balance, profile, report, train, validate"},
+    {"bogus", "unknown command 'bogus' (commands: demo, launch, models,"},
     {"demo --model nosuchmodel", "unknown model 'nosuchmodel'"},
     {"profile --model mlp:layers=2 --bogus", "--bogus"},
     {"profile", "--model is required"},
     {"profile --model mlp:layers=2,width=8 --backend cupti", "cupti"},
     {"profile --model mlp:layers=2,width=8 --device tpu", "tpu"},
     {"report /nonexistent/dir", "/nonexistent/dir"},
+    {"launch --nproc-per-node 0 -- true", "--nproc-per-node must be between 1 and 1024, got 0"},
+    {"launch --nproc-per-node 2", "command is required"},
+    {"launch --nnodes 2 --master-port 0 -- true", "--master-port 0 (any free port) works on one"},
+    {"launch --node-rank 3 -- true", "--node-rank must be between 0 and 0 (--nnodes 1), got 3"},
 };
 
 TEST(BadInput, EveryRowIsOneClearLineAndExitStatusTwo) {

@@ -1,0 +1,181 @@
+// `pipebal train` as the processes of a multi-process run, launched the ways users launch it:
+// `pipebal launch` and torchrun (`python3 -m torch.distributed.run --no-python`). Both train
+// exactly like one process; rank 0 alone writes the outputs, with every rank's part; bad
+// rendezvous settings are one line and exit status 2.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_support.h"
+
+namespace pipebal::testing {
+namespace {
+
+const std::string kTrain =
+    " train --model mlp:layers=4,width=32 --input-shape 16,32 --balance 3,2 --chunks 4 "
+    "--schedule 1f1b --steps 3 --warmup-steps 1 --timeout 60 -q";
+
+nlohmann::json read_json(const std::string& path) {
+  return nlohmann::json::parse(read_text(path));
+}
+
+std::vector<double> losses(const nlohmann::json& run) {
+  std::vector<double> values;
+  for (const auto& step : run.at("steps")) values.push_back(step.at("loss").get<double>());
+  return values;
+}
+
+// A run's outputs in `dir` are exactly `expected` (rank 1 wrote nothing of its own).
+void expect_files(const std::string& dir, std::set<std::string> expected) {
+  std::set<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    found.insert(entry.path().filename());
+  }
+  EXPECT_EQ(found, expected);
+}
+
+// Across processes too, the merged timeline keeps the data dependencies: F(1, i) starts after
+// F(0, i) ended, B(0, i) after B(1, i).
+void expect_aligned_timeline(const nlohmann::json& run) {
+  std::map<std::tuple<int, std::string, int>, std::pair<double, double>> at;
+  for (const auto& e : run.at("timeline")) {
+    at[{e.at("stage").get<int>(), e.at("action").get<std::string>(),
+        e.at("micro_batch").get<int>()}] = {e.at("start_ms").get<double>(),
+                                            e.at("end_ms").get<double>()};
+  }
+  ASSERT_EQ(at.size(), 16u);  // 2 stages x 4 micro-batches x (F, B), no recompute in 1F1B... or R
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_GE(at.at({1, "F", i}).first, at.at({0, "F", i}).second) << "F(1," << i << ")";
+    EXPECT_GE(at.at({0, "B", i}).first, at.at({1, "B", i}).second) << "B(0," << i << ")";
+  }
+}
+
+TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
+  const std::string dir = scratch_dir();
+  const CliResult single = run_pipebal(kTrain + " --checkpoint never -o " + dir + "/single.json");
+  ASSERT_EQ(single.status, 0) << single.err;
+
+  const std::string launched_dir = dir + "/launch";
+  std::filesystem::create_directories(launched_dir);
+  const CliResult launched = run_pipebal(fmt::format(
+      "launch --nproc-per-node 2 --master-port 0 -- {}{} --checkpoint never -o {}/run.json "
+      "--trace {}/trace.json",
+      PIPEBAL_BINARY, kTrain, launched_dir, launched_dir));
+  ASSERT_EQ(launched.status, 0) << launched.err;
+  expect_files(launched_dir, {"run.json", "trace.json"});
+
+  // Debian's torchrun (torch 1.13 on Python 3.11) fails on its default --redirects/--tee
+  // values; any other value works. Its logs go to the scratch directory.
+  const std::string torchrun_dir = dir + "/torchrun";
+  std::filesystem::create_directories(torchrun_dir);
+  const std::string torchrun = fmt::format(
+      "timeout -s KILL 120 {} -m torch.distributed.run --nproc_per_node 2 --master_port {} "
+      "--redirects 2 --tee 2 --log_dir {}/logs --no_python {}{} --checkpoint never -o {}/run.json "
+      ">{}/out 2>{}/err",
+      PIPEBAL_TORCH_PYTHON, 29400 + getpid() % 500, dir, PIPEBAL_BINARY, kTrain, torchrun_dir, dir,
+      dir);
+  ASSERT_EQ(std::system(torchrun.c_str()), 0) << read_text(dir + "/err");
+
+  const nlohmann::json one = read_json(dir + "/single.json");
+  const nlohmann::json by_launch = read_json(launched_dir + "/run.json");
+  const nlohmann::json by_torchrun = read_json(torchrun_dir + "/run.json");
+  EXPECT_EQ(losses(by_launch), losses(one));
+  EXPECT_EQ(losses(by_torchrun), losses(one));
+  for (const auto* run : {&by_launch, &by_torchrun}) {
+    ASSERT_EQ(run->at("processes").size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(run->at("processes")[r].at("rank").get<int>(), r);
+      EXPECT_GT(run->at("processes")[r].at("peak_rss_bytes").get<int64_t>(), 0);
+      EXPECT_GT(run->at("stages")[r].at("peak_memory_bytes").get<int64_t>(), 0) << "stage " << r;
+    }
+    expect_aligned_timeline(*run);
+  }
+  EXPECT_TRUE(one.at("processes").empty());
+  // The trace has both stages' actions.
+  const nlohmann::json trace = read_json(launched_dir + "/trace.json");
+  std::set<int> lanes;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X") lanes.insert(e.at("tid").get<int>());
+  }
+  EXPECT_EQ(lanes, (std::set<int>{0, 1}));
+}
+
+// The environment of rank `rank` of `world` with the store on `port`, before `args`.
+std::string as_rank(int rank, int world, int port, const std::string& args) {
+  return fmt::format(
+      "env WORLD_SIZE={} RANK={} MASTER_ADDR=127.0.0.1 MASTER_PORT={} timeout -s KILL 60 {} {}",
+      world, rank, port, PIPEBAL_BINARY, args);
+}
+
+CliResult run_shell(const std::string& command) {
+  const std::string out = scratch_path("out"), err = scratch_path("err");
+  const int raw = std::system((command + " >" + out + " 2>" + err).c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};
+}
+
+TEST(LaunchCli, WorldSizeThatIsNotTheStageCountIsOneLine) {
+  const CliResult r = run_shell(as_rank(0, 3, 1, kTrain));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err,
+            "pipebal: error: rank 0: WORLD_SIZE is 3, but the balance has 2 stages: start one "
+            "process per stage\n");
+}
+
+// A listening socket on a free loopback port, for the length of a test.
+struct BusyPort {
+  int fd = -1;
+  int port = 0;
+  BusyPort() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(listen(fd, 1), 0);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+    port = ntohs(address.sin_port);
+  }
+  ~BusyPort() { close(fd); }
+};
+
+TEST(LaunchCli, PortInUseIsOneLine) {
+  const BusyPort busy;
+  const CliResult r = run_shell(as_rank(0, 2, busy.port, kTrain));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("rank 0: cannot serve the rendezvous on 127.0.0.1:{} "
+                                   "(MASTER_PORT in use?",
+                                   busy.port)),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(LaunchCli, UnreachableMasterIsOneLineAtTheTimeout) {
+  int port = 0;
+  {
+    const BusyPort closed;  // free again once closed: nobody serves it
+    port = closed.port;
+  }
+  const std::string train = kTrain;
+  const CliResult r =
+      run_shell(as_rank(1, 2, port, train.substr(0, train.find("--timeout")) + "--timeout 2 -q"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("rank 1: cannot reach the rendezvous at 127.0.0.1:{} within 2 s",
+                                   port)),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace pipebal::testing
