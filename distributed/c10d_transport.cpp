@@ -46,8 +46,9 @@ struct Reader {
 
 class C10dChannel : public pipeline::Channel {
  public:
-  C10dChannel(std::shared_ptr<Group> group, int from, int to)
-      : group_(std::move(group)), from_(from), to_(to), forward_(to > from) {}
+  // Between the ranks that run stages `from` and `to` (neighbours).
+  C10dChannel(std::shared_ptr<Group> group, int from_rank, int to_rank, bool forward)
+      : group_(std::move(group)), from_(from_rank), to_(to_rank), forward_(forward) {}
 
   void post(int micro_batch, pipeline::Parcel parcel) override {
     pipeline::synchronize(parcel.stream);  // the batch is computed before it is read
@@ -109,7 +110,7 @@ class C10dChannel : public pipeline::Channel {
 
   void flush() override {
     for (auto& work : sending_) {
-      group_->wait(*work, fmt::format("sending to rank {} (stage {})", to_, to_));
+      group_->wait(*work, fmt::format("sending to rank {}", to_));
     }
     sending_.clear();
     kept_.clear();
@@ -144,24 +145,29 @@ class C10dChannel : public pipeline::Channel {
 
 class C10dTransport : public pipeline::Transport {
  public:
-  explicit C10dTransport(std::shared_ptr<Group> group) : group_(std::move(group)) {}
+  C10dTransport(std::shared_ptr<Group> group, Placement placement)
+      : group_(std::move(group)),
+        placement_(placement),
+        replica_(placement.replica_of(group_->rank())) {}
 
   bool runs_stage(int stage, int stages) const override {
-    if (stages != group_->size()) {
+    if (stages != placement_.stages) {
       throw std::invalid_argument(
-          fmt::format("{} stages, but {} processes (WORLD_SIZE): run one process per stage", stages,
-                      group_->size()));
+          fmt::format("a pipeline of {} stages on a run placed for {}", stages, placement_.stages));
     }
-    return stage == group_->rank();
+    return stage == placement_.stage_of(group_->rank());
   }
 
   std::unique_ptr<pipeline::Channel> connect(int from, int to) override {
-    return std::make_unique<C10dChannel>(group_, from, to);
+    return std::make_unique<C10dChannel>(group_, placement_.rank_of(from, replica_),
+                                         placement_.rank_of(to, replica_), to > from);
   }
 
+  // The mean over the replicas of their last stages' losses (each replica's losses weigh its
+  // share of the batch), on every rank.
   void share_losses(std::vector<double>& losses, int last_stage) override {
-    at::Tensor all = at::tensor(losses, at::kDouble);
-    if (group_->rank() != last_stage) all.zero_();
+    at::Tensor all = at::tensor(losses, at::kDouble) / placement_.replicas;
+    if (placement_.stage_of(group_->rank()) != last_stage) all.zero_();
     std::vector<at::Tensor> message{all};
     auto work = group_->process_group().allreduce(message);
     group_->wait(*work, "sharing the step's losses");
@@ -175,12 +181,15 @@ class C10dTransport : public pipeline::Transport {
 
  private:
   std::shared_ptr<Group> group_;
+  Placement placement_;
+  int replica_;
 };
 
 }  // namespace
 
-std::shared_ptr<pipeline::Transport> c10d_transport(std::shared_ptr<Group> group) {
-  return std::make_shared<C10dTransport>(std::move(group));
+std::shared_ptr<pipeline::Transport> c10d_transport(std::shared_ptr<Group> group,
+                                                    Placement placement) {
+  return std::make_shared<C10dTransport>(std::move(group), placement);
 }
 
 }  // namespace pipebal::distributed

@@ -287,6 +287,26 @@ void Group::wait(c10d::Work& work, const std::string& what) {
   }
 }
 
+c10::intrusive_ptr<c10d::ProcessGroupGloo> Group::subgroup(const std::string& name,
+                                                           const std::vector<int>& members) {
+  State& st = *state_;
+  const auto me = std::find(members.begin(), members.end(), st.env.rank);
+  if (me == members.end()) {
+    throw std::logic_error(fmt::format("rank {} is not a member of group {}", st.env.rank, name));
+  }
+  auto options = c10d::ProcessGroupGloo::Options::create(st.timeout);
+  options->devices = st.group->getOptions()->devices;
+  try {
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("group/" + name, st.store),
+        static_cast<int>(me - members.begin()), static_cast<int>(members.size()), options);
+  } catch (const std::exception& error) {
+    throw RemoteFailure(fmt::format("the ranks of group {} did not all connect within {:g} s: {}",
+                                    name, st.timeout.count() / 1000.0,
+                                    pipeline::error_summary(error)));
+  }
+}
+
 std::vector<std::string> Group::gather(const std::string& name, const std::string& mine) {
   State& st = *state_;
   st.store->set(fmt::format("gather/{}/{}", name, st.env.rank), bytes_of(mine));

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/intrusive_ptr.h>
+
 #include "distributed/launch_env.h"
 
 namespace c10d {
@@ -64,6 +66,12 @@ class Group {
 
   // Milliseconds to add to this process's steady clock to read rank 0's.
   double clock_offset_ms() const;
+
+  // A Gloo group of some of the ranks (`members`, in order, this one among them), for
+  // collectives among them only (e.g. one stage's replicas). Every member must call it with the
+  // same name and members.
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> subgroup(const std::string& name,
+                                                      const std::vector<int>& members);
 
  private:
   struct State;

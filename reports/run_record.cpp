@@ -52,6 +52,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
   for (const auto& p : run.processes) {
     processes.push_back({{"rank", p.rank},
                          {"stage", p.stage},
+                         {"replica", p.replica},
                          {"host", p.host},
                          {"peak_rss_bytes", p.peak_rss_bytes >= 0 ? nlohmann::json(p.peak_rss_bytes)
                                                                   : nlohmann::json()}});
@@ -86,6 +87,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
           {"p90_step_ms", run.p90_step_ms},
           {"samples_per_s", run.samples_per_s},
           {"stages", stages},
+          {"replicas", run.replicas},
           {"processes", processes},
           {"timeline", timeline_to_json(run.timeline)},
           {"environment", run.environment}};

@@ -33,6 +33,7 @@ struct StageRun {
 struct ProcessRun {
   int rank = 0;
   int stage = 0;
+  int replica = 0;
   std::string host;
   int64_t peak_rss_bytes = -1;  // the process's peak resident set, -1 where unknown
 };
@@ -56,6 +57,7 @@ struct RunRecord {
   double p90_step_ms = 0;
   double samples_per_s = 0;
   std::vector<StageRun> stages;
+  int replicas = 1;  // pipelines trained data-parallel, each on input_shape's batch
   std::vector<ProcessRun> processes;  // one per rank of a multi-process run; empty otherwise
   pipeline::Timeline timeline;        // of the step whose time is the median
   nlohmann::json environment = nlohmann::json::object();

@@ -34,9 +34,10 @@ struct TrainParams {
 };
 
 void print_summary(const reports::RunRecord& run) {
-  fmt::print("model {}, input [{}], balance [{}], {} micro-batches, {} schedule, checkpoint {}\n",
-             run.model, fmt::join(run.input_shape, ","), fmt::join(run.balance, ","), run.chunks,
-             run.schedule, run.checkpoint);
+  fmt::print("model {}, input [{}]{}, balance [{}], {} micro-batches, {} schedule, checkpoint {}\n",
+             run.model, fmt::join(run.input_shape, ","),
+             run.replicas > 1 ? fmt::format(" x {} replicas", run.replicas) : "",
+             fmt::join(run.balance, ","), run.chunks, run.schedule, run.checkpoint);
   fmt::print("median step {:.3f} ms (p10 {:.3f}, p90 {:.3f}) over {} steps, {:.1f} samples/s\n",
              run.median_step_ms, run.p10_step_ms, run.p90_step_ms, run.steps.size(),
              run.samples_per_s);
@@ -134,6 +135,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--checkpoint", p->settings.checkpoint, "always, except_last or never")
       ->capture_default_str();
   cmd->add_option("--threads", p->settings.threads_per_stage, "intra-op threads per stage")
+      ->capture_default_str();
+  cmd->add_option("--replicas", p->settings.replicas,
+                  "pipelines trained data-parallel, one process per stage and replica (each "
+                  "replica trains on its own --input-shape batch)")
       ->capture_default_str();
   cmd->add_option("--steps", p->settings.steps, "measured steps")->capture_default_str();
   cmd->add_option("--warmup-steps", p->settings.warmup_steps,

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distributed/c10d_transport.h"
+#include "distributed/replicas.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "pipeline/pipeline.h"
@@ -100,6 +101,9 @@ struct TrainingRun::State {
   std::optional<profiler::CpuMemoryScope> memory;
   int memory_tag_base = 0;
   std::shared_ptr<distributed::Group> group;  // of a multi-process run
+  distributed::Placement placement;
+  std::unique_ptr<distributed::GradientAverager> averager;
+  std::vector<at::Tensor> stage_parameters;  // this rank's, averaged over the replicas
   std::unique_ptr<pipeline::Pipeline> pipeline;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   pipeline::LossFn loss_fn;
@@ -123,7 +127,32 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   if (st.shape.empty()) {
     throw std::invalid_argument("the model has no default input shape: give --input-shape");
   }
-  st.data = models::make_synthetic_data(st.model, st.shape, settings.seed);
+  if (settings.replicas < 1 || settings.replicas > 4096) {
+    throw std::invalid_argument(
+        fmt::format("--replicas must be between 1 and 4096, got {}", settings.replicas));
+  }
+  const bool multi_process = settings.launch && settings.launch->world_size > 1;
+  if (settings.replicas > 1 && !multi_process) {
+    throw std::invalid_argument(
+        "--replicas needs one process per stage and replica: start it with pipebal launch or "
+        "torchrun");
+  }
+  if (multi_process) {
+    st.placement = distributed::place(settings.launch->world_size,
+                                      static_cast<int>(settings.balance.size()), settings.replicas);
+  }
+  if (settings.replicas == 1) {
+    st.data = models::make_synthetic_data(st.model, st.shape, settings.seed);
+  } else {
+    // One data set of all the replicas' samples; each trains on its slice.
+    std::vector<int64_t> all = st.shape;
+    all[0] *= settings.replicas;
+    const models::SyntheticData data = models::make_synthetic_data(st.model, all, settings.seed);
+    const int64_t first = st.placement.replica_of(settings.launch->rank) * st.shape[0];
+    for (const auto& t : data.input.tensors)
+      st.data.input.tensors.push_back(t.narrow(0, first, st.shape[0]));
+    st.data.target = data.target.narrow(0, first, st.shape[0]);
+  }
 
   pipeline::PipelineOptions options;
   options.chunks = settings.chunks;
@@ -159,18 +188,18 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   }
   pipeline::micro_batch_sizes(st.shape[0], settings.chunks);  // rejects more chunks than samples
   std::shared_ptr<pipeline::Transport> transport;
-  if (settings.launch && settings.launch->world_size > 1) {
+  if (multi_process) {
     const distributed::LaunchEnv& env = *settings.launch;
-    if (env.world_size != static_cast<int>(settings.balance.size())) {
-      throw std::invalid_argument(fmt::format(
-          "WORLD_SIZE is {}, but the balance has {} stages: start one process per stage",
-          env.world_size, settings.balance.size()));
-    }
     const double timeout_s =
         settings.step_timeout_s > 0 ? settings.step_timeout_s : kDefaultProcessTimeoutS;
     st.group = std::make_shared<distributed::Group>(
         env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-    transport = distributed::c10d_transport(st.group);
+    transport = distributed::c10d_transport(st.group, st.placement);
+    st.averager = std::make_unique<distributed::GradientAverager>(st.group, st.placement);
+    const int stage = st.placement.stage_of(env.rank);
+    size_t first = 0;
+    for (int s = 0; s < stage; ++s) first += static_cast<size_t>(settings.balance[s]);
+    st.stage_parameters = st.model.layers.slice(first, settings.balance[stage]).parameters();
   }
   st.pipeline = std::make_unique<pipeline::Pipeline>(
       st.model.layers, settings.balance, parse_devices(settings.devices), options, transport);
@@ -193,6 +222,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   run.lr = settings.lr;
   run.seed = settings.seed;
   run.warmup_steps = settings.warmup_steps;
+  run.replicas = settings.replicas;
   run.environment = profiler::environment_json();
   st.peak_bytes.assign(settings.balance.size(), -1);
 }
@@ -222,6 +252,12 @@ void TrainingRun::step(const StepCallback& on_step) {
     if (!st.pipeline->runs_stage(static_cast<int>(s))) continue;
     st.peak_bytes[s] =
         std::max(st.peak_bytes[s], st.memory->peak_bytes(st.memory_tag_base + static_cast<int>(s)));
+  }
+  if (st.averager) {
+    const auto start = std::chrono::steady_clock::now();
+    st.averager->average(st.stage_parameters);
+    result.step_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   st.optimizer->step();
   if (st.memory && step + 1 == st.settings.warmup_steps) st.memory.reset();
@@ -255,13 +291,14 @@ void TrainingRun::gather_ranks() {
   for (const std::string& text : all) {
     const nlohmann::json theirs = nlohmann::json::parse(text);
     const int rank = theirs.at("rank").get<int>();
+    const int replica = st.placement.replica_of(rank);
     const auto origins = theirs.at("origins_ms").get<std::vector<double>>();
     const auto& lines = theirs.at("timelines");
     if (origins.size() != merged.size() || lines.size() != merged.size()) {
       throw std::runtime_error(
           fmt::format("rank {} measured {} steps, rank 0 {}", rank, lines.size(), merged.size()));
     }
-    for (size_t k = 0; k < merged.size(); ++k) {
+    for (size_t k = 0; k < merged.size() && replica == 0; ++k) {  // replica 0's pipeline
       const double shift = origins[k] - st.origins_ms[k];
       for (pipeline::TimedAction t : reports::timeline_from_json(lines[k])) {
         t.start_ms += shift;
@@ -271,11 +308,12 @@ void TrainingRun::gather_ranks() {
     }
     const auto peaks = theirs.at("peak_bytes").get<std::vector<int64_t>>();
     for (size_t s = 0; s < peaks.size() && s < st.peak_bytes.size(); ++s) {
-      if (peaks[s] >= 0) st.peak_bytes[s] = peaks[s];
+      st.peak_bytes[s] = std::max(st.peak_bytes[s], peaks[s]);  // the most of any replica
     }
     reports::ProcessRun process;
     process.rank = rank;
-    process.stage = rank;
+    process.stage = st.placement.stage_of(rank);
+    process.replica = replica;
     process.host = theirs.at("host").get<std::string>();
     process.peak_rss_bytes = theirs.at("peak_rss_bytes").get<int64_t>();
     st.run.processes.push_back(process);
@@ -306,7 +344,7 @@ reports::RunRecord TrainingRun::finish() {
   run.median_step_ms = profiler::median(ms);
   run.p10_step_ms = profiler::percentile(ms, 10);
   run.p90_step_ms = profiler::percentile(ms, 90);
-  run.samples_per_s = 1000.0 * double(st.shape[0]) / run.median_step_ms;
+  run.samples_per_s = 1000.0 * double(st.shape[0] * st.settings.replicas) / run.median_step_ms;
 
   // The representative step: the one closest to the median.
   size_t representative = 0;

@@ -36,6 +36,10 @@ struct TrainSettings {
   // from torchrun's environment (distributed::launch_env_from_process()). Every process runs
   // the same settings; rank 0's finish() returns the whole run.
   std::optional<distributed::LaunchEnv> launch;
+  // Pipelines trained data-parallel in a multi-process run (world size = stages x replicas):
+  // each trains on its own input_shape batch, and the stages' gradients are averaged over the
+  // replicas after every step, as one pipeline would train on all the batches together.
+  int replicas = 1;
 };
 
 // How long a multi-process run waits for the other processes (to connect, to send) when no

@@ -46,23 +46,27 @@ struct Config {
   std::string balance;
   int chunks;
   bool batch_norm = false;
+  int replicas = 1;
 };
 
 void PrintTo(const Config& c, std::ostream* os) {
   *os << c.schedule << ", checkpoint " << c.checkpoint << ", balance " << c.balance << ", "
-      << c.chunks << " chunks" << (c.batch_norm ? ", deferred batch norm" : "");
+      << c.chunks << " chunks" << (c.batch_norm ? ", deferred batch norm" : "")
+      << (c.replicas > 1 ? ", " + std::to_string(c.replicas) + " replicas" : "");
 }
 
 class AcrossProcesses : public ::testing::TestWithParam<Config> {};
 
 TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
   const Config& c = GetParam();
-  int processes = 1;
-  for (char ch : c.balance) processes += ch == ',';
+  int stages = 1;
+  for (char ch : c.balance) stages += ch == ',';
+  const int processes = stages * c.replicas;
   const Launched run =
       launch(processes,
              fmt::format("--schedule {} --checkpoint {} --balance {} --chunks {}{}", c.schedule,
-                         c.checkpoint, c.balance, c.chunks, c.batch_norm ? " --batch-norm" : ""));
+                         c.checkpoint, c.balance, c.chunks, c.batch_norm ? " --batch-norm" : "") +
+                 fmt::format(" --replicas {}", c.replicas));
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_EQ(count_lines(read_text(scratch_path("launch.out"))), processes)
       << "each rank says its steps matched";
@@ -76,6 +80,7 @@ std::vector<Config> configs() {
     }
     all.push_back({schedule, "except_last", "4,4", 3});
     all.push_back({schedule, "except_last", "2,3", 3, true});
+    all.push_back({schedule, "except_last", "4,4", 3, false, 2});  // 2 stages x 2 replicas
   }
   return all;
 }

@@ -23,6 +23,7 @@
 
 #include "distributed/c10d_transport.h"
 #include "distributed/launch_env.h"
+#include "distributed/replicas.h"
 #include "pipeline/batch_norm.h"
 #include "pipeline/error_text.h"
 #include "pipeline/pipeline.h"
@@ -94,7 +95,7 @@ std::vector<int> parse_list(const std::string& text) {
 
 int run(int argc, char** argv) {
   std::string schedule = "gpipe", checkpoint = "never", balance_text = "4,4";
-  int chunks = 3, steps = 3, fail_rank = -1;
+  int chunks = 3, steps = 3, fail_rank = -1, replicas = 1;
   double timeout_s = 60;
   bool batch_norm = false;
   for (int i = 1; i < argc; ++i) {
@@ -115,6 +116,8 @@ int run(int argc, char** argv) {
       steps = std::stoi(value());
     else if (arg == "--batch-norm")
       batch_norm = true;
+    else if (arg == "--replicas")
+      replicas = std::stoi(value());
     else if (arg == "--fail")
       g_failure = value();
     else if (arg == "--fail-rank")
@@ -128,6 +131,10 @@ int run(int argc, char** argv) {
   if (!env)
     throw std::invalid_argument("run me with torchrun's environment (WORLD_SIZE, RANK, ...)");
   const int rank = env->rank;
+  const distributed::Placement placement = distributed::place(
+      env->world_size, static_cast<int>(parse_list(balance_text).size()), replicas);
+  const int stage = placement.stage_of(rank);
+  const int replica = placement.replica_of(rank);
 
   std::vector<int> balance = parse_list(balance_text);
   const int fail_stage = g_failure.empty() ? -1 : fail_rank;
@@ -137,13 +144,20 @@ int run(int argc, char** argv) {
   same_balance = parse_list(balance_text);
   LayerSeq threaded = build(batch_norm, same_balance, fail_stage);
 
+  // The whole batch, which the plain model and the threaded pipeline train on; each replica of
+  // the c10d pipeline trains on its slice of `samples`.
   torch::manual_seed(42);
   const int64_t samples = 11;
+  const int64_t all = samples * replicas;
   Batch input = batch_norm
-                    ? Batch(torch::randn({samples, 6}, torch::kDouble) * 3 + 1)
-                    : Batch({torch::randn({samples, pipeline::testing::kWidth}, torch::kDouble),
-                             torch::randn({samples, pipeline::testing::kWidth}, torch::kDouble)});
-  const at::Tensor target = torch::randn({samples, 3}, torch::kDouble);
+                    ? Batch(torch::randn({all, 6}, torch::kDouble) * 3 + 1)
+                    : Batch({torch::randn({all, pipeline::testing::kWidth}, torch::kDouble),
+                             torch::randn({all, pipeline::testing::kWidth}, torch::kDouble)});
+  const at::Tensor target = torch::randn({all, 3}, torch::kDouble);
+  Batch mine;
+  for (const auto& t : input.tensors)
+    mine.tensors.push_back(t.narrow(0, replica * samples, samples));
+  const at::Tensor my_target = target.narrow(0, replica * samples, samples);
 
   auto group = std::make_shared<distributed::Group>(
       *env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
@@ -153,14 +167,16 @@ int run(int argc, char** argv) {
   options.checkpoint = pipeline::parse_checkpoint_mode(checkpoint);
   options.deferred_batch_norm = batch_norm;
   options.step_timeout_s = timeout_s;
-  pipeline::Pipeline pipe(piped, balance, {}, options, distributed::c10d_transport(group));
+  pipeline::Pipeline pipe(piped, balance, {}, options,
+                          distributed::c10d_transport(group, placement));
+  distributed::GradientAverager averager(group, placement);
   pipeline::Pipeline threads(threaded, balance, {}, options);
 
   size_t first = 0;
-  for (int s = 0; s < rank; ++s) first += static_cast<size_t>(balance[s]);
-  const LayerSeq mine_plain = plain.slice(first, balance[rank]);
-  const LayerSeq mine_piped = piped.slice(first, balance[rank]);
-  const LayerSeq mine_threaded = threaded.slice(first, balance[rank]);
+  for (int s = 0; s < stage; ++s) first += static_cast<size_t>(balance[s]);
+  const LayerSeq mine_plain = plain.slice(first, balance[stage]);
+  const LayerSeq mine_piped = piped.slice(first, balance[stage]);
+  const LayerSeq mine_threaded = threaded.slice(first, balance[stage]);
   torch::optim::SGD plain_sgd(plain.parameters(), torch::optim::SGDOptions(0.05));
   torch::optim::SGD piped_sgd(piped.parameters(), torch::optim::SGDOptions(0.05));
   torch::optim::SGD threaded_sgd(threaded.parameters(), torch::optim::SGDOptions(0.05));
@@ -178,7 +194,7 @@ int run(int argc, char** argv) {
       expect(params[p].grad().defined() &&
                  torch::allclose(params[p].grad(), expected[p].grad(), 1e-10, 1e-12),
              fmt::format("step {}: gradient of parameter {} of stage {} differs from the {}'s",
-                         step, p, rank, name));
+                         step, p, stage, name));
     }
   };
   for (int step = 0; step < steps; ++step) {
@@ -188,8 +204,9 @@ int run(int argc, char** argv) {
     const auto plain_result = pipeline::testing::plain_step(plain, input, target);
     const auto threaded_result = threads.step(input, target, pipeline::testing::mse);
     g_armed = step == 1 && rank == fail_rank;
-    const pipeline::StepResult result = pipe.step(input, target, pipeline::testing::mse);
+    const pipeline::StepResult result = pipe.step(mine, my_target, pipeline::testing::mse);
     g_armed = false;
+    averager.average(mine_piped.parameters());
     auto expect_loss = [&](double expected, const std::string& name) {
       expect(std::abs(result.loss - expected) <= 1e-10 * std::abs(expected),
              fmt::format("step {}: loss {} differs from the {}'s {}", step, result.loss, name,
@@ -203,7 +220,7 @@ int run(int argc, char** argv) {
       for (size_t b = 0; b < buffers.size() && b < expected.size(); ++b) {
         expect(torch::allclose(buffers[b], expected[b], 1e-10, 1e-12),
                fmt::format("step {}: buffer {} of stage {} differs from the threaded pipeline's",
-                           step, b, rank));
+                           step, b, stage));
       }
     } else {
       expect_loss(plain_result.loss, "plain model");

@@ -1,0 +1,36 @@
+// Pipeline x data parallelism: R replicas of the pipeline train on R slices of the batch, and
+// after each step every stage's gradients are averaged over its R replicas (an all-reduce over
+// the Gloo group of that stage's ranks, in buckets), so that R replicas on batches of b train
+// exactly like one pipeline on the R·b samples together.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "distributed/group.h"
+#include "distributed/placement.h"
+
+namespace pipebal::distributed {
+
+class GradientAverager {
+ public:
+  // Every rank calls it (it joins this rank's stage group). Does nothing with one replica.
+  GradientAverager(std::shared_ptr<Group> group, Placement placement,
+                   int64_t bucket_bytes = int64_t{25} << 20);
+  ~GradientAverager();
+
+  // Replaces each defined gradient of `parameters` (this rank's stage) by its mean over the
+  // stage's replicas. Every replica must pass the same parameters in the same order.
+  void average(const std::vector<at::Tensor>& parameters);
+
+ private:
+  std::shared_ptr<Group> group_;
+  Placement placement_;
+  int64_t bucket_bytes_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> stage_group_;
+};
+
+}  // namespace pipebal::distributed
