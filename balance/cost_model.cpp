@@ -48,6 +48,16 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
         fmt::format("bandwidth must be at least 1 byte/s (or 0: free transfers), got {} bytes/ms",
                     options.bandwidth_bytes_per_ms));
   }
+  if (options.replicas < 1 || options.replicas > 4096) {
+    throw std::invalid_argument(
+        fmt::format("replicas must be from 1 to 4096, got {}", options.replicas));
+  }
+  if (std::isnan(options.allreduce_bytes_per_ms) || options.allreduce_bytes_per_ms < 0 ||
+      (options.allreduce_bytes_per_ms > 0 && options.allreduce_bytes_per_ms < 1e-3)) {
+    throw std::invalid_argument(
+        fmt::format("all-reduce bandwidth must be at least 1 byte/s (or 0: free), got {} bytes/ms",
+                    options.allreduce_bytes_per_ms));
+  }
   for (size_t s = 0; s < options.device_speeds.size(); ++s) {
     const double speed = options.device_speeds[s];
     if (!(speed >= 1e-6 && speed <= 1e6)) {
@@ -138,6 +148,13 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
       most_activations = c.activations;
     }
   }
+}
+
+double CostModel::allreduce_ms(int first, int end) const {
+  if (options_.replicas < 2 || options_.allreduce_bytes_per_ms <= 0) return 0;
+  const double r = options_.replicas;
+  const double bytes = static_cast<double>(param_prefix_bytes_[end] - param_prefix_bytes_[first]);
+  return 2 * (r - 1) / r * bytes / options_.allreduce_bytes_per_ms;
 }
 
 double CostModel::time_ms(int stage, int first, int end) const {

@@ -27,6 +27,10 @@ struct CostOptions {
   std::vector<int64_t> memory_caps_bytes;  // empty: unlimited; one value: every stage
   std::vector<double> device_speeds;       // empty: all 1; one value: every stage
   double bandwidth_bytes_per_ms = 0;       // link bandwidth; 0: transfers are free
+  // Pipeline replicas trained data-parallel: after each step every stage all-reduces its
+  // gradients over its replicas at this bandwidth (0: free).
+  int replicas = 1;
+  double allreduce_bytes_per_ms = 0;
 };
 
 class CostModel {
@@ -53,9 +57,15 @@ class CostModel {
   double time_ms(int stage, int first, int end) const;
   // Time to send the output of layer end-1 to the next stage (one way); 0 after the last layer.
   double transfer_ms(int end) const { return transfer_ms_[end]; }
-  // What the partitioners minimise the maximum of: time_ms + transfer_ms(end).
+  // Time of the stage's gradient all-reduce over its replicas after the step (a ring: each
+  // replica sends and receives 2 (R - 1) / R of the gradient bytes); 0 with one replica.
+  double allreduce_ms(int first, int end) const;
+  // What the partitioners minimise the maximum of: time_ms + transfer_ms(end), plus the
+  // stage's all-reduce spread over the step's micro-batches (it runs once per step: a stage's
+  // share of the step is chunks x this cost).
   double cost_ms(int stage, int first, int end) const {
-    return time_ms(stage, first, end) + transfer_ms(end);
+    return time_ms(stage, first, end) + transfer_ms(end) +
+           allreduce_ms(first, end) / options_.chunks;
   }
   // Peak bytes: parameters * param_scale plus the activations the schedule keeps alive on this
   // stage. Equals simulate()'s peak for memory_terms(); monotone in `end` for a fixed `first`.

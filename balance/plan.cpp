@@ -70,13 +70,10 @@ const json& get_array(const json& object, const char* key) {
 }
 
 json stage_to_json(const StagePlan& stage) {
-  json out = {{"first_layer", stage.first_layer},
-              {"layers", stage.layers},
-              {"layer_names", stage.layer_names},
-              {"time_ms", stage.time_ms},
-              {"transfer_ms", stage.transfer_ms},
-              {"memory_bytes", stage.memory_bytes},
-              {"speed", stage.speed}};
+  json out = {{"first_layer", stage.first_layer},   {"layers", stage.layers},
+              {"layer_names", stage.layer_names},   {"time_ms", stage.time_ms},
+              {"transfer_ms", stage.transfer_ms},   {"allreduce_ms", stage.allreduce_ms},
+              {"memory_bytes", stage.memory_bytes}, {"speed", stage.speed}};
   if (stage.memory_cap_bytes != kUnlimitedBytes) out["memory_cap_bytes"] = stage.memory_cap_bytes;
   return out;
 }
@@ -92,6 +89,7 @@ StagePlan stage_from_json(const json& in, size_t index) {
   }
   stage.time_ms = get<double>(in, "time_ms", where);
   stage.transfer_ms = in.contains("transfer_ms") ? get<double>(in, "transfer_ms", where) : 0.0;
+  stage.allreduce_ms = in.contains("allreduce_ms") ? get<double>(in, "allreduce_ms", where) : 0.0;
   stage.memory_bytes = get<int64_t>(in, "memory_bytes", where);
   if (in.contains("memory_cap_bytes")) {
     stage.memory_cap_bytes = get<int64_t>(in, "memory_cap_bytes", where);
@@ -124,9 +122,11 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
   std::vector<StageDurations> durations;
   std::vector<StageMemory> memory;
   std::vector<double> transfer_ms;
+  std::vector<double> allreduce_ms;
   int first = 0;
   for (int s = 0; s < model.stage_count(); ++s) {
     const int end = first + balance[s];
+    allreduce_ms.push_back(model.allreduce_ms(first, end));
     StageDurations d = model.durations(s, first, end);
     durations.push_back({d.forward_ms * scale, d.recompute_ms * scale, d.backward_ms * scale});
     StageMemory m = model.memory_terms(s, first, end);
@@ -134,7 +134,7 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     if (end < model.layer_count()) transfer_ms.push_back(model.transfer_ms(end) * scale);
     first = end;
   }
-  return simulate(schedule, durations, transfer_ms, memory);
+  return simulate(schedule, durations, transfer_ms, memory, allreduce_ms);
 }
 
 Plan make_plan(const CostModel& model, const std::vector<int>& balance,
@@ -149,6 +149,8 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
   plan.checkpoint = options.checkpoint;
   plan.param_scale = options.param_scale;
   plan.bandwidth_bytes_per_ms = options.bandwidth_bytes_per_ms;
+  plan.replicas = options.replicas;
+  plan.allreduce_bytes_per_ms = options.allreduce_bytes_per_ms;
   int first = 0;
   for (int s = 0; s < model.stage_count(); ++s) {
     const int end = first + balance[s];
@@ -158,10 +160,11 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
     for (int l = first; l < end; ++l) stage.layer_names.push_back(model.layers()[l].name);
     stage.time_ms = model.time_ms(s, first, end);
     stage.transfer_ms = model.transfer_ms(end);
+    stage.allreduce_ms = model.allreduce_ms(first, end);
     stage.memory_bytes = model.memory_bytes(s, first, end);
     stage.memory_cap_bytes = model.memory_cap_bytes(s);
     stage.speed = model.speed(s);
-    plan.bottleneck_ms = std::max(plan.bottleneck_ms, stage.time_ms + stage.transfer_ms);
+    plan.bottleneck_ms = std::max(plan.bottleneck_ms, model.cost_ms(s, first, end));
     plan.stages.push_back(stage);
     first = end;
   }
@@ -192,6 +195,8 @@ json plan_to_json(const Plan& plan) {
           {"checkpoint", pipeline::to_string(plan.checkpoint)},
           {"param_scale", plan.param_scale},
           {"bandwidth_bytes_per_ms", plan.bandwidth_bytes_per_ms},
+          {"replicas", plan.replicas},
+          {"allreduce_bytes_per_ms", plan.allreduce_bytes_per_ms},
           {"stages", stages},
           {"prediction",
            {{"schedule", pipeline::to_string(p.schedule)},
@@ -218,6 +223,16 @@ Plan plan_from_json(const json& doc) {
   plan.param_scale = get<double>(doc, "param_scale", "");
   if (doc.contains("bandwidth_bytes_per_ms")) {
     plan.bandwidth_bytes_per_ms = get<double>(doc, "bandwidth_bytes_per_ms", "");
+  }
+  if (doc.contains("replicas")) {
+    plan.replicas = get<int>(doc, "replicas", "");
+    if (plan.replicas < 1 || plan.replicas > 4096) {
+      throw std::invalid_argument(
+          fmt::format("plan: replicas is {}, expected 1 to 4096", plan.replicas));
+    }
+  }
+  if (doc.contains("allreduce_bytes_per_ms")) {
+    plan.allreduce_bytes_per_ms = get<double>(doc, "allreduce_bytes_per_ms", "");
   }
   const json& stages = get_array(doc, "stages");
   for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(stage_from_json(stages[s], s));

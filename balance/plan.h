@@ -20,8 +20,9 @@ struct StagePlan {
   // The stage's layers by name: torchgpipe's balance list counts them, and
   // torch.distributed.pipelining's split points name the first of each stage.
   std::vector<std::string> layer_names;
-  double time_ms = 0;      // compute per micro-batch (CostModel::time_ms)
-  double transfer_ms = 0;  // of its output to the next stage, one way
+  double time_ms = 0;       // compute per micro-batch (CostModel::time_ms)
+  double transfer_ms = 0;   // of its output to the next stage, one way
+  double allreduce_ms = 0;  // of its gradients over the replicas, once per step
   int64_t memory_bytes = 0;
   int64_t memory_cap_bytes = kUnlimitedBytes;  // omitted from JSON when unlimited
   double speed = 1;
@@ -51,6 +52,8 @@ struct Plan {
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   double param_scale = 2;
   double bandwidth_bytes_per_ms = 0;
+  int replicas = 1;  // pipelines trained data-parallel (train --plan runs as many)
+  double allreduce_bytes_per_ms = 0;
 
   // True when every stage's memory is within its cap.
   bool fits_memory() const;

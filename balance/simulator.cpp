@@ -89,8 +89,13 @@ int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMem
 SimulationResult simulate(const pipeline::Schedule& schedule,
                           const std::vector<StageDurations>& durations,
                           const std::vector<double>& transfer_ms,
-                          const std::vector<StageMemory>& memory) {
+                          const std::vector<StageMemory>& memory,
+                          const std::vector<double>& finish_ms) {
   check_sizes(schedule, durations, transfer_ms, memory);
+  if (!finish_ms.empty() && finish_ms.size() != durations.size()) {
+    throw std::invalid_argument(fmt::format("simulate: {} finishing times for {} stages",
+                                            finish_ms.size(), durations.size()));
+  }
   const int stages = schedule.stages;
   Walk walk{
       schedule, durations, transfer_ms,
@@ -138,7 +143,8 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
 
   double busy_total_ms = 0;
   for (int s = 0; s < stages; ++s) {
-    result.step_ms = std::max(result.step_ms, stage_free_ms[s]);
+    result.step_ms =
+        std::max(result.step_ms, stage_free_ms[s] + (finish_ms.empty() ? 0.0 : finish_ms[s]));
     busy_total_ms += result.busy_ms[s];
     if (!memory.empty()) result.peak_bytes[s] = peak_bytes(schedule, s, memory[s]);
   }

@@ -41,11 +41,15 @@ struct SimulationResult {
 };
 
 // Runs `schedule` with per-stage `durations`, `transfer_ms[b]` for boundary b (between stage b
-// and b+1; stages-1 entries) and per-stage `memory` (empty: peaks are 0). Throws
-// std::invalid_argument on mismatched sizes and std::logic_error if the schedule deadlocks.
+// and b+1; stages-1 entries) and per-stage `memory` (empty: peaks are 0). `finish_ms[s]` (empty:
+// none) is work after stage s's last action that ends its step but is no computation (the
+// gradient all-reduce over data-parallel replicas): it counts in step_ms, not in busy_ms.
+// Throws std::invalid_argument on mismatched sizes and std::logic_error if the schedule
+// deadlocks.
 SimulationResult simulate(const pipeline::Schedule& schedule,
                           const std::vector<StageDurations>& durations,
                           const std::vector<double>& transfer_ms,
-                          const std::vector<StageMemory>& memory);
+                          const std::vector<StageMemory>& memory,
+                          const std::vector<double>& finish_ms = {});
 
 }  // namespace pipebal::balance

@@ -45,6 +45,11 @@ balance::CostOptions cost_options(const BalanceParams& params,
   if (!params.bandwidth.empty()) {
     options.bandwidth_bytes_per_ms = balance::parse_bandwidth_bytes_per_ms(params.bandwidth);
   }
+  options.replicas = params.replicas;
+  options.allreduce_bytes_per_ms =
+      params.allreduce_bandwidth.empty()
+          ? options.bandwidth_bytes_per_ms
+          : balance::parse_bandwidth_bytes_per_ms(params.allreduce_bandwidth);
   return options;
 }
 
@@ -65,8 +70,11 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
                      "speed", "time/mb", "transfer", "memory", "cap", "share");
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     const balance::StagePlan& stage = plan.stages[s];
-    const double share =
-        plan.bottleneck_ms > 0 ? (stage.time_ms + stage.transfer_ms) / plan.bottleneck_ms : 1.0;
+    const double share = plan.bottleneck_ms > 0
+                             ? model.cost_ms(static_cast<int>(s), stage.first_layer,
+                                             stage.first_layer + stage.layers) /
+                                   plan.bottleneck_ms
+                             : 1.0;
     const bool over = stage.memory_bytes > stage.memory_cap_bytes;
     out << fmt::format("{:>5}  {:<16} {:>6.2f} {:>9.3f} ms {:>9.3f} ms {:>11} {:>11} {:>6.1f}%{}\n",
                        s, layer_range(stage), stage.speed, stage.time_ms, stage.transfer_ms,
@@ -77,8 +85,20 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
                        100.0 * share, over ? "  over cap" : "");
   }
   const balance::Prediction& p = plan.prediction;
-  out << fmt::format("\nbottleneck {:.3f} ms per micro-batch (time + outgoing transfer)\n",
-                     plan.bottleneck_ms);
+  if (plan.replicas > 1) {
+    std::vector<std::string> times;
+    for (const auto& stage : plan.stages)
+      times.push_back(fmt::format("{:.3f}", stage.allreduce_ms));
+    out << fmt::format(
+        "\n{} replicas: each stage all-reduces its gradients once per step at {}: "
+        "[{}] ms\n",
+        plan.replicas,
+        plan.allreduce_bytes_per_ms > 0 ? balance::format_bandwidth(plan.allreduce_bytes_per_ms)
+                                        : "no cost (give --allreduce-bandwidth)",
+        fmt::join(times, ", "));
+  }
+  out << fmt::format("\nbottleneck {:.3f} ms per micro-batch (time + outgoing transfer{})\n",
+                     plan.bottleneck_ms, plan.replicas > 1 ? " + all-reduce / micro-batches" : "");
   out << fmt::format(
       "predicted step {:.3f} ms with {} micro-batches, {:.3f} ms unpipelined (1 micro-batch): "
       "speed-up {:.2f}x, bubble {:.1f}%\n",
@@ -156,6 +176,12 @@ void add_balance_command(CLI::App& app) {
       ->delimiter(',');
   sub->add_option("--bandwidth", params->bandwidth,
                   "Link bandwidth between stages, e.g. 10GB/s (default: free transfers)");
+  sub->add_option("--replicas", params->replicas,
+                  "Pipelines trained data-parallel (train --replicas); each stage then "
+                  "all-reduces its gradients once per step")
+      ->capture_default_str();
+  sub->add_option("--allreduce-bandwidth", params->allreduce_bandwidth,
+                  "Bandwidth of the replicas' gradient all-reduce (default: --bandwidth's)");
   sub->add_option("--param-scale", params->param_scale,
                   "Bytes kept per parameter byte (2: gradients; Adam ~4)")
       ->capture_default_str();

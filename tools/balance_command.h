@@ -21,6 +21,8 @@ struct BalanceParams {
   std::vector<std::string> memory_caps;  // one per stage
   std::vector<double> device_speeds;     // one per stage, or one for all
   std::string bandwidth;                 // e.g. "10GB/s"; empty: transfers are free
+  int replicas = 1;                      // pipelines trained data-parallel
+  std::string allreduce_bandwidth;       // empty: `bandwidth`'s
   double param_scale = 2.0;
   std::string algorithm = "dp";
   std::string output_path;

@@ -66,6 +66,24 @@ TEST(CostModel, TransferIsTheBoundaryOutputOverBandwidthAndFreeAfterTheLastLayer
   EXPECT_DOUBLE_EQ(CostModel(three_layers(), 2, CostOptions{}).transfer_ms(1), 0);
 }
 
+TEST(CostModel, AllReduceIsARingOverTheReplicasSpreadOverTheMicroBatches) {
+  CostOptions options;
+  options.chunks = 4;
+  options.replicas = 4;
+  options.allreduce_bytes_per_ms = 3;
+  const CostModel model(three_layers(), 2, options);
+  // Layers 0-1 hold 200 parameter bytes: a ring moves 2 * 3/4 of them, at 3 bytes/ms.
+  EXPECT_DOUBLE_EQ(model.allreduce_ms(0, 2), 2 * 0.75 * 200 / 3);
+  EXPECT_DOUBLE_EQ(model.cost_ms(0, 0, 2), model.time_ms(0, 0, 2) + 100.0 / 4);
+  options.replicas = 1;  // nothing to average
+  EXPECT_DOUBLE_EQ(CostModel(three_layers(), 2, options).allreduce_ms(0, 2), 0);
+  options.replicas = 0;
+  EXPECT_THROW(CostModel(three_layers(), 2, options), std::invalid_argument);
+  options.replicas = 2;
+  options.allreduce_bytes_per_ms = -1;
+  EXPECT_THROW(CostModel(three_layers(), 2, options), std::invalid_argument);
+}
+
 TEST(CostModel, GPipeKeepsEveryMicroBatch) {
   // Stage 1 holds layers 1-2: params 200 * 2, input 1000 (output of layer 0), activations 20.
   const auto never =

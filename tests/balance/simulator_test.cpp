@@ -95,6 +95,18 @@ TEST(Simulator, TransfersDelayBothDirections) {
   EXPECT_DOUBLE_EQ(simulate(schedule, uniform(2, 1, 2), {0.5}, {}).step_ms, 10);
 }
 
+TEST(Simulator, FinishingWorkEndsTheStepButIsNotBusy) {
+  const auto schedule = pipeline::make_schedule(ScheduleKind::kGPipe, 2, 2, CheckpointMode::kNever);
+  // Without it: stage 1 ends at 7, stage 0 at 9 (the by-hand case above, no transfers).
+  const SimulationResult plain = simulate(schedule, uniform(2, 1, 2), {0.0}, {});
+  const SimulationResult r = simulate(schedule, uniform(2, 1, 2), {0.0}, {}, {1.0, 4.0});
+  EXPECT_DOUBLE_EQ(r.step_ms, std::max(plain.timeline[0].back().end_ms + 1.0,
+                                       plain.timeline[1].back().end_ms + 4.0));
+  EXPECT_GT(r.step_ms, plain.step_ms);
+  EXPECT_EQ(r.busy_ms, plain.busy_ms);
+  EXPECT_THROW(simulate(schedule, uniform(2, 1, 2), {0.0}, {}, {1.0}), std::invalid_argument);
+}
+
 TEST(Simulator, RecomputeRunsRightBeforeItsBackward) {
   const auto schedule =
       pipeline::make_schedule(ScheduleKind::kGPipe, 2, 2, CheckpointMode::kExceptLast);

@@ -102,7 +102,12 @@ inline CostOptions random_options(std::mt19937& rng, int k, bool speeds, bool ba
     const double choices[] = {0.5, 1.0, 1.5, 2.0, 3.0};
     for (int s = 0; s < k; ++s) options.device_speeds.push_back(choices[rng() % 5]);
   }
-  if (bandwidth) options.bandwidth_bytes_per_ms = 10.0 + static_cast<double>(rng() % 100);
+  if (bandwidth) {
+    options.bandwidth_bytes_per_ms = 10.0 + static_cast<double>(rng() % 100);
+    // Data-parallel replicas whose all-reduce weighs on some stages more than on others.
+    options.replicas = 1 + static_cast<int>(rng() % 4);
+    options.allreduce_bytes_per_ms = 5.0 + static_cast<double>(rng() % 50);
+  }
   return options;
 }
 
