@@ -48,6 +48,10 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
         fmt::format("bandwidth must be at least 1 byte/s (or 0: free transfers), got {} bytes/ms",
                     options.bandwidth_bytes_per_ms));
   }
+  if (!(options.latency_ms >= 0 && options.latency_ms <= 1e6)) {
+    throw std::invalid_argument(
+        fmt::format("link latency must be from 0 to 1e6 ms, got {}", options.latency_ms));
+  }
   if (options.replicas < 1 || options.replicas > 4096) {
     throw std::invalid_argument(
         fmt::format("replicas must be from 1 to 4096, got {}", options.replicas));
@@ -110,6 +114,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
       transfer_ms_[l + 1] =
           static_cast<double>(layer.output_bytes) / options_.bandwidth_bytes_per_ms;
     }
+    if (l + 1 < n) transfer_ms_[l + 1] += options_.latency_ms;
   }
 
   // Walk each stage's action list once with symbolic sizes; the peak of any partition is then

@@ -27,6 +27,7 @@ struct CostOptions {
   std::vector<int64_t> memory_caps_bytes;  // empty: unlimited; one value: every stage
   std::vector<double> device_speeds;       // empty: all 1; one value: every stage
   double bandwidth_bytes_per_ms = 0;       // link bandwidth; 0: transfers are free
+  double latency_ms = 0;                   // added to every transfer between stages
   // Pipeline replicas trained data-parallel: after each step every stage all-reduces its
   // gradients over its replicas at this bandwidth (0: free).
   int replicas = 1;

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "balance/link_model.h"
 #include "pipeline/schedule.h"
 
 namespace pipebal::balance {
@@ -29,6 +31,7 @@ struct CostProfile {
   int chunks = 0;
   std::vector<int64_t> input_shape;
   std::vector<LayerCost> layers;
+  std::optional<LinkModel> link;  // measured between two ranks (`pipebal link`), if it was
 
   // The mini-batch size, input_shape[0]; 0 when not said.
   int64_t mini_batch_size() const { return input_shape.empty() ? 0 : input_shape[0]; }

@@ -117,6 +117,14 @@ CostProfile profile_from_json(const json& doc) {
     }
   }
   for (size_t i = 0; i < layers->size(); ++i) profile.layers.push_back(read_layer((*layers)[i], i));
+  const auto link = doc.find("link");
+  if (link != doc.end() && !link->is_null()) {
+    try {
+      profile.link = link_from_json(*link);
+    } catch (const std::exception& error) {
+      throw std::invalid_argument(std::string("profile: ") + error.what());
+    }
+  }
   return profile;
 }
 

@@ -44,6 +44,9 @@ balance::CostOptions cost_options(const BalanceParams& params,
   options.device_speeds = params.device_speeds;
   if (!params.bandwidth.empty()) {
     options.bandwidth_bytes_per_ms = balance::parse_bandwidth_bytes_per_ms(params.bandwidth);
+  } else if (profile.link) {  // measured by `pipebal link`
+    options.bandwidth_bytes_per_ms = profile.link->bandwidth_bytes_per_ms;
+    options.latency_ms = profile.link->latency_ms;
   }
   options.replicas = params.replicas;
   options.allreduce_bytes_per_ms =
@@ -138,6 +141,12 @@ void run_balance(const BalanceParams& params, std::ostream& out) {
     return;
   }
   print_table(plan, model, out);
+  if (params.bandwidth.empty() && profile.link) {
+    out << fmt::format(
+        "transfers over the link measured in the profile: {} latency + bytes at {}\n",
+        fmt::format("{:.3f} ms", profile.link->latency_ms),
+        balance::format_bandwidth(profile.link->bandwidth_bytes_per_ms));
+  }
   if (params.compare) {
     const Plan dp_plan = algorithm == balance::Algorithm::kDp
                              ? plan

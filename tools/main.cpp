@@ -18,6 +18,7 @@
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
 #include "tools/launch_command.h"
+#include "tools/link_command.h"
 #include "tools/models_command.h"
 #include "tools/profile_command.h"
 #include "tools/report_command.h"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
       "Run `pipebal COMMAND --help` for a command's options.");
   pipebal::tools::add_demo_command(app);
   pipebal::tools::add_launch_command(app);
+  pipebal::tools::add_link_command(app);
   pipebal::tools::add_models_command(app);
   pipebal::tools::add_balance_command(app);
   pipebal::tools::add_profile_command(app);

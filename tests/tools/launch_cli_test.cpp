@@ -109,6 +109,33 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
   EXPECT_EQ(lanes, (std::set<int>{0, 1}));
 }
 
+// `pipebal link` between two processes adds the measured link to a profile; balance then prices
+// transfers with it.
+TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
+  const std::string dir = scratch_dir();
+  const std::string profile = dir + "/profile.json";
+  ASSERT_EQ(run_pipebal("profile --model mlp:layers=3,width=64 --input-shape 32,64 --repeat 2 "
+                        "--warmup 1 -q -o " +
+                        profile)
+                .status,
+            0);
+  const CliResult measured = run_pipebal(fmt::format(
+      "launch --nproc-per-node 2 --master-port 0 -- {} link --profile {} --sizes 64K,1M "
+      "--repeats 3 --timeout 60",
+      PIPEBAL_BINARY, profile));
+  ASSERT_EQ(measured.status, 0) << measured.err;
+  EXPECT_NE(measured.out.find("fit: "), std::string::npos) << measured.out;
+  const nlohmann::json doc = read_json(profile);
+  ASSERT_TRUE(doc.contains("link")) << doc.dump();
+  EXPECT_GT(doc["link"]["bandwidth_bytes_per_ms"].get<double>(), 0);
+  EXPECT_GE(doc["link"]["samples"].size(), 3u) << "64K, 1M and the layers' output sizes";
+  EXPECT_EQ(doc["layers"].size(), 4u) << "the rest of the profile is kept";
+  const CliResult balanced = run_pipebal("balance " + profile + " --stages 2");
+  EXPECT_EQ(balanced.status, 0) << balanced.err;
+  EXPECT_NE(balanced.out.find("transfers over the link measured in the profile"), std::string::npos)
+      << balanced.out;
+}
+
 // The environment of rank `rank` of `world` with the store on `port`, before `args`.
 std::string as_rank(int rank, int world, int port, const std::string& args) {
   return fmt::format(

@@ -1,0 +1,19 @@
+// Measures the link between ranks 0 and 1 of a run: messages of each size go back and forth
+// over the run's Gloo group (the engine's own transport), and half the median round trip is the
+// one-way time. Other ranks take no part.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "balance/link_model.h"
+#include "distributed/group.h"
+
+namespace pipebal::distributed {
+
+// Every rank calls it; ranks 0 and 1 exchange `repeats` round trips of each size after one
+// warm-up round trip. Rank 0 gets a sample per size, the others an empty vector.
+std::vector<balance::LinkSample> probe_link(Group& group, const std::vector<int64_t>& sizes,
+                                            int repeats);
+
+}  // namespace pipebal::distributed

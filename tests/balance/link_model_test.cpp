@@ -1,0 +1,83 @@
+// The link model: the fit recovers a known latency and bandwidth, refuses what is no
+// measurement, and survives a round trip through JSON; a profile's link prices transfers.
+#include "balance/link_model.h"
+
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "balance/cost_model.h"
+#include "balance/profile_reader.h"
+
+namespace pipebal::balance {
+namespace {
+
+TEST(LinkModel, FitRecoversLatencyAndBandwidthOfExactSamples) {
+  std::vector<LinkSample> samples;
+  for (int64_t bytes : {640, 65536, 1 << 20, 16 << 20, 64 << 20}) {
+    samples.push_back({bytes, 0.05 + static_cast<double>(bytes) / 2e6});  // 2 GB/s, 50 us
+  }
+  const LinkModel link = fit_link(samples);
+  EXPECT_NEAR(link.latency_ms, 0.05, 1e-9);
+  EXPECT_NEAR(link.bandwidth_bytes_per_ms, 2e6, 1e-3);
+  EXPECT_NEAR(link.transfer_ms(1 << 20), 0.05 + (1 << 20) / 2e6, 1e-9);
+}
+
+TEST(LinkModel, SmallMessagesStillFixTheLatencyUnderNoise) {
+  // 10% noise on alternate sizes: the latency stays within the noise of the small messages.
+  std::vector<LinkSample> samples;
+  int i = 0;
+  for (int64_t bytes : {1024, 4096, 65536, 1 << 20, 16 << 20, 64 << 20}) {
+    const double noise = (i++ % 2 == 0) ? 1.1 : 0.9;
+    samples.push_back({bytes, (0.03 + static_cast<double>(bytes) / 3e6) * noise});
+  }
+  const LinkModel link = fit_link(samples);
+  EXPECT_GT(link.latency_ms, 0.02);
+  EXPECT_LT(link.latency_ms, 0.04);
+  EXPECT_NEAR(link.bandwidth_bytes_per_ms, 3e6, 0.15 * 3e6);
+}
+
+TEST(LinkModel, RefusesWhatIsNoMeasurement) {
+  EXPECT_THROW(fit_link({{1024, 1.0}}), std::invalid_argument);
+  EXPECT_THROW(fit_link({{1024, 1.0}, {1024, 2.0}}), std::invalid_argument);
+  EXPECT_THROW(fit_link({{1024, 2.0}, {4096, 1.0}}), std::invalid_argument);  // shrinks
+  EXPECT_THROW(fit_link({{1024, -1.0}, {4096, 1.0}}), std::invalid_argument);
+}
+
+TEST(LinkModel, RoundTripsThroughJsonAndRejectsNonsense) {
+  const LinkModel link = fit_link({{1000, 1.0}, {2000, 1.5}});
+  const LinkModel back = link_from_json(link_to_json(link));
+  EXPECT_DOUBLE_EQ(back.latency_ms, link.latency_ms);
+  EXPECT_DOUBLE_EQ(back.bandwidth_bytes_per_ms, link.bandwidth_bytes_per_ms);
+  ASSERT_EQ(back.samples.size(), 2u);
+  EXPECT_THROW(link_from_json({{"latency_ms", 0.1}}), std::invalid_argument);
+  EXPECT_THROW(link_from_json({{"latency_ms", -1}, {"bandwidth_bytes_per_ms", 1e6}}),
+               std::invalid_argument);
+  EXPECT_THROW(link_from_json({{"latency_ms", 0}, {"bandwidth_bytes_per_ms", 0}}),
+               std::invalid_argument);
+}
+
+TEST(LinkModel, AProfilesLinkIsReadAndPricesTransfersWithLatency) {
+  nlohmann::json layer = {{"forward_ms", 1.0},
+                          {"backward_ms", 1.0},
+                          {"param_bytes", 8},
+                          {"activation_bytes", 8},
+                          {"output_bytes", 1000}};
+  const nlohmann::json doc = {{"layers", {layer, layer}},
+                              {"link", {{"latency_ms", 0.5}, {"bandwidth_bytes_per_ms", 100.0}}}};
+  const CostProfile profile = profile_from_json(doc);
+  ASSERT_TRUE(profile.link.has_value());
+  CostOptions options;
+  options.bandwidth_bytes_per_ms = profile.link->bandwidth_bytes_per_ms;
+  options.latency_ms = profile.link->latency_ms;
+  const CostModel model(profile.layers, 2, options);
+  EXPECT_DOUBLE_EQ(model.transfer_ms(1), 0.5 + 1000 / 100.0);
+  EXPECT_DOUBLE_EQ(model.transfer_ms(2), 0);  // after the last layer
+  nlohmann::json bad = doc;
+  bad["link"]["bandwidth_bytes_per_ms"] = -5;
+  EXPECT_THROW(profile_from_json(bad), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipebal::balance

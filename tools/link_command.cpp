@@ -1,0 +1,120 @@
+// See link_command.h.
+#include "tools/link_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "balance/link_model.h"
+#include "balance/profile_reader.h"
+#include "balance/units.h"
+#include "distributed/group.h"
+#include "distributed/launch_env.h"
+#include "distributed/link_probe.h"
+#include "reports/atomic_file.h"
+#include "reports/schema.h"
+#include "workflow/training_run.h"
+
+namespace pipebal::tools {
+namespace {
+
+struct LinkParams {
+  std::string profile;
+  std::string output;
+  std::vector<std::string> sizes{"64K", "256K", "1M", "4M", "16M", "64M"};
+  int repeats = 10;
+  double timeout_s = 0;
+};
+
+// The sizes to measure: the given ones, plus (with a profile) up to 16 of the sizes its layer
+// boundaries send.
+std::vector<int64_t> sizes_to_measure(const LinkParams& p) {
+  std::set<int64_t> sizes;
+  for (const auto& text : p.sizes) {
+    const int64_t bytes = balance::parse_bytes(text);
+    if (bytes < 1 || bytes > (int64_t{1} << 32)) {
+      throw std::invalid_argument(fmt::format("--sizes: {} is not between 1 byte and 4 GiB", text));
+    }
+    sizes.insert(bytes);
+  }
+  if (!p.profile.empty()) {
+    std::set<int64_t> cuts;
+    for (const auto& layer : balance::read_profile(p.profile).layers) {
+      if (layer.output_bytes > 0 && layer.output_bytes <= (int64_t{1} << 32)) {
+        cuts.insert(layer.output_bytes);
+      }
+    }
+    const std::vector<int64_t> sorted(cuts.begin(), cuts.end());
+    const size_t keep = std::min<size_t>(16, sorted.size());
+    for (size_t i = 0; i < keep; ++i) sizes.insert(sorted[i * sorted.size() / keep]);
+  }
+  return {sizes.begin(), sizes.end()};
+}
+
+void run_link(const LinkParams& p) {
+  if (p.repeats < 1 || p.repeats > 100000) {
+    throw std::invalid_argument(
+        fmt::format("--repeats must be from 1 to 100000, got {}", p.repeats));
+  }
+  if (!(p.timeout_s >= 0)) throw std::invalid_argument("--timeout must be >= 0 seconds");
+  const auto env = distributed::launch_env_from_process();
+  if (!env || env->world_size < 2) {
+    throw std::invalid_argument(
+        "link measures between two processes: run it as pipebal launch --nproc-per-node 2 -- "
+        "pipebal link ...");
+  }
+  const std::vector<int64_t> sizes = sizes_to_measure(p);
+  const double timeout_s = p.timeout_s > 0 ? p.timeout_s : workflow::kDefaultProcessTimeoutS;
+  distributed::Group group(*env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  const std::vector<balance::LinkSample> samples = distributed::probe_link(group, sizes, p.repeats);
+  if (group.rank() != 0) return;
+  const balance::LinkModel link = balance::fit_link(samples);
+  fmt::print("{:>12} {:>12} {:>14}\n", "bytes", "one way", "bandwidth");
+  for (const auto& s : link.samples) {
+    fmt::print("{:>12} {:>9.3f} ms {:>14}\n", balance::format_bytes(s.bytes), s.one_way_ms,
+               balance::format_bandwidth(static_cast<double>(s.bytes) / s.one_way_ms));
+  }
+  fmt::print("\nfit: {:.3f} ms latency + bytes at {} (rank 0 <-> rank 1, {} round trips each)\n",
+             link.latency_ms, balance::format_bandwidth(link.bandwidth_bytes_per_ms), p.repeats);
+  const nlohmann::json measured = balance::link_to_json(link);
+  if (!p.profile.empty()) {
+    nlohmann::json profile = reports::parse_json(reports::read_file(p.profile), p.profile);
+    profile["link"] = measured;
+    reports::write_file_atomically(p.profile, profile.dump(2) + "\n");
+    fmt::print("added the link to {}\n", p.profile);
+  }
+  if (!p.output.empty()) {
+    reports::write_file_atomically(p.output, measured.dump(2) + "\n");
+    fmt::print("wrote {}\n", p.output);
+  }
+}
+
+}  // namespace
+
+void add_link_command(CLI::App& app) {
+  auto p = std::make_shared<LinkParams>();
+  CLI::App* cmd = app.add_subcommand(
+      "link", "Measure the link between two processes (latency, bandwidth) for balance");
+  cmd->add_option("--profile", p->profile,
+                  "add the link to this profile (and measure the sizes its layers send)");
+  cmd->add_option("-o,--output", p->output, "write the link as JSON");
+  cmd->add_option("--sizes", p->sizes, "message sizes")->delimiter(',')->capture_default_str();
+  cmd->add_option("--repeats", p->repeats, "round trips per size (median)")->capture_default_str();
+  cmd->add_option("--timeout", p->timeout_s, "seconds to wait for the other process (0: 300)")
+      ->capture_default_str();
+  cmd->footer(
+      "Runs as two processes (rank 0 and 1 measure; rank 0 writes). `balance` then prices each\n"
+      "transfer as latency + bytes / bandwidth unless --bandwidth is given.\n"
+      "Example:\n"
+      "  pipebal launch --nproc-per-node 2 -- pipebal link --profile profile.json\n"
+      "  # across hosts: one process on each\n"
+      "  pipebal launch --nnodes 2 --node-rank 0 --master-addr host0 -- pipebal link -o link.json");
+  cmd->callback([p] { run_link(*p); });
+}
+
+}  // namespace pipebal::tools
