@@ -2,6 +2,7 @@
 #include "distributed/launcher.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -73,6 +74,10 @@ int exit_code(int status) {
   setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
   setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   unsetenv("TORCHELASTIC_USE_AGENT_STORE");  // the launcher serves no store: rank 0 does
+  if (options.discard_stdout) {
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, STDOUT_FILENO);
+  }
   std::vector<char*> argv;
   for (const auto& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);

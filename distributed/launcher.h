@@ -19,6 +19,7 @@ struct LaunchOptions {
   std::vector<std::string> command;  // the program and its arguments, run once per process
   // After the first failure, how long the others get to end on SIGTERM before SIGKILL.
   double grace_s = 5;
+  bool discard_stdout = false;  // the processes' standard output goes to /dev/null
 };
 
 // Throws std::invalid_argument for inconsistent options (one line naming the option).

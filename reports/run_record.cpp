@@ -93,6 +93,62 @@ nlohmann::json run_to_json(const RunRecord& run) {
           {"environment", run.environment}};
 }
 
+RunRecord run_from_json(const nlohmann::json& doc) {
+  check_schema(doc, "pipebal.run", 1, /*required=*/true);
+  RunRecord run;
+  try {
+    run.model = doc.at("model").get<std::string>();
+    run.input_shape = doc.at("input_shape").get<std::vector<int64_t>>();
+    run.balance = doc.at("balance").get<std::vector<int>>();
+    run.devices = doc.at("devices").get<std::vector<std::string>>();
+    run.chunks = doc.at("chunks").get<int>();
+    run.schedule = doc.at("schedule").get<std::string>();
+    run.checkpoint = doc.at("checkpoint").get<std::string>();
+    run.threads_per_stage = doc.at("threads_per_stage").get<int>();
+    run.optimizer = doc.at("optimizer").get<std::string>();
+    run.lr = doc.at("lr").get<double>();
+    run.seed = doc.at("seed").get<uint64_t>();
+    run.warmup_steps = doc.at("warmup_steps").get<int>();
+    for (const auto& s : doc.at("steps")) {
+      run.steps.push_back(
+          {s.at("step").get<int>(), s.at("ms").get<double>(), s.at("loss").get<double>()});
+    }
+    run.median_step_ms = doc.at("median_step_ms").get<double>();
+    run.p10_step_ms = doc.at("p10_step_ms").get<double>();
+    run.p90_step_ms = doc.at("p90_step_ms").get<double>();
+    run.samples_per_s = doc.at("samples_per_s").get<double>();
+    for (const auto& s : doc.at("stages")) {
+      StageRun stage;
+      stage.index = s.at("index").get<int>();
+      stage.first_layer = s.at("first_layer").get<int>();
+      stage.layers = s.at("layers").get<int>();
+      stage.busy_ms = s.at("busy_ms").get<double>();
+      stage.busy_fraction = s.at("busy_fraction").get<double>();
+      const auto& peak = s.at("peak_memory_bytes");
+      stage.peak_memory_bytes = peak.is_null() ? -1 : peak.get<int64_t>();
+      run.stages.push_back(stage);
+    }
+    run.replicas = doc.value("replicas", 1);
+    if (doc.contains("processes")) {
+      for (const auto& p : doc.at("processes")) {
+        ProcessRun process;
+        process.rank = p.at("rank").get<int>();
+        process.stage = p.at("stage").get<int>();
+        process.replica = p.value("replica", 0);
+        process.host = p.at("host").get<std::string>();
+        const auto& rss = p.at("peak_rss_bytes");
+        process.peak_rss_bytes = rss.is_null() ? -1 : rss.get<int64_t>();
+        run.processes.push_back(process);
+      }
+    }
+    run.timeline = timeline_from_json(doc.at("timeline"));
+    run.environment = doc.value("environment", nlohmann::json::object());
+  } catch (const nlohmann::json::exception& error) {
+    throw std::invalid_argument(std::string("run: ") + error.what());
+  }
+  return run;
+}
+
 nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title) {
   nlohmann::json events = nlohmann::json::array();
   events.push_back(

@@ -67,6 +67,9 @@ nlohmann::json timeline_to_json(const pipeline::Timeline& timeline);
 // The inverse of timeline_to_json; throws std::invalid_argument for anything else.
 pipeline::Timeline timeline_from_json(const nlohmann::json& events);
 nlohmann::json run_to_json(const RunRecord& run);
+// The inverse of run_to_json (a pipebal.run/1 document); throws std::invalid_argument naming the
+// field that is missing or of the wrong type.
+RunRecord run_from_json(const nlohmann::json& doc);
 
 // Chrome trace-event document (Perfetto, chrome://tracing): one track per stage, one slice per
 // action, named "F3" / "R3" / "B3" for micro-batch 3.

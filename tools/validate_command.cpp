@@ -2,6 +2,7 @@
 #include "tools/validate_command.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -63,13 +64,23 @@ void add_validate_command(CLI::App& app) {
                   "seconds a training step may take before validate fails, naming the stage "
                   "and action still running (0: no limit)")
       ->capture_default_str();
+  cmd->add_option("--processes", p->processes,
+                  "train each candidate as this many processes, one per stage (0: as threads)")
+      ->capture_default_str();
   cmd->add_option("-o,--output", p->output, "output directory")->required();
   cmd->footer(
       "Example:\n"
       "  pipebal validate --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"
       "      --stages 2 --chunks 8 -o out/\n"
+      "  pipebal validate --model gpt:layers=4,dim=64,heads=4,seq=32 --stages 2 --processes 2 "
+      "-o out/\n"
       "  pipebal report out/");
-  cmd->callback([p] { run_validate(*p); });
+  cmd->callback([p] {
+    ValidateParams params = *p;
+    // Candidates trained as processes run this very binary's `train`.
+    if (params.processes > 0) params.executable = std::filesystem::read_symlink("/proc/self/exe");
+    run_validate(params);
+  });
 }
 
 }  // namespace pipebal::tools

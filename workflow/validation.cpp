@@ -2,7 +2,9 @@
 #include "workflow/validation.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
+#include <iostream>
 #include <utility>
 
 #include <ATen/Parallel.h>
@@ -12,6 +14,7 @@
 #include "balance/partition.h"
 #include "balance/plan.h"
 #include "balance/profile_reader.h"
+#include "distributed/launcher.h"
 #include "models/synthetic.h"
 #include "pipeline/batch.h"
 #include "profiler/environment.h"
@@ -20,6 +23,7 @@
 #include "reports/atomic_file.h"
 #include "reports/html_report.h"
 #include "reports/run_record.h"
+#include "reports/schema.h"
 #include "workflow/training_run.h"
 #include "workflow/watchdog.h"
 
@@ -119,8 +123,54 @@ std::pair<nlohmann::json, nlohmann::json> profile_phase(const Run& run) {
   return {micro, batch};
 }
 
-// Phase 3, one candidate: trained pipelined and with one micro-batch, step by step in turns,
-// and set beside its prediction.
+// One training run as `settings.processes` processes of `pipebal train`, launched like
+// `pipebal launch` does; its run document is read back from `file`.
+reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettings& s,
+                                    const std::string& file) {
+  distributed::LaunchOptions launch;
+  launch.nproc_per_node = p.processes;
+  launch.master_port = 0;
+  launch.discard_stdout = true;
+  launch.command = {p.executable,
+                    "train",
+                    "--model",
+                    s.model,
+                    "--input-shape",
+                    fmt::format("{}", fmt::join(s.input_shape, ",")),
+                    "--balance",
+                    fmt::format("{}", fmt::join(s.balance, ",")),
+                    "--chunks",
+                    std::to_string(s.chunks),
+                    "--schedule",
+                    s.schedule,
+                    "--checkpoint",
+                    s.checkpoint,
+                    "--threads",
+                    std::to_string(s.threads_per_stage),
+                    "--steps",
+                    std::to_string(s.steps),
+                    "--warmup-steps",
+                    std::to_string(s.warmup_steps),
+                    "--seed",
+                    std::to_string(s.seed),
+                    "--timeout",
+                    fmt::format("{}", s.step_timeout_s),
+                    "-q",
+                    "-o",
+                    file};
+  const int status = distributed::launch(launch, std::cerr);
+  if (status != 0) {
+    throw std::runtime_error(fmt::format("training [{}] as {} processes failed (exit status {})",
+                                         fmt::join(s.balance, ","), p.processes, status));
+  }
+  reports::RunRecord record =
+      reports::run_from_json(reports::parse_json(reports::read_file(file), file));
+  std::filesystem::remove(file);
+  return record;
+}
+
+// Phase 3, one candidate: trained pipelined and with one micro-batch, step by step in turns
+// (one run after the other when trained as processes), and set beside its prediction.
 reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
                                    const std::vector<std::string>& algorithms,
                                    const balance::CostModel& cost_model,
@@ -140,9 +190,18 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   settings.step_timeout_s = p.step_timeout_s;
   TrainSettings naive_settings = settings;
   naive_settings.chunks = 1;
-  run.say(fmt::format("training {} [{}]: {} micro-batches and 1, step by step in turns ...",
-                      fmt::join(algorithms, ", "), fmt::join(plan.balance, ","), p.chunks));
-  const std::vector<reports::RunRecord> runs = run_interleaved({settings, naive_settings});
+  std::vector<reports::RunRecord> runs;
+  if (p.processes > 0) {
+    run.say(fmt::format("training {} [{}] as {} processes: {} micro-batches, then 1 ...",
+                        fmt::join(algorithms, ", "), fmt::join(plan.balance, ","), p.processes,
+                        p.chunks));
+    runs.push_back(run_as_processes(p, settings, run.dir + "/.pipelined-run.json"));
+    runs.push_back(run_as_processes(p, naive_settings, run.dir + "/.naive-run.json"));
+  } else {
+    run.say(fmt::format("training {} [{}]: {} micro-batches and 1, step by step in turns ...",
+                        fmt::join(algorithms, ", "), fmt::join(plan.balance, ","), p.chunks));
+    runs = run_interleaved({settings, naive_settings});
+  }
   const reports::RunRecord& measured = runs[0];
   if (first) {
     write_json(run.dir + "/run.json", reports::run_to_json(measured));
@@ -186,6 +245,14 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
     throw std::invalid_argument("validate: give an output directory with -o DIR");
   if (p.stages < 1)
     throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", p.stages));
+  if (p.processes != 0 && p.processes != p.stages) {
+    throw std::invalid_argument(fmt::format(
+        "--processes {}: each stage is one process, so give --processes {} (the stages) or 0",
+        p.processes, p.stages));
+  }
+  if (p.processes > 0 && p.executable.empty()) {
+    throw std::invalid_argument("validate: training as processes needs the pipebal executable");
+  }
   // Options first: a typo should not cost a profile.
   balance::CostOptions cost_options;
   cost_options.schedule = pipeline::parse_schedule_kind(p.schedule);

@@ -34,7 +34,12 @@ struct ValidateSettings {
   int threads = 1;
   uint64_t seed = 0;
   double step_timeout_s = 0;  // per training step, and without progress while profiling; 0: none
-  std::string output;         // the directory
+  // Train each candidate as this many processes, one per stage (0: as threads of this process),
+  // by launching `executable train` (the pipebal binary) like `pipebal launch`. The pipelined
+  // and the one-micro-batch runs then follow each other instead of alternating step by step.
+  int processes = 0;
+  std::string executable;
+  std::string output;  // the directory
 };
 
 // The names of the files validate() writes into the output directory.

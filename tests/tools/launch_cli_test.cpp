@@ -136,6 +136,23 @@ TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
       << balanced.out;
 }
 
+// validate --processes trains every candidate as one process per stage.
+TEST(LaunchCli, ValidateTrainsTheCandidatesAsProcesses) {
+  const std::string dir = scratch_dir() + "/v";
+  const CliResult r = run_pipebal(
+      "validate --model mlp:layers=4,width=32 --input-shape 16,32 "
+      "--stages 2 --processes 2 --steps 2 --profile-repeat 2 -o " +
+      dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("as 2 processes"), std::string::npos) << r.out;
+  const nlohmann::json run = read_json(dir + "/run.json");
+  EXPECT_EQ(run.at("processes").size(), 2u);
+  const nlohmann::json validation = read_json(dir + "/validation.json");
+  EXPECT_GT(validation.at("candidates")[0].at("measured").at("step_ms").get<double>(), 0);
+  expect_files(dir, {"plan.json", "profile-batch.json", "profile.json", "report.html", "run.json",
+                     "trace.json", "validation.json"});
+}
+
 // The environment of rank `rank` of `world` with the store on `port`, before `args`.
 std::string as_rank(int rank, int world, int port, const std::string& args) {
   return fmt::format(
