@@ -149,16 +149,21 @@ RunRecord run_from_json(const nlohmann::json& doc) {
   return run;
 }
 
-nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title) {
+nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title,
+                            bool process_per_stage) {
   nlohmann::json events = nlohmann::json::array();
-  events.push_back(
-      {{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", title}}}});
   int stages = 0;
   for (const auto& t : timeline) stages = std::max(stages, t.stage + 1);
+  auto pid = [process_per_stage](int stage) { return process_per_stage ? stage : 0; };
   for (int s = 0; s < stages; ++s) {
+    if (s == 0 || process_per_stage) {
+      const std::string name = process_per_stage ? title + ": rank " + std::to_string(s) : title;
+      events.push_back(
+          {{"name", "process_name"}, {"ph", "M"}, {"pid", pid(s)}, {"args", {{"name", name}}}});
+    }
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
-                      {"pid", 0},
+                      {"pid", pid(s)},
                       {"tid", s},
                       {"args", {{"name", "stage " + std::to_string(s)}}}});
   }
@@ -167,7 +172,7 @@ nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::strin
     events.push_back({{"name", kind + std::to_string(t.action.micro_batch)},
                       {"cat", kind},
                       {"ph", "X"},
-                      {"pid", 0},
+                      {"pid", pid(t.stage)},
                       {"tid", t.stage},
                       {"ts", t.start_ms * 1000.0},  // microseconds
                       {"dur", (t.end_ms - t.start_ms) * 1000.0},

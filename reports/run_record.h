@@ -72,7 +72,9 @@ nlohmann::json run_to_json(const RunRecord& run);
 RunRecord run_from_json(const nlohmann::json& doc);
 
 // Chrome trace-event document (Perfetto, chrome://tracing): one track per stage, one slice per
-// action, named "F3" / "R3" / "B3" for micro-batch 3.
-nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title);
+// action, named "F3" / "R3" / "B3" for micro-batch 3. With `process_per_stage` (a multi-process
+// run) each stage's track sits in a process lane of its own, named after its rank.
+nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title,
+                            bool process_per_stage = false);
 
 }  // namespace pipebal::reports

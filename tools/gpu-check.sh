@@ -2,7 +2,7 @@
 # GPU check: builds pipebal against a CUDA-enabled LibTorch, runs the *_CUDA tests (profiler
 # and engine), profiles one zoo model with every timer backend on the GPU, printing a short
 # table, then balances it for 2 stages and trains that balance on the GPU, printing the
-# predicted beside the measured step time.
+# predicted beside the measured step time, and trains it again as 2 processes over Gloo.
 #
 # Needs an NVIDIA GPU, the CUDA toolkit (nvcc; CUPTI from extras/CUPTI or $CUPTI_ROOT), CMake,
 # a C++17 compiler, and pipebal's other dependencies (fmt, nlohmann/json, CLI11, GoogleTest;
@@ -101,6 +101,29 @@ print(f"balance {plan['balance']}, {plan['prediction']['chunks']} chunks: predic
 PY
 else
   echo "balance/train on cuda failed:"; tail -n 3 "$out"/{profile-micro,balance,train}.txt
+  status=1
+fi
+
+# Across processes: NCCL refuses two ranks on one GPU, so the two stages' processes share
+# cuda:0 and their messages travel through host memory over Gloo; the losses must equal the
+# one-process run's (same seed, same plan).
+echo "== the same plan as 2 processes on cuda:0 (Gloo through host memory)"
+if [[ -f "$out/plan.json" ]] &&
+  "$build/tools/pipebal" launch --nproc-per-node 2 --master-port 0 -- "$build/tools/pipebal" \
+    train --plan "$out/plan.json" --devices cuda:0 --chunks "$chunks" --steps 10 \
+    -o "$out/run-processes.json" >"$out/train-processes.txt" 2>&1; then
+  python3 - "$out" <<'PY' || status=1
+import json, os, sys
+out = sys.argv[1]
+one = json.load(open(os.path.join(out, "run.json")))
+two = json.load(open(os.path.join(out, "run-processes.json")))
+same = [a["loss"] for a in one["steps"]] == [b["loss"] for b in two["steps"]]
+print(f"2 processes: median step {two['median_step_ms']:.2f} ms (1 process: "
+      f"{one['median_step_ms']:.2f} ms), losses {'identical' if same else 'DIFFER'}")
+sys.exit(0 if same else 1)
+PY
+else
+  echo "2 processes on cuda failed:"; tail -n 3 "$out/train-processes.txt"
   status=1
 fi
 exit $status

@@ -106,8 +106,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     fmt::print("\nwrote {}\n", p.output);
   }
   if (!p.trace.empty()) {
-    reports::write_file_atomically(p.trace,
-                                   reports::chrome_trace(run.timeline, run.model).dump() + "\n");
+    reports::write_file_atomically(
+        p.trace,
+        reports::chrome_trace(run.timeline, run.model, !run.processes.empty()).dump() + "\n");
     fmt::print("wrote {} (open in https://ui.perfetto.dev or chrome://tracing)\n", p.trace);
   }
 }
@@ -127,7 +128,9 @@ void add_train_command(CLI::App& app) {
   auto* balance = cmd->add_option("--balance", p->balance, "layers per stage, e.g. 3,3,2");
   plan->excludes(balance);
   balance->excludes(plan);
-  cmd->add_option("--devices", p->settings.devices, "one device per stage, or one for all")
+  cmd->add_option("--devices", p->settings.devices,
+                  "one device per stage, or one for all (across processes, cuda means "
+                  "cuda:LOCAL_RANK)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--chunks", p->settings.chunks, "micro-batches per mini-batch")

@@ -201,8 +201,18 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     for (int s = 0; s < stage; ++s) first += static_cast<size_t>(settings.balance[s]);
     st.stage_parameters = st.model.layers.slice(first, settings.balance[stage]).parameters();
   }
-  st.pipeline = std::make_unique<pipeline::Pipeline>(
-      st.model.layers, settings.balance, parse_devices(settings.devices), options, transport);
+  std::vector<c10::Device> devices = parse_devices(settings.devices);
+  if (multi_process) {
+    // "cuda" without an index means this host's GPU of this process: cuda:LOCAL_RANK.
+    for (auto& device : devices) {
+      if (device.is_cuda() && !device.has_index()) {
+        device =
+            c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(settings.launch->local_rank));
+      }
+    }
+  }
+  st.pipeline = std::make_unique<pipeline::Pipeline>(st.model.layers, settings.balance, devices,
+                                                     options, transport);
   st.optimizer = make_optimizer(settings.optimizer, st.model.layers.parameters(), settings.lr);
   const models::LossKind loss_kind = st.model.info.loss;
   st.loss_fn = [loss_kind](const at::Tensor& out, const at::Tensor& target) {

@@ -205,7 +205,8 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   const reports::RunRecord& measured = runs[0];
   if (first) {
     write_json(run.dir + "/run.json", reports::run_to_json(measured));
-    write_json(run.dir + "/trace.json", reports::chrome_trace(measured.timeline, measured.model));
+    write_json(run.dir + "/trace.json", reports::chrome_trace(measured.timeline, measured.model,
+                                                              !measured.processes.empty()));
   }
 
   reports::Candidate candidate;

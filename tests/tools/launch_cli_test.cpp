@@ -100,13 +100,13 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
     expect_aligned_timeline(*run);
   }
   EXPECT_TRUE(one.at("processes").empty());
-  // The trace has both stages' actions.
+  // The trace has both stages' actions, each in the process lane of its rank.
   const nlohmann::json trace = read_json(launched_dir + "/trace.json");
-  std::set<int> lanes;
+  std::set<std::pair<int, int>> lanes;
   for (const auto& e : trace.at("traceEvents")) {
-    if (e.at("ph") == "X") lanes.insert(e.at("tid").get<int>());
+    if (e.at("ph") == "X") lanes.insert({e.at("pid").get<int>(), e.at("tid").get<int>()});
   }
-  EXPECT_EQ(lanes, (std::set<int>{0, 1}));
+  EXPECT_EQ(lanes, (std::set<std::pair<int, int>>{{0, 0}, {1, 1}}));
 }
 
 // `pipebal link` between two processes adds the measured link to a profile; balance then prices
