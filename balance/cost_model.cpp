@@ -42,12 +42,14 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
         fmt::format("param scale must be from 0 to 1e6, got {}", options.param_scale));
   }
   // 0 means free transfers; a real link moves at least a byte a second.
-  if (std::isnan(options.bandwidth_bytes_per_ms) || options.bandwidth_bytes_per_ms < 0 ||
-      (options.bandwidth_bytes_per_ms > 0 && options.bandwidth_bytes_per_ms < 1e-3)) {
-    throw std::invalid_argument(
-        fmt::format("bandwidth must be at least 1 byte/s (or 0: free transfers), got {} bytes/ms",
-                    options.bandwidth_bytes_per_ms));
-  }
+  auto check_bandwidth = [](double bytes_per_ms, const char* what) {
+    if (std::isnan(bytes_per_ms) || bytes_per_ms < 0 || (bytes_per_ms > 0 && bytes_per_ms < 1e-3)) {
+      throw std::invalid_argument(fmt::format(
+          "{} must be at least 1 byte/s (or 0: free), got {} bytes/ms", what, bytes_per_ms));
+    }
+  };
+  check_bandwidth(options.bandwidth_bytes_per_ms, "bandwidth");
+  check_bandwidth(options.allreduce_bytes_per_ms, "all-reduce bandwidth");
   if (!(options.latency_ms >= 0 && options.latency_ms <= 1e6)) {
     throw std::invalid_argument(
         fmt::format("link latency must be from 0 to 1e6 ms, got {}", options.latency_ms));
@@ -55,12 +57,6 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
   if (options.replicas < 1 || options.replicas > 4096) {
     throw std::invalid_argument(
         fmt::format("replicas must be from 1 to 4096, got {}", options.replicas));
-  }
-  if (std::isnan(options.allreduce_bytes_per_ms) || options.allreduce_bytes_per_ms < 0 ||
-      (options.allreduce_bytes_per_ms > 0 && options.allreduce_bytes_per_ms < 1e-3)) {
-    throw std::invalid_argument(
-        fmt::format("all-reduce bandwidth must be at least 1 byte/s (or 0: free), got {} bytes/ms",
-                    options.allreduce_bytes_per_ms));
   }
   for (size_t s = 0; s < options.device_speeds.size(); ++s) {
     const double speed = options.device_speeds[s];
