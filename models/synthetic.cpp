@@ -58,6 +58,31 @@ std::vector<int64_t> parse_shape(const std::string& text) {
   return shape;
 }
 
+at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
+  pipeline::Batch sample;
+  for (const auto& t : input.tensors) sample.tensors.push_back(t.narrow(0, 0, 1));
+  // One sample through the model (no grad, evaluation mode) checks the shape and gives the
+  // output's shape.
+  at::Tensor output;
+  {
+    torch::NoGradGuard no_grad;
+    const bool training = !model.layers.empty() && model.layers[0].is_training();
+    model.layers.train(false);
+    try {
+      output = forward_naming_layer(model.layers, sample).value();
+    } catch (...) {
+      model.layers.train(training);
+      throw;
+    }
+    model.layers.train(training);
+  }
+  // A TorchScript model's layers must be the model: compare them with its own forward.
+  if (model.reference) {
+    pipeline::check_matches_reference(model.layers, model.reference, sample, model.layers.name());
+  }
+  return output;
+}
+
 SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>& shape,
                                   uint64_t seed) {
   if (shape.empty()) throw std::invalid_argument("input shape is empty");
@@ -69,28 +94,7 @@ SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>
     data.input = pipeline::Batch(torch::randn(shape));
   }
 
-  // One sample through the model (no grad, evaluation mode) checks the shape and gives the
-  // output's shape for the target.
-  at::Tensor probe_output;
-  {
-    torch::NoGradGuard no_grad;
-    const bool training = !model.layers.empty() && model.layers[0].is_training();
-    model.layers.train(false);
-    pipeline::Batch probe(data.input.value().narrow(0, 0, 1));
-    try {
-      probe_output = forward_naming_layer(model.layers, std::move(probe)).value();
-    } catch (...) {
-      model.layers.train(training);
-      throw;
-    }
-    model.layers.train(training);
-  }
-  // A TorchScript model's layers must be the model: compare them with its own forward.
-  if (model.reference) {
-    pipeline::check_matches_reference(model.layers, model.reference,
-                                      pipeline::Batch(data.input.value().narrow(0, 0, 1)),
-                                      model.layers.name());
-  }
+  const at::Tensor probe_output = check_model_on(model, data.input);
 
   std::vector<int64_t> out_shape = probe_output.sizes().vec();
   out_shape[0] = shape[0];
@@ -103,13 +107,51 @@ SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>
   return data;
 }
 
-at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tensor& target) {
-  if (kind == LossKind::kMse) return torch::mse_loss(output, target);
-  if (output.dim() == target.dim() + 1) {
-    return torch::cross_entropy_loss(output.reshape({-1, output.size(-1)}), target.reshape({-1}));
+std::string to_string(LossKind kind) {
+  switch (kind) {
+    case LossKind::kCrossEntropy:
+      return "cross_entropy";
+    case LossKind::kMse:
+      return "mse";
+    case LossKind::kNll:
+      return "nll";
+    case LossKind::kNone:
+      return "none";
   }
-  throw std::invalid_argument(fmt::format("cross-entropy: output {} does not match target {}",
-                                          c10::str(output.sizes()), c10::str(target.sizes())));
+  return "?";
+}
+
+LossKind parse_loss_kind(const std::string& name) {
+  for (LossKind kind : {LossKind::kCrossEntropy, LossKind::kMse, LossKind::kNll, LossKind::kNone}) {
+    if (to_string(kind) == name) return kind;
+  }
+  throw std::invalid_argument(
+      fmt::format("unknown loss '{}' (valid: cross_entropy, mse, nll, none)", name));
+}
+
+at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tensor& target) {
+  switch (kind) {
+    case LossKind::kMse:
+      return torch::mse_loss(output, target);
+    case LossKind::kNone:
+      if (output.numel() != 1) {
+        throw std::invalid_argument(fmt::format(
+            "--loss none: the model's output must be its loss (one value), got shape {}",
+            c10::str(output.sizes())));
+      }
+      return output.reshape({});
+    case LossKind::kCrossEntropy:
+    case LossKind::kNll:
+      break;
+  }
+  if (output.dim() != target.dim() + 1 || target.is_floating_point()) {
+    throw std::invalid_argument(fmt::format("{}: output {} does not match class ids {}",
+                                            to_string(kind), c10::str(output.sizes()),
+                                            c10::str(target.sizes())));
+  }
+  const at::Tensor flat = output.reshape({-1, output.size(-1)});
+  return kind == LossKind::kNll ? torch::nll_loss(flat, target.reshape({-1}))
+                                : torch::cross_entropy_loss(flat, target.reshape({-1}));
 }
 
 std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target) {

@@ -22,6 +22,11 @@ struct SyntheticData {
 SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>& shape,
                                   uint64_t seed = 0);
 
+// Runs the first sample of `input` through the model (evaluation mode, no autograd) and returns
+// its output; throws std::invalid_argument naming the layer that rejects it, or when a
+// TorchScript model's layers do not reproduce its own forward (pipeline::check_matches_reference).
+at::Tensor check_model_on(const Model& model, const pipeline::Batch& input);
+
 // Mean loss of `output` against `target` for the model's loss kind. Cross-entropy accepts
 // [N, C] with [N] targets and [N, T, C] with [N, T] targets.
 at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tensor& target);
@@ -29,6 +34,11 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tenso
 // compute_loss against a fixed `target`, for any output: the target follows the output's device
 // (and floating dtype). What the profiler times as the last stage's loss.
 std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target);
+
+// "cross_entropy", "mse", "nll", "none" and back; the parser throws std::invalid_argument listing
+// them.
+std::string to_string(LossKind kind);
+LossKind parse_loss_kind(const std::string& name);
 
 // Parses "32,3,64,64"; throws std::invalid_argument for an empty, non-positive or malformed shape.
 std::vector<int64_t> parse_shape(const std::string& text);

@@ -210,6 +210,7 @@ Model build_model(const std::string& text, uint64_t seed) {
     pipeline::ScriptModel script = pipeline::load_script_model(spec.path);
     model.layers = std::move(script.layers);
     model.reference = std::move(script.reference);
+    model.save = std::move(script.save);
     model.info.name = spec.path;
     model.info.description = "TorchScript model";
     model.info.loss = LossKind::kMse;

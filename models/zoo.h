@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ enum class InputKind {
 enum class LossKind {
   kCrossEntropy,  // output [N, classes] (or [N, T, vocab]) against class ids
   kMse,           // output of any shape against a target of the same shape
+  kNll,           // log-probabilities [N, classes] (or [N, T, classes]) against class ids
+  kNone,          // the model's output is the loss (a scalar per micro-batch)
 };
 
 struct ModelKnob {
@@ -53,6 +56,9 @@ struct Model {
   // TorchScript models: the module's own forward, which the layers must reproduce on the
   // sample (make_synthetic_data checks it). Empty for zoo models, which are built as layers.
   pipeline::ReferenceForward reference;
+  // TorchScript models: writes the module with the layers' current parameters (empty for zoo
+  // models).
+  std::function<void(const std::string& path)> save;
 };
 
 // Every zoo model, in the order `pipebal models` lists them.

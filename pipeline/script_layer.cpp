@@ -131,6 +131,7 @@ ScriptModel load_script_model(const std::string& path) {
     std::vector<c10::IValue> arguments(input.tensors.begin(), input.tensors.end());
     return tensors_of(model.forward(std::move(arguments)), "the model's forward");
   };
+  result.save = [model](const std::string& file) { model.save(file); };
   return result;
 }
 

@@ -18,6 +18,9 @@ using ReferenceForward = std::function<std::vector<at::Tensor>(const Batch& inpu
 struct ScriptModel {
   LayerSeq layers;
   ReferenceForward reference;  // shares the layers' parameters and buffers
+  // Writes the module, with the layers' current (e.g. trained) parameters, to a file that
+  // torch.jit.load reads.
+  std::function<void(const std::string& path)> save;
 };
 
 // Loads `path` on the CPU. A child's forward takes the batch's tensors as positional

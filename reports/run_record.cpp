@@ -88,6 +88,8 @@ nlohmann::json run_to_json(const RunRecord& run) {
           {"samples_per_s", run.samples_per_s},
           {"stages", stages},
           {"replicas", run.replicas},
+          {"loss", run.loss},
+          {"data", run.data},
           {"processes", processes},
           {"timeline", timeline_to_json(run.timeline)},
           {"environment", run.environment}};
@@ -129,6 +131,8 @@ RunRecord run_from_json(const nlohmann::json& doc) {
       run.stages.push_back(stage);
     }
     run.replicas = doc.value("replicas", 1);
+    run.loss = doc.value("loss", "");
+    run.data = doc.value("data", "");
     if (doc.contains("processes")) {
       for (const auto& p : doc.at("processes")) {
         ProcessRun process;

@@ -58,6 +58,8 @@ struct RunRecord {
   double samples_per_s = 0;
   std::vector<StageRun> stages;
   int replicas = 1;  // pipelines trained data-parallel, each on input_shape's batch
+  std::string loss;  // cross_entropy, mse, nll or none
+  std::string data;  // the user's data file; empty: a synthetic batch, every step
   std::vector<ProcessRun> processes;  // one per rank of a multi-process run; empty otherwise
   pipeline::Timeline timeline;        // of the step whose time is the median
   nlohmann::json environment = nlohmann::json::object();

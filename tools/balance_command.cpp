@@ -26,6 +26,7 @@ constexpr const char* kFooter =
     "  pipebal balance profile.json --stages 4 --chunks 8 --memory-cap 8G -o plan.json\n"
     "  pipebal balance profile.json --stages 3 --device-speeds 1,1,0.5 --bandwidth 10GB/s "
     "--compare\n"
+    "  pipebal balance profile.json --stages 2 --format pippy   # for a Python pipeline\n"
     "Sizes: K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000.";
 
 balance::CostOptions cost_options(const BalanceParams& params,
@@ -108,6 +109,23 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
       p.step_ms, p.chunks, p.naive_step_ms, p.speedup, 100.0 * p.bubble_fraction);
 }
 
+// The plan in the terms of a Python pipeline library: torchgpipe's balance list (layers per
+// stage), or torch.distributed.pipelining's split points (each stage after the first begins at
+// the layer it names). Python literals, for a script to paste or parse.
+void print_for_python(const Plan& plan, const std::string& format, std::ostream& out) {
+  if (format == "torchgpipe") {
+    out << fmt::format("balance = [{}]\n", fmt::join(plan.balance, ", "));
+    return;
+  }
+  std::vector<std::string> points;
+  for (size_t s = 1; s < plan.stages.size(); ++s) {
+    const auto& names = plan.stages[s].layer_names;
+    if (names.empty()) throw std::invalid_argument("the profile names no layers: no split points");
+    points.push_back(fmt::format("\"{}\": SplitPoint.BEGINNING", names.front()));
+  }
+  out << fmt::format("split_spec = {{{}}}\n", fmt::join(points, ", "));
+}
+
 void print_comparison(const balance::CostModel& model, const Plan& dp_plan, std::ostream& out) {
   out << fmt::format("\n{:<15} {:>14} {:>8} {:>13} {:>9} {:>7}  {}\n", "algorithm", "bottleneck",
                      "vs dp", "step", "speed-up", "memory", "balance");
@@ -136,8 +154,13 @@ void run_balance(const BalanceParams& params, std::ostream& out) {
   plan.input_shape = profile.input_shape;
 
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
-  if (params.json) {
+  const std::string format = params.json ? "json" : params.format;
+  if (format == "json") {
     out << balance::plan_to_json(plan).dump(2) << "\n";
+    return;
+  }
+  if (format == "torchgpipe" || format == "pippy") {
+    print_for_python(plan, format, out);
     return;
   }
   print_table(plan, model, out);
@@ -198,6 +221,11 @@ void add_balance_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("-o,--output", params->output_path, "Write the plan here (pipebal.plan/1)");
   sub->add_flag("--json", params->json, "Print the plan JSON instead of the table");
+  sub->add_option("--format", params->format,
+                  "table, json, torchgpipe (its balance list) or pippy "
+                  "(torch.distributed.pipelining split points by layer name)")
+      ->check(CLI::IsMember({"table", "json", "torchgpipe", "pippy"}))
+      ->capture_default_str();
   sub->add_flag("--compare", params->compare,
                 "Also print every algorithm's bottleneck and predicted step time");
   sub->callback([params]() { run_balance(*params, std::cout); });

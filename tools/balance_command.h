@@ -27,6 +27,7 @@ struct BalanceParams {
   std::string algorithm = "dp";
   std::string output_path;
   bool json = false;
+  std::string format = "table";  // table, json, torchgpipe or pippy
   bool compare = false;
 };
 

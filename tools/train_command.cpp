@@ -41,7 +41,9 @@ void print_summary(const reports::RunRecord& run) {
   fmt::print("median step {:.3f} ms (p10 {:.3f}, p90 {:.3f}) over {} steps, {:.1f} samples/s\n",
              run.median_step_ms, run.p10_step_ms, run.p90_step_ms, run.steps.size(),
              run.samples_per_s);
-  fmt::print("loss {:.5f} -> {:.5f}\n\n", run.steps.front().loss, run.steps.back().loss);
+  fmt::print("loss ({}{}) {:.5f} -> {:.5f}\n\n", run.loss,
+             run.data.empty() ? ", synthetic batch" : ", " + run.data, run.steps.front().loss,
+             run.steps.back().loss);
   fmt::print("stage  layers         busy ms   busy   peak memory\n");
   for (const auto& s : run.stages) {
     fmt::print("{:>5}  {:<12} {:>9.3f}  {:>4.0f}%  {:>12}\n", s.index,
@@ -68,7 +70,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       }
       settings.model = plan.model;
     }
-    if (!plan.input_shape.empty()) {
+    if (!plan.input_shape.empty() && settings.data.empty()) {  // --data brings its own
       if (!settings.input_shape.empty() && settings.input_shape != plan.input_shape) {
         throw std::invalid_argument(fmt::format(
             "--input-shape {} differs from the input the plan was made for ({}): leave it out, or "
@@ -88,6 +90,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
 
   // Under torchrun or `pipebal launch`, this process is one rank; rank 0 reports the run.
   settings.launch = distributed::launch_env_from_process();
+  if (!settings.data.empty()) settings.warmup_steps = 0;  // every step trains on the data
   const bool reports = !settings.launch || settings.launch->rank == 0;
   Progress progress(std::cerr, Progress::mode_for_stderr(p.quiet || !reports));
   const int warmup = settings.warmup_steps;
@@ -104,6 +107,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   if (!p.output.empty()) {
     reports::write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
     fmt::print("\nwrote {}\n", p.output);
+  }
+  if (!settings.save.empty()) {
+    fmt::print("wrote {} (the model with its trained weights; torch.jit.load reads it)\n",
+               settings.save);
   }
   if (!p.trace.empty()) {
     reports::write_file_atomically(
@@ -160,6 +167,21 @@ void add_train_command(CLI::App& app) {
                   "seconds a step may take before the run fails, naming the stage and action "
                   "still running (0: no limit)")
       ->capture_default_str();
+  cmd->add_option("--data", p->settings.data,
+                  "train on this file, written in Python by torch.save({'inputs': x or [x1, "
+                  "x2], 'targets': y}, path), instead of a synthetic batch");
+  cmd->add_option("--epochs", p->settings.epochs, "passes over --data")->capture_default_str();
+  cmd->add_option("--batch-size", p->settings.batch_size, "mini-batch of --data, in samples")
+      ->capture_default_str();
+  cmd->add_flag("--shuffle", p->settings.shuffle,
+                "visit --data in a new random order each epoch (from --seed); default: file order");
+  cmd->add_option("--loss", p->settings.loss,
+                  "with --data: cross_entropy, mse, nll or none (the model's output is the loss); "
+                  "default cross_entropy for integer targets, mse for floating ones. Without "
+                  "--data the synthetic targets follow the model's own loss (MSE for a .pt)");
+  cmd->add_option("--save", p->settings.save,
+                  "write the TorchScript model with its trained weights here (torch.jit.load "
+                  "reads it)");
   cmd->add_option("-o,--output", p->output, "write the run document (pipebal.run/1)");
   cmd->add_flag("-q,--quiet", p->quiet, "no progress on stderr");
   cmd->add_option("--trace", p->trace, "write a Chrome trace of the median step");
@@ -168,6 +190,9 @@ void add_train_command(CLI::App& app) {
       "  pipebal train --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"
       "      --balance 5,5 --chunks 8 --steps 10 -o run.json --trace trace.json\n"
       "  pipebal train --model resnet:depth=18,width=16 --plan plan.json -o run.json\n"
+      "On your data, keeping the trained model:\n"
+      "  pipebal train --model model.pt --plan plan.json --data data.pt --batch-size 64 \\\n"
+      "      --epochs 3 --loss cross_entropy --lr 0.1 --save trained.pt -o run.json\n"
       "One process per stage (rank r runs stage r; rank 0 writes the outputs):\n"
       "  pipebal launch --nproc-per-node 2 -- pipebal train --plan plan.json -o run.json\n"
       "  python3 -m torch.distributed.run --nproc-per-node 2 --no-python \\\n"

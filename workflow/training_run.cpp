@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 
@@ -16,6 +17,7 @@
 
 #include "distributed/c10d_transport.h"
 #include "distributed/replicas.h"
+#include "models/dataset.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "pipeline/pipeline.h"
@@ -67,6 +69,23 @@ std::string host_name() {
   return name;
 }
 
+// Writes the trained TorchScript module beside `path` first, then renames it into place: an
+// interrupted save never leaves half a model.
+void save_trained_model(const models::Model& model, const std::string& path) {
+  const std::string partial = path + ".partial";
+  try {
+    model.save(partial);
+  } catch (const std::exception& error) {
+    std::remove(partial.c_str());
+    throw std::invalid_argument(
+        fmt::format("cannot save the trained model to '{}': {}", path, error.what()));
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    throw std::invalid_argument(fmt::format("cannot save the trained model to '{}'", path));
+  }
+}
+
 }  // namespace
 
 std::vector<int> parse_balance(const std::string& text) {
@@ -98,6 +117,8 @@ struct TrainingRun::State {
   models::Model model;
   std::vector<int64_t> shape;
   models::SyntheticData data;
+  std::optional<models::Dataset> dataset;  // the user's, when given
+  std::vector<at::Tensor> order;           // its mini-batches, step by step
   std::optional<profiler::CpuMemoryScope> memory;
   int memory_tag_base = 0;
   std::shared_ptr<distributed::Group> group;  // of a multi-process run
@@ -122,8 +143,27 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     throw std::invalid_argument(fmt::format("steps must be at least 1, got {}", settings.steps));
   if (settings.warmup_steps < 0) throw std::invalid_argument("warm-up steps must not be negative");
   st.model = models::build_model(settings.model, settings.seed);
+  if (!settings.save.empty() && !st.model.save) {
+    throw std::invalid_argument(
+        "--save writes a TorchScript model back with its trained weights: give a .pt model");
+  }
+  if (!settings.data.empty()) {
+    if (!settings.input_shape.empty()) {
+      throw std::invalid_argument("--data gives the inputs: leave out --input-shape");
+    }
+    st.dataset = models::load_dataset(settings.data);
+    st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
+                                   settings.shuffle, settings.seed, settings.chunks);
+    st.settings.warmup_steps = 0;
+    st.settings.steps = static_cast<int>(st.order.size());
+    st.settings.input_shape = st.dataset->inputs[0].sizes().vec();
+    st.settings.input_shape[0] = std::min(settings.batch_size, st.dataset->size());
+  } else if (!settings.loss.empty()) {
+    throw std::invalid_argument(
+        "--loss applies to --data (synthetic targets follow the model's own loss)");
+  }
   st.shape =
-      settings.input_shape.empty() ? st.model.info.default_input_shape : settings.input_shape;
+      st.settings.input_shape.empty() ? st.model.info.default_input_shape : st.settings.input_shape;
   if (st.shape.empty()) {
     throw std::invalid_argument("the model has no default input shape: give --input-shape");
   }
@@ -132,6 +172,13 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         fmt::format("--replicas must be between 1 and 4096, got {}", settings.replicas));
   }
   const bool multi_process = settings.launch && settings.launch->world_size > 1;
+  if (multi_process && (settings.replicas > 1 && st.dataset)) {
+    throw std::invalid_argument("--data with --replicas is not supported yet: train one pipeline");
+  }
+  if (multi_process && !settings.save.empty()) {
+    throw std::invalid_argument(
+        "--save is not supported across processes yet (each holds its own stage's weights)");
+  }
   if (settings.replicas > 1 && !multi_process) {
     throw std::invalid_argument(
         "--replicas needs one process per stage and replica: start it with pipebal launch or "
@@ -141,7 +188,9 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     st.placement = distributed::place(settings.launch->world_size,
                                       static_cast<int>(settings.balance.size()), settings.replicas);
   }
-  if (settings.replicas == 1) {
+  if (st.dataset) {
+    models::check_model_on(st.model, st.dataset->inputs_at(st.order.front()));
+  } else if (settings.replicas == 1) {
     st.data = models::make_synthetic_data(st.model, st.shape, settings.seed);
   } else {
     // One data set of all the replicas' samples; each trains on its slice.
@@ -214,7 +263,13 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   st.pipeline = std::make_unique<pipeline::Pipeline>(st.model.layers, settings.balance, devices,
                                                      options, transport);
   st.optimizer = make_optimizer(settings.optimizer, st.model.layers.parameters(), settings.lr);
-  const models::LossKind loss_kind = st.model.info.loss;
+  models::LossKind loss_kind = st.model.info.loss;
+  if (!settings.loss.empty()) {
+    loss_kind = models::parse_loss_kind(settings.loss);
+  } else if (st.dataset) {
+    loss_kind = st.dataset->targets.is_floating_point() ? models::LossKind::kMse
+                                                        : models::LossKind::kCrossEntropy;
+  }
   st.loss_fn = [loss_kind](const at::Tensor& out, const at::Tensor& target) {
     return models::compute_loss(loss_kind, out, target);
   };
@@ -231,8 +286,10 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   run.optimizer = settings.optimizer;
   run.lr = settings.lr;
   run.seed = settings.seed;
-  run.warmup_steps = settings.warmup_steps;
+  run.warmup_steps = st.settings.warmup_steps;
   run.replicas = settings.replicas;
+  run.loss = models::to_string(loss_kind);
+  run.data = settings.data;
   run.environment = profiler::environment_json();
   st.peak_bytes.assign(settings.balance.size(), -1);
 }
@@ -257,7 +314,10 @@ void TrainingRun::step(const StepCallback& on_step) {
   const int step = st.next_step++;
   st.optimizer->zero_grad();
   if (st.memory) st.memory->reset_peak();
-  pipeline::StepResult result = st.pipeline->step(st.data.input, st.data.target, st.loss_fn);
+  pipeline::StepResult result =
+      st.dataset ? st.pipeline->step(st.dataset->inputs_at(st.order[step]),
+                                     st.dataset->targets_at(st.order[step]), st.loss_fn)
+                 : st.pipeline->step(st.data.input, st.data.target, st.loss_fn);
   for (size_t s = 0; st.memory && s < st.peak_bytes.size(); ++s) {
     if (!st.pipeline->runs_stage(static_cast<int>(s))) continue;
     st.peak_bytes[s] =
@@ -348,6 +408,7 @@ reports::RunRecord TrainingRun::finish() {
   State& st = *state_;
   if (!done()) throw std::logic_error("TrainingRun::finish before the last step");
   if (st.group) gather_ranks();
+  if (!st.settings.save.empty()) save_trained_model(st.model, st.settings.save);
   reports::RunRecord run = st.run;
   std::vector<double> ms;
   for (const auto& s : run.steps) ms.push_back(s.ms);

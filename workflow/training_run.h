@@ -40,6 +40,18 @@ struct TrainSettings {
   // each trains on its own input_shape batch, and the stages' gradients are averaged over the
   // replicas after every step, as one pipeline would train on all the batches together.
   int replicas = 1;
+  // Training on the user's data (models/dataset.h) instead of a synthetic batch: `epochs`
+  // passes in mini-batches of `batch_size` samples, in file order or shuffled from `seed`.
+  // Every step trains on the data and is recorded (no warm-up steps; `steps` does not apply).
+  std::string data;
+  int epochs = 1;
+  int64_t batch_size = 32;
+  bool shuffle = false;
+  // cross_entropy, mse, nll or none; empty: the model's for synthetic data, and for user data
+  // cross_entropy with integer targets, mse with floating ones.
+  std::string loss;
+  // After the run, a TorchScript model is written here with its trained parameters.
+  std::string save;
 };
 
 // How long a multi-process run waits for the other processes (to connect, to send) when no

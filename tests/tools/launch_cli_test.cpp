@@ -120,15 +120,15 @@ TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
                 .status,
             0);
   const CliResult measured = run_pipebal(fmt::format(
-      "launch --nproc-per-node 2 --master-port 0 -- {} link --profile {} --sizes 64K,1M "
-      "--repeats 3 --timeout 60",
+      "launch --nproc-per-node 2 --master-port 0 -- {} link --profile {} --sizes 64K,16M "
+      "--repeats 5 --timeout 60",
       PIPEBAL_BINARY, profile));
   ASSERT_EQ(measured.status, 0) << measured.err;
   EXPECT_NE(measured.out.find("fit: "), std::string::npos) << measured.out;
   const nlohmann::json doc = read_json(profile);
   ASSERT_TRUE(doc.contains("link")) << doc.dump();
   EXPECT_GT(doc["link"]["bandwidth_bytes_per_ms"].get<double>(), 0);
-  EXPECT_GE(doc["link"]["samples"].size(), 3u) << "64K, 1M and the layers' output sizes";
+  EXPECT_GE(doc["link"]["samples"].size(), 3u) << "64K, 16M and the layers' output sizes";
   EXPECT_EQ(doc["layers"].size(), 4u) << "the rest of the profile is kept";
   const CliResult balanced = run_pipebal("balance " + profile + " --stages 2");
   EXPECT_EQ(balanced.status, 0) << balanced.err;

@@ -1,0 +1,121 @@
+// See dataset.h.
+#include "models/dataset.h"
+
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "pipeline/error_text.h"
+
+namespace pipebal::models {
+namespace {
+
+at::Tensor tensor_of(const c10::IValue& value, const std::string& what, const std::string& path) {
+  if (!value.isTensor()) {
+    throw std::invalid_argument(
+        fmt::format("data '{}': {} is a {}, not a tensor", path, what, value.tagKind()));
+  }
+  at::Tensor tensor = value.toTensor();
+  if (tensor.dim() < 1 || tensor.size(0) < 1) {
+    throw std::invalid_argument(fmt::format("data '{}': {} has no samples (shape {})", path, what,
+                                            c10::str(tensor.sizes())));
+  }
+  return tensor.contiguous();
+}
+
+}  // namespace
+
+pipeline::Batch Dataset::inputs_at(const at::Tensor& indices) const {
+  pipeline::Batch batch;
+  for (const auto& input : inputs) batch.tensors.push_back(input.index_select(0, indices));
+  return batch;
+}
+
+at::Tensor Dataset::targets_at(const at::Tensor& indices) const {
+  return targets.index_select(0, indices);
+}
+
+Dataset load_dataset(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument(fmt::format("cannot read data '{}'", path));
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  c10::IValue doc;
+  try {
+    doc = torch::pickle_load(bytes);
+  } catch (const std::exception& error) {
+    throw std::invalid_argument(fmt::format("data '{}' is not a file written by torch.save: {}",
+                                            path, pipeline::error_summary(error)));
+  }
+  if (!doc.isGenericDict()) {
+    throw std::invalid_argument(
+        fmt::format("data '{}': expected torch.save({{'inputs': x, 'targets': y}}), found a {}",
+                    path, doc.tagKind()));
+  }
+  const c10::Dict<c10::IValue, c10::IValue> dict = doc.toGenericDict();
+  auto field = [&](const char* key) {
+    const auto it = dict.find(c10::IValue(std::string(key)));
+    if (it == dict.end()) {
+      throw std::invalid_argument(
+          fmt::format("data '{}' has no '{}' (expected keys 'inputs' and 'targets')", path, key));
+    }
+    return it->value();
+  };
+  Dataset data;
+  const c10::IValue inputs = field("inputs");
+  if (inputs.isTensor()) {
+    data.inputs.push_back(tensor_of(inputs, "inputs", path));
+  } else if (inputs.isList() || inputs.isTuple()) {
+    const std::vector<c10::IValue> items =
+        inputs.isList() ? inputs.toListRef().vec() : inputs.toTupleRef().elements().vec();
+    for (size_t i = 0; i < items.size(); ++i) {
+      data.inputs.push_back(tensor_of(items[i], fmt::format("inputs[{}]", i), path));
+    }
+    if (data.inputs.empty())
+      throw std::invalid_argument(fmt::format("data '{}': inputs is empty", path));
+  } else {
+    throw std::invalid_argument(
+        fmt::format("data '{}': inputs is a {}, expected a tensor or a list of tensors", path,
+                    inputs.tagKind()));
+  }
+  data.targets = tensor_of(field("targets"), "targets", path);
+  for (size_t i = 0; i < data.inputs.size(); ++i) {
+    if (data.inputs[i].size(0) != data.size()) {
+      throw std::invalid_argument(fmt::format("data '{}': inputs[{}] has {} samples, targets {}",
+                                              path, i, data.inputs[i].size(0), data.size()));
+    }
+  }
+  return data;
+}
+
+std::vector<at::Tensor> batch_order(int64_t samples, int64_t batch_size, int epochs, bool shuffle,
+                                    uint64_t seed, int64_t min_batch) {
+  if (batch_size < 1) {
+    throw std::invalid_argument(fmt::format("--batch-size must be at least 1, got {}", batch_size));
+  }
+  if (epochs < 1)
+    throw std::invalid_argument(fmt::format("--epochs must be at least 1, got {}", epochs));
+  std::vector<at::Tensor> batches;
+  torch::Generator generator = at::detail::createCPUGenerator(seed);
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    const at::Tensor order = shuffle ? torch::randperm(samples, generator, torch::kLong)
+                                     : torch::arange(samples, torch::kLong);
+    for (int64_t first = 0; first < samples; first += batch_size) {
+      const int64_t count = std::min(batch_size, samples - first);
+      if (count < min_batch) continue;
+      batches.push_back(order.narrow(0, first, count));
+    }
+  }
+  if (batches.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "{} samples in mini-batches of {} leave none with the {} samples the micro-batches need",
+        samples, batch_size, min_batch));
+  }
+  return batches;
+}
+
+}  // namespace pipebal::models
