@@ -74,18 +74,6 @@ double parse_bandwidth_bytes_per_ms(const std::string& text) {
   return bytes_per_s / 1000.0;
 }
 
-std::string format_bytes(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (std::fabs(value) >= 1024.0 && unit < 5) {
-    value /= 1024.0;
-    ++unit;
-  }
-  if (unit == 0) return fmt::format("{} B", bytes);
-  return fmt::format("{:.2f} {}", value, kUnits[unit]);
-}
-
 std::string format_bandwidth(double bytes_per_ms) {
   static constexpr const char* kUnits[] = {"B/s", "KB/s", "MB/s", "GB/s", "TB/s"};
   double value = bytes_per_ms * 1000.0;

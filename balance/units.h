@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/format_bytes.h"
+
 namespace pipebal::balance {
 
 // Parses a byte count: a non-negative number with an optional suffix. K, M, G, T and KiB, MiB,
@@ -15,9 +17,6 @@ int64_t parse_bytes(const std::string& text);
 // Parses a link bandwidth "10GB/s", "500MiB/s" or "1e9" (bytes per second; "/s" optional) and
 // returns bytes per millisecond, the unit the cost model uses. Throws like parse_bytes.
 double parse_bandwidth_bytes_per_ms(const std::string& text);
-
-// "1.50 GiB", "512.00 MiB", "12 B": binary units, for tables.
-std::string format_bytes(int64_t bytes);
 
 // "10.00 GB/s" (decimal, as link speeds are quoted) from bytes per millisecond.
 std::string format_bandwidth(double bytes_per_ms);

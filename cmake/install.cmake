@@ -8,13 +8,13 @@ include(CMakePackageConfigHelpers)
 
 set(PIPEBAL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/pipebal)
 
-foreach(module schedule reports balance pipeline launch distributed models profiler workflow
+foreach(module common schedule reports balance pipeline launch distributed models profiler workflow
                git_commit)
   set_target_properties(pipebal_${module} PROPERTIES EXPORT_NAME ${module})
 endforeach()
 
 # The torch-free balancer stands alone: a user without LibTorch asks for COMPONENTS balance.
-install(TARGETS pipebal_schedule pipebal_reports pipebal_balance
+install(TARGETS pipebal_common pipebal_schedule pipebal_reports pipebal_balance
         EXPORT pipebalBalanceTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS pipebal_pipeline pipebal_launch pipebal_distributed pipebal_models pipebal_profiler

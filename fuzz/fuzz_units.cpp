@@ -8,7 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   pipebal::fuzz::refusing_is_fine([&] {
     const int64_t bytes = pipebal::balance::parse_bytes(text);
-    (void)pipebal::balance::format_bytes(bytes);
+    (void)pipebal::format_bytes(bytes);
   });
   pipebal::fuzz::refusing_is_fine([&] {
     const double per_ms = pipebal::balance::parse_bandwidth_bytes_per_ms(text);

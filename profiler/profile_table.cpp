@@ -7,17 +7,6 @@
 
 namespace pipebal::profiler {
 
-std::string format_bytes(int64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
-}
-
 void print_profile_table(const Profile& profile, std::ostream& out) {
   out << fmt::format(
       "{}: {} layers on {} ({} backend), batch size {}, median of {} runs after {} "

@@ -53,19 +53,6 @@ std::string format_ms(double ms) {
   return fmt::format("{:.3f}", ms);
 }
 
-std::string format_bytes(double bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (std::fabs(bytes) >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  if (unit == 0) return fmt::format("{:.0f} B", bytes);
-  const double magnitude = std::fabs(bytes);
-  const int decimals = magnitude >= 100 ? 0 : magnitude >= 10 ? 1 : 2;
-  return fmt::format("{:.{}f} {}", bytes, decimals, kUnits[unit]);
-}
-
 std::string format_tick(double value) {
   // Ticks are multiples of 1, 2 or 5 times a power of ten: six significant digits are exact.
   if (std::fabs(value) < 1e-12) return "0";

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <string>
+
 #include <string_view>
 #include <vector>
+#include "common/format_bytes.h"
 
 namespace pipebal::reports {
 
@@ -31,8 +33,6 @@ std::string escape_html(std::string_view text);
 
 // "71.0", "7.10", "0.712", "0": three significant digits, no exponent, for milliseconds.
 std::string format_ms(double ms);
-// "512 B", "4.1 KiB", "5.30 MiB", "1.50 GiB": binary units, three significant digits.
-std::string format_bytes(double bytes);
 // An axis tick: "0", "2.5", "80", "0.05" (no trailing zeros).
 std::string format_tick(double value);
 // "+9.4%", "-2.0%", for a relative value (0.094).

@@ -82,10 +82,10 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
     const bool over = stage.memory_bytes > stage.memory_cap_bytes;
     out << fmt::format("{:>5}  {:<16} {:>6.2f} {:>9.3f} ms {:>9.3f} ms {:>11} {:>11} {:>6.1f}%{}\n",
                        s, layer_range(stage), stage.speed, stage.time_ms, stage.transfer_ms,
-                       balance::format_bytes(stage.memory_bytes),
+                       format_bytes(stage.memory_bytes),
                        stage.memory_cap_bytes == balance::kUnlimitedBytes
                            ? "-"
-                           : balance::format_bytes(stage.memory_cap_bytes),
+                           : format_bytes(stage.memory_cap_bytes),
                        100.0 * share, over ? "  over cap" : "");
   }
   const balance::Prediction& p = plan.prediction;

@@ -76,7 +76,7 @@ void run_link(const LinkParams& p) {
   const balance::LinkModel link = balance::fit_link(samples);
   fmt::print("{:>12} {:>12} {:>14}\n", "bytes", "one way", "bandwidth");
   for (const auto& s : link.samples) {
-    fmt::print("{:>12} {:>9.3f} ms {:>14}\n", balance::format_bytes(s.bytes), s.one_way_ms,
+    fmt::print("{:>12} {:>9.3f} ms {:>14}\n", format_bytes(s.bytes), s.one_way_ms,
                balance::format_bandwidth(static_cast<double>(s.bytes) / s.one_way_ms));
   }
   fmt::print("\nfit: {:.3f} ms latency + bytes at {} (rank 0 <-> rank 1, {} round trips each)\n",

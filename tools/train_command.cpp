@@ -49,7 +49,7 @@ void print_summary(const reports::RunRecord& run) {
     fmt::print("{:>5}  {:<12} {:>9.3f}  {:>4.0f}%  {:>12}\n", s.index,
                fmt::format("{}-{} ({})", s.first_layer, s.first_layer + s.layers - 1, s.layers),
                s.busy_ms, 100 * s.busy_fraction,
-               s.peak_memory_bytes >= 0 ? balance::format_bytes(s.peak_memory_bytes) : "-");
+               s.peak_memory_bytes >= 0 ? format_bytes(s.peak_memory_bytes) : "-");
   }
 }
 
