@@ -1,12 +1,14 @@
 // See synthetic.h.
 #include "models/synthetic.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "common/parse_integers.h"
 #include "pipeline/error_text.h"
 
 namespace pipebal::models {
@@ -32,30 +34,18 @@ pipeline::Batch forward_naming_layer(const pipeline::LayerSeq& layers, pipeline:
 constexpr int64_t kMaxDimension = (int64_t{1} << 31) - 1;
 
 std::vector<int64_t> parse_shape(const std::string& text) {
-  std::vector<int64_t> shape;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    size_t used = 0;
-    int64_t value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value < 1) {
-      throw std::invalid_argument(
-          fmt::format("input shape '{}': expected positive integers separated by commas", text));
-    }
-    if (value > kMaxDimension) {
-      throw std::invalid_argument(fmt::format(
-          "input shape '{}': {} is more than {} in one dimension", text, value, kMaxDimension));
-    }
-    shape.push_back(value);
-    start = comma + 1;
+  const auto shape = parse_integer_list(text);
+  if (!shape || std::any_of(shape->begin(), shape->end(), [](int64_t d) { return d < 1; })) {
+    throw std::invalid_argument(
+        fmt::format("input shape '{}': expected positive integers separated by commas", text));
   }
-  return shape;
+  for (int64_t d : *shape) {
+    if (d > kMaxDimension) {
+      throw std::invalid_argument(fmt::format(
+          "input shape '{}': {} is more than {} in one dimension", text, d, kMaxDimension));
+    }
+  }
+  return *shape;
 }
 
 at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/utils.h>
 
+#include "common/parse_integers.h"
 #include "models/amoebanet.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
@@ -134,18 +136,12 @@ const Entry& find_entry(const std::string& name) {
                   fmt::join(model_names(), ", ")));
 }
 
-int64_t parse_integer(const std::string& text, const std::string& key) {
-  size_t used = 0;
-  int64_t value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size()) {
+int64_t parse_option(const std::string& text, const std::string& key) {
+  const std::optional<int64_t> value = parse_integer(text);
+  if (!value) {
     throw std::invalid_argument(fmt::format("model option {}={}: expected an integer", key, text));
   }
-  return value;
+  return *value;
 }
 
 }  // namespace
@@ -197,7 +193,7 @@ ModelSpec parse_model_spec(const std::string& text) {
       throw std::invalid_argument(fmt::format("model {} has no option '{}' (valid: {})", spec.name,
                                               key, fmt::join(keys, ", ")));
     }
-    spec.options[key] = parse_integer(item.substr(eq + 1), key);
+    spec.options[key] = parse_option(item.substr(eq + 1), key);
   }
   return spec;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/parse_integers.h"
 #include "distributed/c10d_transport.h"
 #include "distributed/replicas.h"
 #include "models/dataset.h"
@@ -89,26 +91,14 @@ void save_trained_model(const models::Model& model, const std::string& path) {
 }  // namespace
 
 std::vector<int> parse_balance(const std::string& text) {
-  std::vector<int> balance;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    size_t used = 0;
-    int value = 0;
-    try {
-      value = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size()) {
-      throw std::invalid_argument(
-          fmt::format("balance '{}': expected layer counts separated by commas, e.g. 3,3,2", text));
-    }
-    balance.push_back(value);
-    start = comma + 1;
+  const auto counts = parse_integer_list(text);
+  if (!counts || std::any_of(counts->begin(), counts->end(), [](int64_t c) {
+        return c < std::numeric_limits<int>::min() || c > std::numeric_limits<int>::max();
+      })) {
+    throw std::invalid_argument(
+        fmt::format("balance '{}': expected layer counts separated by commas, e.g. 3,3,2", text));
   }
-  return balance;
+  return {counts->begin(), counts->end()};
 }
 
 // Everything one run holds between its steps.
