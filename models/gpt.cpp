@@ -82,17 +82,17 @@ pipeline::LayerSeq make_gpt(const GptOptions& options) {
     throw std::invalid_argument(fmt::format(
         "gpt: dim ({}) must be a positive multiple of heads ({})", options.dim, options.heads));
   }
-  if (options.dropout < 0 || options.dropout >= 100) {
+  if (options.dropout_percent < 0 || options.dropout_percent >= 100) {
     throw std::invalid_argument(
-        fmt::format("gpt: dropout is a percentage in [0, 100), got {}", options.dropout));
+        fmt::format("gpt: dropout is a percentage in [0, 100), got {}", options.dropout_percent));
   }
   pipeline::LayerSeq seq;
   seq.add(pipeline::make_layer("embed", "Embedding",
                                Embedding(options.vocab, options.seq, options.dim)));
   for (int64_t i = 0; i < options.layers; ++i) {
-    seq.add(
-        pipeline::make_layer("block" + std::to_string(i), "DecoderBlock",
-                             DecoderBlock(options.dim, options.heads, options.dropout / 100.0)));
+    seq.add(pipeline::make_layer(
+        "block" + std::to_string(i), "DecoderBlock",
+        DecoderBlock(options.dim, options.heads, options.dropout_percent / 100.0)));
   }
   seq.add(pipeline::make_layer("norm", "LayerNorm",
                                nn::LayerNorm(nn::LayerNormOptions({options.dim}))));

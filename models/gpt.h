@@ -14,7 +14,7 @@ struct GptOptions {
   int64_t heads = 4;
   int64_t seq = 64;  // longest sequence (positions embedded)
   int64_t vocab = 1000;
-  int64_t dropout = 0;  // percent, applied after attention and MLP
+  int64_t dropout_percent = 0;  // applied after attention and MLP
 };
 
 // Input int64 tokens [N, T] with T <= seq; output logits [N, T, vocab]. Layers `embed`,

@@ -41,7 +41,11 @@ const std::vector<Entry>& entries() {
         InputKind::kFloat,
         LossKind::kCrossEntropy},
        [](const Knobs& k) {
-         return make_mlp({k.at("layers"), k.at("width"), k.at("classes")});
+         MlpOptions options;
+         options.layers = k.at("layers");
+         options.width = k.at("width");
+         options.classes = k.at("classes");
+         return make_mlp(options);
        },
        [](const Knobs& k) {
          return std::vector<int64_t>{64, k.at("width")};
@@ -56,7 +60,11 @@ const std::vector<Entry>& entries() {
         InputKind::kFloat,
         LossKind::kCrossEntropy},
        [](const Knobs& k) {
-         return make_resnet({k.at("depth"), k.at("width"), k.at("classes")});
+         ResNetOptions options;
+         options.depth = k.at("depth");
+         options.width = k.at("width");
+         options.classes = k.at("classes");
+         return make_resnet(options);
        },
        [](const Knobs&) {
          return std::vector<int64_t>{32, 3, 64, 64};
@@ -110,8 +118,14 @@ const std::vector<Entry>& entries() {
         InputKind::kTokens,
         LossKind::kCrossEntropy},
        [](const Knobs& k) {
-         return make_gpt({k.at("layers"), k.at("dim"), k.at("heads"), k.at("seq"), k.at("vocab"),
-                          k.at("dropout")});
+         GptOptions options;
+         options.layers = k.at("layers");
+         options.dim = k.at("dim");
+         options.heads = k.at("heads");
+         options.seq = k.at("seq");
+         options.vocab = k.at("vocab");
+         options.dropout_percent = k.at("dropout");
+         return make_gpt(options);
        },
        [](const Knobs& k) {
          return std::vector<int64_t>{64, k.at("seq")};

@@ -46,7 +46,9 @@ class Layer {
   // An independent deep copy: parameters, buffers and their values, nothing shared.
   virtual std::unique_ptr<Layer> clone() const = 0;
 
-  // The skip tensors this layer stashes and pops, so the engine can route them between stages.
+  // The skip tensors this layer stashes and pops: declared so that LayerSeq::check_skips can
+  // refuse a pop without a stash before anything runs. The tensors themselves travel inside
+  // the Batch, through every stage in between.
   const std::vector<std::string>& stashes() const { return stashes_; }
   const std::vector<std::string>& pops() const { return pops_; }
   void set_skips(std::vector<std::string> stashes, std::vector<std::string> pops) {

@@ -293,9 +293,11 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
     Batch outgoing;
     switch (action.kind) {
       case ActionKind::kForward: {
-        const uint64_t seed = mix(mix(mix(options.seed ^ work.step) + s) + i);
-        const bool checkpointed = is_checkpointed(options.checkpoint, i, options.chunks);
-        outgoing = stage.forward(i, std::move(incoming), checkpointed, s > 0, seed);
+        Stage::ForwardMode mode;
+        mode.checkpointed = is_checkpointed(options.checkpoint, i, options.chunks);
+        mode.track_input_grad = s > 0;
+        mode.rng_seed = mix(mix(mix(options.seed ^ work.step) + s) + i);
+        outgoing = stage.forward(i, std::move(incoming), mode);
         break;
       }
       case ActionKind::kRecompute:

@@ -84,18 +84,17 @@ Batch Stage::run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_s
   return run_layers(input, micro_batch);
 }
 
-Batch Stage::forward(int micro_batch, Batch input, bool checkpointed, bool track_input_grad,
-                     uint64_t rng_seed) {
+Batch Stage::forward(int micro_batch, Batch input, const ForwardMode& mode) {
   MicroBatch& mb = states_[micro_batch];
-  mb.rng_seed = rng_seed;
-  for (auto& t : input.tensors) t = as_leaf(t, device_, track_input_grad);
-  for (auto& [name, t] : input.skips) t = as_leaf(t, device_, track_input_grad);
+  mb.rng_seed = mode.rng_seed;
+  for (auto& t : input.tensors) t = as_leaf(t, device_, mode.track_input_grad);
+  for (auto& [name, t] : input.skips) t = as_leaf(t, device_, mode.track_input_grad);
   mb.input = std::move(input);
-  if (checkpointed) {
+  if (mode.checkpointed) {
     torch::NoGradGuard no_grad;
-    return run_seeded(mb.input, micro_batch, rng_seed);
+    return run_seeded(mb.input, micro_batch, mode.rng_seed);
   }
-  mb.output = run_seeded(mb.input, micro_batch, rng_seed);
+  mb.output = run_seeded(mb.input, micro_batch, mode.rng_seed);
   return mb.output;
 }
 

@@ -28,12 +28,18 @@ class Stage {
   // worker makes it current while it runs the stage's actions.
   const std::optional<c10::Stream>& stream() const { return stream_; }
 
+  // How one micro-batch's forward runs.
+  struct ForwardMode {
+    bool checkpointed = false;  // without autograd, keeping only the input (recompute later)
+    bool track_input_grad =
+        false;              // the input's gradient goes upstream (every stage but the first)
+    uint64_t rng_seed = 0;  // seeds stochastic layers: recompute() draws the same
+  };
+
   // Forward of one micro-batch. `input` becomes a detached leaf on this stage's device (with
-  // requires_grad on floating tensors when `track_input_grad`). A checkpointed micro-batch runs
-  // without autograd and keeps only its input; `rng_seed` seeds stochastic layers so that
-  // recompute() reproduces the same random draws. Returns the output to send downstream.
-  Batch forward(int micro_batch, Batch input, bool checkpointed, bool track_input_grad,
-                uint64_t rng_seed);
+  // requires_grad on floating tensors when `mode.track_input_grad`). Returns the output to send
+  // downstream.
+  Batch forward(int micro_batch, Batch input, const ForwardMode& mode);
 
   // Runs a checkpointed micro-batch's forward again, this time recording autograd.
   void recompute(int micro_batch);

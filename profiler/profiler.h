@@ -100,7 +100,8 @@ using ProgressFn = std::function<void(const ProfileProgress& progress)>;
 // Profiles every layer of `model` in order. Layer i gets layer i-1's real output (and the skip
 // tensors live at that point) as detached leaves, requiring grad when floating (layer 0's do
 // not, as in the pipeline's first stage); its forward and its backward (autograd from its
-// output with a gradient of ones) are timed separately; memory is measured on one extra
+// output with a gradient of ones; the last layer's from ProfileOptions::loss when it is set)
+// are timed separately; memory is measured on one extra
 // repetition between warm-up and the measured ones. Runs on clones in training mode: `model`,
 // its parameters, buffers and gradients are untouched.
 //
