@@ -17,6 +17,7 @@
 #include "reports/atomic_file.h"
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
+#include "tools/error_report.h"
 #include "tools/launch_command.h"
 #include "tools/link_command.h"
 #include "tools/models_command.h"
@@ -93,10 +94,9 @@ int main(int argc, char** argv) {
     std::cerr << "pipebal: error: " << rank_prefix() << error.what() << std::endl;
     std::_Exit(2);
   } catch (const std::exception& error) {
-    // c10::Error and friends append a backtrace; users need only the cause, in one line.
-    std::cerr << "pipebal: error: " << rank_prefix() << pipebal::pipeline::error_summary(error)
-              << "\n";
-    return 2;
+    const pipebal::tools::ErrorReport report = pipebal::tools::report_error(error, rank_prefix());
+    std::cerr << report.line << "\n";
+    return report.status;
   }
   return 0;
 }

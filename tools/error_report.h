@@ -1,0 +1,23 @@
+// How the command line ends on an exception: one line on stderr and an exit status that tells a
+// user error (2: bad input, or a model or run that failed) from a bug in pipebal (70, as
+// sysexits' EX_SOFTWARE: an internal invariant broke, which no input should cause).
+#pragma once
+
+#include <exception>
+#include <string>
+
+namespace pipebal::tools {
+
+constexpr int kUserErrorStatus = 2;
+constexpr int kInternalErrorStatus = 70;
+
+struct ErrorReport {
+  std::string line;  // without the newline
+  int status = kUserErrorStatus;
+};
+
+// `prefix` goes before the message (e.g. "rank 1: " in a multi-process run). std::logic_error
+// other than std::invalid_argument (what pipebal throws for bad input) is an internal error.
+ErrorReport report_error(const std::exception& error, const std::string& prefix = "");
+
+}  // namespace pipebal::tools
