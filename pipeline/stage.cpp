@@ -57,9 +57,9 @@ Batch Stage::run_layers(Batch input, int micro_batch) {
       input = layers_[i].forward(std::move(input));
     } catch (const std::exception& error) {
       if (!writes_input_ && is_in_place_on_leaf(error)) throw InputWrittenInPlace{};
-      throw std::runtime_error(fmt::format("stage {}, layer {} ('{}', {}), micro-batch {}: {}",
-                                           index_, first_layer_ + i, layers_[i].name(),
-                                           layers_[i].type(), micro_batch, error_summary(error)));
+      throw std::runtime_error(fmt::format(
+          "stage {}, layer {} ('{}', {}), {} of micro-batch {}: {}", index_, first_layer_ + i,
+          layers_[i].name(), layers_[i].type(), action_, micro_batch, error_summary(error)));
     }
   }
   return input;
@@ -85,6 +85,7 @@ Batch Stage::run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_s
 }
 
 Batch Stage::forward(int micro_batch, Batch input, const ForwardMode& mode) {
+  action_ = "forward";
   MicroBatch& mb = states_[micro_batch];
   mb.rng_seed = mode.rng_seed;
   for (auto& t : input.tensors) t = as_leaf(t, device_, mode.track_input_grad);
@@ -100,6 +101,7 @@ Batch Stage::forward(int micro_batch, Batch input, const ForwardMode& mode) {
 
 void Stage::recompute(int micro_batch) {
   MicroBatch& mb = state(micro_batch, "recompute");
+  action_ = "recompute";
   RecomputeScope scope;
   mb.output = run_seeded(mb.input, micro_batch, mb.rng_seed);
 }
@@ -174,6 +176,7 @@ Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const
 }
 
 Batch Stage::infer(Batch input) {
+  action_ = "forward";
   input = input.to(device_);
   return run_layers(std::move(input), 0);
 }

@@ -86,6 +86,7 @@ class Stage {
   bool writes_input_ = false;  // a layer writes the stage input in place (in_place.h)
   bool shared_generator_ = false;
   std::map<int, MicroBatch> states_;
+  const char* action_ = "forward";  // what run_layers runs, for its error message
 };
 
 }  // namespace pipebal::pipeline

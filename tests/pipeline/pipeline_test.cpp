@@ -387,6 +387,77 @@ struct FailingImpl : nn::Cloneable<FailingImpl> {
 };
 TORCH_MODULE(Failing);
 
+// Fails in the action it is armed for: a recompute (its forward with autograd on, under
+// checkpointing) or its backward.
+struct ThrowInBackward : torch::autograd::Function<ThrowInBackward> {
+  static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x) {
+    return x.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 const torch::autograd::variable_list&) {
+    throw std::runtime_error("injected backward failure");
+  }
+};
+struct FailingLaterImpl : nn::Cloneable<FailingLaterImpl> {
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    if (in_recompute && torch::GradMode::is_enabled()) {
+      throw std::runtime_error("injected recompute failure");
+    }
+    return in_backward ? ThrowInBackward::apply(x) : x;
+  }
+  bool in_recompute = false;
+  bool in_backward = false;
+};
+TORCH_MODULE(FailingLater);
+
+TEST(Pipeline, FailuresInRecomputeBackwardAndLossNameTheirActionAndLeaveThePipelineUsable) {
+  torch::manual_seed(1);
+  LayerSeq seq("fail-later");
+  seq.add(make_layer("fc0", "Linear", nn::Linear(4, 4)));
+  seq.add(make_layer("fc1", "Linear", nn::Linear(4, 4)));
+  FailingLater probe;
+  seq.add(make_layer("probe", "FailingLater", probe));
+  seq.add(make_layer("fc2", "Linear", nn::Linear(4, 4)));
+  PipelineOptions options;
+  options.chunks = 4;
+  options.checkpoint = CheckpointMode::kAlways;  // every micro-batch recomputes
+  Pipeline pipeline(seq, {2, 2}, {}, options);
+  const Batch input(torch::randn({8, 4}));
+  const at::Tensor target = torch::randn({8, 4});
+  auto error_of = [&](const LossFn& loss) {
+    try {
+      pipeline.step(input, target, loss);
+    } catch (const std::runtime_error& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+
+  probe->in_recompute = true;
+  std::string what = error_of(mse);
+  EXPECT_NE(what.find("stage 1, layer 2 ('probe', FailingLater), recompute of micro-batch"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("injected recompute failure"), std::string::npos) << what;
+  probe->in_recompute = false;
+  EXPECT_NO_THROW(pipeline.step(input, target, mse));
+
+  probe->in_backward = true;
+  what = error_of(mse);
+  EXPECT_NE(what.find("stage 1, backward of micro-batch"), std::string::npos) << what;
+  EXPECT_NE(what.find("injected backward failure"), std::string::npos) << what;
+  probe->in_backward = false;
+  EXPECT_NO_THROW(pipeline.step(input, target, mse));
+
+  what = error_of([](const at::Tensor&, const at::Tensor&) -> at::Tensor {
+    throw std::runtime_error("injected loss failure");
+  });
+  EXPECT_NE(what.find("stage 1, loss of micro-batch"), std::string::npos) << what;
+  EXPECT_NE(what.find("injected loss failure"), std::string::npos) << what;
+  EXPECT_NO_THROW(pipeline.step(input, target, mse));
+}
+
 TEST(Pipeline, FailureInAnyStageIsOneErrorAndThePipelineStaysUsable) {
   for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
     for (int failing_stage = 0; failing_stage < 3; ++failing_stage) {

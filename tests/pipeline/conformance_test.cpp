@@ -1,0 +1,124 @@
+// The engine executes exactly the schedule the simulator walks. For both schedules, every
+// checkpoint mode, 2-4 stages and 1-8 micro-batches, on layers whose forward sleeps a known
+// time: each stage's measured actions come in the order of schedule.actions[s], every
+// cross-stage dependency holds on the measured clock, and the measured step is never shorter
+// than simulate()'s on the slept times (sleeping takes at least that long, so this lower bound
+// holds on any machine; how close the two come is a benchmark's question, not a test's).
+#include <chrono>
+#include <map>
+#include <thread>
+#include <tuple>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "balance/simulator.h"
+#include "pipeline/module_layer.h"
+#include "pipeline/pipeline.h"
+
+namespace pipebal::pipeline {
+namespace {
+
+namespace nn = torch::nn;
+
+constexpr double kForwardMs = 0.3;
+
+// A Linear whose forward also sleeps kForwardMs (recomputation sleeps again).
+struct SleepyLinearImpl : nn::Cloneable<SleepyLinearImpl> {
+  SleepyLinearImpl() { reset(); }
+  void reset() override { fc = register_module("fc", nn::Linear(4, 4)); }
+  at::Tensor forward(const at::Tensor& x) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kForwardMs));
+    return fc->forward(x);
+  }
+  nn::Linear fc{nullptr};
+};
+TORCH_MODULE(SleepyLinear);
+
+}  // namespace
+
+void PrintTo(const Action& action, std::ostream* os) {
+  *os << to_string(action.kind) << action.micro_batch;
+}
+
+namespace {
+
+at::Tensor mse(const at::Tensor& out, const at::Tensor& target) {
+  return torch::mse_loss(out, target);
+}
+
+std::vector<Action> actions_of(const Timeline& timeline, int stage) {
+  std::vector<Action> actions;
+  for (const auto& t : timeline)
+    if (t.stage == stage) actions.push_back(t.action);
+  return actions;
+}
+
+void expect_dependencies(const Timeline& timeline, int stages, int chunks) {
+  std::map<std::tuple<int, ActionKind, int>, TimedAction> at;
+  for (const auto& t : timeline) at[{t.stage, t.action.kind, t.action.micro_batch}] = t;
+  for (int s = 0; s < stages; ++s) {
+    for (int i = 0; i < chunks; ++i) {
+      const auto& f = at.at({s, ActionKind::kForward, i});
+      const auto& b = at.at({s, ActionKind::kBackward, i});
+      EXPECT_LE(f.end_ms, b.start_ms) << "F before B, stage " << s << ", micro-batch " << i;
+      if (s > 0) {
+        EXPECT_GE(f.start_ms, at.at({s - 1, ActionKind::kForward, i}).end_ms)
+            << "F(" << s << "," << i << ") after F(" << s - 1 << "," << i << ")";
+      }
+      if (s + 1 < stages) {
+        EXPECT_GE(b.start_ms, at.at({s + 1, ActionKind::kBackward, i}).end_ms)
+            << "B(" << s << "," << i << ") after B(" << s + 1 << "," << i << ")";
+      }
+      const auto r = at.find({s, ActionKind::kRecompute, i});
+      if (r != at.end()) {
+        EXPECT_LE(f.end_ms, r->second.start_ms);
+        EXPECT_LE(r->second.end_ms, b.start_ms);
+      }
+    }
+  }
+}
+
+TEST(Conformance, EngineRunsTheSimulatorsScheduleForEveryConfiguration) {
+  for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+    for (auto checkpoint :
+         {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
+      for (int stages = 2; stages <= 4; ++stages) {
+        for (int chunks = 1; chunks <= 8; ++chunks) {
+          SCOPED_TRACE(to_string(schedule) + ", checkpoint " + to_string(checkpoint) + ", " +
+                       std::to_string(stages) + " stages, " + std::to_string(chunks) +
+                       " micro-batches");
+          torch::manual_seed(0);
+          LayerSeq layers("sleepy");
+          for (int l = 0; l < stages; ++l) {
+            layers.add(make_layer("l" + std::to_string(l), "SleepyLinear", SleepyLinear()));
+          }
+          PipelineOptions options;
+          options.chunks = chunks;
+          options.schedule = schedule;
+          options.checkpoint = checkpoint;
+          Pipeline pipeline(layers, std::vector<int>(stages, 1), {}, options);
+          const StepResult result =
+              pipeline.step(Batch(torch::randn({8, 4})), torch::randn({8, 4}), mse);
+
+          for (int s = 0; s < stages; ++s) {
+            EXPECT_EQ(actions_of(result.timeline, s), pipeline.schedule().actions[s])
+                << "stage " << s;
+          }
+          expect_dependencies(result.timeline, stages, chunks);
+
+          // Forward and recompute sleep kForwardMs; backward costs are left at 0 in the
+          // prediction, so it is a lower bound of the measured step.
+          const std::vector<balance::StageDurations> durations(stages,
+                                                               {kForwardMs, kForwardMs, 0.0});
+          const balance::SimulationResult predicted = balance::simulate(
+              pipeline.schedule(), durations, std::vector<double>(stages - 1, 0.0), {});
+          EXPECT_GE(result.step_ms, predicted.step_ms);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipebal::pipeline
