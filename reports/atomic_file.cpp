@@ -47,7 +47,15 @@ void unregister_temporary(int slot) {
   if (slot >= 0) slot_used[slot] = false;
 }
 
+// Set by the first handler to run. A signal can arrive twice (`timeout` sends it to the process
+// and then to its group) and the second can land on another thread while the first is still
+// handling it: only the first cleans up, speaks and exits.
+std::atomic_flag handling_signal = ATOMIC_FLAG_INIT;
+
 extern "C" void remove_temporaries_and_exit(int signal_number) {
+  if (handling_signal.test_and_set()) {
+    for (;;) ::pause();  // the first handler ends the process
+  }
   for (int i = 0; i < kSlots; ++i) {
     if (slot_used[i]) ::unlink(slot_path[i].data());
   }

@@ -15,6 +15,7 @@
 #include "balance/plan.h"
 #include "balance/profile_reader.h"
 #include "balance/units.h"
+#include "tools/common_options.h"
 
 namespace pipebal::tools {
 namespace {
@@ -194,9 +195,8 @@ void add_balance_command(CLI::App& app) {
                   fmt::format("Micro-batches per step (default: the profile's, else {}); must "
                               "give the micro-batch size the profile was measured at",
                               pipeline::kDefaultChunks));
-  sub->add_option("--schedule", params->schedule, "gpipe or 1f1b")->capture_default_str();
-  sub->add_option("--checkpoint", params->checkpoint, "always, except_last or never")
-      ->capture_default_str();
+  add_schedule_option(*sub, params->schedule);
+  add_checkpoint_option(*sub, params->checkpoint);
   auto* cap = sub->add_option("--memory-cap", params->memory_cap,
                               "Memory of every device, e.g. 8G (default: unlimited)");
   auto* caps = sub->add_option("--memory-caps", params->memory_caps,

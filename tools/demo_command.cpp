@@ -8,6 +8,7 @@
 
 #include "models/synthetic.h"
 #include "models/zoo.h"
+#include "tools/common_options.h"
 #include "tools/validate_command.h"
 
 namespace pipebal::tools {
@@ -41,12 +42,10 @@ void add_demo_command(CLI::App& app) {
   params->output = "pipebal-demo";
   CLI::App* cmd = app.add_subcommand(
       "demo", "Profile, balance, train and validate the default model; write an HTML report");
-  cmd->add_option("--model", params->model, "model SPEC or TorchScript file")
-      ->capture_default_str();
-  cmd->add_option("--input-shape", params->input_shape,
-                  "input shape, batch first (default: the model's)");
+  add_model_option(*cmd, params->model)->capture_default_str();
+  add_input_shape_option(*cmd, params->input_shape);
   cmd->add_option("--stages", params->stages, "pipeline stages")->capture_default_str();
-  cmd->add_option("--chunks", params->chunks, "micro-batches")->capture_default_str();
+  add_chunks_option(*cmd, params->chunks);
   cmd->add_option("--steps", params->steps, "measured steps per run")->capture_default_str();
   cmd->add_option("-o,--output", params->output, "output directory")->capture_default_str();
   cmd->footer(

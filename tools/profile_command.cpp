@@ -18,6 +18,7 @@
 #include "profiler/profile_json.h"
 #include "profiler/profile_table.h"
 #include "profiler/profiler.h"
+#include "tools/common_options.h"
 #include "tools/progress.h"
 
 namespace pipebal::tools {
@@ -107,9 +108,8 @@ void add_profile_command(CLI::App& app) {
       "Measure every layer's forward and backward time and memory on a sample batch.\n"
       "Writes the cost profile that `pipebal balance` partitions.");
   sub->footer(kFooter);
-  sub->add_option("--model", params->model, "Model SPEC or TorchScript file")->required();
-  sub->add_option("--input-shape", params->input_shape,
-                  "Input shape, batch first, e.g. 32,3,64,64 (default: the model's)");
+  add_model_option(*sub, params->model)->required();
+  add_input_shape_option(*sub, params->input_shape);
   sub->add_option("--dtype", params->dtype, "float32 or float64")->capture_default_str();
   sub->add_option("--device", params->device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--backend", params->backend, "Timer: auto, wallclock, events or cupti")
@@ -129,7 +129,7 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--threads", params->threads, "Intra-op threads (0: LibTorch's default)")
       ->capture_default_str();
-  sub->add_option("--seed", params->seed, "Seed for weights and data")->capture_default_str();
+  add_seed_option(*sub, params->seed);
   sub->add_option("-o,--output", params->output_path, "Write the profile here (pipebal.profile/1)");
   sub->add_flag("-q,--quiet", params->quiet, "No progress on stderr");
   sub->callback([params]() {

@@ -12,6 +12,7 @@
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "reports/atomic_file.h"
+#include "tools/common_options.h"
 #include "tools/progress.h"
 #include "workflow/training_run.h"
 
@@ -127,10 +128,8 @@ void add_train_command(CLI::App& app) {
   p->settings.model = models::default_model_spec();
   CLI::App* cmd =
       app.add_subcommand("train", "Train pipelined with a balance or a plan, and measure it");
-  cmd->add_option("--model", p->settings.model, "model SPEC or TorchScript file")
-      ->capture_default_str();
-  cmd->add_option("--input-shape", p->input_shape,
-                  "input shape, batch first (default: the model's)");
+  add_model_option(*cmd, p->settings.model)->capture_default_str();
+  add_input_shape_option(*cmd, p->input_shape);
   auto* plan = cmd->add_option("--plan", p->plan, "plan.json from `pipebal balance`");
   auto* balance = cmd->add_option("--balance", p->balance, "layers per stage, e.g. 3,3,2");
   plan->excludes(balance);
@@ -140,13 +139,10 @@ void add_train_command(CLI::App& app) {
                   "cuda:LOCAL_RANK)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--chunks", p->settings.chunks, "micro-batches per mini-batch")
-      ->capture_default_str();
-  cmd->add_option("--schedule", p->settings.schedule, "gpipe or 1f1b")->capture_default_str();
-  cmd->add_option("--checkpoint", p->settings.checkpoint, "always, except_last or never")
-      ->capture_default_str();
-  cmd->add_option("--threads", p->settings.threads_per_stage, "intra-op threads per stage")
-      ->capture_default_str();
+  add_chunks_option(*cmd, p->settings.chunks);
+  add_schedule_option(*cmd, p->settings.schedule);
+  add_checkpoint_option(*cmd, p->settings.checkpoint);
+  add_threads_option(*cmd, p->settings.threads_per_stage);
   cmd->add_option("--replicas", p->settings.replicas,
                   "pipelines trained data-parallel, one process per stage and replica (each "
                   "replica trains on its own --input-shape batch)")
@@ -158,15 +154,11 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--optimizer", p->settings.optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", p->settings.lr, "learning rate")->capture_default_str();
-  cmd->add_option("--seed", p->settings.seed, "seed for weights, data and dropout")
-      ->capture_default_str();
+  add_seed_option(*cmd, p->settings.seed);
   cmd->add_flag("--deferred-batch-norm", p->settings.deferred_batch_norm,
                 "update batch-norm running statistics once per mini-batch");
   cmd->add_flag("--check-finite", p->settings.check_finite, "fail on a non-finite loss");
-  cmd->add_option("--timeout", p->settings.step_timeout_s,
-                  "seconds a step may take before the run fails, naming the stage and action "
-                  "still running (0: no limit)")
-      ->capture_default_str();
+  add_step_timeout_option(*cmd, p->settings.step_timeout_s);
   cmd->add_option("--data", p->settings.data,
                   "train on this file, written in Python by torch.save({'inputs': x or [x1, "
                   "x2], 'targets': y}, path), instead of a synthetic batch");

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "reports/validation_record.h"
+#include "tools/common_options.h"
 
 namespace pipebal::tools {
 namespace {
@@ -44,26 +45,21 @@ void add_validate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "validate",
       "Profile, balance (dp vs baselines), train each balance, compare prediction and measurement");
-  cmd->add_option("--model", p->model, "model SPEC or TorchScript file")->capture_default_str();
-  cmd->add_option("--input-shape", p->input_shape,
-                  "input shape, batch first (default: the model's)");
+  add_model_option(*cmd, p->model)->capture_default_str();
+  add_input_shape_option(*cmd, p->input_shape);
   cmd->add_option("--stages", p->stages, "pipeline stages")->capture_default_str();
-  cmd->add_option("--chunks", p->chunks, "micro-batches per mini-batch")->capture_default_str();
-  cmd->add_option("--schedule", p->schedule, "gpipe or 1f1b")->capture_default_str();
-  cmd->add_option("--checkpoint", p->checkpoint, "always, except_last or never")
-      ->capture_default_str();
+  add_chunks_option(*cmd, p->chunks);
+  add_schedule_option(*cmd, p->schedule);
+  add_checkpoint_option(*cmd, p->checkpoint);
   cmd->add_option("--steps", p->steps, "measured training steps per run")->capture_default_str();
   cmd->add_option("--warmup-steps", p->warmup_steps,
                   "unmeasured steps per run; they also measure the peak memory")
       ->capture_default_str();
   cmd->add_option("--profile-repeat", p->profile_repeat, "timed repetitions per layer")
       ->capture_default_str();
-  cmd->add_option("--threads", p->threads, "intra-op threads per stage")->capture_default_str();
-  cmd->add_option("--seed", p->seed, "seed for weights and data")->capture_default_str();
-  cmd->add_option("--timeout", p->step_timeout_s,
-                  "seconds a training step may take before validate fails, naming the stage "
-                  "and action still running (0: no limit)")
-      ->capture_default_str();
+  add_threads_option(*cmd, p->threads);
+  add_seed_option(*cmd, p->seed);
+  add_step_timeout_option(*cmd, p->step_timeout_s);
   cmd->add_option("--processes", p->processes,
                   "train each candidate as this many processes, one per stage (0: as threads)")
       ->capture_default_str();

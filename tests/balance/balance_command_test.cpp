@@ -91,9 +91,15 @@ TEST(BalanceCommand, ParsesItsOptionsAndShowsAnExampleInHelp) {
   CLI::App* sub = app.get_subcommand("balance");
   EXPECT_NE(sub->help().find("Example"), std::string::npos);
   EXPECT_NE(sub->help().find("except_last"), std::string::npos);
-  // A bad value reaches the callback, which throws for main to print.
-  EXPECT_THROW(app.parse("balance " + write_profile() + " --stages 2 --schedule zigzag", false),
-               std::invalid_argument);
+  // A bad value is refused while parsing, with the library's own message, before any work.
+  try {
+    app.parse("balance " + write_profile() + " --stages 2 --schedule zigzag", false);
+    ADD_FAILURE() << "--schedule zigzag was accepted";
+  } catch (const CLI::ValidationError& error) {
+    EXPECT_NE(std::string(error.what()).find("unknown schedule 'zigzag' (valid: gpipe, 1f1b)"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(BalanceCommand, BadInputThrowsOneClearMessage) {

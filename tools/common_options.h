@@ -1,0 +1,25 @@
+// The options several commands share, declared once: one name, one help text, one check at
+// parse time, so that `--schedule zigzag` is refused the same way by every command before any
+// work starts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace pipebal::tools {
+
+CLI::Option* add_model_option(CLI::App& cmd, std::string& spec);
+CLI::Option* add_input_shape_option(CLI::App& cmd, std::string& shape);
+CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks);
+// gpipe or 1f1b (pipeline::parse_schedule_kind checks it).
+CLI::Option* add_schedule_option(CLI::App& cmd, std::string& schedule);
+// always, except_last or never (pipeline::parse_checkpoint_mode checks it).
+CLI::Option* add_checkpoint_option(CLI::App& cmd, std::string& checkpoint);
+CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
+CLI::Option* add_seed_option(CLI::App& cmd, uint64_t& seed);
+// Seconds a training step may take (0: no limit).
+CLI::Option* add_step_timeout_option(CLI::App& cmd, double& seconds);
+
+}  // namespace pipebal::tools
