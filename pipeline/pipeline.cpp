@@ -188,7 +188,11 @@ void Pipeline::run_parallel(std::function<void(int)> job) {
       } catch (const ChannelCancelled&) {
         // A neighbour failed; its error is the one to report.
       } catch (const std::exception& error) {
-        record_failure(*run, *links, fmt::format("stage {}: {}", s, error_summary(error)));
+        // The stage's own errors already begin with "stage N"; others get it.
+        const std::string what = error_summary(error);
+        const std::string stage = fmt::format("stage {}", s);
+        record_failure(*run, *links,
+                       what.rfind(stage, 0) == 0 ? what : fmt::format("{}: {}", stage, what));
       } catch (...) {
         record_failure(*run, *links, fmt::format("stage {}: unknown error", s));
       }

@@ -133,7 +133,10 @@ TEST(AcrossProcessesFailure, ARankThatThrowsStopsEveryRank) {
   EXPECT_EQ(statuses[1], 2);
   EXPECT_NE(rank_err(1).find("injected failure"), std::string::npos) << rank_err(1);
   expect_others_stopped_naming(statuses, 1);
-  EXPECT_NE(rank_err(0).find("stopped: rank 1 failed: stage 1"), std::string::npos) << rank_err(0);
+  EXPECT_NE(rank_err(0).find("stopped: rank 1 failed: stage 1, layer 3 ('inject', Inject), "
+                             "forward of micro-batch 0: injected failure"),
+            std::string::npos)
+      << rank_err(0);
   EXPECT_NE(rank_err(0).find("injected failure"), std::string::npos) << rank_err(0);
 }
 
