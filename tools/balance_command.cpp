@@ -33,8 +33,8 @@ constexpr const char* kFooter =
 balance::CostOptions cost_options(const BalanceParams& params,
                                   const balance::CostProfile& profile) {
   balance::CostOptions options;
-  options.schedule = pipeline::parse_schedule_kind(params.schedule);
-  options.checkpoint = pipeline::parse_checkpoint_mode(params.checkpoint);
+  options.schedule = params.schedule;
+  options.checkpoint = params.checkpoint;
   options.chunks = balance::planned_chunks(profile, params.chunks);
   options.param_scale = params.param_scale;
   if (!params.memory_cap.empty()) {

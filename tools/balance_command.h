@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipeline/schedule.h"
+
 namespace pipebal::tools {
 
 // Everything `pipebal balance` takes; the member defaults are the defaults --help shows.
@@ -15,8 +17,8 @@ struct BalanceParams {
   std::string profile_path;
   int stages = 0;  // required
   int chunks = 0;  // 0: the profile's (balance::planned_chunks)
-  std::string schedule = "gpipe";
-  std::string checkpoint = "except_last";
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   std::string memory_cap;                // one cap for every stage, e.g. "8G"
   std::vector<std::string> memory_caps;  // one per stage
   std::vector<double> device_speeds;     // one per stage, or one for all

@@ -1,26 +1,25 @@
 // See common_options.h.
 #include "tools/common_options.h"
 
-#include <functional>
-
-#include "pipeline/schedule.h"
+#include <string>
 
 namespace pipebal::tools {
 namespace {
 
-// A CLI11 check that runs pipebal's own parser, so the message is the one the library gives.
-CLI::Validator parsed_by(const std::function<void(const std::string&)>& parse,
-                         const std::string& name) {
+// Reads a name with pipebal's own parser (so a bad one gets the library's message) and hands
+// CLI11 the enum's number, which it stores into the typed option.
+template <typename Enum>
+CLI::Validator named(Enum (*parse)(const std::string&), const std::string& what) {
   return CLI::Validator(
       [parse](std::string& value) -> std::string {
         try {
-          parse(value);
+          value = std::to_string(static_cast<int>(parse(value)));
         } catch (const std::exception& error) {
           return error.what();
         }
         return "";
       },
-      name);
+      what);
 }
 
 }  // namespace
@@ -38,17 +37,18 @@ CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks) {
   return cmd.add_option("--chunks", chunks, "micro-batches per mini-batch")->capture_default_str();
 }
 
-CLI::Option* add_schedule_option(CLI::App& cmd, std::string& schedule) {
+CLI::Option* add_schedule_option(CLI::App& cmd, pipeline::ScheduleKind& schedule) {
   return cmd.add_option("--schedule", schedule, "gpipe or 1f1b")
-      ->check(parsed_by([](const std::string& v) { pipeline::parse_schedule_kind(v); }, "SCHEDULE"))
-      ->capture_default_str();
+      ->transform(named(&pipeline::parse_schedule_kind, ""))
+      ->type_name("NAME")
+      ->default_str(pipeline::to_string(schedule));
 }
 
-CLI::Option* add_checkpoint_option(CLI::App& cmd, std::string& checkpoint) {
+CLI::Option* add_checkpoint_option(CLI::App& cmd, pipeline::CheckpointMode& checkpoint) {
   return cmd.add_option("--checkpoint", checkpoint, "always, except_last or never")
-      ->check(
-          parsed_by([](const std::string& v) { pipeline::parse_checkpoint_mode(v); }, "CHECKPOINT"))
-      ->capture_default_str();
+      ->transform(named(&pipeline::parse_checkpoint_mode, ""))
+      ->type_name("NAME")
+      ->default_str(pipeline::to_string(checkpoint));
 }
 
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads) {

@@ -8,15 +8,17 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipeline/schedule.h"
+
 namespace pipebal::tools {
 
 CLI::Option* add_model_option(CLI::App& cmd, std::string& spec);
 CLI::Option* add_input_shape_option(CLI::App& cmd, std::string& shape);
 CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks);
-// gpipe or 1f1b (pipeline::parse_schedule_kind checks it).
-CLI::Option* add_schedule_option(CLI::App& cmd, std::string& schedule);
-// always, except_last or never (pipeline::parse_checkpoint_mode checks it).
-CLI::Option* add_checkpoint_option(CLI::App& cmd, std::string& checkpoint);
+// gpipe or 1f1b, parsed by pipeline::parse_schedule_kind into the typed value.
+CLI::Option* add_schedule_option(CLI::App& cmd, pipeline::ScheduleKind& schedule);
+// always, except_last or never, parsed by pipeline::parse_checkpoint_mode.
+CLI::Option* add_checkpoint_option(CLI::App& cmd, pipeline::CheckpointMode& checkpoint);
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
 CLI::Option* add_seed_option(CLI::App& cmd, uint64_t& seed);
 // Seconds a training step may take (0: no limit).

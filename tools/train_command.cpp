@@ -82,8 +82,8 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     }
     settings.balance = plan.balance;
     if (cmd.count("--chunks") == 0) settings.chunks = plan.chunks;
-    if (cmd.count("--schedule") == 0) settings.schedule = pipeline::to_string(plan.schedule);
-    if (cmd.count("--checkpoint") == 0) settings.checkpoint = pipeline::to_string(plan.checkpoint);
+    if (cmd.count("--schedule") == 0) settings.schedule = plan.schedule;
+    if (cmd.count("--checkpoint") == 0) settings.checkpoint = plan.checkpoint;
     if (cmd.count("--replicas") == 0) settings.replicas = plan.replicas;
   } else {
     settings.balance = parse_balance(p.balance);

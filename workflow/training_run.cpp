@@ -195,8 +195,8 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
 
   pipeline::PipelineOptions options;
   options.chunks = settings.chunks;
-  options.schedule = pipeline::parse_schedule_kind(settings.schedule);
-  options.checkpoint = pipeline::parse_checkpoint_mode(settings.checkpoint);
+  options.schedule = settings.schedule;
+  options.checkpoint = settings.checkpoint;
   options.threads_per_stage = settings.threads_per_stage;
   options.deferred_batch_norm = settings.deferred_batch_norm;
   options.check_finite = settings.check_finite;
@@ -270,8 +270,8 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   run.balance = settings.balance;
   run.devices = settings.devices;
   run.chunks = settings.chunks;
-  run.schedule = settings.schedule;
-  run.checkpoint = settings.checkpoint;
+  run.schedule = pipeline::to_string(settings.schedule);
+  run.checkpoint = pipeline::to_string(settings.checkpoint);
   run.threads_per_stage = settings.threads_per_stage;
   run.optimizer = settings.optimizer;
   run.lr = settings.lr;

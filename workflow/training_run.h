@@ -21,8 +21,8 @@ struct TrainSettings {
   std::vector<int> balance;
   std::vector<std::string> devices{"cpu"};
   int chunks = pipeline::kDefaultChunks;
-  std::string schedule = "gpipe";
-  std::string checkpoint = "except_last";
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   int threads_per_stage = 1;
   int steps = 10;
   int warmup_steps = 2;

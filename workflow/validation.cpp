@@ -142,9 +142,9 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
                     "--chunks",
                     std::to_string(s.chunks),
                     "--schedule",
-                    s.schedule,
+                    pipeline::to_string(s.schedule),
                     "--checkpoint",
-                    s.checkpoint,
+                    pipeline::to_string(s.checkpoint),
                     "--threads",
                     std::to_string(s.threads_per_stage),
                     "--steps",
@@ -256,8 +256,8 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   }
   // Options first: a typo should not cost a profile.
   balance::CostOptions cost_options;
-  cost_options.schedule = pipeline::parse_schedule_kind(p.schedule);
-  cost_options.checkpoint = pipeline::parse_checkpoint_mode(p.checkpoint);
+  cost_options.schedule = p.schedule;
+  cost_options.checkpoint = p.checkpoint;
   cost_options.chunks = p.chunks;
 
   at::set_num_threads(p.threads);  // profile with the stages' thread count
@@ -298,8 +298,8 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   record.input_shape = run.shape;
   record.stages = p.stages;
   record.chunks = p.chunks;
-  record.schedule = p.schedule;
-  record.checkpoint = p.checkpoint;
+  record.schedule = pipeline::to_string(p.schedule);
+  record.checkpoint = pipeline::to_string(p.checkpoint);
   record.steps = p.steps;
   record.environment = profiler::environment_json();
   for (size_t c = 0; c < plans.size(); ++c) {

@@ -26,8 +26,8 @@ struct ValidateSettings {
   std::string input_shape;  // empty: the model's default
   int stages = 2;
   int chunks = pipeline::kDefaultChunks;
-  std::string schedule = "gpipe";
-  std::string checkpoint = "except_last";
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   int steps = 5;
   int warmup_steps = 2;  // the second step is the first at steady-state memory
   int profile_repeat = 10;

@@ -126,9 +126,6 @@ TEST(BalanceCommand, BadInputThrowsOneClearMessage) {
   params.algorithm = "greedy";
   expect_error(params, "unknown algorithm 'greedy'");
   params = params_for(2);
-  params.checkpoint = "sometimes";
-  expect_error(params, "unknown checkpoint mode 'sometimes'");
-  params = params_for(2);
   params.device_speeds = {1, -1};
   expect_error(params, "device speed 1 is -1");
   params = params_for(2);
