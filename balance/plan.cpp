@@ -131,7 +131,11 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     durations.push_back({d.forward_ms * scale, d.recompute_ms * scale, d.backward_ms * scale});
     StageMemory m = model.memory_terms(s, first, end);
     memory.push_back({m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes)});
-    if (end < model.layer_count()) transfer_ms.push_back(model.transfer_ms(end) * scale);
+    if (end < model.layer_count()) {
+      // The bytes scale with the micro-batch; the link's latency does not.
+      const double latency = model.options().latency_ms;
+      transfer_ms.push_back(latency + (model.transfer_ms(end) - latency) * scale);
+    }
     first = end;
   }
   return simulate(schedule, durations, transfer_ms, memory, allreduce_ms);

@@ -141,9 +141,21 @@ void print_comparison(const balance::CostModel& model, const Plan& dp_plan, std:
   }
 }
 
+// Pipelining pays per micro-batch (transfer latency, recomputation): say so when the plan is
+// predicted slower than the same balance with the whole batch as one micro-batch.
+void warn_if_pipelining_loses(const Plan& plan, std::ostream& warnings) {
+  const balance::Prediction& p = plan.prediction;
+  if (p.chunks < 2 || !(p.speedup < 1.0)) return;
+  warnings << fmt::format(
+      "pipebal: warning: {} micro-batches are predicted slower than 1 on this balance ({:.3f} ms "
+      "vs {:.3f} ms, {:.2f}x): per-micro-batch costs (transfer latency, recomputation) outweigh "
+      "the overlap; train with 1 micro-batch (profile with --chunks 1) or fewer stages\n",
+      p.chunks, p.step_ms, p.naive_step_ms, p.speedup);
+}
+
 }  // namespace
 
-void run_balance(const BalanceParams& params, std::ostream& out) {
+void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings) {
   if (!params.memory_cap.empty() && !params.memory_caps.empty()) {
     throw std::invalid_argument("give either --memory-cap or --memory-caps, not both");
   }
@@ -153,6 +165,7 @@ void run_balance(const BalanceParams& params, std::ostream& out) {
   Plan plan = balance::partition(model, algorithm);
   plan.model = profile.model;
   plan.input_shape = profile.input_shape;
+  warn_if_pipelining_loses(plan, warnings);
 
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
   const std::string format = params.json ? "json" : params.format;
@@ -228,7 +241,7 @@ void add_balance_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--compare", params->compare,
                 "Also print every algorithm's bottleneck and predicted step time");
-  sub->callback([params]() { run_balance(*params, std::cout); });
+  sub->callback([params]() { run_balance(*params, std::cout, std::cerr); });
 }
 
 }  // namespace pipebal::tools

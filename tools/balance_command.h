@@ -37,7 +37,8 @@ struct BalanceParams {
 // main turns into one line and exit status 2.
 void add_balance_command(CLI::App& app);
 
-// Runs the command with parsed parameters, printing to `out` (the table, or the plan JSON).
-void run_balance(const BalanceParams& params, std::ostream& out);
+// Runs the command with parsed parameters, printing to `out` (the table, or the plan JSON) and
+// warnings to `warnings` (a plan predicted to lose to its own one-micro-batch run).
+void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings);
 
 }  // namespace pipebal::tools

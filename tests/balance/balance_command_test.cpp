@@ -1,6 +1,7 @@
 // `pipebal balance` end to end, in process: the table, --compare, --json, -o and bad input.
 #include "tools/balance_command.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -44,10 +45,33 @@ BalanceParams params_for(int stages) {
   return params;
 }
 
-std::string run(const BalanceParams& params) {
-  std::ostringstream out;
-  run_balance(params, out);
+std::string run(const BalanceParams& params, std::string* warnings = nullptr) {
+  std::ostringstream out, warned;
+  run_balance(params, out, warned);
+  if (warnings != nullptr) *warnings = warned.str();
   return out.str();
+}
+
+// Micro-batches pay the link's latency each: over a slow link, four lose to one, and balance says
+// so on the warning stream (the table and the plan are unchanged).
+TEST(BalanceCommand, WarnsWhenPipeliningIsPredictedToLose) {
+  std::string warnings;
+  run(params_for(2), &warnings);
+  EXPECT_EQ(warnings, "") << "compute-bound: pipelining wins";
+
+  json doc = json::parse(std::ifstream(write_profile()));
+  doc["link"] = {{"latency_ms", 100.0}, {"bandwidth_bytes_per_ms", 1e9}};
+  const std::string slow = pipebal::testing::scratch_path("slow-link.json");
+  std::ofstream(slow) << doc.dump();
+  BalanceParams params = params_for(2);
+  params.profile_path = slow;
+  params.chunks = 4;
+  const std::string table = run(params, &warnings);
+  EXPECT_NE(warnings.find("pipebal: warning: 4 micro-batches are predicted slower than 1"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
+  EXPECT_NE(table.find("speed-up 0."), std::string::npos) << table;
 }
 
 TEST(BalanceCommand, PrintsTheStageTableAndThePrediction) {
