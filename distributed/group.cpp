@@ -98,6 +98,7 @@ struct Group::State {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   double clock_offset_ms = 0;
+  double clock_uncertainty_ms = 0;  // half the round trip of the exchange the offset came from
 
   std::mutex mutex;
   std::condition_variable stop_monitor;
@@ -161,6 +162,7 @@ void Group::State::synchronize_clocks() {
     if (received - sent < best_round_trip) {
       best_round_trip = received - sent;
       clock_offset_ms = stamp.item<double>() - (sent + received) / 2;
+      clock_uncertainty_ms = best_round_trip / 2;
     }
   }
 }
@@ -226,6 +228,10 @@ std::chrono::milliseconds Group::timeout() const {
 c10d::ProcessGroupGloo& Group::process_group() {
   return *state_->group;
 }
+double Group::clock_uncertainty_ms() const {
+  return state_->clock_uncertainty_ms;
+}
+
 double Group::clock_offset_ms() const {
   return state_->clock_offset_ms;
 }

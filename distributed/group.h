@@ -66,6 +66,9 @@ class Group {
 
   // Milliseconds to add to this process's steady clock to read rank 0's.
   double clock_offset_ms() const;
+  // How far off that offset may be: half the round trip of the exchange it came from (0 on
+  // rank 0).
+  double clock_uncertainty_ms() const;
 
   // A Gloo group of some of the ranks (`members`, in order, this one among them), for
   // collectives among them only (e.g. one stage's replicas). Every member must call it with the

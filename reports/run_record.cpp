@@ -54,6 +54,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
                          {"stage", p.stage},
                          {"replica", p.replica},
                          {"host", p.host},
+                         {"clock_uncertainty_ms", p.clock_uncertainty_ms},
                          {"peak_rss_bytes", p.peak_rss_bytes >= 0 ? nlohmann::json(p.peak_rss_bytes)
                                                                   : nlohmann::json()}});
   }
@@ -140,6 +141,7 @@ RunRecord run_from_json(const nlohmann::json& doc) {
         process.stage = p.at("stage").get<int>();
         process.replica = p.value("replica", 0);
         process.host = p.at("host").get<std::string>();
+        process.clock_uncertainty_ms = p.value("clock_uncertainty_ms", 0.0);
         const auto& rss = p.at("peak_rss_bytes");
         process.peak_rss_bytes = rss.is_null() ? -1 : rss.get<int64_t>();
         run.processes.push_back(process);

@@ -36,6 +36,8 @@ struct ProcessRun {
   int replica = 0;
   std::string host;
   int64_t peak_rss_bytes = -1;  // the process's peak resident set, -1 where unknown
+  // How far its timeline may be shifted against rank 0's: the clock alignment's uncertainty.
+  double clock_uncertainty_ms = 0;
 };
 
 struct RunRecord {

@@ -340,6 +340,7 @@ void TrainingRun::gather_ranks() {
   mine["rank"] = st.group->rank();
   mine["host"] = host_name();
   mine["peak_rss_bytes"] = peak_rss_bytes();
+  mine["clock_uncertainty_ms"] = st.group->clock_uncertainty_ms();
   mine["peak_bytes"] = st.peak_bytes;
   mine["origins_ms"] = st.origins_ms;
   nlohmann::json timelines = nlohmann::json::array();
@@ -376,6 +377,7 @@ void TrainingRun::gather_ranks() {
     process.replica = replica;
     process.host = theirs.at("host").get<std::string>();
     process.peak_rss_bytes = theirs.at("peak_rss_bytes").get<int64_t>();
+    process.clock_uncertainty_ms = theirs.at("clock_uncertainty_ms").get<double>();
     st.run.processes.push_back(process);
   }
   // Each step's time axis starts at its earliest action.

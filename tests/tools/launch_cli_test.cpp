@@ -43,9 +43,15 @@ void expect_files(const std::string& dir, std::set<std::string> expected) {
   EXPECT_EQ(found, expected);
 }
 
-// Across processes too, the merged timeline keeps the data dependencies: F(1, i) starts after
-// F(0, i) ended, B(0, i) after B(1, i).
+// Across processes too, the merged timeline keeps the data dependencies — F(1, i) starts after
+// F(0, i) ended, B(0, i) after B(1, i) — up to the uncertainty of the clock alignment that the
+// run reports (half the best round trip of the exchange with rank 0; a busy machine widens it).
 void expect_aligned_timeline(const nlohmann::json& run) {
+  double slack = 0;
+  for (const auto& p : run.at("processes")) {
+    slack = std::max(slack, p.at("clock_uncertainty_ms").get<double>());
+  }
+  EXPECT_LT(slack, 50.0) << "the clocks are aligned to well within a step";
   std::map<std::tuple<int, std::string, int>, std::pair<double, double>> at;
   for (const auto& e : run.at("timeline")) {
     at[{e.at("stage").get<int>(), e.at("action").get<std::string>(),
@@ -54,8 +60,8 @@ void expect_aligned_timeline(const nlohmann::json& run) {
   }
   ASSERT_EQ(at.size(), 16u);  // 2 stages x 4 micro-batches x (F, B), no recompute in 1F1B... or R
   for (int i = 0; i < 4; ++i) {
-    EXPECT_GE(at.at({1, "F", i}).first, at.at({0, "F", i}).second) << "F(1," << i << ")";
-    EXPECT_GE(at.at({0, "B", i}).first, at.at({1, "B", i}).second) << "B(0," << i << ")";
+    EXPECT_GE(at.at({1, "F", i}).first + slack, at.at({0, "F", i}).second) << "F(1," << i << ")";
+    EXPECT_GE(at.at({0, "B", i}).first + slack, at.at({1, "B", i}).second) << "B(0," << i << ")";
   }
 }
 
