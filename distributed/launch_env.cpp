@@ -1,11 +1,13 @@
 // See launch_env.h.
 #include "distributed/launch_env.h"
 
-#include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "common/parse_integers.h"
 
 namespace pipebal::distributed {
 namespace {
@@ -20,14 +22,12 @@ int integer(const GetEnv& getenv, const char* name, int low, int high,
                     "needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT)",
                     name));
   }
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  if (errno != 0 || *end != '\0' || value < low || value > high) {
+  const std::optional<int64_t> value = parse_integer(text);
+  if (!value || *value < low || *value > high) {
     throw std::invalid_argument(
         fmt::format("{}={}: expected an integer from {} to {}", name, text, low, high));
   }
-  return static_cast<int>(value);
+  return static_cast<int>(*value);
 }
 
 }  // namespace

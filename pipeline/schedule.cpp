@@ -117,6 +117,13 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   throw std::invalid_argument("unknown schedule '" + name + "' (valid: gpipe, 1f1b)");
 }
 
+ActionKind parse_action_kind(const std::string& name) {
+  if (name == "F") return ActionKind::kForward;
+  if (name == "R") return ActionKind::kRecompute;
+  if (name == "B") return ActionKind::kBackward;
+  throw std::invalid_argument("unknown action '" + name + "' (valid: F, R, B)");
+}
+
 CheckpointMode parse_checkpoint_mode(const std::string& name) {
   if (name == "always") return CheckpointMode::kAlways;
   if (name == "except_last") return CheckpointMode::kExceptLast;

@@ -65,6 +65,7 @@ std::string to_string(ScheduleKind kind);
 std::string to_string(CheckpointMode mode);
 std::string to_string(ActionKind kind);
 ScheduleKind parse_schedule_kind(const std::string& name);
+ActionKind parse_action_kind(const std::string& name);
 CheckpointMode parse_checkpoint_mode(const std::string& name);
 
 }  // namespace pipebal::pipeline

@@ -32,13 +32,13 @@ std::string trim(const std::string& text) {
   return text.substr(first, last - first + 1);
 }
 
+}  // namespace
+
 std::string host_name() {
   std::array<char, 256> name{};
   if (gethostname(name.data(), name.size() - 1) != 0) return "unknown";
   return name.data();
 }
-
-}  // namespace
 
 std::string cpu_model_name() {
   std::ifstream cpuinfo("/proc/cpuinfo");

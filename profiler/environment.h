@@ -37,6 +37,8 @@ nlohmann::json environment_json(const c10::Device& device = c10::Device(c10::kCP
 
 // The first "model name" in /proc/cpuinfo, or "unknown".
 std::string cpu_model_name();
+// This machine's host name; "unknown" when it cannot be read.
+std::string host_name();
 
 // The malloc serving this process: "jemalloc VERSION" when jemalloc is loaded, else
 // "glibc malloc".

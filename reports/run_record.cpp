@@ -23,16 +23,7 @@ pipeline::Timeline timeline_from_json(const nlohmann::json& events) {
     for (const auto& e : events) {
       pipeline::TimedAction t;
       t.stage = e.at("stage").get<int>();
-      const std::string kind = e.at("action").get<std::string>();
-      if (kind == "F") {
-        t.action.kind = pipeline::ActionKind::kForward;
-      } else if (kind == "R") {
-        t.action.kind = pipeline::ActionKind::kRecompute;
-      } else if (kind == "B") {
-        t.action.kind = pipeline::ActionKind::kBackward;
-      } else {
-        throw std::invalid_argument("unknown action '" + kind + "'");
-      }
+      t.action.kind = pipeline::parse_action_kind(e.at("action").get<std::string>());
       t.action.micro_batch = e.at("micro_batch").get<int>();
       t.start_ms = e.at("start_ms").get<double>();
       t.end_ms = e.at("end_ms").get<double>();

@@ -12,7 +12,6 @@
 #include <torch/torch.h>
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -63,12 +62,6 @@ int64_t peak_rss_bytes() {
   struct rusage usage {};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
   return int64_t{usage.ru_maxrss} * 1024;  // kilobytes on Linux
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "";
-  return name;
 }
 
 // Writes the trained TorchScript module beside `path` first, then renames it into place: an
@@ -338,7 +331,7 @@ void TrainingRun::gather_ranks() {
   State& st = *state_;
   nlohmann::json mine;
   mine["rank"] = st.group->rank();
-  mine["host"] = host_name();
+  mine["host"] = profiler::host_name();
   mine["peak_rss_bytes"] = peak_rss_bytes();
   mine["clock_uncertainty_ms"] = st.group->clock_uncertainty_ms();
   mine["peak_bytes"] = st.peak_bytes;

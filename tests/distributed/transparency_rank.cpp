@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "common/parse_integers.h"
 #include "distributed/c10d_transport.h"
 #include "distributed/launch_env.h"
 #include "distributed/replicas.h"
@@ -83,14 +84,9 @@ LayerSeq build(bool batch_norm, std::vector<int>& balance, int fail_stage) {
 }
 
 std::vector<int> parse_list(const std::string& text) {
-  std::vector<int> values;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    values.push_back(std::stoi(text.substr(start, comma - start)));
-    start = comma + 1;
-  }
-  return values;
+  const auto values = parse_integer_list(text);
+  if (!values) throw std::invalid_argument("expected integers separated by commas: " + text);
+  return {values->begin(), values->end()};
 }
 
 int run(int argc, char** argv) {
