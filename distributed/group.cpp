@@ -219,12 +219,6 @@ int Group::rank() const {
 int Group::size() const {
   return state_->env.world_size;
 }
-const LaunchEnv& Group::env() const {
-  return state_->env;
-}
-std::chrono::milliseconds Group::timeout() const {
-  return state_->timeout;
-}
 c10d::ProcessGroupGloo& Group::process_group() {
   return *state_->group;
 }

@@ -47,8 +47,6 @@ class Group {
 
   int rank() const;
   int size() const;
-  const LaunchEnv& env() const;
-  std::chrono::milliseconds timeout() const;
   c10d::ProcessGroupGloo& process_group();
 
   // Posts `what` as this run's failure, unless another process posted one first. Never throws.
