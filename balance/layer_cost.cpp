@@ -56,6 +56,17 @@ int planned_chunks(const CostProfile& profile, int requested) {
     }
     const int64_t micro = (mini + requested - 1) / requested;
     if (micro == profile.batch_size) return requested;  // the same micro-batches, rounded
+    if (profile.sizes.size() > 1 && micro >= profile.sizes.front().micro_batch_size &&
+        micro <= profile.sizes.back().micro_batch_size) {
+      return requested;  // interpolated between measured sizes (balance/micro_batch_costs.h)
+    }
+    if (profile.sizes.size() > 1) {
+      throw std::invalid_argument(fmt::format(
+          "--chunks {} means micro-batches of {} samples, outside the profiled sizes {} to {}: "
+          "profile with --chunks {} among the counts",
+          requested, micro, profile.sizes.front().micro_batch_size,
+          profile.sizes.back().micro_batch_size, requested));
+    }
     throw std::invalid_argument(fmt::format(
         "the profile was measured at micro-batch size {} ({} samples in {} chunks); --chunks {} "
         "means micro-batches of {}: profile again with --chunks {}",

@@ -22,6 +22,13 @@ struct LayerCost {
   int64_t output_bytes = 0;      // the layer's output, sent to the next stage when cut here
 };
 
+// The same layers measured at another micro-batch size (`pipebal profile --chunks 1,2,4,8`):
+// times and activation/output bytes change with the size, names and parameters do not.
+struct SizedCosts {
+  int64_t micro_batch_size = 0;
+  std::vector<LayerCost> layers;  // as many as CostProfile::layers, in the same order
+};
+
 // A profile: the model's layers in execution order, and the batch size they were measured at.
 struct CostProfile {
   std::string model;
@@ -31,6 +38,9 @@ struct CostProfile {
   int chunks = 0;
   std::vector<int64_t> input_shape;
   std::vector<LayerCost> layers;
+  // Every micro-batch size measured, ascending, the one of `layers` included; empty when only
+  // batch_size was (balance/micro_batch_costs.h interpolates between them).
+  std::vector<SizedCosts> sizes;
   std::optional<LinkModel> link;  // measured between two ranks (`pipebal link`), if it was
 
   // The mini-batch size, input_shape[0]; 0 when not said.
@@ -40,7 +50,8 @@ struct CostProfile {
 // The micro-batch count to plan `profile` for: `requested` (0: none given) when the profile
 // was measured at its micro-batch size, else the profile's own count (kDefaultChunks when it
 // does not say). Throws std::invalid_argument, naming both micro-batch sizes, when `requested`
-// cuts the profiled mini-batch into micro-batches of another size than the one measured.
+// cuts the profiled mini-batch into micro-batches of another size than the one measured (or,
+// for a profile measured at several sizes, outside the range they span).
 int planned_chunks(const CostProfile& profile, int requested);
 
 // Bounds on what a profile may say, far beyond real models: within them a sum of byte counts

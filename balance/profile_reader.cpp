@@ -88,6 +88,44 @@ LayerCost read_layer(const json& layer, size_t index) {
   return cost;
 }
 
+// One entry of "sizes": the size-dependent fields of every layer at another micro-batch size;
+// names and parameters are the primary layers'.
+SizedCosts read_size(const json& entry, size_t k, const std::vector<LayerCost>& primary) {
+  const std::string where = fmt::format("profile: sizes[{}]", k);
+  if (!entry.is_object()) throw std::invalid_argument(where + ": expected an object");
+  const auto size = entry.find("micro_batch_size");
+  if (size == entry.end() || !size->is_number_integer() || size->get<int64_t>() < 1 ||
+      size->get<int64_t>() > (int64_t{1} << 40)) {
+    throw std::invalid_argument(where + ": expected \"micro_batch_size\", a positive integer");
+  }
+  const auto layers = entry.find("layers");
+  if (layers == entry.end() || !layers->is_array() || layers->size() != primary.size()) {
+    throw std::invalid_argument(fmt::format(
+        "{}: expected \"layers\", an array of {} (one per layer)", where, primary.size()));
+  }
+  SizedCosts sized;
+  sized.micro_batch_size = size->get<int64_t>();
+  try {
+    for (size_t i = 0; i < layers->size(); ++i) {
+      const json& layer = (*layers)[i];
+      if (!layer.is_object()) {
+        throw std::invalid_argument(fmt::format("layers[{}]: expected an object", i));
+      }
+      LayerCost cost = primary[i];
+      cost.forward_ms = read_ms(layer, i, "forward_ms");
+      cost.backward_ms = read_ms(layer, i, "backward_ms");
+      cost.activation_bytes = read_bytes(layer, i, "activation_bytes");
+      cost.output_bytes = read_bytes(layer, i, "output_bytes");
+      sized.layers.push_back(std::move(cost));
+    }
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(where + "." + error.what());
+  }
+  return sized;
+}
+
+constexpr size_t kMaxSizes = 64;
+
 }  // namespace
 
 CostProfile profile_from_json(const json& doc) {
@@ -117,6 +155,28 @@ CostProfile profile_from_json(const json& doc) {
     }
   }
   for (size_t i = 0; i < layers->size(); ++i) profile.layers.push_back(read_layer((*layers)[i], i));
+  const auto sizes = doc.find("sizes");
+  if (sizes != doc.end() && !sizes->is_null()) {
+    if (!sizes->is_array() || sizes->size() > kMaxSizes) {
+      throw std::invalid_argument(
+          fmt::format("profile: \"sizes\" must be an array of at most {} sizes", kMaxSizes));
+    }
+    for (size_t k = 0; k < sizes->size(); ++k) {
+      profile.sizes.push_back(read_size((*sizes)[k], k, profile.layers));
+      if (k > 0 && profile.sizes[k].micro_batch_size <= profile.sizes[k - 1].micro_batch_size) {
+        throw std::invalid_argument(
+            fmt::format("profile: sizes[{}]: micro-batch sizes must ascend", k));
+      }
+    }
+    const bool has_primary =
+        std::any_of(profile.sizes.begin(), profile.sizes.end(),
+                    [&](const SizedCosts& s) { return s.micro_batch_size == profile.batch_size; });
+    if (!profile.sizes.empty() && profile.batch_size > 0 && !has_primary) {
+      throw std::invalid_argument(
+          fmt::format("profile: \"sizes\" lacks the batch_size {} its layers were measured at",
+                      profile.batch_size));
+    }
+  }
   const auto link = doc.find("link");
   if (link != doc.end() && !link->is_null()) {
     try {

@@ -1,5 +1,6 @@
-// Balancer benchmarks: how long the exact partitioner takes at 1,000 and 10,000 layers, and how
-// far the heuristics' bottleneck is above the exact optimum on random cost vectors.
+// Balancer benchmarks: how long the exact partitioner takes at 1,000 and 10,000 layers, how long
+// the planner's search takes (100 layers, 8 devices, every configuration), and how far the
+// heuristics' bottleneck is above the exact optimum on random cost vectors.
 //   balance_bench --benchmark_out=reports/balance-bench.json --benchmark_out_format=json
 #include <algorithm>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "balance/cost_model.h"
 #include "balance/dp_partition.h"
 #include "balance/partition.h"
+#include "balance/planner.h"
 
 namespace pipebal::balance {
 namespace {
@@ -106,6 +108,45 @@ BENCHMARK(BM_Quality)
           static_cast<int>(Algorithm::kParameters)},
          {static_cast<int>(Distribution::kUniform), static_cast<int>(Distribution::kLogNormal)}})
     ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// A profile of `n` random layers measured at micro-batch sizes 1, 2, 4, ..., 256 (a mini-batch
+// of 256): each layer costs a fixed 0.05 ms per call plus its random per-sample cost.
+CostProfile multi_size_profile(int n) {
+  std::mt19937 rng(7);
+  const std::vector<LayerCost> base = random_layers(rng, n, Distribution::kLogNormal);
+  CostProfile profile;
+  profile.input_shape = {256, 64};
+  profile.batch_size = 256;
+  profile.chunks = 1;
+  for (int64_t b = 1; b <= 256; b *= 2) {
+    SizedCosts sized{b, base};
+    for (LayerCost& layer : sized.layers) {
+      layer.forward_ms = 0.05 + layer.forward_ms * double(b) / 256;
+      layer.backward_ms = 0.1 + layer.backward_ms * double(b) / 256;
+      layer.activation_bytes = layer.activation_bytes * b / 256;
+      layer.output_bytes = layer.output_bytes * b / 256;
+    }
+    profile.sizes.push_back(sized);
+  }
+  profile.layers = profile.sizes.back().layers;
+  return profile;
+}
+
+void BM_PlanSearch(benchmark::State& state) {
+  const CostProfile profile = multi_size_profile(static_cast<int>(state.range(0)));
+  PlanSearch search;
+  search.devices = static_cast<int>(state.range(1));
+  search.data_parallel = state.range(2) != 0;
+  search.costs.bandwidth_bytes_per_ms = 1e7;  // 10 GB/s
+  int searched = 0;
+  for (auto _ : state) searched = search_plans(profile, search).searched;
+  state.counters["configurations"] = searched;
+}
+BENCHMARK(BM_PlanSearch)
+    ->ArgNames({"layers", "devices", "data_parallel"})
+    ->Args({100, 8, 0})
+    ->Args({100, 8, 1})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -32,6 +32,33 @@ nlohmann::json layer_to_json(const LayerProfile& layer) {
   };
 }
 
+// A layer at another micro-batch size: only what changes with the size.
+nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
+  return {
+      {"index", layer.index},
+      {"forward_ms", layer.forward_ms},
+      {"backward_ms", layer.backward_ms},
+      {"forward_p10_ms", layer.forward_p10_ms},
+      {"forward_p90_ms", layer.forward_p90_ms},
+      {"backward_p10_ms", layer.backward_p10_ms},
+      {"backward_p90_ms", layer.backward_p90_ms},
+      {"activation_bytes", layer.activation_bytes},
+      {"output_bytes", layer.output_bytes},
+  };
+}
+
+nlohmann::json sizes_to_json(const std::vector<Profile::Size>& sizes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Profile::Size& size : sizes) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerProfile& layer : size.layers) layers.push_back(sized_layer_to_json(layer));
+    out.push_back({{"chunks", size.chunks},
+                   {"micro_batch_size", size.micro_batch_size},
+                   {"layers", std::move(layers)}});
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json profile_to_json(const Profile& profile) {
@@ -45,7 +72,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
     param_bytes += layer.param_bytes;
     activation_bytes += layer.activation_bytes;
   }
-  return {
+  nlohmann::json doc = {
       {"schema", reports::schema_tag("pipebal.profile", 1)},
       {"model", profile.model},
       {"device", profile.device},
@@ -65,6 +92,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
         {"activation_bytes", activation_bytes}}},
       {"layers", layers},
   };
+  if (!profile.sizes.empty()) doc["sizes"] = sizes_to_json(profile.sizes);
+  return doc;
 }
 
 balance::CostProfile cost_profile(const Profile& profile) {

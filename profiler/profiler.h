@@ -84,6 +84,14 @@ struct Profile {
   std::vector<int64_t> input_shape;
   Environment environment;
   std::vector<LayerProfile> layers;
+  // The same layers profiled at several micro-batch sizes (`pipebal profile --chunks 1,2,4,8`),
+  // ascending by size, this profile's own (`layers`) among them; empty when only one was.
+  struct Size {
+    int chunks = 0;
+    int64_t micro_batch_size = 0;
+    std::vector<LayerProfile> layers;
+  };
+  std::vector<Size> sizes;
 };
 
 // Where a profile stands, reported as it goes: first each layer on its own (warm-up and memory),

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "balance/cost_model.h"
+#include "balance/micro_batch_costs.h"
 #include "balance/partition.h"
 #include "balance/plan.h"
 #include "balance/profile_reader.h"
@@ -36,25 +37,8 @@ balance::CostOptions cost_options(const BalanceParams& params,
   options.schedule = params.schedule;
   options.checkpoint = params.checkpoint;
   options.chunks = balance::planned_chunks(profile, params.chunks);
-  options.param_scale = params.param_scale;
-  if (!params.memory_cap.empty()) {
-    options.memory_caps_bytes = {balance::parse_bytes(params.memory_cap)};
-  }
-  for (const std::string& cap : params.memory_caps) {
-    options.memory_caps_bytes.push_back(balance::parse_bytes(cap));
-  }
-  options.device_speeds = params.device_speeds;
-  if (!params.bandwidth.empty()) {
-    options.bandwidth_bytes_per_ms = balance::parse_bandwidth_bytes_per_ms(params.bandwidth);
-  } else if (profile.link) {  // measured by `pipebal link`
-    options.bandwidth_bytes_per_ms = profile.link->bandwidth_bytes_per_ms;
-    options.latency_ms = profile.link->latency_ms;
-  }
+  apply_device_params(params.devices, profile, options);
   options.replicas = params.replicas;
-  options.allreduce_bytes_per_ms =
-      params.allreduce_bandwidth.empty()
-          ? options.bandwidth_bytes_per_ms
-          : balance::parse_bandwidth_bytes_per_ms(params.allreduce_bandwidth);
   return options;
 }
 
@@ -156,11 +140,10 @@ void warn_if_pipelining_loses(const Plan& plan, std::ostream& warnings) {
 }  // namespace
 
 void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings) {
-  if (!params.memory_cap.empty() && !params.memory_caps.empty()) {
-    throw std::invalid_argument("give either --memory-cap or --memory-caps, not both");
-  }
   const balance::CostProfile profile = balance::read_profile(params.profile_path);
-  const balance::CostModel model(profile.layers, params.stages, cost_options(params, profile));
+  const balance::CostOptions options = cost_options(params, profile);
+  const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks), params.stages,
+                                 options);
   const balance::Algorithm algorithm = balance::parse_algorithm(params.algorithm);
   Plan plan = balance::partition(model, algorithm);
   plan.model = profile.model;
@@ -178,12 +161,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
     return;
   }
   print_table(plan, model, out);
-  if (params.bandwidth.empty() && profile.link) {
-    out << fmt::format(
-        "transfers over the link measured in the profile: {} latency + bytes at {}\n",
-        fmt::format("{:.3f} ms", profile.link->latency_ms),
-        balance::format_bandwidth(profile.link->bandwidth_bytes_per_ms));
-  }
+  out << measured_link_note(params.devices, profile);
   if (params.compare) {
     const Plan dp_plan = algorithm == balance::Algorithm::kDp
                              ? plan
@@ -210,25 +188,10 @@ void add_balance_command(CLI::App& app) {
                               pipeline::kDefaultChunks));
   add_schedule_option(*sub, params->schedule);
   add_checkpoint_option(*sub, params->checkpoint);
-  auto* cap = sub->add_option("--memory-cap", params->memory_cap,
-                              "Memory of every device, e.g. 8G (default: unlimited)");
-  auto* caps = sub->add_option("--memory-caps", params->memory_caps,
-                               "Memory per device in stage order, e.g. 8G,8G,4G")
-                   ->delimiter(',');
-  cap->excludes(caps);
-  sub->add_option("--device-speeds", params->device_speeds,
-                  "Speed factor per device in stage order, e.g. 1,1,0.5 (default: all 1)")
-      ->delimiter(',');
-  sub->add_option("--bandwidth", params->bandwidth,
-                  "Link bandwidth between stages, e.g. 10GB/s (default: free transfers)");
+  add_device_options(*sub, params->devices);
   sub->add_option("--replicas", params->replicas,
                   "Pipelines trained data-parallel (train --replicas); each stage then "
                   "all-reduces its gradients once per step")
-      ->capture_default_str();
-  sub->add_option("--allreduce-bandwidth", params->allreduce_bandwidth,
-                  "Bandwidth of the replicas' gradient all-reduce (default: --bandwidth's)");
-  sub->add_option("--param-scale", params->param_scale,
-                  "Bytes kept per parameter byte (2: gradients; Adam ~4)")
       ->capture_default_str();
   sub->add_option("--algorithm,-a", params->algorithm, "dp, blockpartition, uniform or parameters")
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "pipeline/schedule.h"
+#include "tools/device_options.h"
 
 namespace pipebal::tools {
 
@@ -19,13 +20,8 @@ struct BalanceParams {
   int chunks = 0;  // 0: the profile's (balance::planned_chunks)
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
-  std::string memory_cap;                // one cap for every stage, e.g. "8G"
-  std::vector<std::string> memory_caps;  // one per stage
-  std::vector<double> device_speeds;     // one per stage, or one for all
-  std::string bandwidth;                 // e.g. "10GB/s"; empty: transfers are free
-  int replicas = 1;                      // pipelines trained data-parallel
-  std::string allreduce_bandwidth;       // empty: `bandwidth`'s
-  double param_scale = 2.0;
+  DeviceParams devices;  // caps, speeds, bandwidths, parameter scale
+  int replicas = 1;      // pipelines trained data-parallel
   std::string algorithm = "dp";
   std::string output_path;
   bool json = false;

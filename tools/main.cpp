@@ -16,6 +16,7 @@
 #include "pipeline/pipeline.h"
 #include "reports/atomic_file.h"
 #include "tools/balance_command.h"
+#include "tools/plan_command.h"
 #include "tools/demo_command.h"
 #include "tools/error_report.h"
 #include "tools/launch_command.h"
@@ -54,12 +55,14 @@ int main(int argc, char** argv) {
       "  pipebal demo\n"
       "  pipebal models\n"
       "  pipebal balance profile.json --stages 4 --chunks 8 -o plan.json\n"
+      "  pipebal plan profile.json --devices 4 -o plan.json\n"
       "Run `pipebal COMMAND --help` for a command's options.");
   pipebal::tools::add_demo_command(app);
   pipebal::tools::add_launch_command(app);
   pipebal::tools::add_link_command(app);
   pipebal::tools::add_models_command(app);
   pipebal::tools::add_balance_command(app);
+  pipebal::tools::add_plan_command(app);
   pipebal::tools::add_profile_command(app);
   pipebal::tools::add_report_command(app);
   pipebal::tools::add_train_command(app);

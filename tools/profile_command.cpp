@@ -29,8 +29,11 @@ constexpr const char* kFooter =
     "  pipebal profile --model resnet:depth=18 --input-shape 32,3,64,64 --chunks 4 -o "
     "profile.json\n"
     "  pipebal profile --model mlp:layers=4,width=256 --repeat 20 --threads 1 -o profile.json\n"
+    "  pipebal profile --model gpt:layers=4 --chunks 1,2,4,8 -o profile.json   # for `pipebal "
+    "plan`\n"
     "Times are medians after warm-up; the profile is measured at the micro-batch size\n"
-    "ceil(batch / chunks), which is what `pipebal balance --chunks` expects.";
+    "ceil(batch / chunks), which is what `pipebal balance --chunks` expects. Several counts\n"
+    "measure several sizes (the first is the profile's own); balance interpolates between them.";
 
 profiler::ProfileOptions profile_options(const ProfileParams& params) {
   profiler::ProfileOptions options;
@@ -44,13 +47,49 @@ profiler::ProfileOptions profile_options(const ProfileParams& params) {
   return options;
 }
 
+// The micro-batch size of each chunk count, checked against the batch: every count from 1 to
+// the batch, no two counts giving the same size.
+std::vector<int64_t> micro_batch_sizes(const std::vector<int>& chunks, int64_t batch) {
+  if (chunks.empty()) throw std::invalid_argument("--chunks needs at least one count");
+  if (chunks.size() > 64) throw std::invalid_argument("--chunks takes at most 64 counts");
+  std::vector<int64_t> sizes;
+  for (const int m : chunks) {
+    if (m < 1) throw std::invalid_argument(fmt::format("--chunks must be >= 1, got {}", m));
+    if (m > batch) {
+      throw std::invalid_argument(
+          fmt::format("--chunks {} is more than the batch size {} (--input-shape)", m, batch));
+    }
+    const int64_t size = (batch + m - 1) / m;
+    const auto same = std::find(sizes.begin(), sizes.end(), size);
+    if (same != sizes.end()) {
+      throw std::invalid_argument(
+          fmt::format("--chunks {} and {} both mean micro-batches of {} samples: give one of them",
+                      chunks[same - sizes.begin()], m, size));
+    }
+    sizes.push_back(size);
+  }
+  return sizes;
+}
+
+// Per measured size: the whole model's time per micro-batch and per sample, which shows how
+// much efficiency small micro-batches lose.
+void print_size_summary(const profiler::Profile& profile, std::ostream& out) {
+  if (profile.sizes.empty()) return;
+  out << fmt::format("\n{:>8} {:>8} {:>14} {:>14}\n", "chunks", "size", "fwd+bwd/mb", "per sample");
+  for (const profiler::Profile::Size& size : profile.sizes) {
+    double ms = 0;
+    for (const profiler::LayerProfile& layer : size.layers) {
+      ms += layer.forward_ms + layer.backward_ms;
+    }
+    out << fmt::format("{:>8} {:>8} {:>11.3f} ms {:>11.4f} ms\n", size.chunks,
+                       size.micro_batch_size, ms, ms / double(size.micro_batch_size));
+  }
+}
+
 }  // namespace
 
 void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* progress,
                  Progress::Mode progress_mode) {
-  if (params.chunks < 1) {
-    throw std::invalid_argument(fmt::format("--chunks must be >= 1, got {}", params.chunks));
-  }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (params.threads < 0 || params.threads > cores) {
     throw std::invalid_argument(fmt::format(
@@ -69,35 +108,49 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
         fmt::format("model '{}' has no default input shape: give --input-shape", params.model));
   }
   const int64_t batch = shape[0];
-  if (params.chunks > batch) {
-    throw std::invalid_argument(fmt::format(
-        "--chunks {} is more than the batch size {} (--input-shape)", params.chunks, batch));
-  }
-  shape[0] = (batch + params.chunks - 1) / params.chunks;
-  if (params.chunks > 1) {
-    out << fmt::format("profiling at micro-batch size {} (batch {} / {} chunks, rounded up)\n",
-                       shape[0], batch, params.chunks);
-  }
-  const models::SyntheticData data = models::make_synthetic_data(model, shape, params.seed);
+  const std::vector<int64_t> sizes = micro_batch_sizes(params.chunks, batch);
 
   Progress line(progress != nullptr ? *progress : std::cerr,
                 progress != nullptr ? progress_mode : Progress::Mode::kQuiet);
-  const profiler::ProgressFn report = [&line](const profiler::ProfileProgress& p) {
-    using Phase = profiler::ProfileProgress::Phase;
-    const char* phase = p.phase == Phase::kLayers         ? "memory and warm-up, layer"
-                        : p.phase == Phase::kWarmupPasses ? "warm-up pass"
-                                                          : "timed pass";
-    line.update(phase, p.done, p.total, p.layer);
-  };
-  profiler::ProfileOptions with_loss = options;
-  with_loss.loss = models::loss_against(model.info.loss, data.target);
-  profiler::Profile profile = profiler::profile_model(model.layers, data.input, with_loss, report);
+  // One profile per micro-batch size, the profile's own first; the later ones start from warm
+  // caches and allocator pools, so one warm-up pass does for them.
+  std::vector<profiler::Profile> profiles;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const int chunks = params.chunks[k];
+    if (chunks > 1 || sizes.size() > 1) {
+      out << fmt::format("profiling at micro-batch size {} (batch {} / {} chunks, rounded up)\n",
+                         sizes[k], batch, chunks);
+    }
+    std::vector<int64_t> micro_shape = shape;
+    micro_shape[0] = sizes[k];
+    const models::SyntheticData data = models::make_synthetic_data(model, micro_shape, params.seed);
+    const std::string prefix = sizes.size() > 1 ? fmt::format("size {}: ", sizes[k]) : "";
+    const profiler::ProgressFn report = [&line, &prefix](const profiler::ProfileProgress& p) {
+      using Phase = profiler::ProfileProgress::Phase;
+      const char* phase = p.phase == Phase::kLayers         ? "memory and warm-up, layer"
+                          : p.phase == Phase::kWarmupPasses ? "warm-up pass"
+                                                            : "timed pass";
+      line.update(prefix + phase, p.done, p.total, p.layer);
+    };
+    profiler::ProfileOptions with_loss = options;
+    if (k > 0) with_loss.warmup = std::min(options.warmup, 1);
+    with_loss.loss = models::loss_against(model.info.loss, data.target);
+    profiles.push_back(profiler::profile_model(model.layers, data.input, with_loss, report));
+  }
   line.finish();
-  profile.chunks = params.chunks;
+  profiler::Profile profile = profiles.front();
+  profile.chunks = params.chunks.front();
   profile.input_shape = shape;
-  profile.input_shape[0] = batch;
+  if (profiles.size() > 1) {
+    for (size_t k = 0; k < profiles.size(); ++k) {
+      profile.sizes.push_back({params.chunks[k], sizes[k], std::move(profiles[k].layers)});
+    }
+    std::sort(profile.sizes.begin(), profile.sizes.end(),
+              [](const auto& a, const auto& b) { return a.micro_batch_size < b.micro_batch_size; });
+  }
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
   profiler::print_profile_table(profile, out);
+  print_size_summary(profile, out);
   if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";
 }
 
@@ -121,7 +174,9 @@ void add_profile_command(CLI::App& app) {
                   "Seconds of timed passes over the model (0: none)")
       ->capture_default_str();
   sub->add_option("--chunks,-m", params->chunks,
-                  "Micro-batches per step: profile at ceil(batch / chunks) samples")
+                  "Micro-batches per step: profile at ceil(batch / chunks) samples; several "
+                  "(e.g. 1,2,4,8) profile each size for `balance` and `plan` to choose from")
+      ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--co-runners", params->co_runners,
                   "Threads training the model alongside, as the other stages will (CPU; "

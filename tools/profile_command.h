@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -25,8 +26,10 @@ struct ProfileParams {
   int repeat = 10;
   double time_budget_s = 0;  // 0: no budget
   int co_runners = 0;        // threads training the model alongside (profiler/co_runner.h)
-  int chunks = pipeline::kDefaultChunks;  // profile at ceil(batch / chunks) samples
-  int threads = 0;                        // intra-op threads; 0: LibTorch's default
+  // Profile at ceil(batch / chunks) samples for each; the first is the profile's own (what
+  // `balance` plans by default), the others let `balance` and `plan` pick among counts.
+  std::vector<int> chunks = {pipeline::kDefaultChunks};
+  int threads = 0;  // intra-op threads; 0: LibTorch's default
   uint64_t seed = 0;
   std::string output_path;
   bool quiet = false;  // no progress

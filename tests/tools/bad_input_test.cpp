@@ -40,6 +40,14 @@ void write_inputs(const std::string& dir) {
   std::ofstream(dir + "/huge_bytes.json") << profile(1, int64_t{1} << 62);
   std::ofstream(dir + "/huge_ms.json") << profile(1e308, 8);
   std::ofstream(dir + "/ok.json") << profile(1, 8);
+  // Measured at micro-batch sizes 4 and 8 of a mini-batch of 8, as `pipebal plan` wants.
+  nlohmann::json sized = profile(1, 8);
+  sized["input_shape"] = {8, 4};
+  sized["batch_size"] = 4;
+  sized["chunks"] = 2;
+  sized["sizes"] = {{{"micro_batch_size", 4}, {"layers", sized["layers"]}},
+                    {{"micro_batch_size", 8}, {"layers", sized["layers"]}}};
+  std::ofstream(dir + "/sized.json") << sized;
   nlohmann::json plan = {
       {"schema", "pipebal.plan/1"},
       {"algorithm", "dp"},
@@ -119,6 +127,16 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/ok.json --stages 2 --bandwidth 1e-300", "must be at least 1 byte/s"},
     {"balance {dir}/ok.json --stages 2 --param-scale 1e308", "param scale must be from 0 to 1e6"},
     {"balance {dir}/ok.json --stages 2 --memory-cap 1", "no partition of 3 layers into 2 stages"},
+    {"balance {dir}/sized.json --stages 2 --chunks 8", "outside the profiled sizes 4 to 8"},
+    {"plan {dir}/ok.json --devices 2", "the profile does not say its mini-batch"},
+    {"plan {dir}/sized.json --devices 0", "devices must be from 1 to 4096, got 0"},
+    {"plan {dir}/sized.json --devices 2 --chunks 3",
+     "--chunks 3 does not divide the mini-batch of 8 samples"},
+    {"plan {dir}/sized.json --devices 2 --memory-cap 1", "no configuration fits the memory caps"},
+    {"plan {dir}/sized.json --devices 2 --device-speeds 1,1,1",
+     "device speeds: 3 values for 2 devices"},
+    {"profile --model mlp:layers=2,width=8 --input-shape 8,8 --chunks 4,5",
+     "--chunks 4 and 5 both mean micro-batches of 2 samples"},
     {"train --plan {dir}/plan_chunks_1e20.json --model mlp:layers=2,width=8 --input-shape 4,8",
      "chunks must hold integers"},
     {"train --plan {dir}/plan_chunks_2.7.json --model mlp:layers=2,width=8 --input-shape 4,8",
@@ -133,7 +151,8 @@ const std::vector<BadInput> kTable = {
     {"report {dir}/huge_stage", "is 2000000000, expected a stage index from 0 to 4095"},
     {"profile --model mlp:layers=1000000000", "model option layers=1000000000: at most 4096"},
     // Commands.
-    {"", "give a command (demo, launch, link, models, balance, profile, report, train, validate"},
+    {"",
+     "give a command (demo, launch, link, models, balance, plan, profile, report, train, validate"},
     {"bogus", "unknown command 'bogus' (commands: demo, launch, link, models,"},
     {"demo --model nosuchmodel", "unknown model 'nosuchmodel'"},
     {"profile --model mlp:layers=2 --bogus", "--bogus"},

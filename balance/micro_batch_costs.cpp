@@ -1,0 +1,116 @@
+// See micro_batch_costs.h.
+#include "balance/micro_batch_costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace pipebal::balance {
+namespace {
+
+int64_t round_bytes(double bytes) {
+  return static_cast<int64_t>(std::llround(std::clamp(bytes, 0.0, double(kMaxLayerBytes))));
+}
+
+// a + (b - a) * t for every size-dependent field; names and parameters from `a`.
+std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<LayerCost>& b,
+                             double t) {
+  std::vector<LayerCost> out = a;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto mix = [t](double x, double y) { return x + (y - x) * t; };
+    out[i].forward_ms = mix(a[i].forward_ms, b[i].forward_ms);
+    out[i].backward_ms = mix(a[i].backward_ms, b[i].backward_ms);
+    out[i].activation_bytes =
+        round_bytes(mix(double(a[i].activation_bytes), double(b[i].activation_bytes)));
+    out[i].output_bytes = round_bytes(mix(double(a[i].output_bytes), double(b[i].output_bytes)));
+  }
+  return out;
+}
+
+std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor) {
+  std::vector<LayerCost> out = layers;
+  for (LayerCost& layer : out) {
+    layer.forward_ms = std::min(layer.forward_ms * factor, kMaxLayerMs);
+    layer.backward_ms = std::min(layer.backward_ms * factor, kMaxLayerMs);
+    layer.activation_bytes = round_bytes(double(layer.activation_bytes) * factor);
+    layer.output_bytes = round_bytes(double(layer.output_bytes) * factor);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(CostSource source) {
+  switch (source) {
+    case CostSource::kMeasured:
+      return "measured";
+    case CostSource::kInterpolated:
+      return "interpolated";
+    case CostSource::kExtrapolated:
+      return "extrapolated";
+  }
+  return "measured";
+}
+
+int64_t micro_batch_size(int64_t mini_batch, int chunks) {
+  if (chunks < 1) throw std::invalid_argument(fmt::format("chunks must be >= 1, got {}", chunks));
+  return (mini_batch + chunks - 1) / chunks;
+}
+
+std::vector<int64_t> measured_sizes(const CostProfile& profile) {
+  std::vector<int64_t> sizes;
+  for (const SizedCosts& sized : profile.sizes) sizes.push_back(sized.micro_batch_size);
+  if (sizes.empty() && profile.batch_size > 0) sizes.push_back(profile.batch_size);
+  return sizes;
+}
+
+CostsAtSize costs_at_micro_batch_size(const CostProfile& profile, int64_t size) {
+  if (size < 1) {
+    throw std::invalid_argument(fmt::format("micro-batch size must be >= 1, got {}", size));
+  }
+  CostsAtSize out;
+  out.micro_batch_size = size;
+  // (size, layers) pairs, ascending: sizes[] or the primary layers alone.
+  std::vector<const SizedCosts*> table;
+  for (const SizedCosts& sized : profile.sizes) table.push_back(&sized);
+  SizedCosts primary;
+  if (table.empty()) {
+    if (profile.batch_size <= 0) {
+      out.layers = profile.layers;
+      return out;
+    }
+    primary.micro_batch_size = profile.batch_size;
+    primary.layers = profile.layers;
+    table.push_back(&primary);
+  }
+  const auto above = std::lower_bound(
+      table.begin(), table.end(), size,
+      [](const SizedCosts* sized, int64_t s) { return sized->micro_batch_size < s; });
+  if (above != table.end() && (*above)->micro_batch_size == size) {
+    out.layers = (*above)->layers;
+    return out;
+  }
+  if (above == table.begin() || above == table.end()) {
+    const SizedCosts& nearest = above == table.begin() ? *table.front() : *table.back();
+    out.layers = scale(nearest.layers, double(size) / double(nearest.micro_batch_size));
+    out.source = CostSource::kExtrapolated;
+    return out;
+  }
+  const SizedCosts& low = **(above - 1);
+  const SizedCosts& high = **above;
+  const double t =
+      double(size - low.micro_batch_size) / double(high.micro_batch_size - low.micro_batch_size);
+  out.layers = blend(low.layers, high.layers, t);
+  out.source = CostSource::kInterpolated;
+  return out;
+}
+
+std::vector<LayerCost> layers_for_chunks(const CostProfile& profile, int chunks) {
+  const int64_t mini = profile.mini_batch_size();
+  if (mini <= 0 || profile.batch_size <= 0) return profile.layers;
+  return costs_at_micro_batch_size(profile, micro_batch_size(mini, chunks)).layers;
+}
+
+}  // namespace pipebal::balance

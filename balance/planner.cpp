@@ -1,0 +1,232 @@
+// See planner.h.
+#include "balance/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "balance/dp_partition.h"
+#include "common/format_bytes.h"
+
+namespace pipebal::balance {
+namespace {
+
+using pipeline::CheckpointMode;
+using pipeline::ScheduleKind;
+
+// Micro-batch counts above this are never searched: no pipeline gains from them.
+constexpr int kMaxSearchedChunks = 1024;
+
+template <typename T>
+std::vector<T> first_devices(const std::vector<T>& per_device, int count) {
+  if (per_device.size() <= 1) return per_device;
+  return {per_device.begin(), per_device.begin() + count};
+}
+
+template <typename T>
+void check_per_device(const std::vector<T>& values, int devices, const char* what) {
+  if (values.size() > 1 && values.size() != static_cast<size_t>(devices)) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} values for {} devices (give one for every device or one per device)",
+                    what, values.size(), devices));
+  }
+}
+
+// The counts to search for a mini-batch of `batch` samples (one replica's).
+std::vector<int> candidate_chunks(const CostProfile& profile, int64_t batch, int replicas,
+                                  const std::vector<int>& given) {
+  std::vector<int> out;
+  if (!given.empty()) {
+    for (const int m : given) {
+      if (m < 1 || m > batch || batch % m != 0) {
+        if (replicas > 1) continue;  // this replica count cannot use it
+        throw std::invalid_argument(fmt::format(
+            "--chunks {} does not divide the mini-batch of {} samples into equal micro-batches", m,
+            batch));
+      }
+      out.push_back(m);
+    }
+  } else {
+    const std::vector<int64_t> sizes = measured_sizes(profile);
+    if (sizes.size() > 1) {
+      const int64_t top = std::min<int64_t>(batch, kMaxSearchedChunks);
+      for (int m = 1; m <= top; ++m) {
+        const int64_t size = batch / m;
+        if (batch % m == 0 && size >= sizes.front() && size <= sizes.back()) out.push_back(m);
+      }
+    } else if (replicas == 1) {
+      out.push_back(planned_chunks(profile, 0));  // the one size measured
+    } else if (!sizes.empty() && batch % sizes.front() == 0) {
+      out.push_back(static_cast<int>(batch / sizes.front()));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int64_t peak_bytes(const Plan& plan) {
+  int64_t peak = 0;
+  for (const StagePlan& stage : plan.stages) peak = std::max(peak, stage.memory_bytes);
+  return peak;
+}
+
+// Costs one configuration with dp's balance; false when no partition fits the caps.
+bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostOptions options,
+                        int64_t replica_batch, Configuration& config) {
+  options.chunks = config.chunks;
+  options.schedule = config.schedule;
+  options.checkpoint = config.checkpoint;
+  options.replicas = config.replicas;
+  options.memory_caps_bytes = first_devices(options.memory_caps_bytes, config.stages);
+  options.device_speeds = first_devices(options.device_speeds, config.stages);
+  const CostModel model(at.layers, config.stages, options);
+  std::vector<int> balance;
+  try {
+    balance = dp_partition(model);
+  } catch (const std::invalid_argument&) {
+    return false;  // no partition within the memory caps
+  }
+  config.plan = make_plan(model, balance, "dp");
+  config.plan.model = profile.model;
+  config.plan.input_shape = profile.input_shape;
+  config.plan.input_shape[0] = replica_batch;
+  config.costs = at.source;
+  config.micro_batch_size = at.micro_batch_size;
+  config.step_ms = config.plan.prediction.step_ms;
+  config.peak_bytes = peak_bytes(config.plan);
+  return true;
+}
+
+// Step times equal to a nanosecond are ties (a sum of the same costs in another order differs in
+// its last bits); ties go to fewer devices, then less memory, then fewer micro-batches, then
+// less checkpointing.
+int checkpoint_rank(CheckpointMode mode) {
+  return mode == CheckpointMode::kNever ? 0 : mode == CheckpointMode::kExceptLast ? 1 : 2;
+}
+
+auto rank_key(const Configuration& c) {
+  return std::make_tuple(std::llround(c.step_ms * 1e6), c.stages * c.replicas, c.stages,
+                         c.peak_bytes, c.chunks, static_cast<int>(c.schedule),
+                         checkpoint_rank(c.checkpoint));
+}
+
+// Drops a configuration when an earlier (no slower) one of the same stages, replicas and
+// chunks needs no more memory: it differs only in a schedule or checkpoint mode that buys
+// nothing.
+std::vector<Configuration> without_dominated(std::vector<Configuration> ranked) {
+  std::vector<Configuration> kept;
+  for (Configuration& config : ranked) {
+    const bool dominated = std::any_of(kept.begin(), kept.end(), [&](const Configuration& k) {
+      return k.stages == config.stages && k.replicas == config.replicas &&
+             k.chunks == config.chunks && k.peak_bytes <= config.peak_bytes;
+    });
+    if (!dominated) kept.push_back(std::move(config));
+  }
+  return kept;
+}
+
+}  // namespace
+
+PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& search) {
+  if (search.devices < 1 || search.devices > 4096) {
+    throw std::invalid_argument(
+        fmt::format("devices must be from 1 to 4096, got {}", search.devices));
+  }
+  const int64_t batch = profile.mini_batch_size();
+  if (batch <= 0) {
+    throw std::invalid_argument(
+        "the profile does not say its mini-batch (input_shape): profile it with pipebal profile");
+  }
+  check_per_device(search.costs.memory_caps_bytes, search.devices, "memory caps");
+  check_per_device(search.costs.device_speeds, search.devices, "device speeds");
+  const std::vector<ScheduleKind> schedules =
+      search.schedules.empty()
+          ? std::vector<ScheduleKind>{ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}
+          : search.schedules;
+  const std::vector<CheckpointMode> checkpoints =
+      search.checkpoints.empty()
+          ? std::vector<CheckpointMode>{CheckpointMode::kNever, CheckpointMode::kExceptLast,
+                                        CheckpointMode::kAlways}
+          : search.checkpoints;
+  const int layers = static_cast<int>(profile.layers.size());
+
+  PlanSearchResult result;
+  result.one_size = measured_sizes(profile).size() <= 1;
+
+  // The reference: the whole mini-batch through the plain model on one device.
+  Configuration& plain = result.plain;
+  CostOptions plain_options = search.costs;
+  plain_options.memory_caps_bytes.clear();
+  plain_options.allreduce_bytes_per_ms = 0;
+  if (!cost_configuration(profile, costs_at_micro_batch_size(profile, batch), plain_options, batch,
+                          plain)) {
+    throw std::logic_error("the plain model does not fit unlimited memory");
+  }
+  if (!search.costs.memory_caps_bytes.empty()) {
+    plain.plan.stages[0].memory_cap_bytes = search.costs.memory_caps_bytes.front();
+  }
+  plain.speedup = 1;
+  plain.samples_per_s = 1000.0 * double(batch) / plain.step_ms;
+
+  std::vector<Configuration> feasible;
+  for (int replicas = 1; replicas <= (search.data_parallel ? search.devices : 1); ++replicas) {
+    if (batch % replicas != 0) continue;
+    const int64_t replica_batch = batch / replicas;
+    for (const int chunks : candidate_chunks(profile, replica_batch, replicas, search.chunks)) {
+      const CostsAtSize at =
+          costs_at_micro_batch_size(profile, micro_batch_size(replica_batch, chunks));
+      for (int stages = 1; stages <= std::min(search.devices / replicas, layers); ++stages) {
+        for (const ScheduleKind schedule : schedules) {
+          for (const CheckpointMode checkpoint : checkpoints) {
+            Configuration config;
+            config.stages = stages;
+            config.replicas = replicas;
+            config.chunks = chunks;
+            config.schedule = schedule;
+            config.checkpoint = checkpoint;
+            ++result.searched;
+            if (!cost_configuration(profile, at, search.costs, replica_batch, config)) {
+              ++result.over_memory;
+              continue;
+            }
+            config.speedup = plain.step_ms / config.step_ms;
+            config.samples_per_s = 1000.0 * double(batch) / config.step_ms;
+            feasible.push_back(std::move(config));
+          }
+        }
+      }
+    }
+  }
+  if (feasible.empty()) {
+    if (result.searched == 0) {
+      throw std::invalid_argument(
+          "no configuration to search: no micro-batch count divides the mini-batch into a "
+          "profiled size");
+    }
+    // What the leanest configuration searched would need: the most stages and micro-batches,
+    // 1F1B, every micro-batch checkpointed.
+    const int stages = std::min(search.devices, layers);
+    CostOptions lean = search.costs;
+    lean.schedule = ScheduleKind::kOneFOneB;
+    lean.checkpoint = CheckpointMode::kAlways;
+    lean.memory_caps_bytes.clear();
+    lean.device_speeds = first_devices(lean.device_speeds, stages);
+    lean.chunks = candidate_chunks(profile, batch, 1, search.chunks).back();
+    const CostModel model(layers_for_chunks(profile, lean.chunks), stages, lean);
+    throw std::invalid_argument(
+        fmt::format("no configuration fits the memory caps: the leanest searched ({} stages, {} "
+                    "micro-batches, 1f1b, checkpoint always) needs a cap of {} per device",
+                    stages, lean.chunks, format_bytes(smallest_feasible_memory_cap(model))));
+  }
+  std::sort(feasible.begin(), feasible.end(), [](const Configuration& a, const Configuration& b) {
+    return rank_key(a) < rank_key(b);
+  });
+  result.ranked = without_dominated(std::move(feasible));
+  return result;
+}
+
+}  // namespace pipebal::balance

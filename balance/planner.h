@@ -1,0 +1,80 @@
+// The planner: how should this profiled model run on these devices? It searches the stage count
+// (1: do not pipeline), the micro-batch count, the schedule, the checkpoint mode and, when asked,
+// data-parallel replicas of the pipeline; dp_partition picks each configuration's balance and the
+// simulator predicts its step, costs taken at that configuration's micro-batch size
+// (micro_batch_costs.h). The answer is ranked by predicted time per mini-batch and compared with
+// the plain model on one device.
+//
+//   PlanSearch search;
+//   search.devices = 2;
+//   const PlanSearchResult result = search_plans(read_profile("profile.json"), search);
+//   write_plan("plan.json", result.ranked.front().plan);
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "balance/cost_model.h"
+#include "balance/layer_cost.h"
+#include "balance/micro_batch_costs.h"
+#include "balance/plan.h"
+#include "pipeline/schedule.h"
+
+namespace pipebal::balance {
+
+struct PlanSearch {
+  int devices = 1;
+  // Per-device memory caps and speeds (one value, or one per device: a configuration of s stages
+  // uses the first s devices, and each replica devices like them), bandwidths, latency and
+  // parameter scale. Its chunks, schedule, checkpoint and replicas are what the search sets.
+  CostOptions costs;
+  // Micro-batch counts to try; empty: every count that divides the (per-replica) mini-batch into
+  // micro-batches of a size the profile measured or lies between (no extrapolation), or the
+  // profile's own count when it measured one size.
+  std::vector<int> chunks;
+  std::vector<pipeline::ScheduleKind> schedules;      // empty: all
+  std::vector<pipeline::CheckpointMode> checkpoints;  // empty: all
+  // Also try R > 1 copies of the pipeline trained data-parallel (stages x R <= devices, R
+  // dividing the mini-batch): one process per device (`pipebal launch`).
+  bool data_parallel = false;
+};
+
+// One configuration and its prediction.
+struct Configuration {
+  int stages = 1;
+  int replicas = 1;
+  int chunks = 1;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kNever;
+  CostSource costs = CostSource::kMeasured;  // of the layers at its micro-batch size
+  int64_t micro_batch_size = 0;
+  // dp's balance costed and simulated; plan.input_shape is one replica's mini-batch, what
+  // `train --plan` runs (with --replicas R processes per stage).
+  Plan plan;
+  double step_ms = 0;        // predicted, one mini-batch (all replicas together)
+  double samples_per_s = 0;  // the whole mini-batch over step_ms; 0 when the batch is unknown
+  double speedup = 0;        // the plain model's step_ms over this one's
+  int64_t peak_bytes = 0;    // the largest stage's
+};
+
+struct PlanSearchResult {
+  // Every configuration that fits the memory caps, fastest first (ties to the nanosecond: fewer
+  // devices, fewer stages, less memory, fewer micro-batches), without those another of the same
+  // stages, replicas and chunks beats in both time and memory.
+  std::vector<Configuration> ranked;
+  // The plain model on one device: one stage, one micro-batch, no checkpointing, caps ignored
+  // (fits_memory() says whether it fits).
+  Configuration plain;
+  int searched = 0;     // configurations costed
+  int over_memory = 0;  // of which no partition fits the caps
+  // The profile measured one micro-batch size: counts other than its own were not searched.
+  bool one_size = false;
+};
+
+// Throws std::invalid_argument for devices < 1, a profile without its mini-batch size (it needs
+// input_shape), a given chunk count that does not divide the mini-batch, and when no
+// configuration fits the memory caps (giving the smallest cap that would for the best stage
+// count).
+PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& search);
+
+}  // namespace pipebal::balance

@@ -1,0 +1,181 @@
+// Costs as a function of the micro-batch size: measured sizes exactly, linear interpolation
+// between them, proportional extrapolation beyond them, and what a profile may say about sizes.
+#include "balance/micro_batch_costs.h"
+
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "balance/profile_reader.h"
+
+namespace pipebal::balance {
+namespace {
+
+using nlohmann::json;
+
+// Layer i at micro-batch size b: forward 1 + b ms (a fixed cost and a per-sample one),
+// backward twice that, activations 100 b bytes, output 10 b bytes.
+LayerCost layer_at(int i, int64_t b) {
+  LayerCost layer;
+  layer.name = "l" + std::to_string(i);
+  layer.forward_ms = 1.0 + double(b) * (i + 1);
+  layer.backward_ms = 2 * layer.forward_ms;
+  layer.param_bytes = 1000 * (i + 1);
+  layer.activation_bytes = 100 * b;
+  layer.output_bytes = 10 * b;
+  return layer;
+}
+
+// Two layers measured at sizes 2, 8 and 32 of a mini-batch of 64.
+CostProfile profile_at_sizes() {
+  CostProfile profile;
+  profile.batch_size = 8;
+  profile.chunks = 8;
+  profile.input_shape = {64, 16};
+  for (const int64_t b : {2, 8, 32}) {
+    SizedCosts sized{b, {layer_at(0, b), layer_at(1, b)}};
+    if (b == 8) profile.layers = sized.layers;
+    profile.sizes.push_back(sized);
+  }
+  return profile;
+}
+
+TEST(MicroBatchCosts, AMeasuredSizeIsReturnedAsMeasured) {
+  const CostsAtSize at = costs_at_micro_batch_size(profile_at_sizes(), 32);
+  EXPECT_EQ(at.source, CostSource::kMeasured);
+  EXPECT_DOUBLE_EQ(at.layers[1].forward_ms, layer_at(1, 32).forward_ms);
+  EXPECT_EQ(at.layers[1].activation_bytes, 3200);
+}
+
+TEST(MicroBatchCosts, BetweenMeasuredSizesCostsAreLinear) {
+  // The test's costs are linear in the size, so interpolation must reproduce them exactly.
+  for (const int64_t b : {3, 5, 7, 9, 20, 31}) {
+    const CostsAtSize at = costs_at_micro_batch_size(profile_at_sizes(), b);
+    EXPECT_EQ(at.source, CostSource::kInterpolated) << b;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(at.layers[i].forward_ms, layer_at(i, b).forward_ms, 1e-12) << b;
+      EXPECT_NEAR(at.layers[i].backward_ms, layer_at(i, b).backward_ms, 1e-12) << b;
+      EXPECT_EQ(at.layers[i].activation_bytes, layer_at(i, b).activation_bytes) << b;
+      EXPECT_EQ(at.layers[i].output_bytes, layer_at(i, b).output_bytes) << b;
+      EXPECT_EQ(at.layers[i].param_bytes, layer_at(i, b).param_bytes) << b;
+      EXPECT_EQ(at.layers[i].name, layer_at(i, b).name);
+    }
+  }
+}
+
+TEST(MicroBatchCosts, BeyondMeasuredSizesCostsScaleWithTheNearest) {
+  const CostsAtSize small = costs_at_micro_batch_size(profile_at_sizes(), 1);
+  EXPECT_EQ(small.source, CostSource::kExtrapolated);
+  EXPECT_DOUBLE_EQ(small.layers[0].forward_ms, layer_at(0, 2).forward_ms / 2);
+  EXPECT_EQ(small.layers[0].activation_bytes, 100);
+  const CostsAtSize large = costs_at_micro_batch_size(profile_at_sizes(), 64);
+  EXPECT_EQ(large.source, CostSource::kExtrapolated);
+  EXPECT_DOUBLE_EQ(large.layers[1].forward_ms, layer_at(1, 32).forward_ms * 2);
+  EXPECT_EQ(large.layers[1].output_bytes, 640);
+}
+
+TEST(MicroBatchCosts, AOneSizeProfileScalesFromItsSize) {
+  CostProfile profile = profile_at_sizes();
+  profile.sizes.clear();
+  EXPECT_EQ(measured_sizes(profile), std::vector<int64_t>{8});
+  EXPECT_EQ(costs_at_micro_batch_size(profile, 8).source, CostSource::kMeasured);
+  const CostsAtSize half = costs_at_micro_batch_size(profile, 4);
+  EXPECT_EQ(half.source, CostSource::kExtrapolated);
+  EXPECT_DOUBLE_EQ(half.layers[0].forward_ms, layer_at(0, 8).forward_ms / 2);
+  // Without its batch size a profile's layers are all there is.
+  profile.batch_size = 0;
+  EXPECT_TRUE(measured_sizes(profile).empty());
+  EXPECT_DOUBLE_EQ(costs_at_micro_batch_size(profile, 3).layers[0].forward_ms,
+                   layer_at(0, 8).forward_ms);
+  EXPECT_THROW(costs_at_micro_batch_size(profile, 0), std::invalid_argument);
+}
+
+TEST(MicroBatchCosts, LayersForChunksTakeTheMicroBatchSize) {
+  const CostProfile profile = profile_at_sizes();
+  EXPECT_EQ(micro_batch_size(64, 3), 22);
+  EXPECT_DOUBLE_EQ(layers_for_chunks(profile, 2)[0].forward_ms, layer_at(0, 32).forward_ms);
+  EXPECT_DOUBLE_EQ(layers_for_chunks(profile, 4)[1].forward_ms, layer_at(1, 16).forward_ms);
+}
+
+TEST(MicroBatchCosts, PlannedChunksAcceptEveryCountBetweenTheMeasuredSizes) {
+  const CostProfile profile = profile_at_sizes();
+  EXPECT_EQ(planned_chunks(profile, 0), 8);
+  EXPECT_EQ(planned_chunks(profile, 2), 2);    // size 32, measured
+  EXPECT_EQ(planned_chunks(profile, 5), 5);    // size 13, interpolated
+  EXPECT_EQ(planned_chunks(profile, 32), 32);  // size 2, measured
+  try {
+    planned_chunks(profile, 64);  // size 1
+    FAIL() << "size 1 is outside the profiled sizes";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("outside the profiled sizes 2 to 32"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+json sized_doc() {
+  const auto layer = [](int64_t b) {
+    return json{{"forward_ms", 1.0 * b},
+                {"backward_ms", 2.0 * b},
+                {"activation_bytes", 10 * b},
+                {"output_bytes", b}};
+  };
+  json primary = layer(4);
+  primary["name"] = "fc";
+  primary["param_bytes"] = 4096;
+  return {{"schema", "pipebal.profile/1"},
+          {"batch_size", 4},
+          {"chunks", 2},
+          {"input_shape", {8, 3}},
+          {"layers", {primary}},
+          {"sizes",
+           {{{"chunks", 8}, {"micro_batch_size", 1}, {"layers", {layer(1)}}},
+            {{"chunks", 2}, {"micro_batch_size", 4}, {"layers", {layer(4)}}}}}};
+}
+
+void expect_error(const json& doc, const std::string& message) {
+  try {
+    profile_from_json(doc);
+    FAIL() << "expected an error containing: " << message;
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+  }
+}
+
+TEST(MicroBatchCosts, TheReaderTakesSizesWithTheLayersNamesAndParameters) {
+  const CostProfile profile = profile_from_json(sized_doc());
+  ASSERT_EQ(profile.sizes.size(), 2u);
+  EXPECT_EQ(profile.sizes[0].micro_batch_size, 1);
+  EXPECT_EQ(profile.sizes[0].layers[0].name, "fc");
+  EXPECT_EQ(profile.sizes[0].layers[0].param_bytes, 4096);
+  EXPECT_DOUBLE_EQ(profile.sizes[0].layers[0].backward_ms, 2.0);
+  EXPECT_EQ(profile.sizes[0].layers[0].activation_bytes, 10);
+  EXPECT_EQ(measured_sizes(profile), (std::vector<int64_t>{1, 4}));
+}
+
+TEST(MicroBatchCosts, TheReaderRefusesInconsistentSizes) {
+  json doc = sized_doc();
+  doc["sizes"][1]["layers"].push_back(doc["sizes"][1]["layers"][0]);
+  expect_error(doc, "sizes[1]: expected \"layers\", an array of 1 (one per layer)");
+  doc = sized_doc();
+  std::swap(doc["sizes"][0], doc["sizes"][1]);
+  expect_error(doc, "sizes[1]: micro-batch sizes must ascend");
+  doc = sized_doc();
+  doc["sizes"].erase(1);
+  expect_error(doc, "lacks the batch_size 4");
+  doc = sized_doc();
+  doc["sizes"][0]["layers"][0]["forward_ms"] = -1;
+  expect_error(doc, "sizes[0].layers[0].forward_ms: -1 is not a finite value >= 0");
+  doc = sized_doc();
+  doc["sizes"][0]["micro_batch_size"] = 0;
+  expect_error(doc, "sizes[0]: expected \"micro_batch_size\", a positive integer");
+  doc = sized_doc();
+  doc["sizes"] = 3;
+  expect_error(doc, "\"sizes\" must be an array");
+}
+
+}  // namespace
+}  // namespace pipebal::balance

@@ -1,0 +1,230 @@
+// The planner against an exhaustive enumeration of configurations, and on profiles whose best
+// answer is known: pipeline, do not pipeline, or replicate.
+#include "balance/planner.h"
+
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "balance/dp_partition.h"
+
+namespace pipebal::balance {
+namespace {
+
+using pipeline::CheckpointMode;
+using pipeline::ScheduleKind;
+
+// `layers` layers measured at micro-batch sizes 1, 2, 4, ..., batch: layer i costs
+// fixed_ms + per_sample_ms[i] * b forward (twice that backward) at size b.
+PlanSearch on_devices(int devices) {
+  PlanSearch search;
+  search.devices = devices;
+  return search;
+}
+
+CostProfile profile_of(const std::vector<double>& per_sample_ms, double fixed_ms, int64_t batch) {
+  CostProfile profile;
+  profile.model = "test";
+  profile.input_shape = {batch, 4};
+  profile.chunks = 1;
+  profile.batch_size = batch;
+  for (int64_t b = 1; b <= batch; b *= 2) {
+    SizedCosts sized;
+    sized.micro_batch_size = b;
+    for (size_t i = 0; i < per_sample_ms.size(); ++i) {
+      LayerCost layer;
+      layer.name = "l" + std::to_string(i);
+      layer.forward_ms = fixed_ms + per_sample_ms[i] * double(b);
+      layer.backward_ms = 2 * layer.forward_ms;
+      layer.param_bytes = 1000;
+      layer.activation_bytes = 1000 * b;
+      layer.output_bytes = 100 * b;
+      sized.layers.push_back(layer);
+    }
+    if (b == batch) profile.layers = sized.layers;
+    profile.sizes.push_back(sized);
+  }
+  return profile;
+}
+
+TEST(Planner, MatchesAnExhaustiveEnumerationOfConfigurations) {
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> cost(0.1, 2.0);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int layers = 3 + trial % 4;
+    std::vector<double> per_sample;
+    for (int i = 0; i < layers; ++i) per_sample.push_back(cost(random));
+    const CostProfile profile = profile_of(per_sample, cost(random), 8);
+    PlanSearch search;
+    search.devices = 3;
+    search.costs.bandwidth_bytes_per_ms = 200 * (1 + trial % 3);
+    search.costs.latency_ms = 0.05 * (trial % 2);
+    if (trial % 5 == 0) search.costs.memory_caps_bytes = {20000};
+    const PlanSearchResult result = search_plans(profile, search);
+
+    // The reference: every configuration, dp's balance, the simulator's step.
+    double best = std::numeric_limits<double>::infinity();
+    int feasible = 0, searched = 0;
+    for (const int chunks : {1, 2, 4, 8}) {
+      for (int stages = 1; stages <= std::min(3, layers); ++stages) {
+        for (const ScheduleKind schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+          for (const CheckpointMode checkpoint :
+               {CheckpointMode::kNever, CheckpointMode::kExceptLast, CheckpointMode::kAlways}) {
+            ++searched;
+            CostOptions options = search.costs;
+            options.chunks = chunks;
+            options.schedule = schedule;
+            options.checkpoint = checkpoint;
+            const CostModel model(layers_for_chunks(profile, chunks), stages, options);
+            std::vector<int> balance;
+            try {
+              balance = dp_partition(model);
+            } catch (const std::invalid_argument&) {
+              continue;
+            }
+            ++feasible;
+            best = std::min(best, make_plan(model, balance, "dp").prediction.step_ms);
+          }
+        }
+      }
+    }
+    EXPECT_EQ(result.searched, searched) << trial;
+    EXPECT_EQ(result.searched - result.over_memory, feasible) << trial;
+    ASSERT_FALSE(result.ranked.empty());
+    EXPECT_DOUBLE_EQ(result.ranked.front().step_ms, best) << trial;
+    for (size_t k = 1; k < result.ranked.size(); ++k) {
+      EXPECT_LE(result.ranked[k - 1].step_ms, result.ranked[k].step_ms);
+    }
+    for (const Configuration& config : result.ranked) {
+      EXPECT_TRUE(config.plan.fits_memory());
+      EXPECT_EQ(config.plan.chunks, config.chunks);
+      EXPECT_EQ(static_cast<int>(config.plan.balance.size()), config.stages);
+      EXPECT_EQ(config.micro_batch_size, 8 / config.chunks);
+      EXPECT_EQ(config.costs, CostSource::kMeasured);
+      EXPECT_DOUBLE_EQ(config.speedup, result.plain.step_ms / config.step_ms);
+    }
+  }
+}
+
+TEST(Planner, PipelinesWhenCostsScaleWithTheMicroBatch) {
+  // No fixed cost per call and free transfers: small micro-batches lose nothing, and two
+  // stages of eight micro-batches overlap almost fully.
+  const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
+  PlanSearch search;
+  search.devices = 2;
+  const PlanSearchResult result = search_plans(profile, search);
+  const Configuration& best = result.ranked.front();
+  EXPECT_EQ(best.stages, 2);
+  EXPECT_EQ(best.chunks, 8);
+  EXPECT_EQ(best.checkpoint, CheckpointMode::kNever);
+  EXPECT_EQ(best.plan.balance, (std::vector<int>{2, 2}));
+  // 2 stages, 8 micro-batches: (8 + 1) steps of half the work instead of 8 of the whole.
+  EXPECT_NEAR(best.speedup, 16.0 / 9.0, 1e-12);
+  EXPECT_NEAR(result.plain.step_ms, 4 * 3 * 8.0, 1e-12);
+  EXPECT_EQ(result.plain.stages, 1);
+  EXPECT_EQ(result.plain.chunks, 1);
+}
+
+TEST(Planner, SaysNotToPipelineWhenSmallMicroBatchesCostTooMuch) {
+  // A fixed 10 ms per layer call dwarfs the per-sample work: one call of the whole batch wins.
+  const CostProfile profile = profile_of({0.01, 0.01, 0.01, 0.01}, 10, 8);
+  PlanSearch search;
+  search.devices = 4;
+  const PlanSearchResult result = search_plans(profile, search);
+  const Configuration& best = result.ranked.front();
+  EXPECT_EQ(best.chunks, 1);
+  EXPECT_EQ(best.stages, 1);
+  EXPECT_DOUBLE_EQ(best.step_ms, result.plain.step_ms);
+  EXPECT_DOUBLE_EQ(best.speedup, 1.0);
+  for (const Configuration& config : result.ranked) EXPECT_LE(config.speedup, 1.0 + 1e-12);
+}
+
+TEST(Planner, ReplicatesWhenDataParallelismIsFree) {
+  // Costs linear in the batch and a free all-reduce: two replicas halve the step, which no
+  // two-stage pipeline can (it has a bubble).
+  const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
+  PlanSearch search;
+  search.devices = 2;
+  search.data_parallel = true;
+  const PlanSearchResult result = search_plans(profile, search);
+  const Configuration& best = result.ranked.front();
+  EXPECT_EQ(best.replicas, 2);
+  EXPECT_EQ(best.stages, 1);
+  EXPECT_NEAR(best.speedup, 2.0, 1e-12);
+  EXPECT_EQ(best.plan.replicas, 2);
+  EXPECT_EQ(best.plan.input_shape, (std::vector<int64_t>{4, 4}));  // one replica's batch
+  // A slow all-reduce makes replication lose to the pipeline.
+  search.costs.allreduce_bytes_per_ms = 1;
+  const PlanSearchResult slow = search_plans(profile, search);
+  EXPECT_EQ(slow.ranked.front().replicas, 1);
+  EXPECT_EQ(slow.ranked.front().stages, 2);
+}
+
+TEST(Planner, KeepsEveryStageWithinItsMemoryCap) {
+  const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
+  PlanSearch search;
+  search.devices = 2;
+  // Below what the whole batch's activations on one stage take without checkpointing.
+  search.costs.memory_caps_bytes = {12000};
+  const PlanSearchResult result = search_plans(profile, search);
+  EXPECT_GT(result.over_memory, 0);
+  for (const Configuration& config : result.ranked) {
+    EXPECT_TRUE(config.plan.fits_memory());
+    EXPECT_LE(config.peak_bytes, 12000);
+  }
+  EXPECT_FALSE(result.plain.plan.fits_memory());
+  search.costs.memory_caps_bytes = {100};
+  try {
+    search_plans(profile, search);
+    FAIL() << "nothing fits 100 bytes";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("no configuration fits the memory caps"),
+              std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("needs a cap of"), std::string::npos);
+  }
+}
+
+TEST(Planner, DropsConfigurationsThatBuyNothing) {
+  const PlanSearchResult result = search_plans(profile_of({1, 2, 3}, 0.5, 8), on_devices(3));
+  for (size_t a = 0; a < result.ranked.size(); ++a) {
+    for (size_t b = a + 1; b < result.ranked.size(); ++b) {
+      const Configuration& x = result.ranked[a];
+      const Configuration& y = result.ranked[b];
+      if (x.stages == y.stages && x.chunks == y.chunks && x.replicas == y.replicas) {
+        EXPECT_LT(y.peak_bytes, x.peak_bytes) << "rank " << b << " is slower and no leaner";
+      }
+    }
+  }
+}
+
+TEST(Planner, AOneSizeProfileSearchesItsOwnChunks) {
+  CostProfile profile = profile_of({1, 1}, 0, 8);
+  profile.sizes.clear();
+  profile.batch_size = 2;
+  profile.chunks = 4;
+  const PlanSearchResult result = search_plans(profile, on_devices(2));
+  EXPECT_TRUE(result.one_size);
+  for (const Configuration& config : result.ranked) EXPECT_EQ(config.chunks, 4);
+  EXPECT_EQ(result.plain.costs, CostSource::kExtrapolated);
+}
+
+TEST(Planner, RefusesWhatItCannotSearch) {
+  CostProfile profile = profile_of({1, 1}, 0, 8);
+  PlanSearch search = on_devices(2);
+  search.chunks = {3};
+  EXPECT_THROW(search_plans(profile, search), std::invalid_argument);
+  search.chunks = {};
+  search.costs.device_speeds = {1, 1, 1};
+  EXPECT_THROW(search_plans(profile, search), std::invalid_argument);
+  profile.input_shape.clear();
+  EXPECT_THROW(search_plans(profile, on_devices(2)), std::invalid_argument);
+  EXPECT_THROW(search_plans(profile_of({1}, 0, 8), on_devices(0)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipebal::balance

@@ -1,0 +1,118 @@
+// `pipebal profile --chunks` at several sizes, `pipebal plan` on that profile, and `pipebal train
+// --plan` running what plan recommends, end to end as a user runs them.
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_support.h"
+
+namespace pipebal::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kModel = "--model mlp:layers=4,width=32 --input-shape 16,32";
+
+// Profiles kModel at micro-batch sizes 16, 8 and 4 into DIR/profile.json.
+std::string profile_at_three_sizes(const std::string& dir) {
+  const CliResult r = run_pipebal("profile " + kModel + " --chunks 1,2,4 --warmup 1 --repeat 3 " +
+                                  "-q -o " + dir + "/profile.json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("per sample"), std::string::npos) << r.out;
+  return dir + "/profile.json";
+}
+
+TEST(PlanCli, ProfileMeasuresEverySizeItIsGiven) {
+  const std::string dir = fresh_dir("plan_profile");
+  const json profile = json::parse(read_text(profile_at_three_sizes(dir)));
+  EXPECT_EQ(profile["chunks"], 1);  // the first count is the profile's own
+  EXPECT_EQ(profile["batch_size"], 16);
+  ASSERT_EQ(profile["sizes"].size(), 3u);
+  const std::vector<int> sizes = {4, 8, 16}, chunks = {4, 2, 1};
+  for (size_t k = 0; k < 3; ++k) {
+    const json& size = profile["sizes"][k];
+    EXPECT_EQ(size["micro_batch_size"], sizes[k]);
+    EXPECT_EQ(size["chunks"], chunks[k]);
+    ASSERT_EQ(size["layers"].size(), profile["layers"].size());
+    // Activations grow with the micro-batch: the first layer's output is size x 32 floats.
+    EXPECT_EQ(size["layers"][0]["output_bytes"], sizes[k] * 32 * 4);
+    for (const json& layer : size["layers"]) EXPECT_GT(layer["forward_ms"].get<double>(), 0);
+  }
+  // The primary layers are the size-16 ones.
+  EXPECT_EQ(profile["sizes"][2]["layers"][1]["forward_ms"], profile["layers"][1]["forward_ms"]);
+
+  // balance plans any count between the measured sizes, and refuses one outside them.
+  CliResult r = run_pipebal("balance " + dir + "/profile.json --stages 2 --chunks 2");
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = run_pipebal("balance " + dir + "/profile.json --stages 2 --chunks 8");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("micro-batches of 2 samples, outside the profiled sizes 4 to 16"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(PlanCli, PlanRanksConfigurationsAndTrainRunsTheRecommendedOne) {
+  const std::string dir = fresh_dir("plan_train");
+  const std::string profile = profile_at_three_sizes(dir);
+  CliResult r = run_pipebal("plan " + profile + " --devices 2 --top 50 --format json -o " + dir +
+                            "/plan.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json result = json::parse(r.out);
+  // 2 stage counts x 3 chunk counts x 2 schedules x 3 checkpoint modes.
+  EXPECT_EQ(result["searched"], 36);
+  const json& ranked = result["ranked"];
+  ASSERT_FALSE(ranked.empty());
+  std::set<int> chunks_seen;
+  for (size_t k = 0; k < ranked.size(); ++k) {
+    chunks_seen.insert(ranked[k]["chunks"].get<int>());
+    if (k > 0) {
+      EXPECT_LE(ranked[k - 1]["step_ms"], ranked[k]["step_ms"]);
+    }
+    EXPECT_DOUBLE_EQ(ranked[k]["speedup"].get<double>(),
+                     result["plain"]["step_ms"].get<double>() / ranked[k]["step_ms"].get<double>());
+  }
+  EXPECT_EQ(chunks_seen, (std::set<int>{1, 2, 4}));
+  EXPECT_EQ(result["plain"]["stages"], 1);
+  EXPECT_EQ(result["plain"]["chunks"], 1);
+
+  // plan.json is the best configuration, and train runs it as is.
+  const json plan = json::parse(read_text(dir + "/plan.json"));
+  EXPECT_EQ(plan, result["recommended"]);
+  EXPECT_EQ(plan["balance"], ranked[0]["balance"]);
+  EXPECT_EQ(plan["chunks"], ranked[0]["chunks"]);
+  EXPECT_EQ(plan["input_shape"], json({16, 32}));
+  r = run_pipebal("train --plan " + dir + "/plan.json --steps 2 --warmup-steps 0 -o " + dir +
+                  "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json run = json::parse(read_text(dir + "/run.json"));
+  EXPECT_EQ(run["balance"], plan["balance"]);
+  EXPECT_EQ(run["chunks"], plan["chunks"]);
+  EXPECT_EQ(run["schedule"], plan["schedule"]);
+  EXPECT_EQ(run["checkpoint"], plan["checkpoint"]);
+
+  // The table says what it recommends, or that pipelining does not pay.
+  r = run_pipebal("plan " + profile + " --devices 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("36 configurations searched"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plain "), std::string::npos) << r.out;
+  const bool pipelined = ranked[0]["stages"] == 2;
+  EXPECT_NE(r.out.find(pipelined ? "recommended: 2 stages" : "pipelining does not pay here"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(PlanCli, ASingleStagePlanTrainsThePlainModel) {
+  // Restricted to one device, the only answer is the plain model, which train runs as one stage.
+  const std::string dir = fresh_dir("plan_one_device");
+  const std::string profile = profile_at_three_sizes(dir);
+  CliResult r = run_pipebal("plan " + profile + " --devices 1 --chunks 1 -o " + dir + "/plan.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("pipelining does not pay here"), std::string::npos) << r.out;
+  r = run_pipebal("train --plan " + dir + "/plan.json --steps 1 --warmup-steps 0 -o " + dir +
+                  "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(read_text(dir + "/run.json"))["balance"], json({5}));
+}
+
+}  // namespace
+}  // namespace pipebal::testing

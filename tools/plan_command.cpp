@@ -1,0 +1,196 @@
+// See plan_command.h.
+#include "tools/plan_command.h"
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <ostream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "balance/planner.h"
+#include "balance/profile_reader.h"
+#include "common/format_bytes.h"
+
+namespace pipebal::tools {
+namespace {
+
+using balance::Configuration;
+
+constexpr const char* kFooter =
+    "Example:\n"
+    "  pipebal profile --model gpt:layers=6 --input-shape 64,64 --chunks 1,2,4,8,16 -o "
+    "profile.json\n"
+    "  pipebal plan profile.json --devices 2 -o plan.json\n"
+    "  pipebal train --plan plan.json -o run.json\n"
+    "  pipebal plan profile.json --devices 8 --memory-cap 16G --bandwidth 25GB/s "
+    "--data-parallel\n"
+    "Micro-batch counts come from the profile's sizes (profile with several --chunks); costs\n"
+    "between measured sizes are interpolated. Step times are the simulator's, per mini-batch.";
+
+balance::PlanSearch plan_search(const PlanParams& params, const balance::CostProfile& profile) {
+  balance::PlanSearch search;
+  search.devices = params.devices;
+  apply_device_params(params.device, profile, search.costs);
+  search.chunks = params.chunks;
+  for (const std::string& name : params.schedules) {
+    search.schedules.push_back(pipeline::parse_schedule_kind(name));
+  }
+  for (const std::string& name : params.checkpoints) {
+    search.checkpoints.push_back(pipeline::parse_checkpoint_mode(name));
+  }
+  search.data_parallel = params.data_parallel;
+  return search;
+}
+
+std::string describe(const Configuration& c) {
+  if (c.stages == 1 && c.chunks == 1) {
+    return c.replicas > 1 ? fmt::format("data parallel over {} devices", c.replicas)
+                          : "the plain model on one device";
+  }
+  std::string text =
+      fmt::format("{} stage{}, {} micro-batch{}, {}, checkpoint {}", c.stages,
+                  c.stages > 1 ? "s" : "", c.chunks, c.chunks > 1 ? "es" : "",
+                  pipeline::to_string(c.schedule), pipeline::to_string(c.checkpoint));
+  if (c.replicas > 1) text += fmt::format(", {} replicas", c.replicas);
+  return text;
+}
+
+void print_row(const std::string& rank, const Configuration& c, bool replicas, std::ostream& out) {
+  out << fmt::format(
+      "{:>5} {:>6}{} {:>6} {:<9} {:<11} {:>11.3f} {:>10.1f} {:>8.2f}x {:>6.1f}% "
+      "{:>11}  [{}]{}\n",
+      rank, c.stages, replicas ? fmt::format(" {:>8}", c.replicas) : "", c.chunks,
+      pipeline::to_string(c.schedule), pipeline::to_string(c.checkpoint), c.step_ms,
+      c.samples_per_s, c.speedup, 100.0 * c.plan.prediction.bubble_fraction,
+      format_bytes(c.peak_bytes), fmt::join(c.plan.balance, ","),
+      c.costs == balance::CostSource::kMeasured
+          ? ""
+          : fmt::format("  ({})", balance::to_string(c.costs)));
+}
+
+void print_table(const PlanParams& params, const balance::CostProfile& profile,
+                 const balance::PlanSearchResult& result, std::ostream& out) {
+  out << fmt::format(
+      "{}{} layers, mini-batch {}, {} device{}: {} configurations searched{}\n",
+      profile.model.empty() ? "" : profile.model + ": ", profile.layers.size(),
+      profile.mini_batch_size(), params.devices, params.devices > 1 ? "s" : "", result.searched,
+      result.over_memory > 0 ? fmt::format(", {} over the memory caps", result.over_memory) : "");
+  if (result.one_size) {
+    out << "the profile measured one micro-batch size, so only its micro-batch count was "
+           "searched: profile with --chunks 1,2,4,8 to search counts\n";
+  }
+  out << measured_link_note(params.device, profile);
+  out << fmt::format(
+      "\n{:>5} {:>6}{} {:>6} {:<9} {:<11} {:>11} {:>10} {:>9} {:>7} {:>11}  {}\n", "rank", "stages",
+      params.data_parallel ? fmt::format(" {:>8}", "replicas") : "", "chunks", "schedule",
+      "checkpoint", "step ms", "samples/s", "speed-up", "bubble", "peak memory", "balance");
+  const size_t shown = std::min<size_t>(result.ranked.size(), std::max(params.top, 1));
+  for (size_t k = 0; k < shown; ++k) {
+    print_row(std::to_string(k + 1), result.ranked[k], params.data_parallel, out);
+  }
+  print_row("plain", result.plain, params.data_parallel, out);
+  if (!result.plain.plan.fits_memory()) out << "(the plain model does not fit one device's cap)\n";
+
+  const Configuration& best = result.ranked.front();
+  out << "\n";
+  if (best.stages == 1 && best.chunks == 1 && best.replicas == 1) {
+    out << "pipelining does not pay here: the plain model on one device is predicted fastest; "
+           "use the devices for something else, or for data parallelism (--data-parallel)\n";
+  } else if (best.stages == 1 && best.replicas > 1) {
+    out << fmt::format(
+        "pipelining does not pay here: {} is predicted fastest ({:.2f}x the plain "
+        "model)\n",
+        describe(best), best.speedup);
+  } else {
+    out << fmt::format("recommended: {}: {:.3f} ms per step, {:.2f}x the plain model\n",
+                       describe(best), best.step_ms, best.speedup);
+  }
+}
+
+nlohmann::json configuration_to_json(const Configuration& c) {
+  return {{"stages", c.stages},
+          {"replicas", c.replicas},
+          {"chunks", c.chunks},
+          {"schedule", pipeline::to_string(c.schedule)},
+          {"checkpoint", pipeline::to_string(c.checkpoint)},
+          {"micro_batch_size", c.micro_batch_size},
+          {"costs", balance::to_string(c.costs)},
+          {"balance", c.plan.balance},
+          {"step_ms", c.step_ms},
+          {"samples_per_s", c.samples_per_s},
+          {"speedup", c.speedup},
+          {"bubble_fraction", c.plan.prediction.bubble_fraction},
+          {"peak_bytes", c.peak_bytes}};
+}
+
+nlohmann::json result_to_json(const PlanParams& params, const balance::PlanSearchResult& result) {
+  nlohmann::json ranked = nlohmann::json::array();
+  const size_t shown = std::min<size_t>(result.ranked.size(), std::max(params.top, 1));
+  for (size_t k = 0; k < shown; ++k) ranked.push_back(configuration_to_json(result.ranked[k]));
+  return {{"devices", params.devices},
+          {"searched", result.searched},
+          {"over_memory", result.over_memory},
+          {"plain", configuration_to_json(result.plain)},
+          {"ranked", std::move(ranked)},
+          {"recommended", balance::plan_to_json(result.ranked.front().plan)}};
+}
+
+}  // namespace
+
+void run_plan(const PlanParams& params, std::ostream& out) {
+  if (params.top < 1) throw std::invalid_argument("--top must be at least 1");
+  const balance::CostProfile profile = balance::read_profile(params.profile_path);
+  const balance::PlanSearchResult result =
+      balance::search_plans(profile, plan_search(params, profile));
+  if (!params.output_path.empty()) {
+    balance::write_plan(params.output_path, result.ranked.front().plan);
+  }
+  if (params.format == "json") {
+    out << result_to_json(params, result).dump(2) << "\n";
+    return;
+  }
+  print_table(params, profile, result, out);
+  if (!params.output_path.empty()) out << "wrote " << params.output_path << "\n";
+}
+
+void add_plan_command(CLI::App& app) {
+  auto params = std::make_shared<PlanParams>();
+  CLI::App* sub = app.add_subcommand(
+      "plan",
+      "Choose how to run a profiled model on N devices: stage count (1: do not pipeline),\n"
+      "micro-batches, schedule, checkpointing (and replicas), each balanced by dp and judged by\n"
+      "the simulator; prints the best beside the plain model and writes the best as plan.json.");
+  sub->footer(kFooter);
+  sub->add_option("profile", params->profile_path, "Cost profile (pipebal.profile/1 JSON)")
+      ->required();
+  sub->add_option("--devices,-n", params->devices, "Devices available (at most this many stages)")
+      ->required();
+  add_device_options(*sub, params->device);
+  sub->add_option("--chunks,-m", params->chunks,
+                  "Micro-batch counts to consider (default: every count dividing the mini-batch "
+                  "into sizes the profile spans)")
+      ->delimiter(',');
+  sub->add_option("--schedules", params->schedules, "Schedules to consider (default: gpipe,1f1b)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  sub->add_option("--checkpoints", params->checkpoints,
+                  "Checkpoint modes to consider (default: never,except_last,always)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"always", "except_last", "never"}));
+  sub->add_flag("--data-parallel", params->data_parallel,
+                "Also consider replicas of the pipeline trained data-parallel (one process per "
+                "device: pipebal launch)");
+  sub->add_option("--top", params->top, "Configurations to list")->capture_default_str();
+  sub->add_option("--format", params->format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  sub->add_option("-o,--output", params->output_path,
+                  "Write the recommended configuration here (pipebal.plan/1, for train --plan)");
+  sub->callback([params]() { run_plan(*params, std::cout); });
+}
+
+}  // namespace pipebal::tools
