@@ -20,6 +20,7 @@
 #include "profiler/profiler.h"
 #include "tools/common_options.h"
 #include "tools/progress.h"
+#include "workflow/profiling.h"
 
 namespace pipebal::tools {
 namespace {
@@ -45,30 +46,6 @@ profiler::ProfileOptions profile_options(const ProfileParams& params) {
   options.device = profiler::parse_device(params.device);
   options.dtype = profiler::parse_dtype(params.dtype);
   return options;
-}
-
-// The micro-batch size of each chunk count, checked against the batch: every count from 1 to
-// the batch, no two counts giving the same size.
-std::vector<int64_t> micro_batch_sizes(const std::vector<int>& chunks, int64_t batch) {
-  if (chunks.empty()) throw std::invalid_argument("--chunks needs at least one count");
-  if (chunks.size() > 64) throw std::invalid_argument("--chunks takes at most 64 counts");
-  std::vector<int64_t> sizes;
-  for (const int m : chunks) {
-    if (m < 1) throw std::invalid_argument(fmt::format("--chunks must be >= 1, got {}", m));
-    if (m > batch) {
-      throw std::invalid_argument(
-          fmt::format("--chunks {} is more than the batch size {} (--input-shape)", m, batch));
-    }
-    const int64_t size = (batch + m - 1) / m;
-    const auto same = std::find(sizes.begin(), sizes.end(), size);
-    if (same != sizes.end()) {
-      throw std::invalid_argument(
-          fmt::format("--chunks {} and {} both mean micro-batches of {} samples: give one of them",
-                      chunks[same - sizes.begin()], m, size));
-    }
-    sizes.push_back(size);
-  }
-  return sizes;
 }
 
 // Per measured size: the whole model's time per micro-batch and per sample, which shows how
@@ -107,47 +84,28 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
     throw std::invalid_argument(
         fmt::format("model '{}' has no default input shape: give --input-shape", params.model));
   }
-  const int64_t batch = shape[0];
-  const std::vector<int64_t> sizes = micro_batch_sizes(params.chunks, batch);
+  const std::vector<int64_t> sizes = workflow::micro_batch_sizes(params.chunks, shape[0]);
+  if (sizes.size() > 1 || params.chunks.front() > 1) {
+    out << fmt::format("profiling at micro-batch size{} {} (batch {} / {} chunks, rounded up)\n",
+                       sizes.size() > 1 ? "s" : "", fmt::join(sizes, ", "), shape[0],
+                       fmt::join(params.chunks, ", "));
+  }
 
   Progress line(progress != nullptr ? *progress : std::cerr,
                 progress != nullptr ? progress_mode : Progress::Mode::kQuiet);
-  // One profile per micro-batch size, the profile's own first; the later ones start from warm
-  // caches and allocator pools, so one warm-up pass does for them.
-  std::vector<profiler::Profile> profiles;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    const int chunks = params.chunks[k];
-    if (chunks > 1 || sizes.size() > 1) {
-      out << fmt::format("profiling at micro-batch size {} (batch {} / {} chunks, rounded up)\n",
-                         sizes[k], batch, chunks);
-    }
-    std::vector<int64_t> micro_shape = shape;
-    micro_shape[0] = sizes[k];
-    const models::SyntheticData data = models::make_synthetic_data(model, micro_shape, params.seed);
-    const std::string prefix = sizes.size() > 1 ? fmt::format("size {}: ", sizes[k]) : "";
-    const profiler::ProgressFn report = [&line, &prefix](const profiler::ProfileProgress& p) {
-      using Phase = profiler::ProfileProgress::Phase;
-      const char* phase = p.phase == Phase::kLayers         ? "memory and warm-up, layer"
-                          : p.phase == Phase::kWarmupPasses ? "warm-up pass"
-                                                            : "timed pass";
-      line.update(prefix + phase, p.done, p.total, p.layer);
-    };
-    profiler::ProfileOptions with_loss = options;
-    if (k > 0) with_loss.warmup = std::min(options.warmup, 1);
-    with_loss.loss = models::loss_against(model.info.loss, data.target);
-    profiles.push_back(profiler::profile_model(model.layers, data.input, with_loss, report));
-  }
+  const bool several = sizes.size() > 1;
+  const workflow::SizedProgressFn report = [&line, several](int64_t size,
+                                                            const profiler::ProfileProgress& p) {
+    using Phase = profiler::ProfileProgress::Phase;
+    const char* phase = p.phase == Phase::kLayers         ? "memory and warm-up, layer"
+                        : p.phase == Phase::kWarmupPasses ? "warm-up pass"
+                                                          : "timed pass";
+    line.update(several ? fmt::format("size {}: {}", size, phase) : phase, p.done, p.total,
+                p.layer);
+  };
+  const profiler::Profile profile =
+      workflow::profile_at_sizes(model, shape, params.chunks, params.seed, options, {}, report);
   line.finish();
-  profiler::Profile profile = profiles.front();
-  profile.chunks = params.chunks.front();
-  profile.input_shape = shape;
-  if (profiles.size() > 1) {
-    for (size_t k = 0; k < profiles.size(); ++k) {
-      profile.sizes.push_back({params.chunks[k], sizes[k], std::move(profiles[k].layers)});
-    }
-    std::sort(profile.sizes.begin(), profile.sizes.end(),
-              [](const auto& a, const auto& b) { return a.micro_batch_size < b.micro_batch_size; });
-  }
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
   profiler::print_profile_table(profile, out);
   print_size_summary(profile, out);

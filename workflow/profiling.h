@@ -1,0 +1,43 @@
+// Profiling a model at one or several micro-batch sizes: what `pipebal profile --chunks 1,2,4,8`
+// and `pipebal validate --auto` run. One profiler::profile_model per size on synthetic data of
+// that size; the later sizes start from warm caches and allocator pools, so one warm-up pass
+// does for them (and geometric sizes cost at most twice the largest).
+//
+//   const models::Model model = models::build_model("mlp:layers=8", 0);
+//   const profiler::Profile profile =
+//       workflow::profile_at_sizes(model, {64, 512}, {1, 2, 4, 8}, profiler::ProfileOptions{});
+//   profiler::write_profile("profile.json", profile);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "models/zoo.h"
+#include "profiler/profiler.h"
+
+namespace pipebal::workflow {
+
+// The micro-batch size of each count, ceil(batch / count), checked: every count from 1 to the
+// batch, at most 64 counts, no two giving the same size. Throws std::invalid_argument naming
+// the count.
+std::vector<int64_t> micro_batch_sizes(const std::vector<int>& chunks, int64_t batch);
+
+// Progress of one size's profile.
+using SizedProgressFn =
+    std::function<void(int64_t micro_batch_size, const profiler::ProfileProgress& progress)>;
+
+// Co-runner threads to profile with at a chunk count (profiler::ProfileOptions::co_runners).
+using CoRunnersFn = std::function<int(int chunks)>;
+
+// Profiles `model` on synthetic data (its loss against the synthetic target) for the mini-batch
+// `shape` cut into each count of `chunks`; the first count is the profile's own (`layers`,
+// `chunks`), and with several counts `sizes` holds every size, ascending. `co_runners` (empty:
+// options.co_runners for every size) sets the co-runners per count.
+profiler::Profile profile_at_sizes(const models::Model& model, const std::vector<int64_t>& shape,
+                                   const std::vector<int>& chunks, uint64_t seed,
+                                   const profiler::ProfileOptions& options,
+                                   const CoRunnersFn& co_runners = {},
+                                   const SizedProgressFn& progress = {});
+
+}  // namespace pipebal::workflow
