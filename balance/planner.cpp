@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -131,6 +133,62 @@ std::vector<Configuration> without_dominated(std::vector<Configuration> ranked) 
 
 }  // namespace
 
+std::string describe(const Configuration& c) {
+  if (c.stages == 1 && c.chunks == 1) {
+    return c.replicas > 1 ? fmt::format("data parallel over {} devices", c.replicas)
+                          : "the plain model on one device";
+  }
+  std::string text =
+      fmt::format("{} stage{}, {} micro-batch{}, {}, checkpoint {}", c.stages,
+                  c.stages > 1 ? "s" : "", c.chunks, c.chunks > 1 ? "es" : "",
+                  pipeline::to_string(c.schedule), pipeline::to_string(c.checkpoint));
+  if (c.replicas > 1) text += fmt::format(", {} replicas", c.replicas);
+  return text;
+}
+
+Configuration plain_model(const CostProfile& profile, const CostOptions& costs) {
+  const int64_t batch = profile.mini_batch_size();
+  if (batch <= 0) {
+    throw std::invalid_argument(
+        "the profile does not say its mini-batch (input_shape): profile it with pipebal profile");
+  }
+  Configuration plain;
+  CostOptions options = costs;
+  options.memory_caps_bytes.clear();
+  options.allreduce_bytes_per_ms = 0;
+  if (!cost_configuration(profile, costs_at_micro_batch_size(profile, batch), options, batch,
+                          plain)) {
+    throw std::logic_error("the plain model does not fit unlimited memory");
+  }
+  if (!costs.memory_caps_bytes.empty()) {
+    plain.plan.stages[0].memory_cap_bytes = costs.memory_caps_bytes.front();
+  }
+  plain.speedup = 1;
+  plain.samples_per_s = 1000.0 * double(batch) / plain.step_ms;
+  return plain;
+}
+
+std::optional<Configuration> configure(const CostProfile& profile, const CostOptions& costs,
+                                       const Configuration& shape, const Configuration& plain) {
+  const int64_t batch = profile.mini_batch_size();
+  if (batch <= 0 || shape.replicas < 1 || batch % shape.replicas != 0) {
+    throw std::invalid_argument(fmt::format(
+        "{} replicas do not divide the profiled mini-batch of {} samples", shape.replicas, batch));
+  }
+  const int64_t replica_batch = batch / shape.replicas;
+  if (shape.chunks < 1 || shape.chunks > replica_batch) {
+    throw std::invalid_argument(fmt::format(
+        "{} micro-batches do not fit a mini-batch of {} samples", shape.chunks, replica_batch));
+  }
+  Configuration config = shape;
+  const CostsAtSize at =
+      costs_at_micro_batch_size(profile, micro_batch_size(replica_batch, shape.chunks));
+  if (!cost_configuration(profile, at, costs, replica_batch, config)) return std::nullopt;
+  config.speedup = plain.step_ms / config.step_ms;
+  config.samples_per_s = 1000.0 * double(batch) / config.step_ms;
+  return config;
+}
+
 PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& search) {
   if (search.devices < 1 || search.devices > 4096) {
     throw std::invalid_argument(
@@ -158,19 +216,8 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   result.one_size = measured_sizes(profile).size() <= 1;
 
   // The reference: the whole mini-batch through the plain model on one device.
-  Configuration& plain = result.plain;
-  CostOptions plain_options = search.costs;
-  plain_options.memory_caps_bytes.clear();
-  plain_options.allreduce_bytes_per_ms = 0;
-  if (!cost_configuration(profile, costs_at_micro_batch_size(profile, batch), plain_options, batch,
-                          plain)) {
-    throw std::logic_error("the plain model does not fit unlimited memory");
-  }
-  if (!search.costs.memory_caps_bytes.empty()) {
-    plain.plan.stages[0].memory_cap_bytes = search.costs.memory_caps_bytes.front();
-  }
-  plain.speedup = 1;
-  plain.samples_per_s = 1000.0 * double(batch) / plain.step_ms;
+  result.plain = plain_model(profile, search.costs);
+  const Configuration& plain = result.plain;
 
   std::vector<Configuration> feasible;
   for (int replicas = 1; replicas <= (search.data_parallel ? search.devices : 1); ++replicas) {

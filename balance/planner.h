@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "balance/cost_model.h"
@@ -70,6 +72,20 @@ struct PlanSearchResult {
   // The profile measured one micro-batch size: counts other than its own were not searched.
   bool one_size = false;
 };
+
+// The plain model on one device for `profile`'s mini-batch under `costs` (memory caps are not
+// enforced; its plan's cap says whether it fits). Throws std::invalid_argument for a profile
+// without its mini-batch (input_shape).
+Configuration plain_model(const CostProfile& profile, const CostOptions& costs);
+
+// One configuration (the stages, replicas, chunks, schedule and checkpoint of `shape`) costed as
+// the search costs it, its speed-up over `plain`; nullopt when no partition fits the caps.
+// Throws std::invalid_argument when replicas or chunks do not fit the profiled mini-batch.
+std::optional<Configuration> configure(const CostProfile& profile, const CostOptions& costs,
+                                       const Configuration& shape, const Configuration& plain);
+
+// "2 stages, 8 micro-batches, 1f1b, checkpoint never", "the plain model on one device", ...
+std::string describe(const Configuration& config);
 
 // Throws std::invalid_argument for devices < 1, a profile without its mini-batch size (it needs
 // input_shape), a given chunk count that does not divide the mini-batch, and when no

@@ -3,6 +3,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 
@@ -14,6 +15,7 @@
 #include "balance/micro_batch_costs.h"
 #include "balance/partition.h"
 #include "balance/plan.h"
+#include "balance/planner.h"
 #include "balance/profile_reader.h"
 #include "balance/units.h"
 #include "tools/common_options.h"
@@ -125,16 +127,49 @@ void print_comparison(const balance::CostModel& model, const Plan& dp_plan, std:
   }
 }
 
-// Pipelining pays per micro-batch (transfer latency, recomputation): say so when the plan is
-// predicted slower than the same balance with the whole batch as one micro-batch.
-void warn_if_pipelining_loses(const Plan& plan, std::ostream& warnings) {
+// Pipelining pays per micro-batch (transfer latency, recomputation, small micro-batches' lower
+// efficiency): say so when the plan is predicted slower than the same balance with the whole
+// batch as one micro-batch, or than the plain model on one device, and name the fastest
+// configuration `pipebal plan` finds on as many devices.
+void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& profile,
+                              const balance::CostOptions& options, std::ostream& warnings) {
   const balance::Prediction& p = plan.prediction;
-  if (p.chunks < 2 || !(p.speedup < 1.0)) return;
-  warnings << fmt::format(
-      "pipebal: warning: {} micro-batches are predicted slower than 1 on this balance ({:.3f} ms "
-      "vs {:.3f} ms, {:.2f}x): per-micro-batch costs (transfer latency, recomputation) outweigh "
-      "the overlap; train with 1 micro-batch (profile with --chunks 1) or fewer stages\n",
-      p.chunks, p.step_ms, p.naive_step_ms, p.speedup);
+  std::string why;
+  if (p.chunks >= 2 && p.speedup < 1.0) {
+    why = fmt::format(
+        "{} micro-batches are predicted slower than 1 on this balance ({:.3f} ms vs "
+        "{:.3f} ms, {:.2f}x)",
+        p.chunks, p.step_ms, p.naive_step_ms, p.speedup);
+  }
+  std::optional<balance::PlanSearchResult> search;
+  if (profile.mini_batch_size() > 0) {
+    balance::PlanSearch on_these_devices;
+    on_these_devices.devices = static_cast<int>(plan.stages.size());
+    on_these_devices.costs = options;
+    try {
+      search = balance::search_plans(profile, on_these_devices);
+    } catch (const std::invalid_argument&) {
+      // Nothing to suggest (e.g. no other micro-batch count fits the caps).
+    }
+    const double plain_ms = search ? search->plain.step_ms : 0;
+    if (why.empty() && search && p.step_ms > plain_ms * (1 + 1e-9)) {
+      why = fmt::format(
+          "this plan is predicted slower than the plain model on one device "
+          "({:.3f} ms vs {:.3f} ms)",
+          p.step_ms, plain_ms);
+    }
+  }
+  if (why.empty()) return;
+  std::string fix = "train with 1 micro-batch (profile with --chunks 1) or fewer stages";
+  if (search && search->ranked.front().step_ms < p.step_ms) {
+    const balance::Configuration& best = search->ranked.front();
+    fix = fmt::format("`pipebal plan --devices {}` predicts {:.3f} ms for {}", plan.stages.size(),
+                      best.step_ms, balance::describe(best));
+  }
+  warnings << "pipebal: warning: " << why
+           << ": per-micro-batch costs (transfer latency, recomputation, small micro-batches) "
+              "outweigh the overlap; "
+           << fix << "\n";
 }
 
 }  // namespace
@@ -148,7 +183,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   Plan plan = balance::partition(model, algorithm);
   plan.model = profile.model;
   plan.input_shape = profile.input_shape;
-  warn_if_pipelining_loses(plan, warnings);
+  warn_if_pipelining_loses(plan, profile, options, warnings);
 
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
   const std::string format = params.json ? "json" : params.format;

@@ -46,19 +46,6 @@ balance::PlanSearch plan_search(const PlanParams& params, const balance::CostPro
   return search;
 }
 
-std::string describe(const Configuration& c) {
-  if (c.stages == 1 && c.chunks == 1) {
-    return c.replicas > 1 ? fmt::format("data parallel over {} devices", c.replicas)
-                          : "the plain model on one device";
-  }
-  std::string text =
-      fmt::format("{} stage{}, {} micro-batch{}, {}, checkpoint {}", c.stages,
-                  c.stages > 1 ? "s" : "", c.chunks, c.chunks > 1 ? "es" : "",
-                  pipeline::to_string(c.schedule), pipeline::to_string(c.checkpoint));
-  if (c.replicas > 1) text += fmt::format(", {} replicas", c.replicas);
-  return text;
-}
-
 void print_row(const std::string& rank, const Configuration& c, bool replicas, std::ostream& out) {
   out << fmt::format(
       "{:>5} {:>6}{} {:>6} {:<9} {:<11} {:>11.3f} {:>10.1f} {:>8.2f}x {:>6.1f}% "
@@ -104,10 +91,10 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
     out << fmt::format(
         "pipelining does not pay here: {} is predicted fastest ({:.2f}x the plain "
         "model)\n",
-        describe(best), best.speedup);
+        balance::describe(best), best.speedup);
   } else {
     out << fmt::format("recommended: {}: {:.3f} ms per step, {:.2f}x the plain model\n",
-                       describe(best), best.step_ms, best.speedup);
+                       balance::describe(best), best.step_ms, best.speedup);
   }
 }
 

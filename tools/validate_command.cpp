@@ -3,12 +3,15 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <string>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "reports/validation_record.h"
 #include "tools/common_options.h"
+#include "workflow/plan_validation.h"
 
 namespace pipebal::tools {
 namespace {
@@ -27,6 +30,41 @@ void print_table(const reports::ValidationRecord& record) {
       "(speed-up: over the same balance with one micro-batch, i.e. naive model parallelism)\n");
 }
 
+// --auto: each configuration trained, predicted and measured, and where the plan's pick landed.
+void print_auto_table(const workflow::AutoValidation& v) {
+  fmt::print("\n{:<16} {:<58} {:<12} {:>12} {:>12} {:>7} {:>11}\n", "", "configuration", "balance",
+             "predicted", "measured", "error", "rank p/m");
+  const workflow::CheckedConfiguration* fastest = &v.configurations.front();
+  for (const auto& c : v.configurations) {
+    if (c.measured_rank == 1) fastest = &c;
+    fmt::print("{:<16} {:<58} {:<12} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>5} / {}\n",
+               fmt::format("{}", fmt::join(c.labels, ", ")), balance::describe(c.config),
+               fmt::format("[{}]", fmt::join(c.config.plan.balance, ",")), c.config.step_ms,
+               c.measured_step_ms,
+               100 * reports::relative_error(c.config.step_ms, c.measured_step_ms),
+               c.predicted_rank, c.measured_rank);
+  }
+  const workflow::CheckedConfiguration& pick = v.configurations.front();
+  if (&pick == fastest) {
+    fmt::print("\nthe plan's pick measured fastest of the {} configurations trained\n",
+               v.configurations.size());
+  } else {
+    fmt::print("\nthe plan's pick measured {:.1f}% slower than the fastest trained ({}: {})\n",
+               100 * (pick.measured_step_ms / fastest->measured_step_ms - 1),
+               fmt::join(fastest->labels, ", "), balance::describe(fastest->config));
+  }
+}
+
+void run_auto_validate(const workflow::AutoValidateSettings& settings) {
+  const workflow::AutoValidation result =
+      workflow::validate_plan(settings, [](const std::string& line) {
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+      });
+  print_auto_table(result);
+  fmt::print("\nwrote {0}/profile.json, plan.json, plan-validation.json\n", settings.output);
+}
+
 }  // namespace
 
 void run_validate(const ValidateParams& params) {
@@ -35,6 +73,16 @@ void run_validate(const ValidateParams& params) {
     std::fflush(stdout);
   });
   print_table(record);
+  // The prediction says pipelining loses: say so where the user cannot miss it.
+  const reports::Candidate& dp = record.candidates.front();
+  if (record.chunks > 1 && dp.predicted.speedup() < 1) {
+    fmt::print(stderr,
+               "pipebal: warning: {} is predicted slower with {} micro-batches than with 1 "
+               "({:.1f} ms vs {:.1f} ms): `pipebal validate --auto` (or `pipebal plan`) searches "
+               "for a faster configuration\n",
+               fmt::format("[{}]", fmt::join(dp.balance, ",")), record.chunks, dp.predicted.step_ms,
+               dp.predicted.naive_step_ms);
+  }
   fmt::print(
       "\nwrote {0}/profile.json, plan.json, run.json, trace.json, validation.json, report.html\n",
       params.output);
@@ -63,6 +111,14 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--processes", p->processes,
                   "train each candidate as this many processes, one per stage (0: as threads)")
       ->capture_default_str();
+  auto automatic = std::make_shared<workflow::AutoValidateSettings>();
+  cmd->add_flag("--auto",
+                "let `pipebal plan` choose: profile at several micro-batch sizes, train the "
+                "plan's best configurations, the plain model and yours (--stages ... if given)");
+  cmd->add_option("--devices", automatic->devices, "--auto: devices (CPU stages) to plan for")
+      ->capture_default_str();
+  cmd->add_option("--top", automatic->top, "--auto: the plan's best configurations trained")
+      ->capture_default_str();
   cmd->add_option("-o,--output", p->output, "output directory")->required();
   cmd->footer(
       "Example:\n"
@@ -70,8 +126,33 @@ void add_validate_command(CLI::App& app) {
       "      --stages 2 --chunks 8 -o out/\n"
       "  pipebal validate --model gpt:layers=4,dim=64,heads=4,seq=32 --stages 2 --processes 2 "
       "-o out/\n"
+      "  pipebal validate --model mlp:layers=8,width=256 --input-shape 64,256 --auto "
+      "--devices 2 -o out/\n"
       "  pipebal report out/");
-  cmd->callback([p] {
+  cmd->callback([p, automatic, cmd] {
+    if (cmd->count("--auto") > 0) {
+      if (p->processes > 0)
+        throw std::invalid_argument("--auto trains as threads: drop --processes");
+      workflow::AutoValidateSettings settings = *automatic;
+      settings.model = p->model;
+      settings.input_shape = p->input_shape;
+      settings.steps = p->steps;
+      settings.warmup_steps = p->warmup_steps;
+      settings.profile_repeat = p->profile_repeat;
+      settings.threads = p->threads;
+      settings.seed = p->seed;
+      settings.step_timeout_s = p->step_timeout_s;
+      settings.output = p->output;
+      const bool yours = cmd->count("--stages") + cmd->count("--chunks") +
+                             cmd->count("--schedule") + cmd->count("--checkpoint") >
+                         0;
+      if (yours) settings.user = {p->stages, p->chunks, p->schedule, p->checkpoint};
+      run_auto_validate(settings);
+      return;
+    }
+    if (cmd->count("--devices") + cmd->count("--top") > 0) {
+      throw std::invalid_argument("--devices and --top go with --auto");
+    }
     ValidateParams params = *p;
     // Candidates trained as processes run this very binary's `train`.
     if (params.processes > 0) params.executable = std::filesystem::read_symlink("/proc/self/exe");

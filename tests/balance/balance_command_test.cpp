@@ -74,6 +74,48 @@ TEST(BalanceCommand, WarnsWhenPipeliningIsPredictedToLose) {
   EXPECT_NE(table.find("speed-up 0."), std::string::npos) << table;
 }
 
+// Measured at two micro-batch sizes, where a call costs 5 ms whatever its size: four small
+// micro-batches lose to the plain model, and the warning names what `pipebal plan` would run.
+TEST(BalanceCommand, WarnsWhenSlowerThanThePlainModelAndSaysWhatIsFaster) {
+  const auto layers_at = [](int64_t size) {
+    json layers = json::array();
+    for (int i = 0; i < 4; ++i) {
+      layers.push_back({{"name", "layer" + std::to_string(i)},
+                        {"forward_ms", 5.0 + 0.01 * double(size)},
+                        {"backward_ms", 10.0 + 0.02 * double(size)},
+                        {"param_bytes", 1024},
+                        {"activation_bytes", 64 * size},
+                        {"output_bytes", 8 * size}});
+    }
+    return layers;
+  };
+  const std::string path = pipebal::testing::scratch_path("sized.json");
+  std::ofstream(path) << json{{"model", "toy"},
+                              {"batch_size", 16},
+                              {"chunks", 4},
+                              {"input_shape", {64, 8}},
+                              {"layers", layers_at(16)},
+                              {"sizes",
+                               {{{"micro_batch_size", 16}, {"layers", layers_at(16)}},
+                                {{"micro_batch_size", 64}, {"layers", layers_at(64)}}}}}
+                             .dump();
+  BalanceParams params = params_for(2);
+  params.profile_path = path;
+  std::string warnings;
+  run(params, &warnings);
+  EXPECT_NE(warnings.find("pipebal: warning: this plan is predicted slower than the plain model "
+                          "on one device"),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("`pipebal plan --devices 2` predicts"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("for the plain model on one device"), std::string::npos) << warnings;
+  EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
+  // With one micro-batch it is the plain model's cost split over two devices: no warning.
+  params.chunks = 1;
+  run(params, &warnings);
+  EXPECT_EQ(warnings, "");
+}
+
 TEST(BalanceCommand, PrintsTheStageTableAndThePrediction) {
   const std::string out = run(params_for(3));
   EXPECT_NE(out.find("toy: 8 layers into 3 stages: gpipe schedule, 4 micro-batches"),

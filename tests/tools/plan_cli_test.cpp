@@ -114,5 +114,69 @@ TEST(PlanCli, ASingleStagePlanTrainsThePlainModel) {
   EXPECT_EQ(json::parse(read_text(dir + "/run.json"))["balance"], json({5}));
 }
 
+TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
+  const std::string dir = fresh_dir("plan_validate_auto");
+  const CliResult r = run_pipebal("validate " + kModel +
+                                  " --auto --devices 2 --top 2 --stages 2 --chunks 4 "
+                                  "--steps 2 --warmup-steps 1 --profile-repeat 2 -o " +
+                                  dir + "/out");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("the plan's pick measured"), std::string::npos) << r.out;
+  const json v = json::parse(read_text(dir + "/out/plan-validation.json"));
+  EXPECT_EQ(v["schema"], "pipebal.plan-validation/1");
+  EXPECT_EQ(v["devices"], 2);
+  const json& configs = v["configurations"];
+  std::set<std::string> labels;
+  std::set<int> predicted_ranks, measured_ranks;
+  for (const json& c : configs) {
+    for (const json& label : c["labels"]) labels.insert(label.get<std::string>());
+    predicted_ranks.insert(c["predicted_rank"].get<int>());
+    measured_ranks.insert(c["measured_rank"].get<int>());
+    EXPECT_GT(c["measured_step_ms"].get<double>(), 0);
+    int layers = 0;
+    for (const json& n : c["balance"]) layers += n.get<int>();
+    EXPECT_EQ(layers, 5);
+  }
+  EXPECT_TRUE(labels.count("plan 1") && labels.count("plan 2") && labels.count("plain") &&
+              labels.count("yours"))
+      << configs.dump();
+  // Ranks are a permutation of 1..N, the predicted one in the planner's order.
+  std::set<int> all;
+  for (int k = 1; k <= static_cast<int>(configs.size()); ++k) all.insert(k);
+  EXPECT_EQ(predicted_ranks, all);
+  EXPECT_EQ(measured_ranks, all);
+  EXPECT_EQ(configs[0]["predicted_rank"], 1);
+  // The plan written is the plan's pick, and the profile holds the sizes it was chosen from.
+  EXPECT_EQ(json::parse(read_text(dir + "/out/plan.json"))["balance"], configs[0]["balance"]);
+  EXPECT_EQ(json::parse(read_text(dir + "/out/profile.json"))["sizes"].size(), 5u);  // 1..16
+}
+
+// 32 micro-batches of 2 samples through a tiny model: each call's fixed cost dwarfs its work, so
+// the prediction says one micro-batch is faster, and validate says so on stderr.
+TEST(PlanCli, ValidateWarnsWhenItsConfigurationIsPredictedToLose) {
+  const std::string dir = fresh_dir("plan_validate_warns");
+  const CliResult r = run_pipebal(
+      "validate --model mlp:layers=2,width=8 --input-shape 64,8 --stages 2 --chunks 32 "
+      "--steps 1 --warmup-steps 1 --profile-repeat 2 -o " +
+      dir + "/out");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("is predicted slower with 32 micro-batches than with 1"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("`pipebal validate --auto`"), std::string::npos) << r.err;
+}
+
+TEST(PlanCli, ValidateAutoRefusesWhatDoesNotGoTogether) {
+  const std::string dir = fresh_dir("plan_validate_bad");
+  CliResult r = run_pipebal("validate " + kModel + " --devices 2 -o " + dir + "/a");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--devices and --top go with --auto"), std::string::npos) << r.err;
+  r = run_pipebal("validate " + kModel + " --auto --processes 2 -o " + dir + "/b");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--auto trains as threads"), std::string::npos) << r.err;
+  r = run_pipebal("validate " + kModel + " --auto --devices 2 --stages 3 -o " + dir + "/c");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("your configuration's 3 stages need 3 devices"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace pipebal::testing

@@ -1,0 +1,218 @@
+// See plan_validation.h.
+#include "workflow/plan_validation.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "balance/micro_batch_costs.h"
+#include "models/synthetic.h"
+#include "profiler/profile_json.h"
+#include "reports/atomic_file.h"
+#include "reports/schema.h"
+#include "reports/validation_record.h"
+#include "workflow/profiling.h"
+#include "workflow/training_run.h"
+#include "workflow/watchdog.h"
+
+namespace pipebal::workflow {
+namespace {
+
+constexpr int kMaxDefaultChunks = 16;
+
+std::vector<int> default_chunks(int64_t batch) {
+  std::vector<int> chunks;
+  for (int m = 1; m <= kMaxDefaultChunks && m <= batch; m *= 2) {
+    if (batch % m == 0) chunks.push_back(m);
+  }
+  return chunks;
+}
+
+void check(const AutoValidateSettings& p) {
+  if (p.output.empty()) {
+    throw std::invalid_argument("validate: give an output directory with -o DIR");
+  }
+  if (p.devices < 1 || p.devices > 64) {
+    throw std::invalid_argument(fmt::format("--devices must be from 1 to 64, got {}", p.devices));
+  }
+  if (p.top < 1)
+    throw std::invalid_argument(fmt::format("--top must be at least 1, got {}", p.top));
+  if (p.user && p.user->stages > p.devices) {
+    throw std::invalid_argument(
+        fmt::format("your configuration's {} stages need {} devices, "
+                    "--devices is {}",
+                    p.user->stages, p.user->stages, p.devices));
+  }
+}
+
+// Adds `config` under `label`, or the label to an equal configuration already listed.
+void add(std::vector<CheckedConfiguration>& list, const balance::Configuration& config,
+         const std::string& label) {
+  for (CheckedConfiguration& c : list) {
+    const balance::Configuration& x = c.config;
+    if (x.stages == config.stages && x.chunks == config.chunks && x.schedule == config.schedule &&
+        x.checkpoint == config.checkpoint && x.plan.balance == config.plan.balance) {
+      c.labels.push_back(label);
+      return;
+    }
+  }
+  list.push_back({{label}, config, 0, 0, 0});
+}
+
+// 1 for the smallest value, 2 for the next, ...
+std::vector<int> ranks(const std::vector<double>& values) {
+  std::vector<size_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return values[a] < values[b]; });
+  std::vector<int> rank(values.size());
+  for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = static_cast<int>(k) + 1;
+  return rank;
+}
+
+TrainSettings train_settings(const AutoValidateSettings& p, const std::vector<int64_t>& shape,
+                             const balance::Configuration& config) {
+  TrainSettings s;
+  s.model = p.model;
+  s.input_shape = shape;
+  s.balance = config.plan.balance;
+  s.chunks = config.chunks;
+  s.schedule = config.schedule;
+  s.checkpoint = config.checkpoint;
+  s.threads_per_stage = p.threads;
+  s.steps = p.steps;
+  s.warmup_steps = p.warmup_steps;
+  s.seed = p.seed;
+  s.step_timeout_s = p.step_timeout_s;
+  return s;
+}
+
+nlohmann::json configuration_json(const CheckedConfiguration& c) {
+  const balance::Configuration& x = c.config;
+  return {{"labels", c.labels},
+          {"stages", x.stages},
+          {"chunks", x.chunks},
+          {"schedule", pipeline::to_string(x.schedule)},
+          {"checkpoint", pipeline::to_string(x.checkpoint)},
+          {"micro_batch_size", x.micro_batch_size},
+          {"costs", balance::to_string(x.costs)},
+          {"balance", x.plan.balance},
+          {"predicted_step_ms", x.step_ms},
+          {"measured_step_ms", c.measured_step_ms},
+          {"step_error", reports::relative_error(x.step_ms, c.measured_step_ms)},
+          {"predicted_rank", c.predicted_rank},
+          {"measured_rank", c.measured_rank}};
+}
+
+}  // namespace
+
+const std::vector<std::string>& plan_validation_files() {
+  static const std::vector<std::string> files = {"profile.json", "plan.json",
+                                                 "plan-validation.json"};
+  return files;
+}
+
+nlohmann::json auto_validation_to_json(const AutoValidation& v) {
+  nlohmann::json configurations = nlohmann::json::array();
+  for (const CheckedConfiguration& c : v.configurations) {
+    configurations.push_back(configuration_json(c));
+  }
+  return {{"schema", reports::schema_tag("pipebal.plan-validation", 1)},
+          {"model", v.model},
+          {"input_shape", v.input_shape},
+          {"devices", v.devices},
+          {"searched", v.searched},
+          {"configurations", std::move(configurations)}};
+}
+
+AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& status) {
+  check(p);
+  const auto say = [&status](const std::string& line) {
+    if (status) status(line);
+  };
+  at::set_num_threads(p.threads);  // profile with the stages' thread count
+  const models::Model model = models::build_model(p.model, p.seed);
+  const std::vector<int64_t> shape =
+      p.input_shape.empty() ? model.info.default_input_shape : models::parse_shape(p.input_shape);
+  if (shape.empty()) {
+    throw std::invalid_argument(
+        fmt::format("model '{}' has no default input shape: give --input-shape", p.model));
+  }
+  const std::vector<int> chunks = p.chunks.empty() ? default_chunks(shape[0]) : p.chunks;
+  micro_batch_sizes(chunks, shape[0]);  // checks them before any work
+  reports::StagedDirectory output(p.output, plan_validation_files());
+
+  // 1. Profile every size; micro-batches that overlap run beside the other stages' work.
+  say(fmt::format("profiling {} at micro-batch sizes for {} chunks ...", p.model,
+                  fmt::join(chunks, ", ")));
+  profiler::ProfileOptions options;
+  options.repeat = p.profile_repeat;
+  Watchdog watchdog(p.step_timeout_s, "profiling the first layer");
+  const auto co_runners = [&p](int m) { return m > 1 ? p.devices - 1 : 0; };
+  const auto beat = [&watchdog](int64_t size, const profiler::ProfileProgress& progress) {
+    watchdog.beat(fmt::format("profiling at micro-batch size {}, {} of {}", size, progress.done,
+                              progress.total));
+  };
+  const profiler::Profile profile =
+      profile_at_sizes(model, shape, chunks, p.seed, options, co_runners, beat);
+  const nlohmann::json profile_doc = profiler::profile_to_json(profile);
+  reports::write_file_atomically(output.staging() + "/profile.json", profile_doc.dump(2) + "\n");
+
+  // 2. Plan, and cost the user's own configuration the same way.
+  const balance::CostProfile costs = profiler::cost_profile(profile);
+  balance::PlanSearch search;
+  search.devices = p.devices;
+  const balance::PlanSearchResult result = balance::search_plans(costs, search);
+  balance::write_plan(output.staging() + "/plan.json", result.ranked.front().plan);
+  std::vector<CheckedConfiguration> list;
+  for (int k = 0; k < p.top && k < static_cast<int>(result.ranked.size()); ++k) {
+    add(list, result.ranked[k], fmt::format("plan {}", k + 1));
+  }
+  add(list, result.plain, "plain");
+  if (p.user) {
+    balance::Configuration shape_of;
+    shape_of.stages = p.user->stages;
+    shape_of.chunks = p.user->chunks;
+    shape_of.schedule = p.user->schedule;
+    shape_of.checkpoint = p.user->checkpoint;
+    const auto yours = balance::configure(costs, search.costs, shape_of, result.plain);
+    if (!yours) throw std::logic_error("your configuration does not fit unlimited memory");
+    add(list, *yours, "yours");
+  }
+
+  // 3. Train them all side by side.
+  std::vector<TrainSettings> runs;
+  for (const CheckedConfiguration& c : list) runs.push_back(train_settings(p, shape, c.config));
+  say(fmt::format("training {} configurations, step by step in turns ...", runs.size()));
+  const std::vector<reports::RunRecord> measured = run_interleaved(runs);
+  std::vector<double> predicted_ms, measured_ms;
+  for (size_t k = 0; k < list.size(); ++k) {
+    list[k].measured_step_ms = measured[k].median_step_ms;
+    predicted_ms.push_back(list[k].config.step_ms);
+    measured_ms.push_back(list[k].measured_step_ms);
+  }
+  const std::vector<int> predicted_rank = ranks(predicted_ms), measured_rank = ranks(measured_ms);
+  for (size_t k = 0; k < list.size(); ++k) {
+    list[k].predicted_rank = predicted_rank[k];
+    list[k].measured_rank = measured_rank[k];
+  }
+
+  AutoValidation validation;
+  validation.model = model.layers.name();
+  validation.input_shape = shape;
+  validation.devices = p.devices;
+  validation.searched = result.searched;
+  validation.configurations = std::move(list);
+  reports::write_file_atomically(output.staging() + "/plan-validation.json",
+                                 auto_validation_to_json(validation).dump(2) + "\n");
+  output.commit();
+  return validation;
+}
+
+}  // namespace pipebal::workflow

@@ -1,0 +1,78 @@
+// Validating the planner: profile a model at several micro-batch sizes, let
+// balance::search_plans rank every configuration for the devices, then train the best few, the
+// plain model and the user's own configuration side by side (step by step in turns) and set the
+// predicted step times and ranks beside the measured ones. What `pipebal validate --auto` runs.
+//
+//   workflow::AutoValidateSettings settings;
+//   settings.model = "mlp:layers=8,width=256";
+//   settings.devices = 2;
+//   settings.output = "out";
+//   const workflow::AutoValidation result = workflow::validate_plan(settings);
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "balance/planner.h"
+#include "models/zoo.h"
+#include "pipeline/schedule.h"
+#include "workflow/validation.h"
+
+namespace pipebal::workflow {
+
+// A configuration the user runs today, to be set beside the plan's.
+struct UserConfiguration {
+  int stages = 2;
+  int chunks = pipeline::kDefaultChunks;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
+};
+
+struct AutoValidateSettings {
+  std::string model = models::default_model_spec();
+  std::string input_shape;  // empty: the model's default
+  int devices = 2;          // CPU stages of `threads` threads each
+  // Micro-batch counts to profile; empty: 1, 2, 4, ... up to 16 that divide the batch.
+  std::vector<int> chunks;
+  int top = 3;  // the plan's best configurations trained
+  std::optional<UserConfiguration> user;
+  int steps = 5;
+  int warmup_steps = 2;
+  int profile_repeat = 10;
+  int threads = 1;
+  uint64_t seed = 0;
+  double step_timeout_s = 0;
+  std::string output;  // the directory
+};
+
+struct CheckedConfiguration {
+  std::vector<std::string> labels;  // "plan 1", "plain", "yours"
+  balance::Configuration config;
+  double measured_step_ms = 0;
+  int predicted_rank = 0;  // among the configurations trained, 1: fastest
+  int measured_rank = 0;
+};
+
+struct AutoValidation {
+  std::string model;
+  std::vector<int64_t> input_shape;
+  int devices = 0;
+  int searched = 0;
+  std::vector<CheckedConfiguration> configurations;  // in the planner's order
+};
+
+// The names of the files validate_plan() writes into the output directory.
+const std::vector<std::string>& plan_validation_files();
+
+// `pipebal.plan-validation/1`.
+nlohmann::json auto_validation_to_json(const AutoValidation& validation);
+
+// Runs the loop and puts DIR/{profile,plan,plan-validation}.json in place at once. Throws
+// std::invalid_argument for bad settings before any work.
+AutoValidation validate_plan(const AutoValidateSettings& settings, const StatusFn& status = {});
+
+}  // namespace pipebal::workflow
