@@ -37,6 +37,7 @@ struct CostProfile {
   // micro-batches; 0 and empty when the document does not say (a hand-written profile).
   int chunks = 0;
   std::vector<int64_t> input_shape;
+  int threads = 0;  // intra-op threads it was measured with; 0 when the document does not say
   std::vector<LayerCost> layers;
   // Every micro-batch size measured, ascending, the one of `layers` included; empty when only
   // batch_size was (balance/micro_batch_costs.h interpolates between them).

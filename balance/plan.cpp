@@ -188,7 +188,7 @@ json plan_to_json(const Plan& plan) {
   json stages = json::array();
   for (const StagePlan& stage : plan.stages) stages.push_back(stage_to_json(stage));
   const Prediction& p = plan.prediction;
-  return {{"schema", reports::schema_tag(kSchemaName, kSchemaMajor)},
+  json doc = {{"schema", reports::schema_tag(kSchemaName, kSchemaMajor)},
           {"model", plan.model},
           {"input_shape", plan.input_shape},
           {"algorithm", plan.algorithm},
@@ -209,6 +209,8 @@ json plan_to_json(const Plan& plan) {
             {"naive_step_ms", p.naive_step_ms},
             {"speedup", p.speedup},
             {"bubble_fraction", p.bubble_fraction}}}};
+  if (plan.threads_per_stage > 0) doc["threads_per_stage"] = plan.threads_per_stage;
+  return doc;
 }
 
 Plan plan_from_json(const json& doc) {
@@ -237,6 +239,13 @@ Plan plan_from_json(const json& doc) {
   }
   if (doc.contains("allreduce_bytes_per_ms")) {
     plan.allreduce_bytes_per_ms = get<double>(doc, "allreduce_bytes_per_ms", "");
+  }
+  if (doc.contains("threads_per_stage")) {
+    plan.threads_per_stage = get<int>(doc, "threads_per_stage", "");
+    if (plan.threads_per_stage < 0 || plan.threads_per_stage > 4096) {
+      throw std::invalid_argument(fmt::format("plan: threads_per_stage is {}, expected 0 to 4096",
+                                              plan.threads_per_stage));
+    }
   }
   const json& stages = get_array(doc, "stages");
   for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(stage_from_json(stages[s], s));

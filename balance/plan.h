@@ -54,6 +54,9 @@ struct Plan {
   double bandwidth_bytes_per_ms = 0;
   int replicas = 1;  // pipelines trained data-parallel (train --plan runs as many)
   double allreduce_bytes_per_ms = 0;
+  // Intra-op threads per stage the costs were measured with, which train --plan uses unless
+  // told otherwise; 0: not said (omitted from JSON).
+  int threads_per_stage = 0;
 
   // True when every stage's memory is within its cap.
   bool fits_memory() const;

@@ -100,6 +100,7 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   config.micro_batch_size = at.micro_batch_size;
   config.step_ms = config.plan.prediction.step_ms;
   config.peak_bytes = peak_bytes(config.plan);
+  config.devices = config.stages * config.replicas;
   return true;
 }
 
@@ -111,9 +112,8 @@ int checkpoint_rank(CheckpointMode mode) {
 }
 
 auto rank_key(const Configuration& c) {
-  return std::make_tuple(std::llround(c.step_ms * 1e6), c.stages * c.replicas, c.stages,
-                         c.peak_bytes, c.chunks, static_cast<int>(c.schedule),
-                         checkpoint_rank(c.checkpoint));
+  return std::make_tuple(std::llround(c.step_ms * 1e6), c.devices, c.stages, c.peak_bytes, c.chunks,
+                         static_cast<int>(c.schedule), checkpoint_rank(c.checkpoint));
 }
 
 // Drops a configuration when an earlier (no slower) one of the same stages, replicas and
@@ -124,7 +124,8 @@ std::vector<Configuration> without_dominated(std::vector<Configuration> ranked) 
   for (Configuration& config : ranked) {
     const bool dominated = std::any_of(kept.begin(), kept.end(), [&](const Configuration& k) {
       return k.stages == config.stages && k.replicas == config.replicas &&
-             k.chunks == config.chunks && k.peak_bytes <= config.peak_bytes;
+             k.chunks == config.chunks && k.threads_per_stage == config.threads_per_stage &&
+             k.peak_bytes <= config.peak_bytes;
     });
     if (!dominated) kept.push_back(std::move(config));
   }
@@ -135,6 +136,9 @@ std::vector<Configuration> without_dominated(std::vector<Configuration> ranked) 
 
 std::string describe(const Configuration& c) {
   if (c.stages == 1 && c.chunks == 1) {
+    if (c.threads_per_stage > 1) {
+      return fmt::format("the plain model on {} threads", c.threads_per_stage);
+    }
     return c.replicas > 1 ? fmt::format("data parallel over {} devices", c.replicas)
                           : "the plain model on one device";
   }
@@ -247,6 +251,27 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
         }
       }
     }
+  }
+  // The plain model on several threads: one stage using as many devices as threads.
+  for (const CostProfile& wide : search.plain_profiles) {
+    if (wide.layers.size() != profile.layers.size() || wide.mini_batch_size() != batch) {
+      throw std::invalid_argument(fmt::format(
+          "a plain-model profile has {} layers and a mini-batch of {}, the profile {} and {}: "
+          "profile the same model and input",
+          wide.layers.size(), wide.mini_batch_size(), profile.layers.size(), batch));
+    }
+    if (wide.threads < 2 || wide.threads > search.devices) continue;
+    ++result.searched;
+    Configuration config = plain_model(wide, search.costs);
+    config.threads_per_stage = wide.threads;
+    config.plan.threads_per_stage = wide.threads;
+    config.devices = wide.threads;
+    if (!config.plan.fits_memory()) {
+      ++result.over_memory;
+      continue;
+    }
+    config.speedup = plain.step_ms / config.step_ms;
+    feasible.push_back(std::move(config));
   }
   if (feasible.empty()) {
     if (result.searched == 0) {

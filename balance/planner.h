@@ -39,6 +39,10 @@ struct PlanSearch {
   // Also try R > 1 copies of the pipeline trained data-parallel (stages x R <= devices, R
   // dividing the mini-batch): one process per device (`pipebal launch`).
   bool data_parallel = false;
+  // Profiles of the same model measured with more intra-op threads (`pipebal profile --threads
+  // T`): on CPUs the alternative to T stages of one thread is the plain model on T threads. Each
+  // adds that candidate, using T devices, its whole-batch cost from the profile.
+  std::vector<CostProfile> plain_profiles;
 };
 
 // One configuration and its prediction.
@@ -46,6 +50,8 @@ struct Configuration {
   int stages = 1;
   int replicas = 1;
   int chunks = 1;
+  int threads_per_stage = 0;  // set for the plain model on several threads; 0: as profiled
+  int devices = 1;            // devices it occupies: stages x replicas, or the threads
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kNever;
   CostSource costs = CostSource::kMeasured;  // of the layers at its micro-batch size

@@ -155,6 +155,14 @@ CostProfile profile_from_json(const json& doc) {
     }
   }
   for (size_t i = 0; i < layers->size(); ++i) profile.layers.push_back(read_layer((*layers)[i], i));
+  const auto environment = doc.find("environment");
+  if (environment != doc.end() && environment->is_object()) {
+    const auto threads = environment->find("intra_op_threads");
+    if (threads != environment->end() && threads->is_number_integer() &&
+        threads->get<int64_t>() > 0 && threads->get<int64_t>() <= 4096) {
+      profile.threads = static_cast<int>(threads->get<int64_t>());
+    }
+  }
   const auto sizes = doc.find("sizes");
   if (sizes != doc.end() && !sizes->is_null()) {
     if (!sizes->is_array() || sizes->size() > kMaxSizes) {

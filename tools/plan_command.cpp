@@ -43,6 +43,9 @@ balance::PlanSearch plan_search(const PlanParams& params, const balance::CostPro
     search.checkpoints.push_back(pipeline::parse_checkpoint_mode(name));
   }
   search.data_parallel = params.data_parallel;
+  for (const std::string& path : params.plain_profiles) {
+    search.plain_profiles.push_back(balance::read_profile(path));
+  }
   return search;
 }
 
@@ -54,9 +57,11 @@ void print_row(const std::string& rank, const Configuration& c, bool replicas, s
       pipeline::to_string(c.schedule), pipeline::to_string(c.checkpoint), c.step_ms,
       c.samples_per_s, c.speedup, 100.0 * c.plan.prediction.bubble_fraction,
       format_bytes(c.peak_bytes), fmt::join(c.plan.balance, ","),
-      c.costs == balance::CostSource::kMeasured
-          ? ""
-          : fmt::format("  ({})", balance::to_string(c.costs)));
+      (c.threads_per_stage > 1 ? fmt::format(" on {} threads", c.threads_per_stage)
+                               : std::string()) +
+          (c.costs == balance::CostSource::kMeasured
+               ? std::string()
+               : fmt::format("  ({})", balance::to_string(c.costs))));
 }
 
 void print_table(const PlanParams& params, const balance::CostProfile& profile,
@@ -84,10 +89,10 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
 
   const Configuration& best = result.ranked.front();
   out << "\n";
-  if (best.stages == 1 && best.chunks == 1 && best.replicas == 1) {
+  if (best.stages == 1 && best.chunks == 1 && best.replicas == 1 && best.threads_per_stage <= 1) {
     out << "pipelining does not pay here: the plain model on one device is predicted fastest; "
            "use the devices for something else, or for data parallelism (--data-parallel)\n";
-  } else if (best.stages == 1 && best.replicas > 1) {
+  } else if (best.stages == 1 && (best.replicas > 1 || best.threads_per_stage > 1)) {
     out << fmt::format(
         "pipelining does not pay here: {} is predicted fastest ({:.2f}x the plain "
         "model)\n",
@@ -102,6 +107,8 @@ nlohmann::json configuration_to_json(const Configuration& c) {
   return {{"stages", c.stages},
           {"replicas", c.replicas},
           {"chunks", c.chunks},
+          {"threads_per_stage", c.threads_per_stage},
+          {"devices", c.devices},
           {"schedule", pipeline::to_string(c.schedule)},
           {"checkpoint", pipeline::to_string(c.checkpoint)},
           {"micro_batch_size", c.micro_batch_size},
@@ -168,6 +175,10 @@ void add_plan_command(CLI::App& app) {
                   "Checkpoint modes to consider (default: never,except_last,always)")
       ->delimiter(',')
       ->check(CLI::IsMember({"always", "except_last", "never"}));
+  sub->add_option("--plain-profile", params->plain_profiles,
+                  "A profile of the same model and batch made with more threads (profile "
+                  "--chunks 1 --threads T): the plain model on T threads, using T devices, is "
+                  "then a candidate (on CPUs, the honest alternative to T stages)");
   sub->add_flag("--data-parallel", params->data_parallel,
                 "Also consider replicas of the pipeline trained data-parallel (one process per "
                 "device: pipebal launch)");

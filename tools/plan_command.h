@@ -23,6 +23,7 @@ struct PlanParams {
   std::vector<std::string> schedules;    // empty: all
   std::vector<std::string> checkpoints;  // empty: all
   bool data_parallel = false;
+  std::vector<std::string> plain_profiles;  // the same model profiled with more threads
   int top = 10;
   std::string format = "table";  // table or json
   std::string output_path;

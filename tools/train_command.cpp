@@ -85,6 +85,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     if (cmd.count("--schedule") == 0) settings.schedule = plan.schedule;
     if (cmd.count("--checkpoint") == 0) settings.checkpoint = plan.checkpoint;
     if (cmd.count("--replicas") == 0) settings.replicas = plan.replicas;
+    if (cmd.count("--threads") == 0 && plan.threads_per_stage > 0) {
+      settings.threads_per_stage = plan.threads_per_stage;
+    }
   } else {
     settings.balance = parse_balance(p.balance);
   }

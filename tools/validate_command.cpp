@@ -32,12 +32,12 @@ void print_table(const reports::ValidationRecord& record) {
 
 // --auto: each configuration trained, predicted and measured, and where the plan's pick landed.
 void print_auto_table(const workflow::AutoValidation& v) {
-  fmt::print("\n{:<16} {:<58} {:<12} {:>12} {:>12} {:>7} {:>11}\n", "", "configuration", "balance",
+  fmt::print("\n{:<24} {:<58} {:<12} {:>12} {:>12} {:>7} {:>11}\n", "", "configuration", "balance",
              "predicted", "measured", "error", "rank p/m");
   const workflow::CheckedConfiguration* fastest = &v.configurations.front();
   for (const auto& c : v.configurations) {
     if (c.measured_rank == 1) fastest = &c;
-    fmt::print("{:<16} {:<58} {:<12} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>5} / {}\n",
+    fmt::print("{:<24} {:<58} {:<12} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>5} / {}\n",
                fmt::format("{}", fmt::join(c.labels, ", ")), balance::describe(c.config),
                fmt::format("[{}]", fmt::join(c.config.plan.balance, ",")), c.config.step_ms,
                c.measured_step_ms,
@@ -62,7 +62,7 @@ void run_auto_validate(const workflow::AutoValidateSettings& settings) {
         std::fflush(stdout);
       });
   print_auto_table(result);
-  fmt::print("\nwrote {0}/profile.json, plan.json, plan-validation.json\n", settings.output);
+  fmt::print("\nwrote {0}/profile.json, profile-threads.json, plan.json, plan-validation.json\n", settings.output);
 }
 
 }  // namespace

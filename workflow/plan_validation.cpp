@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
+#include <thread>
 #include <stdexcept>
 #include <utility>
 
@@ -57,7 +59,8 @@ void add(std::vector<CheckedConfiguration>& list, const balance::Configuration& 
   for (CheckedConfiguration& c : list) {
     const balance::Configuration& x = c.config;
     if (x.stages == config.stages && x.chunks == config.chunks && x.schedule == config.schedule &&
-        x.checkpoint == config.checkpoint && x.plan.balance == config.plan.balance) {
+        x.checkpoint == config.checkpoint && x.plan.balance == config.plan.balance &&
+        x.threads_per_stage == config.threads_per_stage) {
       c.labels.push_back(label);
       return;
     }
@@ -85,7 +88,7 @@ TrainSettings train_settings(const AutoValidateSettings& p, const std::vector<in
   s.chunks = config.chunks;
   s.schedule = config.schedule;
   s.checkpoint = config.checkpoint;
-  s.threads_per_stage = p.threads;
+  s.threads_per_stage = config.threads_per_stage > 0 ? config.threads_per_stage : p.threads;
   s.steps = p.steps;
   s.warmup_steps = p.warmup_steps;
   s.seed = p.seed;
@@ -113,8 +116,8 @@ nlohmann::json configuration_json(const CheckedConfiguration& c) {
 }  // namespace
 
 const std::vector<std::string>& plan_validation_files() {
-  static const std::vector<std::string> files = {"profile.json", "plan.json",
-                                                 "plan-validation.json"};
+  static const std::vector<std::string> files = {"profile.json", "profile-threads.json",
+                                                 "plan.json", "plan-validation.json"};
   return files;
 }
 
@@ -163,11 +166,26 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
       profile_at_sizes(model, shape, chunks, p.seed, options, co_runners, beat);
   const nlohmann::json profile_doc = profiler::profile_to_json(profile);
   reports::write_file_atomically(output.staging() + "/profile.json", profile_doc.dump(2) + "\n");
+  // The honest alternative on CPUs: the plain model with every device's threads.
+  const int wide_threads = p.devices * p.threads;
+  std::optional<profiler::Profile> wide;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (p.devices > 1 && wide_threads <= cores) {
+    say(fmt::format("profiling the plain model on {} threads ...", wide_threads));
+    at::set_num_threads(wide_threads);
+    profiler::ProfileOptions wide_options = options;
+    wide_options.co_runners = 0;
+    wide = profile_at_sizes(model, shape, {1}, p.seed, wide_options, {}, beat);
+    at::set_num_threads(p.threads);
+    reports::write_file_atomically(output.staging() + "/profile-threads.json",
+                                   profiler::profile_to_json(*wide).dump(2) + "\n");
+  }
 
   // 2. Plan, and cost the user's own configuration the same way.
   const balance::CostProfile costs = profiler::cost_profile(profile);
   balance::PlanSearch search;
   search.devices = p.devices;
+  if (wide) search.plain_profiles.push_back(profiler::cost_profile(*wide));
   const balance::PlanSearchResult result = balance::search_plans(costs, search);
   balance::write_plan(output.staging() + "/plan.json", result.ranked.front().plan);
   std::vector<CheckedConfiguration> list;
@@ -175,6 +193,12 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     add(list, result.ranked[k], fmt::format("plan {}", k + 1));
   }
   add(list, result.plain, "plain");
+  for (const balance::Configuration& c : result.ranked) {
+    if (c.threads_per_stage > 1) {
+      add(list, c, fmt::format("plain, {} threads", c.threads_per_stage));
+      break;
+    }
+  }
   if (p.user) {
     balance::Configuration shape_of;
     shape_of.stages = p.user->stages;

@@ -1,7 +1,8 @@
 // Validating the planner: profile a model at several micro-batch sizes, let
 // balance::search_plans rank every configuration for the devices, then train the best few, the
-// plain model and the user's own configuration side by side (step by step in turns) and set the
-// predicted step times and ranks beside the measured ones. What `pipebal validate --auto` runs.
+// plain model (on one device's threads and on all of them), and the user's own configuration
+// side by side (step by step in turns) and set the predicted step times and ranks beside the
+// measured ones. What `pipebal validate --auto` runs.
 //
 //   workflow::AutoValidateSettings settings;
 //   settings.model = "mlp:layers=8,width=256";
@@ -71,7 +72,9 @@ const std::vector<std::string>& plan_validation_files();
 // `pipebal.plan-validation/1`.
 nlohmann::json auto_validation_to_json(const AutoValidation& validation);
 
-// Runs the loop and puts DIR/{profile,plan,plan-validation}.json in place at once. Throws
+// Runs the loop and puts DIR/{profile,profile-threads,plan,plan-validation}.json in place at
+// once (profile-threads.json: the plain model on devices x threads threads, with more than one
+// device). Throws
 // std::invalid_argument for bad settings before any work.
 AutoValidation validate_plan(const AutoValidateSettings& settings, const StatusFn& status = {});
 

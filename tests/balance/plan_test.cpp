@@ -85,6 +85,7 @@ TEST(Plan, JsonRoundTripKeepsEveryField) {
   options.param_scale = 4;
   Plan plan = partition(four_equal_layers(options), Algorithm::kDp);
   plan.model = "mlp:layers=4";
+  plan.threads_per_stage = 3;
   const json doc = plan_to_json(plan);
   EXPECT_EQ(doc["schema"], "pipebal.plan/1");
   EXPECT_EQ(doc["stages"][1]["memory_cap_bytes"], 2000);
@@ -98,6 +99,7 @@ TEST(Plan, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(back.checkpoint, plan.checkpoint);
   EXPECT_EQ(back.param_scale, 4);
   EXPECT_EQ(back.bandwidth_bytes_per_ms, 33.3);
+  EXPECT_EQ(back.threads_per_stage, 3);
   ASSERT_EQ(back.stages.size(), plan.stages.size());
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     EXPECT_EQ(back.stages[s].first_layer, plan.stages[s].first_layer);
@@ -120,6 +122,7 @@ TEST(Plan, UnlimitedCapsAreLeftOutOfTheJson) {
   const Plan plan = partition(four_equal_layers(plain(2)), Algorithm::kUniform);
   const json doc = plan_to_json(plan);
   EXPECT_FALSE(doc["stages"][0].contains("memory_cap_bytes"));
+  EXPECT_FALSE(doc.contains("threads_per_stage"));  // not said: train's own default
   EXPECT_EQ(plan_from_json(doc).stages[0].memory_cap_bytes, kUnlimitedBytes);
 }
 
@@ -154,6 +157,9 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
   doc = good;
   doc["schedule"] = "zigzag";
   expect_error(doc, "unknown schedule 'zigzag'");
+  doc = good;
+  doc["threads_per_stage"] = -1;
+  expect_error(doc, "plan: threads_per_stage is -1, expected 0 to 4096");
 }
 
 TEST(Plan, WritesAndReadsAFile) {

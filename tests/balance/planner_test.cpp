@@ -164,6 +164,30 @@ TEST(Planner, ReplicatesWhenDataParallelismIsFree) {
   EXPECT_EQ(slow.ranked.front().stages, 2);
 }
 
+// On CPUs the alternative to two stages of one thread is the plain model on two threads.
+TEST(Planner, WeighsThePlainModelOnMoreThreads) {
+  const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
+  CostProfile wide = profile_of({0.5, 0.5, 0.5, 0.5}, 0, 8);  // twice as fast on two threads
+  wide.threads = 2;
+  PlanSearch search = on_devices(2);
+  search.plain_profiles = {wide};
+  const PlanSearchResult result = search_plans(profile, search);
+  const Configuration& best = result.ranked.front();
+  EXPECT_EQ(best.threads_per_stage, 2);
+  EXPECT_EQ(best.devices, 2);
+  EXPECT_EQ(best.plan.threads_per_stage, 2);
+  EXPECT_EQ(best.plan.balance, std::vector<int>{4});
+  EXPECT_NEAR(best.speedup, 2.0, 1e-12);  // beats the pipeline's 16/9
+  EXPECT_EQ(describe(best), "the plain model on 2 threads");
+  // More threads than devices are not a candidate; another model's profile is refused.
+  search.devices = 1;
+  search.plain_profiles = {wide};
+  EXPECT_EQ(search_plans(profile, search).ranked.front().threads_per_stage, 0);
+  search.devices = 2;
+  search.plain_profiles = {profile_of({1, 1}, 0, 8)};
+  EXPECT_THROW(search_plans(profile, search), std::invalid_argument);
+}
+
 TEST(Planner, KeepsEveryStageWithinItsMemoryCap) {
   const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
   PlanSearch search;

@@ -1,6 +1,7 @@
 // `pipebal profile --chunks` at several sizes, `pipebal plan` on that profile, and `pipebal train
 // --plan` running what plan recommends, end to end as a user runs them.
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -140,6 +141,9 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
   EXPECT_TRUE(labels.count("plan 1") && labels.count("plan 2") && labels.count("plain") &&
               labels.count("yours"))
       << configs.dump();
+  if (std::thread::hardware_concurrency() >= 2) {  // the plain model on both devices' threads
+    EXPECT_TRUE(labels.count("plain, 2 threads")) << configs.dump();
+  }
   // Ranks are a permutation of 1..N, the predicted one in the planner's order.
   std::set<int> all;
   for (int k = 1; k <= static_cast<int>(configs.size()); ++k) all.insert(k);
