@@ -297,7 +297,8 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   std::sort(feasible.begin(), feasible.end(), [](const Configuration& a, const Configuration& b) {
     return rank_key(a) < rank_key(b);
   });
-  result.ranked = without_dominated(std::move(feasible));
+  result.ranked =
+      search.keep_dominated ? std::move(feasible) : without_dominated(std::move(feasible));
   return result;
 }
 

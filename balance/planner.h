@@ -43,6 +43,9 @@ struct PlanSearch {
   // T`): on CPUs the alternative to T stages of one thread is the plain model on T threads. Each
   // adds that candidate, using T devices, its whole-batch cost from the profile.
   std::vector<CostProfile> plain_profiles;
+  // Rank every configuration that fits, also those another of the same shape beats in both
+  // time and memory (a benchmark's grid).
+  bool keep_dominated = false;
 };
 
 // One configuration and its prediction.

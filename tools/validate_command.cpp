@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -62,7 +64,8 @@ void run_auto_validate(const workflow::AutoValidateSettings& settings) {
         std::fflush(stdout);
       });
   print_auto_table(result);
-  fmt::print("\nwrote {0}/profile.json, profile-threads.json, plan.json, plan-validation.json\n", settings.output);
+  fmt::print("\nwrote {0}/profile.json, profile-threads.json, plan.json, plan-validation.json\n",
+             settings.output);
 }
 
 }  // namespace
@@ -117,8 +120,17 @@ void add_validate_command(CLI::App& app) {
                 "plan's best configurations, the plain model and yours (--stages ... if given)");
   cmd->add_option("--devices", automatic->devices, "--auto: devices (CPU stages) to plan for")
       ->capture_default_str();
-  cmd->add_option("--top", automatic->top, "--auto: the plan's best configurations trained")
+  cmd->add_option("--top", automatic->top,
+                  "--auto: the plan's best configurations trained (0: every one searched)")
       ->capture_default_str();
+  auto searched = std::make_shared<std::pair<std::vector<std::string>, std::vector<std::string>>>();
+  cmd->add_option("--schedules", searched->first, "--auto: schedules searched (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  cmd->add_option("--checkpoints", searched->second,
+                  "--auto: checkpoint modes searched (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"always", "except_last", "never"}));
   cmd->add_option("-o,--output", p->output, "output directory")->required();
   cmd->footer(
       "Example:\n"
@@ -129,11 +141,17 @@ void add_validate_command(CLI::App& app) {
       "  pipebal validate --model mlp:layers=8,width=256 --input-shape 64,256 --auto "
       "--devices 2 -o out/\n"
       "  pipebal report out/");
-  cmd->callback([p, automatic, cmd] {
+  cmd->callback([p, automatic, searched, cmd] {
     if (cmd->count("--auto") > 0) {
       if (p->processes > 0)
         throw std::invalid_argument("--auto trains as threads: drop --processes");
       workflow::AutoValidateSettings settings = *automatic;
+      for (const std::string& name : searched->first) {
+        settings.schedules.push_back(pipeline::parse_schedule_kind(name));
+      }
+      for (const std::string& name : searched->second) {
+        settings.checkpoints.push_back(pipeline::parse_checkpoint_mode(name));
+      }
       settings.model = p->model;
       settings.input_shape = p->input_shape;
       settings.steps = p->steps;
@@ -150,8 +168,10 @@ void add_validate_command(CLI::App& app) {
       run_auto_validate(settings);
       return;
     }
-    if (cmd->count("--devices") + cmd->count("--top") > 0) {
-      throw std::invalid_argument("--devices and --top go with --auto");
+    if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
+            cmd->count("--checkpoints") >
+        0) {
+      throw std::invalid_argument("--devices, --top, --schedules and --checkpoints go with --auto");
     }
     ValidateParams params = *p;
     // Candidates trained as processes run this very binary's `train`.

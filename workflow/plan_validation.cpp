@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
-#include <thread>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include <ATen/Parallel.h>
@@ -43,8 +43,9 @@ void check(const AutoValidateSettings& p) {
   if (p.devices < 1 || p.devices > 64) {
     throw std::invalid_argument(fmt::format("--devices must be from 1 to 64, got {}", p.devices));
   }
-  if (p.top < 1)
-    throw std::invalid_argument(fmt::format("--top must be at least 1, got {}", p.top));
+  if (p.top < 0) {
+    throw std::invalid_argument(fmt::format("--top must be at least 0, got {}", p.top));
+  }
   if (p.user && p.user->stages > p.devices) {
     throw std::invalid_argument(
         fmt::format("your configuration's {} stages need {} devices, "
@@ -185,11 +186,15 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   const balance::CostProfile costs = profiler::cost_profile(profile);
   balance::PlanSearch search;
   search.devices = p.devices;
+  search.schedules = p.schedules;
+  search.checkpoints = p.checkpoints;
+  search.keep_dominated = p.top == 0;
   if (wide) search.plain_profiles.push_back(profiler::cost_profile(*wide));
   const balance::PlanSearchResult result = balance::search_plans(costs, search);
   balance::write_plan(output.staging() + "/plan.json", result.ranked.front().plan);
   std::vector<CheckedConfiguration> list;
-  for (int k = 0; k < p.top && k < static_cast<int>(result.ranked.size()); ++k) {
+  const int top = p.top == 0 ? static_cast<int>(result.ranked.size()) : p.top;
+  for (int k = 0; k < top && k < static_cast<int>(result.ranked.size()); ++k) {
     add(list, result.ranked[k], fmt::format("plan {}", k + 1));
   }
   add(list, result.plain, "plain");

@@ -39,7 +39,9 @@ struct AutoValidateSettings {
   int devices = 2;          // CPU stages of `threads` threads each
   // Micro-batch counts to profile; empty: 1, 2, 4, ... up to 16 that divide the batch.
   std::vector<int> chunks;
-  int top = 3;  // the plan's best configurations trained
+  int top = 3;  // the plan's best configurations trained; 0: every configuration searched
+  std::vector<pipeline::ScheduleKind> schedules;      // searched; empty: all
+  std::vector<pipeline::CheckpointMode> checkpoints;  // searched; empty: all
   std::optional<UserConfiguration> user;
   int steps = 5;
   int warmup_steps = 2;

@@ -173,7 +173,9 @@ TEST(PlanCli, ValidateAutoRefusesWhatDoesNotGoTogether) {
   const std::string dir = fresh_dir("plan_validate_bad");
   CliResult r = run_pipebal("validate " + kModel + " --devices 2 -o " + dir + "/a");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--devices and --top go with --auto"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--devices, --top, --schedules and --checkpoints go with --auto"),
+            std::string::npos)
+      << r.err;
   r = run_pipebal("validate " + kModel + " --auto --processes 2 -o " + dir + "/b");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--auto trains as threads"), std::string::npos) << r.err;
