@@ -102,6 +102,7 @@ nlohmann::json configuration_json(const CheckedConfiguration& c) {
   return {{"labels", c.labels},
           {"stages", x.stages},
           {"chunks", x.chunks},
+          {"threads_per_stage", x.threads_per_stage},
           {"schedule", pipeline::to_string(x.schedule)},
           {"checkpoint", pipeline::to_string(x.checkpoint)},
           {"micro_batch_size", x.micro_batch_size},

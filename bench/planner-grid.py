@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The planner's promise, measured: for each model, `pipebal validate --auto --top 0` profiles it
+at micro-batch counts 1, 2, 4, 8, 16 (and the plain model on 2 threads), plans it for 2 CPU
+devices, then trains the whole grid the planner searched -- stages 1-2, chunks 1-16, gpipe and
+1f1b, checkpoint never and except_last, plus the plain model on 2 threads -- side by side, step by
+step in turns (every configuration's median over the same rounds). The summary says where the
+planner's pick falls in the measured grid and how far its prediction was, beside pipebal's
+default configuration (2 stages, 4 micro-batches, gpipe, except_last) and the user-chosen
+"chunks 8" (2 stages, 8 micro-batches, same schedule).
+
+Writes the raw plan-validation documents (JSON) and the markdown summary made from them.
+Usage: bench/planner-grid.py [--build build] [--steps 5] [--models unet,gpt]
+       [--raw reports/planner-grid-raw.json] [--md reports/planner-grid.md]
+Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+
+MODELS = [
+    ("mlp-narrow", "mlp:layers=16,width=64", "256,64"),
+    ("mlp-wide", "mlp:layers=16,width=512", "256,512"),
+    ("gpt", "gpt:layers=6,dim=128,heads=4,seq=64,vocab=1000,dropout=0", "32,64"),
+    ("unet", "unet:B=3,C=8", "32,3,64,64"),
+    ("resnet", "resnet:depth=18,width=16", "32,3,64,64"),
+    ("amoebanetd", "amoebanetd:L=2,D=16", "32,3,64,64"),
+]
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr}")
+    return result.stdout
+
+
+def find(configs, label=None, **shape):
+    for c in configs:
+        if label is not None and label in c["labels"]:
+            return c
+        if label is None and all(c[k] == v for k, v in shape.items()):
+            return c
+    return None
+
+
+def describe(c):
+    if c["stages"] == 1 and c["chunks"] == 1:
+        threads = c.get("threads_per_stage", 0)
+        return f"plain, {threads} threads" if threads > 1 else "plain"
+    return f"{c['stages']} st, {c['chunks']} mb, {c['schedule']}, {c['checkpoint']}"
+
+
+def summary_row(name, spec, shape, doc):
+    configs = doc["configurations"]
+    pick = configs[0]
+    best = min(configs, key=lambda c: c["measured_step_ms"])
+    default = find(configs, label="yours")
+    chunks8 = find(configs, stages=2, chunks=8, schedule="gpipe", checkpoint="except_last")
+    plain = find(configs, label="plain")
+
+    def ms(c):
+        return f"{c['measured_step_ms']:.1f}" if c else "-"
+
+    return (f"| {name} | {len(configs)} | {describe(pick)} | {pick['predicted_step_ms']:.1f} | "
+            f"{ms(pick)} | {100 * pick['step_error']:+.1f}% | {describe(best)} | {ms(best)} | "
+            f"{100 * (pick['measured_step_ms'] / best['measured_step_ms'] - 1):.1f}% | "
+            f"{ms(default)} | {ms(chunks8)} | {ms(plain)} |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--models", default=",".join(m[0] for m in MODELS))
+    ap.add_argument("--raw", default="reports/planner-grid-raw.json")
+    ap.add_argument("--md", default="reports/planner-grid.md")
+    args = ap.parse_args()
+    pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
+    commit = run(["git", "describe", "--always", "--dirty"]).strip()
+    version = run([pipebal, "--version"]).strip()
+    work = tempfile.mkdtemp()
+    chosen = args.models.split(",")
+
+    raw = {"commit": commit, "pipebal": version,
+           "machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+           "steps": args.steps, "models": []}
+    for name, spec, shape in MODELS:
+        if name not in chosen:
+            continue
+        print(f"{name}: profile, plan and train the grid ...", file=sys.stderr, flush=True)
+        out = os.path.join(work, name)
+        run([pipebal, "validate", "--model", spec, "--input-shape", shape, "--auto",
+             "--devices", "2", "--top", "0", "--schedules", "gpipe,1f1b",
+             "--checkpoints", "never,except_last", "--stages", "2", "--chunks", "4",
+             "--steps", str(args.steps), "--warmup-steps", "2", "-o", out])
+        doc = json.load(open(os.path.join(out, "plan-validation.json")))
+        raw["models"].append({"name": name, "spec": spec, "input_shape": shape, "result": doc})
+        with open(args.raw, "w") as f:  # after every model: a long run keeps what it measured
+            json.dump(raw, f, indent=1)
+
+    lines = [
+        "# The planner against the grid it searched",
+        "",
+        f"Made by `bench/planner-grid.py` at commit `{commit}` on {raw['machine']} "
+        f"({raw['cores']} cores); raw data: `planner-grid-raw.json` (every configuration's "
+        "`pipebal.plan-validation/1` entry). For each model `pipebal validate --auto --top 0` "
+        "profiled micro-batch counts 1-16 at one thread (and the plain model at two), planned for "
+        "2 devices, and trained every configuration searched -- stages 1-2, chunks 1-16, gpipe and "
+        "1f1b, checkpoint never and except_last, and the plain model on 2 threads -- side by side, "
+        f"one step of each in turn, {args.steps} measured rounds after 2 warm-up rounds; times are "
+        "each configuration's median step.",
+        "",
+        "| model | configurations | planner's pick | predicted ms | measured ms | prediction error "
+        "| fastest measured | its ms | pick vs fastest | default (2 st, 4 mb) ms | chunks 8 ms "
+        "| plain (1 thread) ms |",
+        "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for entry in raw["models"]:
+        lines.append(summary_row(entry["name"], entry["spec"], entry["input_shape"],
+                                 entry["result"]))
+    lines += ["", "Models: " + "; ".join(
+        f"{e['name']} = `{e['spec']}` on [{e['input_shape']}]" for e in raw["models"]) + "."]
+    with open(args.md, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {args.raw} and {args.md}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
