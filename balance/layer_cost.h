@@ -38,6 +38,9 @@ struct CostProfile {
   int chunks = 0;
   std::vector<int64_t> input_shape;
   int threads = 0;  // intra-op threads it was measured with; 0 when the document does not say
+  // The mini-batch's forward arguments as `--input` specs, e.g. "int64[32,64]:1000"; empty when
+  // the document does not say (input_shape alone: one input of the model's kind).
+  std::vector<std::string> inputs;
   std::vector<LayerCost> layers;
   // Every micro-batch size measured, ascending, the one of `layers` included; empty when only
   // batch_size was (balance/micro_batch_costs.h interpolates between them).

@@ -189,27 +189,28 @@ json plan_to_json(const Plan& plan) {
   for (const StagePlan& stage : plan.stages) stages.push_back(stage_to_json(stage));
   const Prediction& p = plan.prediction;
   json doc = {{"schema", reports::schema_tag(kSchemaName, kSchemaMajor)},
-          {"model", plan.model},
-          {"input_shape", plan.input_shape},
-          {"algorithm", plan.algorithm},
-          {"balance", plan.balance},
-          {"bottleneck_ms", plan.bottleneck_ms},
-          {"chunks", plan.chunks},
-          {"schedule", pipeline::to_string(plan.schedule)},
-          {"checkpoint", pipeline::to_string(plan.checkpoint)},
-          {"param_scale", plan.param_scale},
-          {"bandwidth_bytes_per_ms", plan.bandwidth_bytes_per_ms},
-          {"replicas", plan.replicas},
-          {"allreduce_bytes_per_ms", plan.allreduce_bytes_per_ms},
-          {"stages", stages},
-          {"prediction",
-           {{"schedule", pipeline::to_string(p.schedule)},
-            {"chunks", p.chunks},
-            {"step_ms", p.step_ms},
-            {"naive_step_ms", p.naive_step_ms},
-            {"speedup", p.speedup},
-            {"bubble_fraction", p.bubble_fraction}}}};
+              {"model", plan.model},
+              {"input_shape", plan.input_shape},
+              {"algorithm", plan.algorithm},
+              {"balance", plan.balance},
+              {"bottleneck_ms", plan.bottleneck_ms},
+              {"chunks", plan.chunks},
+              {"schedule", pipeline::to_string(plan.schedule)},
+              {"checkpoint", pipeline::to_string(plan.checkpoint)},
+              {"param_scale", plan.param_scale},
+              {"bandwidth_bytes_per_ms", plan.bandwidth_bytes_per_ms},
+              {"replicas", plan.replicas},
+              {"allreduce_bytes_per_ms", plan.allreduce_bytes_per_ms},
+              {"stages", stages},
+              {"prediction",
+               {{"schedule", pipeline::to_string(p.schedule)},
+                {"chunks", p.chunks},
+                {"step_ms", p.step_ms},
+                {"naive_step_ms", p.naive_step_ms},
+                {"speedup", p.speedup},
+                {"bubble_fraction", p.bubble_fraction}}}};
   if (plan.threads_per_stage > 0) doc["threads_per_stage"] = plan.threads_per_stage;
+  if (!plan.inputs.empty()) doc["inputs"] = plan.inputs;
   return doc;
 }
 
@@ -220,6 +221,7 @@ Plan plan_from_json(const json& doc) {
   if (doc.contains("input_shape")) {
     plan.input_shape = get<std::vector<int64_t>>(doc, "input_shape", "");
   }
+  if (doc.contains("inputs")) plan.inputs = get<std::vector<std::string>>(doc, "inputs", "");
   plan.algorithm = get<std::string>(doc, "algorithm", "");
   plan.balance = get<std::vector<int>>(doc, "balance", "");
   plan.bottleneck_ms = get<double>(doc, "bottleneck_ms", "");
@@ -243,8 +245,8 @@ Plan plan_from_json(const json& doc) {
   if (doc.contains("threads_per_stage")) {
     plan.threads_per_stage = get<int>(doc, "threads_per_stage", "");
     if (plan.threads_per_stage < 0 || plan.threads_per_stage > 4096) {
-      throw std::invalid_argument(fmt::format("plan: threads_per_stage is {}, expected 0 to 4096",
-                                              plan.threads_per_stage));
+      throw std::invalid_argument(
+          fmt::format("plan: threads_per_stage is {}, expected 0 to 4096", plan.threads_per_stage));
     }
   }
   const json& stages = get_array(doc, "stages");

@@ -41,6 +41,8 @@ struct Plan {
   std::string model;  // from the profile; may be empty
   // The mini-batch's input shape (batch first) the profile was measured for; may be empty.
   std::vector<int64_t> input_shape;
+  // Its forward arguments as `--input` specs when the profile said them; train --plan uses them.
+  std::vector<std::string> inputs;
   std::string algorithm;
   std::vector<int> balance;  // layers per stage
   std::vector<StagePlan> stages;

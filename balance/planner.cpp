@@ -70,6 +70,20 @@ std::vector<int> candidate_chunks(const CostProfile& profile, int64_t batch, int
   return out;
 }
 
+// An `--input` spec ("int64[32,64]:1000") with `batch` samples: the first dimension replaced.
+std::string with_batch(const std::string& spec, int64_t batch) {
+  const auto open = spec.find('[');
+  const auto end = open == std::string::npos ? open : spec.find_first_of(",]", open);
+  if (end == std::string::npos) return spec;
+  return spec.substr(0, open + 1) + std::to_string(batch) + spec.substr(end);
+}
+
+// Speed-up over the plain model and throughput of the whole mini-batch.
+void rate(Configuration& config, const Configuration& plain, int64_t batch) {
+  config.speedup = plain.step_ms / config.step_ms;
+  config.samples_per_s = 1000.0 * double(batch) / config.step_ms;
+}
+
 int64_t peak_bytes(const Plan& plan) {
   int64_t peak = 0;
   for (const StagePlan& stage : plan.stages) peak = std::max(peak, stage.memory_bytes);
@@ -96,6 +110,9 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   config.plan.model = profile.model;
   config.plan.input_shape = profile.input_shape;
   config.plan.input_shape[0] = replica_batch;
+  for (const std::string& spec : profile.inputs) {
+    config.plan.inputs.push_back(with_batch(spec, replica_batch));
+  }
   config.costs = at.source;
   config.micro_batch_size = at.micro_batch_size;
   config.step_ms = config.plan.prediction.step_ms;
@@ -167,8 +184,7 @@ Configuration plain_model(const CostProfile& profile, const CostOptions& costs) 
   if (!costs.memory_caps_bytes.empty()) {
     plain.plan.stages[0].memory_cap_bytes = costs.memory_caps_bytes.front();
   }
-  plain.speedup = 1;
-  plain.samples_per_s = 1000.0 * double(batch) / plain.step_ms;
+  rate(plain, plain, batch);
   return plain;
 }
 
@@ -188,8 +204,7 @@ std::optional<Configuration> configure(const CostProfile& profile, const CostOpt
   const CostsAtSize at =
       costs_at_micro_batch_size(profile, micro_batch_size(replica_batch, shape.chunks));
   if (!cost_configuration(profile, at, costs, replica_batch, config)) return std::nullopt;
-  config.speedup = plain.step_ms / config.step_ms;
-  config.samples_per_s = 1000.0 * double(batch) / config.step_ms;
+  rate(config, plain, batch);
   return config;
 }
 
@@ -244,8 +259,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
               ++result.over_memory;
               continue;
             }
-            config.speedup = plain.step_ms / config.step_ms;
-            config.samples_per_s = 1000.0 * double(batch) / config.step_ms;
+            rate(config, plain, batch);
             feasible.push_back(std::move(config));
           }
         }
@@ -270,7 +284,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
       ++result.over_memory;
       continue;
     }
-    config.speedup = plain.step_ms / config.step_ms;
+    rate(config, plain, batch);
     feasible.push_back(std::move(config));
   }
   if (feasible.empty()) {
@@ -287,7 +301,8 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
     lean.checkpoint = CheckpointMode::kAlways;
     lean.memory_caps_bytes.clear();
     lean.device_speeds = first_devices(lean.device_speeds, stages);
-    lean.chunks = candidate_chunks(profile, batch, 1, search.chunks).back();
+    const std::vector<int> counts = candidate_chunks(profile, batch, 1, search.chunks);
+    lean.chunks = counts.empty() ? 1 : counts.back();
     const CostModel model(layers_for_chunks(profile, lean.chunks), stages, lean);
     throw std::invalid_argument(
         fmt::format("no configuration fits the memory caps: the leanest searched ({} stages, {} "

@@ -155,6 +155,14 @@ CostProfile profile_from_json(const json& doc) {
     }
   }
   for (size_t i = 0; i < layers->size(); ++i) profile.layers.push_back(read_layer((*layers)[i], i));
+  const auto inputs = doc.find("inputs");
+  if (inputs != doc.end() && !inputs->is_null()) {
+    if (!inputs->is_array() || inputs->size() > 64 ||
+        !std::all_of(inputs->begin(), inputs->end(), [](const json& s) { return s.is_string(); })) {
+      throw std::invalid_argument("profile: \"inputs\" must be an array of input specs");
+    }
+    profile.inputs = inputs->get<std::vector<std::string>>();
+  }
   const auto environment = doc.find("environment");
   if (environment != doc.end() && environment->is_object()) {
     const auto threads = environment->find("intra_op_threads");

@@ -73,21 +73,50 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
   return output;
 }
 
+std::vector<InputSpec> default_inputs(const Model& model, const std::vector<int64_t>& shape) {
+  if (shape.empty()) throw std::invalid_argument("input shape is empty");
+  InputSpec spec;
+  spec.shape = shape;
+  if (model.info.input == InputKind::kTokens) {
+    spec.dtype = c10::kLong;
+    spec.high = model.classes;
+  }
+  return {spec};
+}
+
+std::vector<InputSpec> model_inputs(const Model& model, const std::vector<std::string>& specs,
+                                    const std::vector<int64_t>& shape) {
+  if (!specs.empty()) {
+    if (!shape.empty()) {
+      throw std::invalid_argument("give --input or --input-shape, not both");
+    }
+    return parse_input_specs(specs);
+  }
+  if (shape.empty() && model.info.default_input_shape.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "model '{}' has no default input: give --input-shape or --input", model.layers.name()));
+  }
+  return default_inputs(model, shape.empty() ? model.info.default_input_shape : shape);
+}
+
 SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>& shape,
                                   uint64_t seed) {
-  if (shape.empty()) throw std::invalid_argument("input shape is empty");
+  return make_synthetic_data(model, default_inputs(model, shape), seed);
+}
+
+SyntheticData make_synthetic_data(const Model& model, const std::vector<InputSpec>& inputs,
+                                  uint64_t seed) {
+  if (inputs.empty()) throw std::invalid_argument("the model needs at least one input");
   torch::manual_seed(seed);
+  std::vector<at::Tensor> tensors;
+  for (const InputSpec& spec : inputs) tensors.push_back(make_input(spec));
   SyntheticData data;
-  if (model.info.input == InputKind::kTokens) {
-    data.input = pipeline::Batch(torch::randint(model.classes, shape, torch::kLong));
-  } else {
-    data.input = pipeline::Batch(torch::randn(shape));
-  }
+  data.input = pipeline::Batch(std::move(tensors));
 
   const at::Tensor probe_output = check_model_on(model, data.input);
 
   std::vector<int64_t> out_shape = probe_output.sizes().vec();
-  out_shape[0] = shape[0];
+  out_shape[0] = inputs[0].shape[0];
   if (model.info.loss == LossKind::kMse) {
     data.target = torch::randn(out_shape);
   } else {

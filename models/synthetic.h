@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "models/input_spec.h"
 #include "models/zoo.h"
 #include "pipeline/batch.h"
 
@@ -16,9 +18,23 @@ struct SyntheticData {
   at::Tensor target;
 };
 
-// An input of `shape` (batch dimension first) and a matching target: class ids for
+// Inputs as `inputs` say (one tensor per forward argument) and a matching target: class ids for
 // cross-entropy, a normal tensor of the output's shape for MSE. Throws std::invalid_argument
-// when the shape does not fit the model (naming the layer that rejected it).
+// when an input does not fit the model (naming the layer that rejected it).
+SyntheticData make_synthetic_data(const Model& model, const std::vector<InputSpec>& inputs,
+                                  uint64_t seed = 0);
+
+// The model's own input at `shape` (batch dimension first): floats, or token ids in
+// [0, vocabulary) for a model that takes tokens. What `--input-shape` means.
+std::vector<InputSpec> default_inputs(const Model& model, const std::vector<int64_t>& shape);
+
+// The inputs a command runs `model` on: the `--input` specs when there are any (then `shape`
+// must be empty), else default_inputs() at `shape` or, when it is empty, the model's default
+// input shape. Throws std::invalid_argument for both, a bad spec, or neither with no default.
+std::vector<InputSpec> model_inputs(const Model& model, const std::vector<std::string>& specs,
+                                    const std::vector<int64_t>& shape);
+
+// make_synthetic_data(model, default_inputs(model, shape), seed).
 SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>& shape,
                                   uint64_t seed = 0);
 

@@ -1,10 +1,12 @@
 // See device.h.
 #include "profiler/device.h"
 
+#include <optional>
 #include <stdexcept>
 
 #include <torch/cuda.h>
 
+#include "pipeline/dtype.h"
 #include "profiler/timer.h"
 
 namespace pipebal::profiler {
@@ -38,27 +40,16 @@ c10::Device parse_device(const std::string& text) {
 }
 
 c10::ScalarType parse_dtype(const std::string& text) {
-  if (text == "float32" || text == "float") return c10::kFloat;
-  if (text == "float64" || text == "double") return c10::kDouble;
-  if (text == "float16" || text == "half") return c10::kHalf;
-  if (text == "bfloat16") return c10::kBFloat16;
-  throw std::invalid_argument("dtype '" + text +
-                              "': expected float32, float64, float16 or bfloat16");
+  const std::optional<c10::ScalarType> dtype = pipeline::dtype_named(text);
+  if (!dtype || !c10::isFloatingType(*dtype)) {
+    throw std::invalid_argument("dtype '" + text +
+                                "': expected float32, float64, float16 or bfloat16");
+  }
+  return *dtype;
 }
 
 std::string dtype_name(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::kFloat:
-      return "float32";
-    case c10::kDouble:
-      return "float64";
-    case c10::kHalf:
-      return "float16";
-    case c10::kBFloat16:
-      return "bfloat16";
-    default:
-      return c10::toString(dtype);
-  }
+  return pipeline::dtype_name(dtype);
 }
 
 }  // namespace pipebal::profiler

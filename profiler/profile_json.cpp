@@ -93,6 +93,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
       {"layers", layers},
   };
   if (!profile.sizes.empty()) doc["sizes"] = sizes_to_json(profile.sizes);
+  if (!profile.inputs.empty()) doc["inputs"] = profile.inputs;
   return doc;
 }
 

@@ -82,6 +82,8 @@ struct Profile {
   // chose the micro-batch size; 0 and empty when not said.
   int chunks = 0;
   std::vector<int64_t> input_shape;
+  // The mini-batch's forward arguments as `--input` specs ("int64[32,64]:1000"), when known.
+  std::vector<std::string> inputs;
   Environment environment;
   std::vector<LayerProfile> layers;
   // The same layers profiled at several micro-batch sizes (`pipebal profile --chunks 1,2,4,8`),

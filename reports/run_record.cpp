@@ -63,6 +63,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
   return {{"schema", schema_tag("pipebal.run", 1)},
           {"model", run.model},
           {"input_shape", run.input_shape},
+          {"inputs", run.inputs},
           {"balance", run.balance},
           {"devices", run.devices},
           {"chunks", run.chunks},
@@ -93,6 +94,7 @@ RunRecord run_from_json(const nlohmann::json& doc) {
   try {
     run.model = doc.at("model").get<std::string>();
     run.input_shape = doc.at("input_shape").get<std::vector<int64_t>>();
+    if (doc.contains("inputs")) run.inputs = doc.at("inputs").get<std::vector<std::string>>();
     run.balance = doc.at("balance").get<std::vector<int>>();
     run.devices = doc.at("devices").get<std::vector<std::string>>();
     run.chunks = doc.at("chunks").get<int>();

@@ -43,6 +43,7 @@ struct ProcessRun {
 struct RunRecord {
   std::string model;
   std::vector<int64_t> input_shape;
+  std::vector<std::string> inputs;  // one spec per forward argument: "int64[32,64]:1000"
   std::vector<int> balance;
   std::vector<std::string> devices;
   int chunks = 1;

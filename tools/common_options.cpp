@@ -33,6 +33,15 @@ CLI::Option* add_input_shape_option(CLI::App& cmd, std::string& shape) {
                         "input shape, batch first, e.g. 32,3,64,64 (default: the model's)");
 }
 
+void add_input_options(CLI::App& cmd, std::string& shape, std::vector<std::string>& inputs) {
+  CLI::Option* short_form = add_input_shape_option(cmd, shape);
+  cmd.add_option("--input", inputs,
+                 "one per forward argument: DTYPE[SHAPE], batch first, and for integers the "
+                 "range, e.g. 'float32[32,3,64,64]', 'int64[32,64]:1000' (tokens in [0, 1000)); "
+                 "dtypes float32, float64, float16, bfloat16, int64, int32, bool")
+      ->excludes(short_form);
+}
+
 CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks) {
   return cmd.add_option("--chunks", chunks, "micro-batches per mini-batch")->capture_default_str();
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +15,8 @@ namespace pipebal::tools {
 
 CLI::Option* add_model_option(CLI::App& cmd, std::string& spec);
 CLI::Option* add_input_shape_option(CLI::App& cmd, std::string& shape);
+// --input-shape and the repeatable --input specs (models/input_spec.h), which exclude each other.
+void add_input_options(CLI::App& cmd, std::string& shape, std::vector<std::string>& inputs);
 CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks);
 // gpipe or 1f1b, parsed by pipeline::parse_schedule_kind into the typed value.
 CLI::Option* add_schedule_option(CLI::App& cmd, pipeline::ScheduleKind& schedule);

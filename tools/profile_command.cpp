@@ -30,6 +30,7 @@ constexpr const char* kFooter =
     "  pipebal profile --model resnet:depth=18 --input-shape 32,3,64,64 --chunks 4 -o "
     "profile.json\n"
     "  pipebal profile --model mlp:layers=4,width=256 --repeat 20 --threads 1 -o profile.json\n"
+    "  pipebal profile --model lm.pt --input 'int64[32,128]:50000' -o profile.json   # token ids\n"
     "  pipebal profile --model gpt:layers=4 --chunks 1,2,4,8 -o profile.json   # for `pipebal "
     "plan`\n"
     "Times are medians after warm-up; the profile is measured at the micro-batch size\n"
@@ -78,12 +79,11 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   if (params.threads > 0) at::set_num_threads(params.threads);
 
   models::Model model = models::build_model(params.model, params.seed);
-  std::vector<int64_t> shape = params.input_shape.empty() ? model.info.default_input_shape
-                                                          : models::parse_shape(params.input_shape);
-  if (shape.empty()) {
-    throw std::invalid_argument(
-        fmt::format("model '{}' has no default input shape: give --input-shape", params.model));
-  }
+  const std::vector<models::InputSpec> inputs =
+      models::model_inputs(model, params.inputs,
+                           params.input_shape.empty() ? std::vector<int64_t>{}
+                                                      : models::parse_shape(params.input_shape));
+  const std::vector<int64_t>& shape = inputs.front().shape;
   const std::vector<int64_t> sizes = workflow::micro_batch_sizes(params.chunks, shape[0]);
   if (sizes.size() > 1 || params.chunks.front() > 1) {
     out << fmt::format("profiling at micro-batch size{} {} (batch {} / {} chunks, rounded up)\n",
@@ -103,8 +103,9 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
     line.update(several ? fmt::format("size {}: {}", size, phase) : phase, p.done, p.total,
                 p.layer);
   };
-  const profiler::Profile profile =
-      workflow::profile_at_sizes(model, shape, params.chunks, params.seed, options, {}, report);
+  profiler::Profile profile =
+      workflow::profile_at_sizes(model, inputs, params.chunks, params.seed, options, {}, report);
+  profile.inputs = params.inputs.empty() ? std::vector<std::string>{} : models::to_strings(inputs);
   line.finish();
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
   profiler::print_profile_table(profile, out);
@@ -120,7 +121,7 @@ void add_profile_command(CLI::App& app) {
       "Writes the cost profile that `pipebal balance` partitions.");
   sub->footer(kFooter);
   add_model_option(*sub, params->model)->required();
-  add_input_shape_option(*sub, params->input_shape);
+  add_input_options(*sub, params->input_shape, params->inputs);
   sub->add_option("--dtype", params->dtype, "float32 or float64")->capture_default_str();
   sub->add_option("--device", params->device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--backend", params->backend, "Timer: auto, wallclock, events or cupti")

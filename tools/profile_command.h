@@ -17,8 +17,9 @@ namespace pipebal::tools {
 
 // Everything `pipebal profile` takes; the member defaults are the defaults --help shows.
 struct ProfileParams {
-  std::string model;        // required: SPEC or TorchScript file
-  std::string input_shape;  // empty: the model's default
+  std::string model;                // required: SPEC or TorchScript file
+  std::string input_shape;          // empty: the model's default
+  std::vector<std::string> inputs;  // --input specs, one per forward argument
   std::string dtype = "float32";
   std::string device = "cpu";
   std::string backend = "auto";

@@ -35,8 +35,10 @@ struct TrainParams {
 };
 
 void print_summary(const reports::RunRecord& run) {
-  fmt::print("model {}, input [{}]{}, balance [{}], {} micro-batches, {} schedule, checkpoint {}\n",
-             run.model, fmt::join(run.input_shape, ","),
+  fmt::print("model {}, input {}{}, balance [{}], {} micro-batches, {} schedule, checkpoint {}\n",
+             run.model,
+             run.inputs.empty() ? fmt::format("[{}]", fmt::join(run.input_shape, ","))
+                                : fmt::format("{}", fmt::join(run.inputs, " ")),
              run.replicas > 1 ? fmt::format(" x {} replicas", run.replicas) : "",
              fmt::join(run.balance, ","), run.chunks, run.schedule, run.checkpoint);
   fmt::print("median step {:.3f} ms (p10 {:.3f}, p90 {:.3f}) over {} steps, {:.1f} samples/s\n",
@@ -71,7 +73,25 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       }
       settings.model = plan.model;
     }
-    if (!plan.input_shape.empty() && settings.data.empty()) {  // --data brings its own
+    if (!plan.inputs.empty() && settings.data.empty()) {  // the plan's typed inputs
+      if (!settings.inputs.empty() && settings.inputs != plan.inputs) {
+        throw std::invalid_argument(fmt::format(
+            "--input {} differs from the inputs the plan was made for ({}): leave it out, or "
+            "balance a profile made with these inputs",
+            fmt::join(settings.inputs, " "), fmt::join(plan.inputs, " ")));
+      }
+      if (!settings.input_shape.empty()) {
+        throw std::invalid_argument(
+            fmt::format("the plan was made for --input {}: leave out --input-shape",
+                        fmt::join(plan.inputs, " ")));
+      }
+      settings.inputs = plan.inputs;
+    } else if (!plan.input_shape.empty() && settings.data.empty()) {  // --data brings its own
+      if (!settings.inputs.empty()) {
+        throw std::invalid_argument(
+            fmt::format("the plan was made for input shape {}: leave out --input",
+                        fmt::join(plan.input_shape, ",")));
+      }
       if (!settings.input_shape.empty() && settings.input_shape != plan.input_shape) {
         throw std::invalid_argument(fmt::format(
             "--input-shape {} differs from the input the plan was made for ({}): leave it out, or "
@@ -132,7 +152,7 @@ void add_train_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("train", "Train pipelined with a balance or a plan, and measure it");
   add_model_option(*cmd, p->settings.model)->capture_default_str();
-  add_input_shape_option(*cmd, p->input_shape);
+  add_input_options(*cmd, p->input_shape, p->settings.inputs);
   auto* plan = cmd->add_option("--plan", p->plan, "plan.json from `pipebal balance`");
   auto* balance = cmd->add_option("--balance", p->balance, "layers per stage, e.g. 3,3,2");
   plan->excludes(balance);

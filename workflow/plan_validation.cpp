@@ -80,11 +80,12 @@ std::vector<int> ranks(const std::vector<double>& values) {
   return rank;
 }
 
-TrainSettings train_settings(const AutoValidateSettings& p, const std::vector<int64_t>& shape,
+TrainSettings train_settings(const AutoValidateSettings& p,
+                             const std::vector<models::InputSpec>& inputs,
                              const balance::Configuration& config) {
   TrainSettings s;
   s.model = p.model;
-  s.input_shape = shape;
+  s.inputs = models::to_strings(inputs);
   s.balance = config.plan.balance;
   s.chunks = config.chunks;
   s.schedule = config.schedule;
@@ -143,12 +144,10 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   };
   at::set_num_threads(p.threads);  // profile with the stages' thread count
   const models::Model model = models::build_model(p.model, p.seed);
-  const std::vector<int64_t> shape =
-      p.input_shape.empty() ? model.info.default_input_shape : models::parse_shape(p.input_shape);
-  if (shape.empty()) {
-    throw std::invalid_argument(
-        fmt::format("model '{}' has no default input shape: give --input-shape", p.model));
-  }
+  const std::vector<models::InputSpec> inputs = models::model_inputs(
+      model, p.inputs,
+      p.input_shape.empty() ? std::vector<int64_t>{} : models::parse_shape(p.input_shape));
+  const std::vector<int64_t>& shape = inputs.front().shape;
   const std::vector<int> chunks = p.chunks.empty() ? default_chunks(shape[0]) : p.chunks;
   micro_batch_sizes(chunks, shape[0]);  // checks them before any work
   reports::StagedDirectory output(p.output, plan_validation_files());
@@ -164,8 +163,9 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     watchdog.beat(fmt::format("profiling at micro-batch size {}, {} of {}", size, progress.done,
                               progress.total));
   };
-  const profiler::Profile profile =
-      profile_at_sizes(model, shape, chunks, p.seed, options, co_runners, beat);
+  profiler::Profile profile =
+      profile_at_sizes(model, inputs, chunks, p.seed, options, co_runners, beat);
+  if (!p.inputs.empty()) profile.inputs = models::to_strings(inputs);
   const nlohmann::json profile_doc = profiler::profile_to_json(profile);
   reports::write_file_atomically(output.staging() + "/profile.json", profile_doc.dump(2) + "\n");
   // The honest alternative on CPUs: the plain model with every device's threads.
@@ -177,7 +177,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     at::set_num_threads(wide_threads);
     profiler::ProfileOptions wide_options = options;
     wide_options.co_runners = 0;
-    wide = profile_at_sizes(model, shape, {1}, p.seed, wide_options, {}, beat);
+    wide = profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {}, beat);
     at::set_num_threads(p.threads);
     reports::write_file_atomically(output.staging() + "/profile-threads.json",
                                    profiler::profile_to_json(*wide).dump(2) + "\n");
@@ -218,7 +218,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
 
   // 3. Train them all side by side.
   std::vector<TrainSettings> runs;
-  for (const CheckedConfiguration& c : list) runs.push_back(train_settings(p, shape, c.config));
+  for (const CheckedConfiguration& c : list) runs.push_back(train_settings(p, inputs, c.config));
   say(fmt::format("training {} configurations, step by step in turns ...", runs.size()));
   const std::vector<reports::RunRecord> measured = run_interleaved(runs);
   std::vector<double> predicted_ms, measured_ms;

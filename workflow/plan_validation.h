@@ -35,8 +35,9 @@ struct UserConfiguration {
 
 struct AutoValidateSettings {
   std::string model = models::default_model_spec();
-  std::string input_shape;  // empty: the model's default
-  int devices = 2;          // CPU stages of `threads` threads each
+  std::string input_shape;          // empty: the model's default
+  std::vector<std::string> inputs;  // --input specs instead, one per forward argument
+  int devices = 2;                  // CPU stages of `threads` threads each
   // Micro-batch counts to profile; empty: 1, 2, 4, ... up to 16 that divide the batch.
   std::vector<int> chunks;
   int top = 3;  // the plan's best configurations trained; 0: every configuration searched

@@ -33,17 +33,18 @@ std::vector<int64_t> micro_batch_sizes(const std::vector<int>& chunks, int64_t b
   return sizes;
 }
 
-profiler::Profile profile_at_sizes(const models::Model& model, const std::vector<int64_t>& shape,
+profiler::Profile profile_at_sizes(const models::Model& model,
+                                   const std::vector<models::InputSpec>& inputs,
                                    const std::vector<int>& chunks, uint64_t seed,
                                    const profiler::ProfileOptions& options,
                                    const CoRunnersFn& co_runners, const SizedProgressFn& progress) {
-  if (shape.empty()) throw std::invalid_argument("profile: the input shape is empty");
+  if (inputs.empty()) throw std::invalid_argument("profile: the model needs an input");
+  const std::vector<int64_t>& shape = inputs.front().shape;
   const std::vector<int64_t> sizes = micro_batch_sizes(chunks, shape[0]);
   std::vector<profiler::Profile> profiles;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    std::vector<int64_t> micro_shape = shape;
-    micro_shape[0] = sizes[k];
-    const models::SyntheticData data = models::make_synthetic_data(model, micro_shape, seed);
+    const models::SyntheticData data =
+        models::make_synthetic_data(model, models::with_batch_size(inputs, sizes[k]), seed);
     profiler::ProfileOptions at_size = options;
     if (k > 0) at_size.warmup = std::min(options.warmup, 1);
     if (co_runners) at_size.co_runners = co_runners(chunks[k]);

@@ -4,8 +4,8 @@
 // does for them (and geometric sizes cost at most twice the largest).
 //
 //   const models::Model model = models::build_model("mlp:layers=8", 0);
-//   const profiler::Profile profile =
-//       workflow::profile_at_sizes(model, {64, 512}, {1, 2, 4, 8}, profiler::ProfileOptions{});
+//   const profiler::Profile profile = workflow::profile_at_sizes(
+//       model, models::default_inputs(model, {64, 512}), {1, 2, 4, 8}, 0, {});
 //   profiler::write_profile("profile.json", profile);
 #pragma once
 
@@ -13,6 +13,8 @@
 #include <functional>
 #include <vector>
 
+#include "models/input_spec.h"
+#include "models/synthetic.h"
 #include "models/zoo.h"
 #include "profiler/profiler.h"
 
@@ -31,10 +33,12 @@ using SizedProgressFn =
 using CoRunnersFn = std::function<int(int chunks)>;
 
 // Profiles `model` on synthetic data (its loss against the synthetic target) for the mini-batch
-// `shape` cut into each count of `chunks`; the first count is the profile's own (`layers`,
-// `chunks`), and with several counts `sizes` holds every size, ascending. `co_runners` (empty:
-// options.co_runners for every size) sets the co-runners per count.
-profiler::Profile profile_at_sizes(const models::Model& model, const std::vector<int64_t>& shape,
+// `inputs` (models/synthetic.h's model_inputs) cut into each count of `chunks`; the first count
+// is the profile's own (`layers`, `chunks`), and with several counts `sizes` holds every size,
+// ascending. `co_runners` (empty: options.co_runners for every size) sets the co-runners per
+// count.
+profiler::Profile profile_at_sizes(const models::Model& model,
+                                   const std::vector<models::InputSpec>& inputs,
                                    const std::vector<int>& chunks, uint64_t seed,
                                    const profiler::ProfileOptions& options,
                                    const CoRunnersFn& co_runners = {},

@@ -99,6 +99,7 @@ struct TrainingRun::State {
   TrainSettings settings;
   models::Model model;
   std::vector<int64_t> shape;
+  std::vector<models::InputSpec> inputs;  // synthetic data; empty with a data set
   models::SyntheticData data;
   std::optional<models::Dataset> dataset;  // the user's, when given
   std::vector<at::Tensor> order;           // its mini-batches, step by step
@@ -131,8 +132,8 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         "--save writes a TorchScript model back with its trained weights: give a .pt model");
   }
   if (!settings.data.empty()) {
-    if (!settings.input_shape.empty()) {
-      throw std::invalid_argument("--data gives the inputs: leave out --input-shape");
+    if (!settings.input_shape.empty() || !settings.inputs.empty()) {
+      throw std::invalid_argument("--data gives the inputs: leave out --input-shape and --input");
     }
     st.dataset = models::load_dataset(settings.data);
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
@@ -145,10 +146,11 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     throw std::invalid_argument(
         "--loss applies to --data (synthetic targets follow the model's own loss)");
   }
-  st.shape =
-      st.settings.input_shape.empty() ? st.model.info.default_input_shape : st.settings.input_shape;
-  if (st.shape.empty()) {
-    throw std::invalid_argument("the model has no default input shape: give --input-shape");
+  if (st.dataset) {
+    st.shape = st.settings.input_shape;
+  } else {
+    st.inputs = models::model_inputs(st.model, settings.inputs, settings.input_shape);
+    st.shape = st.inputs.front().shape;
   }
   if (settings.replicas < 1 || settings.replicas > 4096) {
     throw std::invalid_argument(
@@ -174,12 +176,12 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   if (st.dataset) {
     models::check_model_on(st.model, st.dataset->inputs_at(st.order.front()));
   } else if (settings.replicas == 1) {
-    st.data = models::make_synthetic_data(st.model, st.shape, settings.seed);
+    st.data = models::make_synthetic_data(st.model, st.inputs, settings.seed);
   } else {
     // One data set of all the replicas' samples; each trains on its slice.
-    std::vector<int64_t> all = st.shape;
-    all[0] *= settings.replicas;
-    const models::SyntheticData data = models::make_synthetic_data(st.model, all, settings.seed);
+    const models::SyntheticData data = models::make_synthetic_data(
+        st.model, models::with_batch_size(st.inputs, st.shape[0] * settings.replicas),
+        settings.seed);
     const int64_t first = st.placement.replica_of(settings.launch->rank) * st.shape[0];
     for (const auto& t : data.input.tensors)
       st.data.input.tensors.push_back(t.narrow(0, first, st.shape[0]));
@@ -260,6 +262,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   reports::RunRecord& run = st.run;
   run.model = st.model.layers.name();
   run.input_shape = st.shape;
+  run.inputs = models::to_strings(st.inputs);
   run.balance = settings.balance;
   run.devices = settings.devices;
   run.chunks = settings.chunks;

@@ -18,6 +18,8 @@ namespace pipebal::workflow {
 struct TrainSettings {
   std::string model;
   std::vector<int64_t> input_shape;  // empty: the model's default
+  // `--input` specs (models/input_spec.h), one per forward argument, instead of input_shape.
+  std::vector<std::string> inputs;
   std::vector<int> balance;
   std::vector<std::string> devices{"cpu"};
   int chunks = pipeline::kDefaultChunks;

@@ -66,7 +66,8 @@ using SayFn = std::function<void(const std::string&)>;
 struct Run {
   const ValidateSettings& settings;
   models::Model model;
-  std::vector<int64_t> shape;
+  std::vector<models::InputSpec> inputs;
+  std::vector<int64_t> shape;  // the first input's
   models::SyntheticData data;
   std::string dir;  // the staging directory
   SayFn say;
@@ -77,6 +78,7 @@ nlohmann::json profile_document(const Run& run, profiler::Profile profile, int c
                                 int co_runners) {
   profile.chunks = chunks;
   profile.input_shape = run.shape;
+  if (!run.settings.inputs.empty()) profile.inputs = models::to_strings(run.inputs);
   nlohmann::json doc = profiler::profile_to_json(profile);
   doc["model"] = run.model.layers.name();
   doc["co_runners"] = co_runners;
@@ -135,8 +137,6 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
                     "train",
                     "--model",
                     s.model,
-                    "--input-shape",
-                    fmt::format("{}", fmt::join(s.input_shape, ",")),
                     "--balance",
                     fmt::format("{}", fmt::join(s.balance, ",")),
                     "--chunks",
@@ -158,6 +158,10 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
                     "-q",
                     "-o",
                     file};
+  for (const std::string& input : s.inputs) {
+    launch.command.push_back("--input");
+    launch.command.push_back(input);
+  }
   const int status = distributed::launch(launch, std::cerr);
   if (status != 0) {
     throw std::runtime_error(fmt::format("training [{}] as {} processes failed (exit status {})",
@@ -178,7 +182,7 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   const ValidateSettings& p = run.settings;
   TrainSettings settings;
   settings.model = p.model;
-  settings.input_shape = run.shape;
+  settings.inputs = models::to_strings(run.inputs);
   settings.balance = plan.balance;
   settings.chunks = p.chunks;
   settings.schedule = p.schedule;
@@ -261,17 +265,20 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   cost_options.chunks = p.chunks;
 
   at::set_num_threads(p.threads);  // profile with the stages' thread count
-  Run run{p, models::build_model(p.model, p.seed), {}, {}, {}, [&status](const std::string& line) {
-            if (status) status(line);
-          }};
-  run.shape = p.input_shape.empty() ? run.model.info.default_input_shape
-                                    : models::parse_shape(p.input_shape);
+  Run run{
+      p, models::build_model(p.model, p.seed), {}, {}, {}, {}, [&status](const std::string& line) {
+        if (status) status(line);
+      }};
+  run.inputs = models::model_inputs(
+      run.model, p.inputs,
+      p.input_shape.empty() ? std::vector<int64_t>{} : models::parse_shape(p.input_shape));
+  run.shape = run.inputs.front().shape;
   if (static_cast<size_t>(p.stages) > run.model.layers.size()) {
     throw std::invalid_argument(fmt::format("{} stages need at least {} layers, {} has {}",
                                             p.stages, p.stages, run.model.layers.name(),
                                             run.model.layers.size()));
   }
-  run.data = models::make_synthetic_data(run.model, run.shape, p.seed);
+  run.data = models::make_synthetic_data(run.model, run.inputs, p.seed);
   // Everything is written aside and put in place at the end: never a directory mixing runs.
   reports::StagedDirectory output(p.output, validation_files());
   run.dir = output.staging();
@@ -290,6 +297,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   balance::Plan best = plans.front().first;
   best.model = run.model.layers.name();
   best.input_shape = run.shape;
+  if (!p.inputs.empty()) best.inputs = models::to_strings(run.inputs);
   balance::write_plan(run.dir + "/plan.json", best);
 
   // 3. Train every candidate with the same engine, pipelined and with one micro-batch.

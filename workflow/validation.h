@@ -23,7 +23,8 @@ namespace pipebal::workflow {
 
 struct ValidateSettings {
   std::string model = models::default_model_spec();
-  std::string input_shape;  // empty: the model's default
+  std::string input_shape;          // empty: the model's default
+  std::vector<std::string> inputs;  // --input specs instead, one per forward argument
   int stages = 2;
   int chunks = pipeline::kDefaultChunks;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;

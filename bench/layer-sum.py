@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Do per-layer costs add up on models with many small layers? For each model: the sum of the
+profile's per-layer forward and backward times (one thread, the whole batch) beside the measured
+step of the plain model trained as one stage with one micro-batch (one thread), in interleaved
+rounds (profile, train, profile, train, ...); the ratio is per round, its median reported.
+
+Writes the raw measurements (JSON) and the markdown summary made from them.
+Usage: bench/layer-sum.py [--build build] [--rounds 3]
+       [--raw reports/layer-sum-raw.json] [--md reports/layer-sum.md]
+Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MODELS = [
+    ("mlp 150 x 64", "mlp:layers=150,width=64", "32,64"),
+    ("mlp 150 x 256", "mlp:layers=150,width=256", "64,256"),
+    ("resnet-152", "resnet:depth=152,width=8", "16,3,32,32"),
+    ("gpt 24 blocks", "gpt:layers=24,dim=64,heads=4,seq=32,vocab=500,dropout=0", "16,32"),
+    ("unet B=5", "unet:B=5,C=4", "16,3,64,64"),
+]
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr}")
+    return result.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--raw", default="reports/layer-sum-raw.json")
+    ap.add_argument("--md", default="reports/layer-sum.md")
+    args = ap.parse_args()
+    pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
+    commit = run(["git", "describe", "--always", "--dirty"]).strip()
+    work = tempfile.mkdtemp()
+    raw = {"commit": commit, "machine": platform.processor() or platform.machine(),
+           "cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "models": []}
+    for name, spec, shape in MODELS:
+        print(f"{name} ...", file=sys.stderr, flush=True)
+        rounds = []
+        for _ in range(args.rounds):
+            profile = os.path.join(work, "profile.json")
+            run([pipebal, "profile", "--model", spec, "--input-shape", shape, "--chunks", "1",
+                 "--threads", "1", "-q", "-o", profile])
+            layers = json.load(open(profile))["layers"]
+            summed = sum(l["forward_ms"] + l["backward_ms"] for l in layers)
+            out = os.path.join(work, "run.json")
+            run([pipebal, "train", "--model", spec, "--input-shape", shape, "--balance",
+                 str(len(layers)), "--chunks", "1", "--threads", "1", "--steps",
+                 str(args.steps), "-q", "-o", out])
+            measured = json.load(open(out))["median_step_ms"]
+            rounds.append({"layers": len(layers), "sum_ms": summed, "measured_ms": measured})
+        raw["models"].append({"name": name, "spec": spec, "input_shape": shape,
+                              "rounds": rounds})
+    with open(args.raw, "w") as f:
+        json.dump(raw, f, indent=1)
+
+    lines = [
+        "# Do per-layer costs add up?",
+        "",
+        f"Made by `bench/layer-sum.py` at commit `{commit}` on {raw['machine']} "
+        f"({raw['cores']} cores); raw data: `layer-sum-raw.json`. Per model, {args.rounds} rounds "
+        "of: profile the whole batch at one thread (`pipebal profile --chunks 1 --threads 1`), "
+        "then train the plain model as one stage with one micro-batch at one thread "
+        f"({args.steps} measured steps, their median). The ratio is per round (sum / measured), "
+        "its median reported.",
+        "",
+        "| model | layers | sum of layers ms | measured step ms | sum / measured |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for m in raw["models"]:
+        ratios = [r["sum_ms"] / r["measured_ms"] for r in m["rounds"]]
+        lines.append(
+            f"| {m['name']} (`{m['spec']}` [{m['input_shape']}]) | {m['rounds'][0]['layers']} | "
+            f"{statistics.median(r['sum_ms'] for r in m['rounds']):.1f} | "
+            f"{statistics.median(r['measured_ms'] for r in m['rounds']):.1f} | "
+            f"{statistics.median(ratios):.3f} |")
+    with open(args.md, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {args.raw} and {args.md}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
