@@ -13,9 +13,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
+
+import bench_support
+from bench_support import run
 
 MODELS = [
     ("mlp 150 x 64", "mlp:layers=150,width=64", "32,64"),
@@ -26,11 +28,6 @@ MODELS = [
 ]
 
 
-def run(cmd):
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr}")
-    return result.stdout
 
 
 def main():
@@ -40,9 +37,10 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--raw", default="reports/layer-sum-raw.json")
     ap.add_argument("--md", default="reports/layer-sum.md")
+    ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
-    commit = run(["git", "describe", "--always", "--dirty"]).strip()
+    commit = bench_support.commit(args.allow_dirty)
     work = tempfile.mkdtemp()
     raw = {"commit": commit, "machine": platform.processor() or platform.machine(),
            "cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "models": []}

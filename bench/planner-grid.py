@@ -16,9 +16,11 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
+
+import bench_support
+from bench_support import run
 
 MODELS = [
     ("mlp-narrow", "mlp:layers=16,width=64", "256,64"),
@@ -30,11 +32,6 @@ MODELS = [
 ]
 
 
-def run(cmd):
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr}")
-    return result.stdout
 
 
 def find(configs, label=None, **shape):
@@ -77,9 +74,10 @@ def main():
     ap.add_argument("--models", default=",".join(m[0] for m in MODELS))
     ap.add_argument("--raw", default="reports/planner-grid-raw.json")
     ap.add_argument("--md", default="reports/planner-grid.md")
+    ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
-    commit = run(["git", "describe", "--always", "--dirty"]).strip()
+    commit = bench_support.commit(args.allow_dirty)
     version = run([pipebal, "--version"]).strip()
     work = tempfile.mkdtemp()
     chosen = args.models.split(",")

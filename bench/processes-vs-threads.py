@@ -14,9 +14,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
+
+import bench_support
+from bench_support import run
 
 MODELS = [
     ("gpt", "gpt:layers=6,dim=128,heads=4,seq=64,vocab=1000,dropout=0", "64,64"),
@@ -25,11 +27,6 @@ MODELS = [
 CHUNKS = [1, 4, 8]
 
 
-def run(cmd, **kw):
-    result = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if result.returncode != 0:
-        sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr}")
-    return result.stdout
 
 
 def main():
@@ -39,9 +36,10 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--raw", default="reports/processes-vs-threads-raw.json")
     ap.add_argument("--md", default="reports/processes-vs-threads.md")
+    ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
-    commit = run(["git", "describe", "--always", "--dirty"]).strip()
+    commit = bench_support.commit(args.allow_dirty)
     work = tempfile.mkdtemp()
     launch = [pipebal, "launch", "--nproc-per-node", "2", "--master-port", "0", "--"]
 

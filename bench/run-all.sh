@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# Runs every benchmark and writes its raw JSON into reports/ (the .md summaries beside them are
-# written by hand from these files). Usage: bench/run-all.sh [BUILD_DIR]. Takes a few minutes;
-# run it on an otherwise idle machine.
+# Regenerates every report in reports/ from a fresh measurement: each script below runs its
+# benchmark, writes the raw data into reports/ and the markdown summary made from it. Run it on
+# an otherwise idle machine from a clean, committed tree built with benchmarks
+# (cmake -DPIPEBAL_BUILD_BENCH=ON), then commit reports/. About an hour on 2 cores.
+# Usage: bench/run-all.sh [BUILD_DIR]
 set -euo pipefail
+cd "$(dirname "$0")/.."
 build=${1:-build}
-out=reports
-"$build/bench/balance_bench" --benchmark_filter=DpPartition --benchmark_repetitions=5 \
-  --benchmark_report_aggregates_only=true --benchmark_out="$out/balance-bench-timing.json" \
-  --benchmark_out_format=json
-"$build/bench/balance_bench" --benchmark_filter=Quality --benchmark_out="$out/balance-bench-quality.json" \
-  --benchmark_out_format=json
-"$build/bench/profiler_bench" > "$out/profiler-bench.json"
-"$build/bench/engine_bench" --repeats 15 > "$out/engine-bench-mlp.json"
-"$build/bench/engine_bench" --model gpt:layers=6,dim=128,heads=4,seq=64 --input-shape 32,64 \
-  --repeats 15 > "$out/engine-bench-gpt.json"
-echo "wrote $out/*.json; update the .md summaries from them"
+for script in balance-bench profiler-bench engine-bench zoo-balance-quality validation-accuracy \
+  paper-tables layer-sum processes-vs-threads planner-grid; do
+  echo "== bench/$script.py" >&2
+  python3 "bench/$script.py" --build "$build"
+done
+bash bench/fuzz-report.sh 60

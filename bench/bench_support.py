@@ -1,0 +1,66 @@
+"""What every report script shares: running pipebal's binaries, the commit (refusing a dirty
+tree, whose numbers no commit could reproduce), the machine, and writing the raw data and the
+markdown made from it."""
+import json
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+
+def run(cmd, **kw):
+    """Runs `cmd`; exits with its stderr when it fails. Returns stdout."""
+    result = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if result.returncode != 0:
+        sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr}")
+    return result.stdout
+
+
+def commit(allow_dirty=False):
+    """The checkout's commit; a tree with uncommitted changes is refused unless allowed."""
+    described = run(["git", "describe", "--always", "--dirty"]).strip()
+    if described.endswith("-dirty") and not allow_dirty:
+        sys.exit("the tree has uncommitted changes: commit them first, so that the report names "
+                 "a commit that reproduces it (or pass --allow-dirty for a trial run)")
+    return described
+
+
+def machine():
+    """'<CPU model>, <n> cores' from /proc/cpuinfo, else the platform's name."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+    except OSError:
+        pass
+    return f"{platform.machine()}, {os.cpu_count()} cores"
+
+
+def today():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d")
+
+
+def meta(allow_dirty):
+    """What each raw document records about where and when it was made."""
+    return {"commit": commit(allow_dirty), "machine": machine(), "date": today()}
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+def write_text(path, lines):
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def binary(build, name):
+    path = os.path.abspath(os.path.join(build, name))
+    if not os.path.exists(path):
+        sys.exit(f"{path} is missing: build it first (benchmarks: -DPIPEBAL_BUILD_BENCH=ON)")
+    return path
