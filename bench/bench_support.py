@@ -18,12 +18,16 @@ def run(cmd, **kw):
 
 
 def commit(allow_dirty=False):
-    """The checkout's commit; a tree with uncommitted changes is refused unless allowed."""
-    described = run(["git", "describe", "--always", "--dirty"]).strip()
-    if described.endswith("-dirty") and not allow_dirty:
+    """The checkout's commit. Uncommitted changes outside reports/ (where the scripts write
+    their results, one after another) are refused unless allowed, and then named "-dirty"."""
+    changed = run(["git", "status", "--porcelain", "--", ".", ":(exclude)reports"]).strip()
+    head = run(["git", "rev-parse", "--short", "HEAD"]).strip()
+    if not changed:
+        return head
+    if not allow_dirty:
         sys.exit("the tree has uncommitted changes: commit them first, so that the report names "
                  "a commit that reproduces it (or pass --allow-dirty for a trial run)")
-    return described
+    return head + "-dirty"
 
 
 def machine():
