@@ -1,8 +1,10 @@
 // See dropout.h.
 #include "pipeline/dropout.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
@@ -21,11 +23,24 @@ DropoutImpl::DropoutImpl(double p) : p_(p) {
 }
 
 at::Tensor DropoutImpl::forward(const at::Tensor& input) {
-  if (!is_training() || p_ == 0) return input;
+  return stage_dropout(input, p_, is_training());
+}
+
+at::Tensor stage_dropout(const at::Tensor& input, double p, bool train, bool feature) {
+  if (!train || p == 0) return input;
   at::Generator* generator = stage_generator();
-  if (generator == nullptr || !input.device().is_cpu()) return torch::dropout(input, p_, true);
-  const at::Tensor keep = at::empty_like(input).bernoulli_(1 - p_, *generator);
-  return input * keep / (1 - p_);
+  if (generator == nullptr || !input.device().is_cpu() || (feature && input.dim() < 2)) {
+    return feature ? torch::feature_dropout(input, p, true) : torch::dropout(input, p, true);
+  }
+  if (p >= 1) return input * 0;
+  at::Tensor keep = at::empty_like(input);
+  if (feature) {  // one draw per sample and channel
+    std::vector<int64_t> shape = input.sizes().vec();
+    std::fill(shape.begin() + 2, shape.end(), 1);
+    keep = at::empty(shape, input.options());
+  }
+  keep.bernoulli_(1 - p, *generator);
+  return input * keep / (1 - p);
 }
 
 at::Generator* stage_generator() {

@@ -26,6 +26,13 @@ struct DropoutImpl : torch::nn::Cloneable<DropoutImpl> {
 };
 TORCH_MODULE(Dropout);
 
+// Dropout of `input` with probability `p` when `train`: from the calling thread's stage
+// generator on a CPU when one is set, else LibTorch's dropout (ATen's default generator).
+// `feature`: one draw per sample and channel (dims 0 and 1), shared by the rest, as
+// nn.Dropout2d/3d. What pipebal's Dropout and a TorchScript model's rewritten dropout
+// (script_dropout.h) run.
+at::Tensor stage_dropout(const at::Tensor& input, double p, bool train, bool feature = false);
+
 // The calling thread's stage generator, or nullptr when none is set.
 at::Generator* stage_generator();
 

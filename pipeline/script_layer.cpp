@@ -1,6 +1,7 @@
 // See script_layer.h.
 #include "pipeline/script_layer.h"
 
+#include <functional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include "pipeline/error_text.h"
 #include "pipeline/script_chain.h"
+#include "pipeline/script_dropout.h"
 
 namespace pipebal::pipeline {
 namespace {
@@ -45,10 +47,28 @@ std::pair<double, double> tolerance(c10::ScalarType dtype) {
   }
 }
 
+// `copy(module)` made without autograd, its parameters trainable as the module's are: a copy
+// made under grad mode would hold non-leaf results of the originals, which gather no gradient.
+torch::jit::Module trainable_copy(
+    const torch::jit::Module& module,
+    const std::function<torch::jit::Module(const torch::jit::Module&)>& copy) {
+  torch::jit::Module result;
+  {
+    torch::NoGradGuard no_grad;
+    result = copy(module);
+  }
+  auto original = module.parameters().begin();
+  for (at::Tensor p : result.parameters()) p.requires_grad_((*original++).requires_grad());
+  return result;
+}
+
 class ScriptLayer : public Layer {
  public:
   ScriptLayer(std::string name, torch::jit::Module module)
-      : Layer(std::move(name), short_type_name(module)), module_(std::move(module)) {}
+      : Layer(std::move(name), short_type_name(module)),
+        module_(std::move(module)),
+        aten_random_(calls_aten_random_ops(module_)),
+        functional_dropout_(calls_functional_dropout(module_)) {}
 
   Batch forward(Batch input) override {
     std::vector<c10::IValue> arguments(input.tensors.begin(), input.tensors.end());
@@ -76,6 +96,7 @@ class ScriptLayer : public Layer {
 
   bool is_stochastic() const override {
     if (!module_.is_training()) return false;
+    if (aten_random_ || functional_dropout_) return true;
     for (const auto& m : module_.modules()) {
       if (short_type_name(m).find("Dropout") == std::string::npos) continue;
       // Dropout with p = 0 draws nothing; a dropout without a readable `p` counts as random.
@@ -84,23 +105,44 @@ class ScriptLayer : public Layer {
     return false;
   }
 
+  // Its dropout draws from the stage's generator (script_dropout.h); other random ATen
+  // operators from the process-wide one.
+  bool draws_from_shared_generator() const override {
+    return module_.is_training() && aten_random_;
+  }
+
   std::unique_ptr<Layer> clone() const override {
-    // deepcopy() clones tensors through autograd; under grad mode the copies would be
-    // non-leaf results of the originals. Copy without grad, then mark parameters trainable.
-    torch::jit::Module copy;
-    {
-      torch::NoGradGuard no_grad;
-      copy = module_.deepcopy();
-    }
-    auto original = module_.parameters().begin();
-    for (at::Tensor p : copy.parameters()) p.requires_grad_((*original++).requires_grad());
-    return std::make_unique<ScriptLayer>(name(), std::move(copy));
+    return std::make_unique<ScriptLayer>(
+        name(), trainable_copy(module_, [](const torch::jit::Module& m) { return m.deepcopy(); }));
   }
 
  private:
+  // A submodule other than a Dropout module calls dropout (F.dropout in its forward).
+  static bool calls_functional_dropout(const torch::jit::Module& module) {
+    for (const auto& m : module.modules()) {
+      if (short_type_name(m).find("Dropout") == std::string::npos &&
+          calls_stage_dropout(m, /*submodules=*/false)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   // `mutable` because torch::jit::Module's accessors are not const-qualified.
   mutable torch::jit::Module module_;
+  bool aten_random_ = false;         // calls a random ATen operator (alpha dropout, rand, ...)
+  bool functional_dropout_ = false;  // calls dropout outside a Dropout module
 };
+
+// Copies parameters and buffers from `from` into `to`, a module of the same structure.
+void copy_state(const torch::jit::Module& from, torch::jit::Module& to) {
+  const auto copy = [](auto sources, auto targets) {
+    auto target = targets.begin();
+    for (const auto& source : sources) (*target++).value.copy_(source.value);
+  };
+  copy(from.named_parameters(), to.named_parameters());
+  copy(from.named_buffers(), to.named_buffers());
+}
 
 }  // namespace
 
@@ -120,18 +162,27 @@ ScriptModel load_script_model(const std::string& path) {
         "previous child's outputs (e.g. move residual adds into a child module)",
         path, why));
   }
-  ScriptModel result;
-  result.layers = LayerSeq(path);
-  for (const auto& child : model.named_children()) {
-    result.layers.add(std::make_unique<ScriptLayer>(child.name, child.value));
-  }
   // Children keep the mode they were saved in; a loaded model trains like a fresh one.
   model.train(true);
-  result.reference = [model](const Batch& input) mutable {
+  // pipebal runs a copy whose dropout draws from the stage's generator; the module as loaded
+  // is what --save writes back (with the trained parameters), for Python to load.
+  torch::jit::Module work =
+      trainable_copy(model, [](const torch::jit::Module& m) { return m.clone(); });
+  use_stage_dropout(work);
+  ScriptModel result;
+  result.layers = LayerSeq(path);
+  for (const auto& child : work.named_children()) {
+    result.layers.add(std::make_unique<ScriptLayer>(child.name, child.value));
+  }
+  result.reference = [work](const Batch& input) mutable {
     std::vector<c10::IValue> arguments(input.tensors.begin(), input.tensors.end());
-    return tensors_of(model.forward(std::move(arguments)), "the model's forward");
+    return tensors_of(work.forward(std::move(arguments)), "the model's forward");
   };
-  result.save = [model](const std::string& file) { model.save(file); };
+  result.save = [model, work](const std::string& file) mutable {
+    torch::NoGradGuard no_grad;
+    copy_state(work, model);
+    model.save(file);
+  };
   return result;
 }
 

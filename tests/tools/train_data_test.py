@@ -4,7 +4,8 @@
 model, gives every step the loss PyTorch itself gets training the same model the same way (to
 1e-9), for both schedules and every checkpoint mode; `--save` writes a module whose outputs are
 the trained model's; accuracy rises well above chance; `--shuffle` follows `--seed`; two inputs
-work; bad data is one line and exit status 2.
+work; a token language model with dropout goes from profile to --save; bad data is one line
+and exit status 2.
 Usage: train_data_test.py PIPEBAL_BINARY"""
 import collections
 import json
@@ -103,6 +104,32 @@ out = os.path.join(work, "two.json")
 run("train", "--model", two, "--data", two_data, "--batch-size", "16", "--balance",
     f"1,{layers - 1}", "--chunks", "2", "-q", "-o", out)
 assert json.load(open(out))["loss"] == "mse"
+
+# A token language model with dropout, as a user brings one: profiled on synthetic token ids,
+# planned, trained on the user's tokens (next-token targets) and saved; PyTorch loads the saved
+# module, whose dropout is PyTorch's again, with the trained weights.
+torch.manual_seed(5)
+lm = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 16), nn.Dropout(0.1), nn.ReLU(),
+                   nn.Linear(16, 50))
+lm_path, lm_data = os.path.join(work, "lm.pt"), os.path.join(work, "tokens.pt")
+torch.jit.script(lm).save(lm_path)
+tokens = torch.randint(50, (64, 12))
+torch.save({"inputs": tokens, "targets": tokens.roll(-1, dims=1)}, lm_data)
+profile, plan = os.path.join(work, "lm-profile.json"), os.path.join(work, "lm-plan.json")
+run("profile", "--model", lm_path, "--input", "int64[16,12]:50", "--chunks", "1,2,4", "--repeat",
+    "2", "-q", "-o", profile)
+run("plan", profile, "--devices", "2", "-o", plan)
+out, saved_lm = os.path.join(work, "lm-run.json"), os.path.join(work, "lm-trained.pt")
+run("train", "--plan", plan, "--data", lm_data, "--batch-size", "16", "--epochs", "2", "--loss",
+    "cross_entropy", "-q", "-o", out, "--save", saved_lm)
+lm_run = json.load(open(out))
+assert lm_run["loss"] == "cross_entropy" and len(lm_run["steps"]) == 8, lm_run["steps"]
+trained_lm = torch.jit.load(saved_lm)
+assert "pipebal::" not in str(trained_lm.graph) + "".join(
+    str(m.graph) for m in trained_lm.modules())
+assert not torch.equal(trained_lm.state_dict()["1.weight"], lm.state_dict()["1.weight"])
+trained_lm.eval()
+assert trained_lm(tokens).shape == (64, 12, 50)
 
 # Bad data: one line, exit status 2.
 not_torch = os.path.join(work, "bad.pt")
