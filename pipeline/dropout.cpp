@@ -39,8 +39,10 @@ at::Tensor stage_dropout(const at::Tensor& input, double p, bool train, bool fea
     std::fill(shape.begin() + 2, shape.end(), 1);
     keep = at::empty(shape, input.options());
   }
-  keep.bernoulli_(1 - p, *generator);
-  return input * keep / (1 - p);
+  // The mask scaled in place, then one product: a pass and a temporary fewer than
+  // input * keep / (1 - p), on what is a memory-bound operation.
+  keep.bernoulli_(1 - p, *generator).div_(1 - p);
+  return input * keep;
 }
 
 at::Generator* stage_generator() {
