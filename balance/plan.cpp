@@ -11,8 +11,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "reports/atomic_file.h"
-#include "reports/schema.h"
+#include "common/atomic_file.h"
+#include "common/schema.h"
 
 namespace pipebal::balance {
 namespace {
@@ -188,7 +188,7 @@ json plan_to_json(const Plan& plan) {
   json stages = json::array();
   for (const StagePlan& stage : plan.stages) stages.push_back(stage_to_json(stage));
   const Prediction& p = plan.prediction;
-  json doc = {{"schema", reports::schema_tag(kSchemaName, kSchemaMajor)},
+  json doc = {{"schema", schema_tag(kSchemaName, kSchemaMajor)},
               {"model", plan.model},
               {"input_shape", plan.input_shape},
               {"algorithm", plan.algorithm},
@@ -215,7 +215,7 @@ json plan_to_json(const Plan& plan) {
 }
 
 Plan plan_from_json(const json& doc) {
-  reports::check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/true);
+  check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/true);
   Plan plan;
   plan.model = doc.contains("model") ? get<std::string>(doc, "model", "") : "";
   if (doc.contains("input_shape")) {
@@ -277,11 +277,11 @@ Plan plan_from_json(const json& doc) {
 }
 
 void write_plan(const std::string& path, const Plan& plan) {
-  reports::write_file_atomically(path, plan_to_json(plan).dump(2) + "\n");
+  write_file_atomically(path, plan_to_json(plan).dump(2) + "\n");
 }
 
 Plan read_plan(const std::string& path) {
-  const json doc = reports::parse_json(reports::read_file(path), path);
+  const json doc = parse_json(read_file(path), path);
   try {
     return plan_from_json(doc);
   } catch (const std::invalid_argument& error) {

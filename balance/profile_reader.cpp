@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "reports/atomic_file.h"
-#include "reports/schema.h"
+#include "common/atomic_file.h"
+#include "common/schema.h"
 
 namespace pipebal::balance {
 namespace {
@@ -129,7 +129,7 @@ constexpr size_t kMaxSizes = 64;
 }  // namespace
 
 CostProfile profile_from_json(const json& doc) {
-  reports::check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/false);
+  check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/false);
   const auto layers = doc.find("layers");
   if (layers == doc.end() || !layers->is_array()) {
     throw std::invalid_argument("profile: expected a \"layers\" array");
@@ -205,7 +205,7 @@ CostProfile profile_from_json(const json& doc) {
 }
 
 CostProfile read_profile(const std::string& path) {
-  const json doc = reports::parse_json(reports::read_file(path), path);
+  const json doc = parse_json(read_file(path), path);
   try {
     return profile_from_json(doc);
   } catch (const std::invalid_argument& error) {

@@ -257,7 +257,7 @@ void Group::wait(c10d::Work& work, const std::string& what) {
   State& st = *state_;
   {
     std::lock_guard<std::mutex> lock(st.mutex);
-    if (st.failure) throw RemoteFailure("stopped: " + *st.failure);
+    if (st.failure) throw PeerFailed("stopped: " + *st.failure);
     st.waiting.insert(&work);
   }
   bool completed = false;
@@ -278,7 +278,7 @@ void Group::wait(c10d::Work& work, const std::string& what) {
   while (error && !failure() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (auto posted = failure()) throw RemoteFailure("stopped: " + *posted);
+  if (auto posted = failure()) throw PeerFailed("stopped: " + *posted);
   if (!error) throw RemoteFailure(what + ": aborted");
   try {
     std::rethrow_exception(error);

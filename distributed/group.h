@@ -32,6 +32,13 @@ class RemoteFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// This process stopped because another rank reported a failure on the board: an echo of that
+// failure, not a cause. A rank leaves with kPeerFailedExitStatus on it (launcher.h).
+class PeerFailed : public RemoteFailure {
+ public:
+  using RemoteFailure::RemoteFailure;
+};
+
 class Group {
  public:
   // Joins the run: every process must call it; returns once all `env.world_size` processes

@@ -14,8 +14,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -161,6 +163,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   int running = options.nproc_per_node;
   int result = 0;
   bool stopping = false;
+  std::optional<std::pair<int, int>> follower;  // (rank, status) of the first kPeerFailedExitStatus
   int forwarded = 0;
   using Clock = std::chrono::steady_clock;
   Clock::time_point kill_at = Clock::time_point::max();
@@ -200,6 +203,12 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     children[rank - first_rank] = -1;
     --running;
     const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    // One that stopped because another failed may exit before the one that failed: wait for
+    // that one (the rest stop by themselves), and report it.
+    if (failed && WIFEXITED(status) && WEXITSTATUS(status) == kPeerFailedExitStatus) {
+      if (!follower) follower = std::make_pair(rank, status);
+      continue;
+    }
     if (failed && !stopping) {
       stopping = true;
       result = exit_code(status);
@@ -213,6 +222,14 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (result == 0 && follower) {  // the failure was on another host
+    log << fmt::format(
+               "pipebal launch: rank {} {} (stopped because a rank on another host "
+               "failed)\n",
+               follower->first, describe(follower->second))
+        << std::flush;
+    result = exit_code(follower->second);
+  }
   return result;
 }
 

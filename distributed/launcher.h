@@ -22,12 +22,18 @@ struct LaunchOptions {
   bool discard_stdout = false;  // the processes' standard output goes to /dev/null
 };
 
+// The exit status of a process that stopped because another one failed (distributed::PeerFailed).
+// The launcher reports the process that failed first, not the ones that followed it, however
+// their exits are ordered.
+constexpr int kPeerFailedExitStatus = 3;
+
 // Throws std::invalid_argument for inconsistent options (one line naming the option).
 void check(const LaunchOptions& options);
 
 // Runs the processes to the end. Returns 0 when all succeeded; otherwise the status of the
 // first to fail (128 + signal for one killed by a signal) after stopping the rest, with one line
-// on `log` naming it. SIGINT or SIGTERM to the launcher is passed on to every process. A process
+// on `log` naming it; a process exiting with kPeerFailedExitStatus counts only when no other
+// failed. SIGINT or SIGTERM to the launcher is passed on to every process. A process
 // outlives the launcher by nothing: each is killed should the launcher die.
 int launch(const LaunchOptions& options, std::ostream& log);
 

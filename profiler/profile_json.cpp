@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "balance/profile_reader.h"
-#include "reports/atomic_file.h"
-#include "reports/schema.h"
+#include "common/atomic_file.h"
+#include "common/schema.h"
 
 namespace pipebal::profiler {
 namespace {
@@ -73,7 +73,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
     activation_bytes += layer.activation_bytes;
   }
   nlohmann::json doc = {
-      {"schema", reports::schema_tag("pipebal.profile", 1)},
+      {"schema", schema_tag("pipebal.profile", 1)},
       {"model", profile.model},
       {"device", profile.device},
       {"backend", profile.backend},
@@ -102,7 +102,7 @@ balance::CostProfile cost_profile(const Profile& profile) {
 }
 
 void write_profile(const std::string& path, const Profile& profile) {
-  reports::write_file_atomically(path, profile_to_json(profile).dump(2) + "\n");
+  write_file_atomically(path, profile_to_json(profile).dump(2) + "\n");
 }
 
 }  // namespace pipebal::profiler

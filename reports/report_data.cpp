@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "reports/atomic_file.h"
-#include "reports/schema.h"
+#include "common/atomic_file.h"
+#include "common/schema.h"
 
 namespace pipebal::reports {
 namespace {

@@ -1,7 +1,7 @@
 // See run_record.h.
 #include "reports/run_record.h"
 
-#include "reports/schema.h"
+#include "common/schema.h"
 
 namespace pipebal::reports {
 

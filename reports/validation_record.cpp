@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "reports/run_record.h"
-#include "reports/schema.h"
+#include "common/schema.h"
 
 namespace pipebal::reports {
 namespace {

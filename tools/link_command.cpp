@@ -16,8 +16,8 @@
 #include "distributed/group.h"
 #include "distributed/launch_env.h"
 #include "distributed/link_probe.h"
-#include "reports/atomic_file.h"
-#include "reports/schema.h"
+#include "common/atomic_file.h"
+#include "common/schema.h"
 #include "workflow/training_run.h"
 
 namespace pipebal::tools {
@@ -83,13 +83,13 @@ void run_link(const LinkParams& p) {
              link.latency_ms, balance::format_bandwidth(link.bandwidth_bytes_per_ms), p.repeats);
   const nlohmann::json measured = balance::link_to_json(link);
   if (!p.profile.empty()) {
-    nlohmann::json profile = reports::parse_json(reports::read_file(p.profile), p.profile);
+    nlohmann::json profile = parse_json(read_file(p.profile), p.profile);
     profile["link"] = measured;
-    reports::write_file_atomically(p.profile, profile.dump(2) + "\n");
+    write_file_atomically(p.profile, profile.dump(2) + "\n");
     fmt::print("added the link to {}\n", p.profile);
   }
   if (!p.output.empty()) {
-    reports::write_file_atomically(p.output, measured.dump(2) + "\n");
+    write_file_atomically(p.output, measured.dump(2) + "\n");
     fmt::print("wrote {}\n", p.output);
   }
 }

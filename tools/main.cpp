@@ -11,10 +11,12 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "common/atomic_file.h"
 #include "common/git_commit.h"
+#include "distributed/group.h"
+#include "distributed/launcher.h"
 #include "pipeline/error_text.h"
 #include "pipeline/pipeline.h"
-#include "reports/atomic_file.h"
 #include "tools/balance_command.h"
 #include "tools/demo_command.h"
 #include "tools/error_report.h"
@@ -43,7 +45,7 @@ std::string rank_prefix() {
 
 int main(int argc, char** argv) {
   pipebal::workflow::keep_freed_memory_in_process();
-  pipebal::reports::install_interrupt_cleanup(rank_prefix().empty());
+  pipebal::install_interrupt_cleanup(rank_prefix().empty());
   CLI::App app{
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
       "and compare the predicted speed-up with the measured one."};
@@ -96,6 +98,10 @@ int main(int argc, char** argv) {
     // A layer may still be running on a stage's thread: leave without waiting for it.
     std::cerr << "pipebal: error: " << rank_prefix() << error.what() << std::endl;
     std::_Exit(2);
+  } catch (const pipebal::distributed::PeerFailed& error) {
+    // An echo of another rank's failure: the launcher reports that rank, not this one.
+    std::cerr << "pipebal: error: " << rank_prefix() << error.what() << "\n";
+    return pipebal::distributed::kPeerFailedExitStatus;
   } catch (const std::exception& error) {
     const pipebal::tools::ErrorReport report = pipebal::tools::report_error(error, rank_prefix());
     std::cerr << report.line << "\n";

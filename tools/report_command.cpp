@@ -6,7 +6,7 @@
 #include <memory>
 #include <ostream>
 
-#include "reports/atomic_file.h"
+#include "common/atomic_file.h"
 #include "reports/html_report.h"
 
 namespace pipebal::tools {
@@ -17,7 +17,7 @@ std::string run_report(const ReportParams& params, std::ostream& out) {
   const std::string path = params.output_path.empty()
                                ? (std::filesystem::path(params.dir) / "report.html").string()
                                : params.output_path;
-  reports::write_file_atomically(path, html);
+  write_file_atomically(path, html);
   out << path << "\n";
   return path;
 }

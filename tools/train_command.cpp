@@ -11,7 +11,7 @@
 #include "distributed/launch_env.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
-#include "reports/atomic_file.h"
+#include "common/atomic_file.h"
 #include "tools/common_options.h"
 #include "tools/progress.h"
 #include "workflow/training_run.h"
@@ -129,7 +129,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   if (!reports) return;
   print_summary(run);
   if (!p.output.empty()) {
-    reports::write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
+    write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
     fmt::print("\nwrote {}\n", p.output);
   }
   if (!settings.save.empty()) {
@@ -137,7 +137,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
                settings.save);
   }
   if (!p.trace.empty()) {
-    reports::write_file_atomically(
+    write_file_atomically(
         p.trace,
         reports::chrome_trace(run.timeline, run.model, !run.processes.empty()).dump() + "\n");
     fmt::print("wrote {} (open in https://ui.perfetto.dev or chrome://tracing)\n", p.trace);

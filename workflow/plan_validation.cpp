@@ -16,8 +16,8 @@
 #include "balance/micro_batch_costs.h"
 #include "models/synthetic.h"
 #include "profiler/profile_json.h"
-#include "reports/atomic_file.h"
-#include "reports/schema.h"
+#include "common/atomic_file.h"
+#include "common/schema.h"
 #include "reports/validation_record.h"
 #include "workflow/profiling.h"
 #include "workflow/training_run.h"
@@ -129,7 +129,7 @@ nlohmann::json auto_validation_to_json(const AutoValidation& v) {
   for (const CheckedConfiguration& c : v.configurations) {
     configurations.push_back(configuration_json(c));
   }
-  return {{"schema", reports::schema_tag("pipebal.plan-validation", 1)},
+  return {{"schema", schema_tag("pipebal.plan-validation", 1)},
           {"model", v.model},
           {"input_shape", v.input_shape},
           {"devices", v.devices},
@@ -150,7 +150,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   const std::vector<int64_t>& shape = inputs.front().shape;
   const std::vector<int> chunks = p.chunks.empty() ? default_chunks(shape[0]) : p.chunks;
   micro_batch_sizes(chunks, shape[0]);  // checks them before any work
-  reports::StagedDirectory output(p.output, plan_validation_files());
+  StagedDirectory output(p.output, plan_validation_files());
 
   // 1. Profile every size; micro-batches that overlap run beside the other stages' work.
   say(fmt::format("profiling {} at micro-batch sizes for {} chunks ...", p.model,
@@ -167,7 +167,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
       profile_at_sizes(model, inputs, chunks, p.seed, options, co_runners, beat);
   if (!p.inputs.empty()) profile.inputs = models::to_strings(inputs);
   const nlohmann::json profile_doc = profiler::profile_to_json(profile);
-  reports::write_file_atomically(output.staging() + "/profile.json", profile_doc.dump(2) + "\n");
+  write_file_atomically(output.staging() + "/profile.json", profile_doc.dump(2) + "\n");
   // The honest alternative on CPUs: the plain model with every device's threads.
   const int wide_threads = p.devices * p.threads;
   std::optional<profiler::Profile> wide;
@@ -179,7 +179,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     wide_options.co_runners = 0;
     wide = profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {}, beat);
     at::set_num_threads(p.threads);
-    reports::write_file_atomically(output.staging() + "/profile-threads.json",
+    write_file_atomically(output.staging() + "/profile-threads.json",
                                    profiler::profile_to_json(*wide).dump(2) + "\n");
   }
 
@@ -239,7 +239,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   validation.devices = p.devices;
   validation.searched = result.searched;
   validation.configurations = std::move(list);
-  reports::write_file_atomically(output.staging() + "/plan-validation.json",
+  write_file_atomically(output.staging() + "/plan-validation.json",
                                  auto_validation_to_json(validation).dump(2) + "\n");
   output.commit();
   return validation;

@@ -20,10 +20,10 @@
 #include "profiler/environment.h"
 #include "profiler/profile_json.h"
 #include "profiler/profiler.h"
-#include "reports/atomic_file.h"
+#include "common/atomic_file.h"
 #include "reports/html_report.h"
 #include "reports/run_record.h"
-#include "reports/schema.h"
+#include "common/schema.h"
 #include "workflow/training_run.h"
 #include "workflow/watchdog.h"
 
@@ -31,7 +31,7 @@ namespace pipebal::workflow {
 namespace {
 
 void write_json(const std::string& path, const nlohmann::json& doc) {
-  reports::write_file_atomically(path, doc.dump(2) + "\n");
+  write_file_atomically(path, doc.dump(2) + "\n");
 }
 
 pipeline::Timeline to_timeline(const balance::SimulationResult& simulated) {
@@ -168,7 +168,7 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
                                          fmt::join(s.balance, ","), p.processes, status));
   }
   reports::RunRecord record =
-      reports::run_from_json(reports::parse_json(reports::read_file(file), file));
+      reports::run_from_json(parse_json(read_file(file), file));
   std::filesystem::remove(file);
   return record;
 }
@@ -280,7 +280,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   }
   run.data = models::make_synthetic_data(run.model, run.inputs, p.seed);
   // Everything is written aside and put in place at the end: never a directory mixing runs.
-  reports::StagedDirectory output(p.output, validation_files());
+  StagedDirectory output(p.output, validation_files());
   run.dir = output.staging();
 
   // 1. Profile.
@@ -319,7 +319,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   // 4. The report, and everything in place at once.
   reports::ReportInputs inputs = reports::load_report_inputs(run.dir);
   inputs.dir = p.output;
-  reports::write_file_atomically(run.dir + "/report.html", reports::render_html_report(inputs));
+  write_file_atomically(run.dir + "/report.html", reports::render_html_report(inputs));
   output.commit();
   return record;
 }

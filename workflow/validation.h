@@ -50,7 +50,7 @@ const std::vector<std::string>& validation_files();
 using StatusFn = std::function<void(const std::string& line)>;
 
 // Runs the whole loop and puts DIR/{profile,profile-batch,plan,run,trace,validation}.json and
-// report.html in place at once (reports::StagedDirectory). Throws std::invalid_argument for bad
+// report.html in place at once (StagedDirectory). Throws std::invalid_argument for bad
 // settings before any work, and for a model or shape that does not fit.
 reports::ValidationRecord validate(const ValidateSettings& settings, const StatusFn& status = {});
 

@@ -23,7 +23,9 @@
 
 #include "common/parse_integers.h"
 #include "distributed/c10d_transport.h"
+#include "distributed/group.h"
 #include "distributed/launch_env.h"
+#include "distributed/launcher.h"
 #include "distributed/replicas.h"
 #include "pipeline/batch_norm.h"
 #include "pipeline/error_text.h"
@@ -239,6 +241,9 @@ int main(int argc, char** argv) {
   } catch (const pipebal::pipeline::StepTimeout& error) {
     std::cerr << "rank " << std::getenv("RANK") << ": " << error.what() << std::endl;
     std::_Exit(2);  // a layer may still be running: leave without waiting for it
+  } catch (const pipebal::distributed::PeerFailed& error) {
+    std::cerr << "rank " << std::getenv("RANK") << ": " << error.what() << "\n";
+    return pipebal::distributed::kPeerFailedExitStatus;
   } catch (const std::exception& error) {
     std::cerr << "rank " << std::getenv("RANK") << ": " << pipebal::pipeline::error_summary(error)
               << "\n";

@@ -7,7 +7,7 @@
 #include "tests/support/scratch_dir.h"
 
 #include "balance/profile_reader.h"
-#include "reports/atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace pipebal::profiler {
 namespace {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include "tests/support/scratch_dir.h"
 
-#include "reports/atomic_file.h"
+#include "common/atomic_file.h"
 #include "reports/svg.h"
 
 namespace pipebal::reports {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "reports/atomic_file.h"
+#include "common/atomic_file.h"
 #include "tests/support/scratch_dir.h"
 
 namespace pipebal::tools {
@@ -40,7 +40,7 @@ TEST(ReportCommand, WritesDirReportHtmlAndPrintsThePath) {
   const std::string path = run_report(params, out);
   EXPECT_EQ(path, (fs::path(dir.path()) / "report.html").string());
   EXPECT_EQ(out.str(), path + "\n");
-  const std::string html = reports::read_file(path);
+  const std::string html = read_file(path);
   EXPECT_NE(html.find("<!DOCTYPE html>"), std::string::npos);
   EXPECT_NE(html.find("</html>"), std::string::npos);
   // No temporary file is left beside it.

@@ -198,6 +198,16 @@ struct BusyPort {
   ~BusyPort() { close(fd); }
 };
 
+// A rank that stopped because another failed may exit first; launch names the one that failed.
+TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
+  const CliResult r = run_pipebal(
+      "launch --nproc-per-node 3 --master-port 0 -- sh -c "
+      "'if [ $RANK = 1 ]; then exit 3; elif [ $RANK = 2 ]; then sleep 0.5; exit 2; fi'");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("pipebal launch: rank 2 exited with status 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("rank 1 exited"), std::string::npos) << r.err;
+}
+
 TEST(LaunchCli, PortInUseIsOneLine) {
   const BusyPort busy;
   const CliResult r = run_shell(as_rank(0, 2, busy.port, kTrain));

@@ -1,7 +1,7 @@
 // Output files: written whole or not at all, through symbolic links, never over a device or a
 // FIFO; temporary files of dead processes cleaned up; inputs read only from regular files;
 // directories of documents put in place whole.
-#include "reports/atomic_file.h"
+#include "common/atomic_file.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,7 +16,7 @@
 
 #include "tests/support/scratch_dir.h"
 
-namespace pipebal::reports {
+namespace pipebal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -122,4 +122,4 @@ TEST(StagedDirectory, NeverReplacesADirectoryWithOtherFiles) {
 }
 
 }  // namespace
-}  // namespace pipebal::reports
+}  // namespace pipebal

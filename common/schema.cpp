@@ -1,11 +1,11 @@
 // See schema.h.
-#include "reports/schema.h"
+#include "common/schema.h"
 
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
-namespace pipebal::reports {
+namespace pipebal {
 
 std::string schema_tag(const std::string& name, int major) {
   return name + "/" + std::to_string(major);
@@ -46,4 +46,4 @@ void check_schema(const nlohmann::json& doc, const std::string& name, int major,
   }
 }
 
-}  // namespace pipebal::reports
+}  // namespace pipebal

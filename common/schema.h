@@ -5,7 +5,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace pipebal::reports {
+namespace pipebal {
 
 // "pipebal.plan/1" for ("pipebal.plan", 1).
 std::string schema_tag(const std::string& name, int major);
@@ -18,4 +18,4 @@ nlohmann::json parse_json(const std::string& text, const std::string& what);
 // std::invalid_argument saying what was found and what is supported.
 void check_schema(const nlohmann::json& doc, const std::string& name, int major, bool required);
 
-}  // namespace pipebal::reports
+}  // namespace pipebal

@@ -1,5 +1,5 @@
 // See atomic_file.h.
-#include "reports/atomic_file.h"
+#include "common/atomic_file.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-namespace pipebal::reports {
+namespace pipebal {
 namespace {
 
 namespace fs = std::filesystem;
@@ -265,4 +265,4 @@ void StagedDirectory::commit() {
   if (replacing) fs::remove_all(previous, error);
 }
 
-}  // namespace pipebal::reports
+}  // namespace pipebal

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace pipebal::reports {
+namespace pipebal {
 
 // Files read whole are at most this large.
 constexpr int64_t kMaxReadBytes = int64_t{1} << 30;
@@ -53,4 +53,4 @@ class StagedDirectory {
 // path when it cannot (without blocking on a FIFO or reading a device).
 std::string read_file(const std::string& path);
 
-}  // namespace pipebal::reports
+}  // namespace pipebal
