@@ -268,9 +268,9 @@ std::string steps_card(const ReportData& data) {
   return fmt::format(
       "<section class=\"card\" id=\"run\"><h2>Training run</h2><p class=\"lead\">Every measured "
       "step "
-      "(run.json), raw.{}</p><div class=\"scroll\"><table><thead><tr><th class=\"l\">step</th>"
+      "(run.json), raw.{}</p>{}<div class=\"scroll\"><table><thead><tr><th class=\"l\">step</th>"
       "<th>ms</th><th>loss</th></tr></thead><tbody>{}</tbody></table></div></section>\n",
-      throughput, rows);
+      throughput, loss_curve_chart(data.run_steps), rows);
 }
 
 std::string layer_table_card(const ReportData& data) {

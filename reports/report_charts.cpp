@@ -294,6 +294,46 @@ std::string stage_memory_chart(const ReportCandidate& candidate, const std::vect
   return grouped_bar_chart(series, candidate.balance.size(), options);
 }
 
+std::string loss_curve_chart(const std::vector<std::pair<double, double>>& steps) {
+  std::vector<std::pair<size_t, double>> points;  // (step, loss)
+  double max = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!known(steps[i].second)) continue;
+    points.emplace_back(i, steps[i].second);
+    max = std::max(max, steps[i].second);
+  }
+  if (points.size() < 2) return "";
+  constexpr double kWidth = 640, kHeight = 240;
+  constexpr double kLeft = 64, kRight = 16, kTop = 16, kBottom = 40;
+  Svg svg(kWidth, kHeight, "Loss per training step");
+  const std::vector<double> ticks = nice_ticks(max, 4);
+  const double bottom = kHeight - kBottom;
+  draw_y_axis(svg, kLeft, kWidth - kRight, kTop, bottom, ticks, format_tick, "loss");
+  const double last = static_cast<double>(steps.size() - 1);
+  const auto x_of = [&](size_t step) {
+    return kLeft + (kWidth - kRight - kLeft) * static_cast<double>(step) / last;
+  };
+  const auto y_of = [&](double loss) { return bottom - (bottom - kTop) * loss / ticks.back(); };
+  TextStyle step_style;
+  step_style.anchor = "middle";
+  step_style.size = 11;
+  step_style.fill = palette::kMuted;
+  for (double tick : nice_ticks(last, 6)) {
+    if (tick > last) break;
+    svg.text(x_of(static_cast<size_t>(tick)), bottom + 16, format_tick(tick), step_style);
+  }
+  svg.text((kLeft + kWidth - kRight) / 2, kHeight - 6, "step", step_style);
+  for (size_t k = 1; k < points.size(); ++k) {
+    svg.line(x_of(points[k - 1].first), y_of(points[k - 1].second), x_of(points[k].first),
+             y_of(points[k].second), palette::kMeasured, 2);
+  }
+  for (const auto& [step, loss] : points) {
+    svg.rect(x_of(step) - 2.5, y_of(loss) - 2.5, 5, 5, palette::kMeasured,
+             fmt::format("step {}: loss {:.4f}", step, loss));
+  }
+  return svg.str();
+}
+
 std::string timeline_chart(const ReportCandidate& candidate, int stages) {
   std::vector<GanttPanel> panels;
   if (candidate.predicted && !candidate.predicted->timeline.empty()) {

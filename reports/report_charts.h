@@ -1,9 +1,11 @@
 // The HTML report's charts, each an inline <svg> string drawn from ReportData: per-layer cost
 // with every candidate's stage boundaries, per-stage busy time and memory (predicted beside
-// measured, against the caps), and the pipeline timeline as a Gantt chart.
+// measured, against the caps), the pipeline timeline as a Gantt chart, and the training loss.
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reports/report_data.h"
 
@@ -19,6 +21,10 @@ std::string stage_time_chart(const ReportCandidate& candidate);
 // Memory per stage, predicted beside measured peak, with each stage's cap as a dashed line
 // (`caps` per stage; NaN or missing: none).
 std::string stage_memory_chart(const ReportCandidate& candidate, const std::vector<double>& caps);
+
+// The loss of every training step (`steps`: (ms, loss) per step), a line through one point per
+// step with the step and loss as its tooltip. Empty with fewer than two known losses.
+std::string loss_curve_chart(const std::vector<std::pair<double, double>>& steps);
 
 // One Gantt panel per side that has a timeline (predicted above measured) on a shared time
 // axis: a row per stage, F/R/B coloured, the micro-batch number inside boxes wide enough.

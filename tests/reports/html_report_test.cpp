@@ -3,18 +3,21 @@
 // every input error.
 #include "reports/html_report.h"
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <regex>
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include "tests/support/scratch_dir.h"
 
 #include "common/atomic_file.h"
+#include "reports/report_charts.h"
 #include "reports/svg.h"
 
 namespace pipebal::reports {
@@ -94,8 +97,9 @@ TEST(HtmlReport, DrawsEveryChartAsInlineSvg) {
   EXPECT_NE(html.find("aria-label=\"Busy time per step and stage"), std::string::npos);
   EXPECT_NE(html.find("aria-label=\"Memory per stage"), std::string::npos);
   EXPECT_NE(html.find("aria-label=\"Pipeline timeline"), std::string::npos);
-  // Layer chart + (2 stage charts + timeline) for each of the 2 candidates.
-  EXPECT_EQ(count(html, "<svg "), 1u + 2u * 3u);
+  EXPECT_NE(html.find("aria-label=\"Loss per training step"), std::string::npos);
+  // Layer chart + (2 stage charts + timeline) for each of the 2 candidates + the loss curve.
+  EXPECT_EQ(count(html, "<svg "), 1u + 2u * 3u + 1u);
   EXPECT_EQ(count(html, "<svg "), count(html, "viewBox="));
   // Gantt boxes carry their action and micro-batch; the predicted and measured panels both exist.
   EXPECT_NE(html.find("Predicted (simulator)"), std::string::npos);
@@ -159,6 +163,24 @@ TEST(HtmlReport, RunWithoutValidationIsTheMeasuredSide) {
   EXPECT_NE(html.find("Measured (engine)"), std::string::npos);
   EXPECT_NE(html.find("No predicted timeline"), std::string::npos);
   EXPECT_NE(html.find("Training run"), std::string::npos);
+}
+
+TEST(HtmlReport, TheTrainingRunHasALossCurveThroughEveryStep) {
+  const json run = json::parse(read_file(kFixtureDir + "/run.json"));
+  const std::string html = render_fixture();
+  EXPECT_EQ(count(html, "aria-label=\"Loss per training step\""), 1u);
+  EXPECT_EQ(count(html, "<title>step "), run["steps"].size());
+  const double first = run["steps"][0]["loss"].get<double>();
+  EXPECT_NE(html.find(fmt::format("<title>step 0: loss {:.4f}</title>", first)), std::string::npos);
+}
+
+TEST(LossCurve, DrawsKnownLossesOnlyAndNeedsTwo) {
+  const double nan = std::nan("");
+  EXPECT_EQ(count(loss_curve_chart({{1, 2.0}, {1, nan}, {1, 1.5}}), "<title>step "), 2u);
+  EXPECT_NE(loss_curve_chart({{1, 2.0}, {1, nan}, {1, 1.5}}).find("step 2: loss 1.5000"),
+            std::string::npos);
+  EXPECT_EQ(loss_curve_chart({{1, 2.0}, {1, nan}}), "");
+  EXPECT_EQ(loss_curve_chart({}), "");
 }
 
 TEST(HtmlReport, UnknownSchemaMajorIsRejectedNamingTheFile) {
