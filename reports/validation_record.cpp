@@ -3,8 +3,8 @@
 
 #include <limits>
 
-#include "reports/run_record.h"
 #include "common/schema.h"
+#include "reports/run_record.h"
 
 namespace pipebal::reports {
 namespace {

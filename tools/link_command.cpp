@@ -13,11 +13,11 @@
 #include "balance/link_model.h"
 #include "balance/profile_reader.h"
 #include "balance/units.h"
+#include "common/atomic_file.h"
+#include "common/schema.h"
 #include "distributed/group.h"
 #include "distributed/launch_env.h"
 #include "distributed/link_probe.h"
-#include "common/atomic_file.h"
-#include "common/schema.h"
 #include "workflow/training_run.h"
 
 namespace pipebal::tools {

@@ -8,10 +8,10 @@
 
 #include "balance/plan.h"
 #include "balance/units.h"
+#include "common/atomic_file.h"
 #include "distributed/launch_env.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
-#include "common/atomic_file.h"
 #include "tools/common_options.h"
 #include "tools/progress.h"
 #include "workflow/training_run.h"

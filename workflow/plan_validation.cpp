@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "balance/micro_batch_costs.h"
-#include "models/synthetic.h"
-#include "profiler/profile_json.h"
 #include "common/atomic_file.h"
 #include "common/schema.h"
+#include "models/synthetic.h"
+#include "profiler/profile_json.h"
 #include "reports/validation_record.h"
 #include "workflow/profiling.h"
 #include "workflow/training_run.h"
@@ -180,7 +180,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     wide = profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {}, beat);
     at::set_num_threads(p.threads);
     write_file_atomically(output.staging() + "/profile-threads.json",
-                                   profiler::profile_to_json(*wide).dump(2) + "\n");
+                          profiler::profile_to_json(*wide).dump(2) + "\n");
   }
 
   // 2. Plan, and cost the user's own configuration the same way.
@@ -240,7 +240,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   validation.searched = result.searched;
   validation.configurations = std::move(list);
   write_file_atomically(output.staging() + "/plan-validation.json",
-                                 auto_validation_to_json(validation).dump(2) + "\n");
+                        auto_validation_to_json(validation).dump(2) + "\n");
   output.commit();
   return validation;
 }

@@ -54,7 +54,8 @@ TEST_P(ScriptFixture, BackwardReachesEveryParameterAndCloneIsDeep) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ScriptFixture,
                          ::testing::Values("sequential_mlp_scripted", "sequential_cnn_traced",
-                                           "sequential_dropout_scripted", "dropout_kinds_scripted"));
+                                           "sequential_dropout_scripted",
+                                           "dropout_kinds_scripted"));
 
 TEST(ScriptLayer, ChildrenBecomeNamedTypedLayers) {
   LayerSeq seq = load_torchscript(kFixtures + "/sequential_mlp_scripted.pt");
