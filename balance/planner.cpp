@@ -213,13 +213,14 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
     throw std::invalid_argument(
         fmt::format("devices must be from 1 to 4096, got {}", search.devices));
   }
-  const int64_t batch = profile.mini_batch_size();
-  if (batch <= 0) {
-    throw std::invalid_argument(
-        "the profile does not say its mini-batch (input_shape): profile it with pipebal profile");
-  }
   check_per_device(search.costs.memory_caps_bytes, search.devices, "memory caps");
   check_per_device(search.costs.device_speeds, search.devices, "device speeds");
+  PlanSearchResult result;
+  // The reference: the whole mini-batch through the plain model on one device (which also
+  // refuses a profile that does not say its mini-batch).
+  result.plain = plain_model(profile, search.costs);
+  const Configuration& plain = result.plain;
+  const int64_t batch = profile.mini_batch_size();
   const std::vector<ScheduleKind> schedules =
       search.schedules.empty()
           ? std::vector<ScheduleKind>{ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}
@@ -231,12 +232,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
           : search.checkpoints;
   const int layers = static_cast<int>(profile.layers.size());
 
-  PlanSearchResult result;
   result.one_size = measured_sizes(profile).size() <= 1;
-
-  // The reference: the whole mini-batch through the plain model on one device.
-  result.plain = plain_model(profile, search.costs);
-  const Configuration& plain = result.plain;
 
   std::vector<Configuration> feasible;
   for (int replicas = 1; replicas <= (search.data_parallel ? search.devices : 1); ++replicas) {

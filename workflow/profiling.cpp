@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "balance/micro_batch_costs.h"
 #include "models/synthetic.h"
 
 namespace pipebal::workflow {
@@ -21,7 +22,7 @@ std::vector<int64_t> micro_batch_sizes(const std::vector<int>& chunks, int64_t b
       throw std::invalid_argument(
           fmt::format("--chunks {} is more than the batch size {} (--input-shape)", m, batch));
     }
-    const int64_t size = (batch + m - 1) / m;
+    const int64_t size = balance::micro_batch_size(batch, m);
     const auto same = std::find(sizes.begin(), sizes.end(), size);
     if (same != sizes.end()) {
       throw std::invalid_argument(

@@ -14,16 +14,16 @@
 #include "balance/partition.h"
 #include "balance/plan.h"
 #include "balance/profile_reader.h"
+#include "common/atomic_file.h"
+#include "common/schema.h"
 #include "distributed/launcher.h"
 #include "models/synthetic.h"
 #include "pipeline/batch.h"
 #include "profiler/environment.h"
 #include "profiler/profile_json.h"
 #include "profiler/profiler.h"
-#include "common/atomic_file.h"
 #include "reports/html_report.h"
 #include "reports/run_record.h"
-#include "common/schema.h"
 #include "workflow/training_run.h"
 #include "workflow/watchdog.h"
 
@@ -67,17 +67,19 @@ struct Run {
   const ValidateSettings& settings;
   models::Model model;
   std::vector<models::InputSpec> inputs;
-  std::vector<int64_t> shape;  // the first input's
   models::SyntheticData data;
   std::string dir;  // the staging directory
   SayFn say;
+
+  // The mini-batch's shape: the first input's.
+  const std::vector<int64_t>& shape() const { return inputs.front().shape; }
 };
 
 // The profile as a document, named like the model and recorded with what it was made for.
 nlohmann::json profile_document(const Run& run, profiler::Profile profile, int chunks,
                                 int co_runners) {
   profile.chunks = chunks;
-  profile.input_shape = run.shape;
+  profile.input_shape = run.shape();
   if (!run.settings.inputs.empty()) profile.inputs = models::to_strings(run.inputs);
   nlohmann::json doc = profiler::profile_to_json(profile);
   doc["model"] = run.model.layers.name();
@@ -167,8 +169,7 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
     throw std::runtime_error(fmt::format("training [{}] as {} processes failed (exit status {})",
                                          fmt::join(s.balance, ","), p.processes, status));
   }
-  reports::RunRecord record =
-      reports::run_from_json(parse_json(read_file(file), file));
+  reports::RunRecord record = reports::run_from_json(parse_json(read_file(file), file));
   std::filesystem::remove(file);
   return record;
 }
@@ -265,14 +266,12 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   cost_options.chunks = p.chunks;
 
   at::set_num_threads(p.threads);  // profile with the stages' thread count
-  Run run{
-      p, models::build_model(p.model, p.seed), {}, {}, {}, {}, [&status](const std::string& line) {
-        if (status) status(line);
-      }};
+  Run run{p, models::build_model(p.model, p.seed), {}, {}, {}, [&status](const std::string& line) {
+            if (status) status(line);
+          }};
   run.inputs = models::model_inputs(
       run.model, p.inputs,
       p.input_shape.empty() ? std::vector<int64_t>{} : models::parse_shape(p.input_shape));
-  run.shape = run.inputs.front().shape;
   if (static_cast<size_t>(p.stages) > run.model.layers.size()) {
     throw std::invalid_argument(fmt::format("{} stages need at least {} layers, {} has {}",
                                             p.stages, p.stages, run.model.layers.name(),
@@ -296,14 +295,14 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   const auto plans = candidate_plans(cost_model);
   balance::Plan best = plans.front().first;
   best.model = run.model.layers.name();
-  best.input_shape = run.shape;
+  best.input_shape = run.shape();
   if (!p.inputs.empty()) best.inputs = models::to_strings(run.inputs);
   balance::write_plan(run.dir + "/plan.json", best);
 
   // 3. Train every candidate with the same engine, pipelined and with one micro-batch.
   reports::ValidationRecord record;
   record.model = run.model.layers.name();
-  record.input_shape = run.shape;
+  record.input_shape = run.shape();
   record.stages = p.stages;
   record.chunks = p.chunks;
   record.schedule = pipeline::to_string(p.schedule);
