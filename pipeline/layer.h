@@ -1,6 +1,6 @@
 // One element of a model's layer sequence: the unit the profiler times, the balancer assigns
 // to a stage and the engine runs. Implemented over a torch::nn module (module_layer.h) or a
-// child of a TorchScript module (script_layer.h).
+// piece of a TorchScript module's forward (script_layer.h).
 #pragma once
 
 #include <memory>

@@ -151,6 +151,11 @@ bool calls_stage_dropout(const torch::jit::Module& module, bool submodules) {
   return found;
 }
 
+bool is_random_op(const torch::jit::Node& node) {
+  return random_ops().count(node.kind().toQualString()) > 0 || node.kind() == kStageDropout ||
+         node.kind() == kStageFeatureDropout;
+}
+
 bool calls_aten_random_ops(const torch::jit::Module& module) {
   bool found = false;
   for_each_node(module, [&](jit::Node* node) {

@@ -10,6 +10,10 @@
 
 #include <torch/script.h>
 
+namespace torch::jit {
+struct Node;
+}  // namespace torch::jit
+
 namespace pipebal::pipeline {
 
 // Rewrites `module`'s dropout nodes as above, with the functions its methods call inlined into
@@ -26,5 +30,8 @@ bool calls_stage_dropout(const torch::jit::Module& module, bool submodules);
 // True when a method graph of `module` (or of its submodules) calls an ATen operator that draws
 // random numbers: such a layer draws from ATen's process-wide generator.
 bool calls_aten_random_ops(const torch::jit::Module& module);
+
+// True when `node` is such an ATen operator, or pipebal's dropout.
+bool is_random_op(const torch::jit::Node& node);
 
 }  // namespace pipebal::pipeline

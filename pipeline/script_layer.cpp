@@ -8,8 +8,8 @@
 #include <torch/script.h>
 
 #include "pipeline/error_text.h"
-#include "pipeline/script_chain.h"
 #include "pipeline/script_dropout.h"
+#include "pipeline/script_split.h"
 
 namespace pipebal::pipeline {
 namespace {
@@ -62,42 +62,61 @@ torch::jit::Module trainable_copy(
   return result;
 }
 
+// One piece of a TorchScript model's forward (script_split.h).
 class ScriptLayer : public Layer {
  public:
-  ScriptLayer(std::string name, torch::jit::Module module)
-      : Layer(std::move(name), short_type_name(module)),
-        module_(std::move(module)),
-        aten_random_(calls_aten_random_ops(module_)),
-        functional_dropout_(calls_functional_dropout(module_)) {}
+  explicit ScriptLayer(ScriptPiece piece)
+      : Layer(piece.name, piece.type),
+        piece_(std::move(piece)),
+        aten_random_(calls_aten_random_ops(piece_.module)),
+        functional_dropout_(piece_.own_code_draws || calls_functional_dropout(piece_.module)) {
+    set_skips(piece_.stashes, piece_.pops);
+  }
 
   Batch forward(Batch input) override {
+    if (input.tensors.size() != piece_.inputs) {
+      throw std::invalid_argument(
+          fmt::format("it takes {} tensor(s), given {}", piece_.inputs, input.tensors.size()));
+    }
     std::vector<c10::IValue> arguments(input.tensors.begin(), input.tensors.end());
-    input.tensors = tensors_of(module_.forward(std::move(arguments)),
-                               fmt::format("TorchScript layer '{}'", name()));
+    for (const std::string& name : piece_.reads) {
+      const auto skip = input.skips.find(name);
+      if (skip == input.skips.end()) {
+        throw std::invalid_argument(fmt::format("skip tensor '{}' did not reach it", name));
+      }
+      arguments.emplace_back(skip->second);
+    }
+    for (const std::string& name : piece_.pops) input.skips.erase(name);
+    const std::vector<at::Tensor> results = tensors_of(
+        piece_.module.forward(std::move(arguments)), fmt::format("TorchScript layer '{}'", name()));
+    input.tensors.assign(results.begin(), results.begin() + piece_.outputs);
+    for (size_t s = 0; s < piece_.stashes.size(); ++s) {
+      input.skips[piece_.stashes[s]] = results[piece_.outputs + s];
+    }
     return input;
   }
 
   std::vector<at::Tensor> parameters() const override {
     std::vector<at::Tensor> all;
-    for (const auto& p : module_.parameters()) all.push_back(p);
+    for (const auto& p : piece_.module.parameters()) all.push_back(p);
     return all;
   }
 
   std::vector<at::Tensor> buffers() const override {
     std::vector<at::Tensor> all;
-    for (const auto& b : module_.buffers()) all.push_back(b);
+    for (const auto& b : piece_.module.buffers()) all.push_back(b);
     return all;
   }
 
-  void to(const c10::Device& device) override { module_.to(device); }
-  void to(c10::ScalarType dtype) override { module_.to(dtype); }
-  void train(bool on) override { module_.train(on); }
-  bool is_training() const override { return module_.is_training(); }
+  void to(const c10::Device& device) override { piece_.module.to(device); }
+  void to(c10::ScalarType dtype) override { piece_.module.to(dtype); }
+  void train(bool on) override { piece_.module.train(on); }
+  bool is_training() const override { return piece_.module.is_training(); }
 
   bool is_stochastic() const override {
-    if (!module_.is_training()) return false;
+    if (!piece_.module.is_training()) return false;
     if (aten_random_ || functional_dropout_) return true;
-    for (const auto& m : module_.modules()) {
+    for (const auto& m : piece_.module.modules()) {
       if (short_type_name(m).find("Dropout") == std::string::npos) continue;
       // Dropout with p = 0 draws nothing; a dropout without a readable `p` counts as random.
       if (!m.hasattr("p") || !m.attr("p").isDouble() || m.attr("p").toDouble() > 0) return true;
@@ -108,19 +127,23 @@ class ScriptLayer : public Layer {
   // Its dropout draws from the stage's generator (script_dropout.h); other random ATen
   // operators from the process-wide one.
   bool draws_from_shared_generator() const override {
-    return module_.is_training() && aten_random_;
+    return piece_.module.is_training() && aten_random_;
   }
 
   std::unique_ptr<Layer> clone() const override {
-    return std::make_unique<ScriptLayer>(
-        name(), trainable_copy(module_, [](const torch::jit::Module& m) { return m.deepcopy(); }));
+    ScriptPiece copy = piece_;
+    copy.module =
+        trainable_copy(piece_.module, [](const torch::jit::Module& m) { return m.deepcopy(); });
+    return std::make_unique<ScriptLayer>(std::move(copy));
   }
 
  private:
-  // A submodule other than a Dropout module calls dropout (F.dropout in its forward).
-  static bool calls_functional_dropout(const torch::jit::Module& module) {
-    for (const auto& m : module.modules()) {
-      if (short_type_name(m).find("Dropout") == std::string::npos &&
+  // A module the piece calls, other than a Dropout module, calls dropout (F.dropout in its
+  // forward). The piece's own forward, which inlines them all, is not one of them.
+  static bool calls_functional_dropout(const torch::jit::Module& piece) {
+    for (const auto& m : piece.modules()) {
+      if (m._ivalue() != piece._ivalue() &&
+          short_type_name(m).find("Dropout") == std::string::npos &&
           calls_stage_dropout(m, /*submodules=*/false)) {
         return true;
       }
@@ -129,7 +152,7 @@ class ScriptLayer : public Layer {
   }
 
   // `mutable` because torch::jit::Module's accessors are not const-qualified.
-  mutable torch::jit::Module module_;
+  mutable ScriptPiece piece_;
   bool aten_random_ = false;         // calls a random ATen operator (alpha dropout, rand, ...)
   bool functional_dropout_ = false;  // calls dropout outside a Dropout module
 };
@@ -154,27 +177,32 @@ ScriptModel load_script_model(const std::string& path) {
     throw std::invalid_argument(
         fmt::format("cannot load TorchScript model '{}': {}", path, error_summary(error)));
   }
-  const std::string why = why_not_a_chain(model);
-  if (!why.empty()) {
-    throw std::invalid_argument(fmt::format(
-        "TorchScript model '{}' is not a chain of its children: {}; pipebal would run a different "
-        "model. Export a module whose forward calls each top-level child once, in order, on the "
-        "previous child's outputs (e.g. move residual adds into a child module)",
-        path, why));
-  }
   // Children keep the mode they were saved in; a loaded model trains like a fresh one.
   model.train(true);
   // pipebal runs a copy whose dropout draws from the stage's generator; the module as loaded
   // is what --save writes back (with the trained parameters), for Python to load.
   torch::jit::Module work =
       trainable_copy(model, [](const torch::jit::Module& m) { return m.clone(); });
+  std::vector<ScriptPiece> pieces;
+  try {
+    pieces = split_forward(work);  // before use_stage_dropout inlines the calls it cuts at
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(fmt::format(
+        "TorchScript model '{}' cannot be cut into layers: {}; pipebal runs the model's own "
+        "forward or nothing",
+        path, error.what()));
+  }
   use_stage_dropout(work);
   ScriptModel result;
   result.layers = LayerSeq(path);
-  for (const auto& child : work.named_children()) {
-    result.layers.add(std::make_unique<ScriptLayer>(child.name, child.value));
+  for (ScriptPiece& piece : pieces) {
+    use_stage_dropout(piece.module);
+    result.layers.add(std::make_unique<ScriptLayer>(std::move(piece)));
   }
-  result.reference = [work](const Batch& input) mutable {
+  result.layers.check_skips();
+  result.reference = [work, first = result.layers.at(0)](const Batch& input) mutable {
+    // The model's own operators (dropout between its children) follow the layers' mode.
+    work.setattr("training", first->is_training());
     std::vector<c10::IValue> arguments(input.tensors.begin(), input.tensors.end());
     return tensors_of(work.forward(std::move(arguments)), "the model's forward");
   };

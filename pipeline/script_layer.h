@@ -1,7 +1,8 @@
 // TorchScript models as layer sequences: a module made in Python with torch.jit.script or
-// torch.jit.trace whose forward calls its top-level children one after another, each on the
-// previous one's outputs (an nn.Sequential, typically), becomes a LayerSeq with one layer per
-// child. Any other forward is refused: pipebal never runs a different model than the user's.
+// torch.jit.trace becomes a LayerSeq with one layer per module call of its forward, the
+// operators around each call included and the values used further on carried as skip tensors
+// (script_split.h). A forward that cannot be cut so is refused: pipebal never runs a different
+// model than the user's.
 #pragma once
 
 #include <functional>
@@ -23,10 +24,9 @@ struct ScriptModel {
   std::function<void(const std::string& path)> save;
 };
 
-// Loads `path` on the CPU. A child's forward takes the batch's tensors as positional
-// arguments and may return a tensor or a tuple of tensors. Throws std::invalid_argument when
-// the file cannot be loaded, has no children, or its forward is not a chain of its children
-// (the message says what breaks the chain, where, and what to do).
+// Loads `path` on the CPU. The first layer takes forward's arguments, the last returns its
+// results (a tensor or a tuple of tensors). Throws std::invalid_argument when the file cannot
+// be loaded or its forward cannot be cut (the message says why).
 ScriptModel load_script_model(const std::string& path);
 
 // load_script_model(path).layers.

@@ -131,6 +131,49 @@ assert not torch.equal(trained_lm.state_dict()["1.weight"], lm.state_dict()["1.w
 trained_lm.eval()
 assert trained_lm(tokens).shape == (64, 12, 50)
 
+# A model that is not a chain of its children, cut at its module calls: residual adds across
+# them and a ModuleList, trained through 3 stages, gives every step PyTorch's loss too, and the
+# saved module carries the trained weights.
+class ResidualNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(8, 16)
+        self.blocks = nn.ModuleList([nn.Linear(16, 16) for _ in range(3)])
+        self.head = nn.Linear(16, CLASSES)
+
+    def forward(self, inputs):
+        h = torch.tanh(self.stem(inputs))
+        for block in self.blocks:
+            h = h + torch.tanh(block(h))
+        return self.head(h + inputs.sum(dim=1, keepdim=True))
+
+
+def make_residual():
+    torch.manual_seed(2)
+    return ResidualNet().double()
+
+
+residual_path = os.path.join(work, "residual.pt")
+torch.jit.script(make_residual()).save(residual_path)
+reference = make_residual()
+sgd = torch.optim.SGD(reference.parameters(), lr=LR)
+expected_residual = []
+for first in range(0, len(x), BATCH):
+    sgd.zero_grad()
+    loss = F.cross_entropy(reference(x[first:first + BATCH]), y[first:first + BATCH])
+    loss.backward()
+    sgd.step()
+    expected_residual.append(loss.item())
+out, saved = os.path.join(work, "residual.json"), os.path.join(work, "residual-trained.pt")
+run("train", "--model", residual_path, "--data", data, "--batch-size", str(BATCH), "--balance",
+    "2,2,1", "--chunks", "4", "--schedule", "1f1b", "--optimizer", "sgd", "--lr", str(LR), "--loss",
+    "cross_entropy", "-q", "-o", out, "--save", saved)
+losses = [s["loss"] for s in json.load(open(out))["steps"]]
+assert len(losses) == len(expected_residual), losses
+for step, (got, want) in enumerate(zip(losses, expected_residual)):
+    assert abs(got - want) <= 1e-9 * abs(want), ("residual", step, got, want)
+assert torch.allclose(torch.jit.load(saved)(x), reference(x), rtol=1e-9, atol=1e-12)
+
 # Bad data: one line, exit status 2.
 not_torch = os.path.join(work, "bad.pt")
 open(not_torch, "w").write("not a torch file")
