@@ -41,6 +41,8 @@ struct CostProfile {
   // The mini-batch's forward arguments as `--input` specs, e.g. "int64[32,64]:1000"; empty when
   // the document does not say (input_shape alone: one input of the model's kind).
   std::vector<std::string> inputs;
+  // The floating-point dtype it was measured in ("float32"); empty when the document does not say.
+  std::string dtype;
   std::vector<LayerCost> layers;
   // Every micro-batch size measured, ascending, the one of `layers` included; empty when only
   // batch_size was (balance/micro_batch_costs.h interpolates between them).

@@ -211,6 +211,7 @@ json plan_to_json(const Plan& plan) {
                 {"bubble_fraction", p.bubble_fraction}}}};
   if (plan.threads_per_stage > 0) doc["threads_per_stage"] = plan.threads_per_stage;
   if (!plan.inputs.empty()) doc["inputs"] = plan.inputs;
+  if (!plan.dtype.empty()) doc["dtype"] = plan.dtype;
   return doc;
 }
 
@@ -222,6 +223,7 @@ Plan plan_from_json(const json& doc) {
     plan.input_shape = get<std::vector<int64_t>>(doc, "input_shape", "");
   }
   if (doc.contains("inputs")) plan.inputs = get<std::vector<std::string>>(doc, "inputs", "");
+  if (doc.contains("dtype")) plan.dtype = get<std::string>(doc, "dtype", "");
   plan.algorithm = get<std::string>(doc, "algorithm", "");
   plan.balance = get<std::vector<int>>(doc, "balance", "");
   plan.bottleneck_ms = get<double>(doc, "bottleneck_ms", "");

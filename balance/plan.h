@@ -43,6 +43,8 @@ struct Plan {
   std::vector<int64_t> input_shape;
   // Its forward arguments as `--input` specs when the profile said them; train --plan uses them.
   std::vector<std::string> inputs;
+  // The dtype the profile was measured in, which train --plan converts the model to; may be empty.
+  std::string dtype;
   std::string algorithm;
   std::vector<int> balance;  // layers per stage
   std::vector<StagePlan> stages;

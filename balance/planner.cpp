@@ -108,6 +108,7 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   }
   config.plan = make_plan(model, balance, "dp");
   config.plan.model = profile.model;
+  config.plan.dtype = profile.dtype;
   config.plan.input_shape = profile.input_shape;
   config.plan.input_shape[0] = replica_batch;
   for (const std::string& spec : profile.inputs) {

@@ -163,6 +163,17 @@ CostProfile profile_from_json(const json& doc) {
     }
     profile.inputs = inputs->get<std::vector<std::string>>();
   }
+  const auto dtype = doc.find("dtype");
+  if (dtype != doc.end() && !dtype->is_null() &&
+      !(dtype->is_string() && dtype->get<std::string>().empty())) {
+    static const std::vector<std::string> floating = {"float32", "float64", "float16", "bfloat16"};
+    if (!dtype->is_string() ||
+        std::find(floating.begin(), floating.end(), dtype->get<std::string>()) == floating.end()) {
+      throw std::invalid_argument(
+          "profile: \"dtype\" must be float32, float64, float16 or bfloat16");
+    }
+    profile.dtype = dtype->get<std::string>();
+  }
   const auto environment = doc.find("environment");
   if (environment != doc.end() && environment->is_object()) {
     const auto threads = environment->find("intra_op_threads");

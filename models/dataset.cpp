@@ -35,6 +35,13 @@ pipeline::Batch Dataset::inputs_at(const at::Tensor& indices) const {
   return batch;
 }
 
+void Dataset::convert_floats(c10::ScalarType dtype) {
+  for (at::Tensor& t : inputs) {
+    if (t.is_floating_point()) t = t.to(dtype);
+  }
+  if (targets.is_floating_point()) targets = targets.to(dtype);
+}
+
 at::Tensor Dataset::targets_at(const at::Tensor& indices) const {
   return targets.index_select(0, indices);
 }

@@ -21,6 +21,8 @@ struct Dataset {
   // The samples `indices` (a 1-D int64 tensor) as a batch and its targets.
   pipeline::Batch inputs_at(const at::Tensor& indices) const;
   at::Tensor targets_at(const at::Tensor& indices) const;
+  // Converts the floating-point inputs and targets to `dtype`.
+  void convert_floats(c10::ScalarType dtype);
 };
 
 // Reads `path`. Throws std::invalid_argument with one line for a file that cannot be read, is not

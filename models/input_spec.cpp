@@ -93,6 +93,13 @@ std::vector<InputSpec> with_batch_size(std::vector<InputSpec> specs, int64_t bat
   return specs;
 }
 
+std::vector<InputSpec> with_float_dtype(std::vector<InputSpec> specs, c10::ScalarType dtype) {
+  for (InputSpec& spec : specs) {
+    if (c10::isFloatingType(spec.dtype)) spec.dtype = dtype;
+  }
+  return specs;
+}
+
 at::Tensor make_input(const InputSpec& spec) {
   const auto options = torch::TensorOptions().dtype(spec.dtype);
   if (spec.dtype == c10::kBool) return torch::randint(2, spec.shape, options);

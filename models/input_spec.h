@@ -34,6 +34,8 @@ std::vector<std::string> to_strings(const std::vector<InputSpec>& specs);
 
 // The same inputs with `batch` samples (dim 0).
 std::vector<InputSpec> with_batch_size(std::vector<InputSpec> specs, int64_t batch);
+// `specs` with every floating-point input in `dtype` (what `--dtype` converts the model to).
+std::vector<InputSpec> with_float_dtype(std::vector<InputSpec> specs, c10::ScalarType dtype);
 
 // A tensor of the spec drawn from LibTorch's default generator (seed it first).
 at::Tensor make_input(const InputSpec& spec);

@@ -118,7 +118,8 @@ SyntheticData make_synthetic_data(const Model& model, const std::vector<InputSpe
   std::vector<int64_t> out_shape = probe_output.sizes().vec();
   out_shape[0] = inputs[0].shape[0];
   if (model.info.loss == LossKind::kMse) {
-    data.target = torch::randn(out_shape);
+    // In the output's dtype: a float64 model's loss needs float64 targets.
+    data.target = torch::randn(out_shape, torch::TensorOptions().dtype(probe_output.scalar_type()));
   } else {
     out_shape.pop_back();  // class ids: one per sample (or per token)
     data.target = torch::randint(probe_output.size(-1), out_shape, torch::kLong);

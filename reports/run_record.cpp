@@ -60,32 +60,34 @@ nlohmann::json run_to_json(const RunRecord& run) {
         s.peak_memory_bytes >= 0 ? nlohmann::json(s.peak_memory_bytes) : nlohmann::json();
     stages.push_back(stage);
   }
-  return {{"schema", schema_tag("pipebal.run", 1)},
-          {"model", run.model},
-          {"input_shape", run.input_shape},
-          {"inputs", run.inputs},
-          {"balance", run.balance},
-          {"devices", run.devices},
-          {"chunks", run.chunks},
-          {"schedule", run.schedule},
-          {"checkpoint", run.checkpoint},
-          {"threads_per_stage", run.threads_per_stage},
-          {"optimizer", run.optimizer},
-          {"lr", run.lr},
-          {"seed", run.seed},
-          {"warmup_steps", run.warmup_steps},
-          {"steps", steps},
-          {"median_step_ms", run.median_step_ms},
-          {"p10_step_ms", run.p10_step_ms},
-          {"p90_step_ms", run.p90_step_ms},
-          {"samples_per_s", run.samples_per_s},
-          {"stages", stages},
-          {"replicas", run.replicas},
-          {"loss", run.loss},
-          {"data", run.data},
-          {"processes", processes},
-          {"timeline", timeline_to_json(run.timeline)},
-          {"environment", run.environment}};
+  nlohmann::json doc = {{"schema", schema_tag("pipebal.run", 1)},
+                        {"model", run.model},
+                        {"input_shape", run.input_shape},
+                        {"inputs", run.inputs},
+                        {"balance", run.balance},
+                        {"devices", run.devices},
+                        {"chunks", run.chunks},
+                        {"schedule", run.schedule},
+                        {"checkpoint", run.checkpoint},
+                        {"threads_per_stage", run.threads_per_stage},
+                        {"optimizer", run.optimizer},
+                        {"lr", run.lr},
+                        {"seed", run.seed},
+                        {"warmup_steps", run.warmup_steps},
+                        {"steps", steps},
+                        {"median_step_ms", run.median_step_ms},
+                        {"p10_step_ms", run.p10_step_ms},
+                        {"p90_step_ms", run.p90_step_ms},
+                        {"samples_per_s", run.samples_per_s},
+                        {"stages", stages},
+                        {"replicas", run.replicas},
+                        {"loss", run.loss},
+                        {"data", run.data},
+                        {"processes", processes},
+                        {"timeline", timeline_to_json(run.timeline)},
+                        {"environment", run.environment}};
+  if (!run.dtype.empty()) doc["dtype"] = run.dtype;
+  return doc;
 }
 
 RunRecord run_from_json(const nlohmann::json& doc) {
@@ -95,6 +97,7 @@ RunRecord run_from_json(const nlohmann::json& doc) {
     run.model = doc.at("model").get<std::string>();
     run.input_shape = doc.at("input_shape").get<std::vector<int64_t>>();
     if (doc.contains("inputs")) run.inputs = doc.at("inputs").get<std::vector<std::string>>();
+    if (doc.contains("dtype")) run.dtype = doc.at("dtype").get<std::string>();
     run.balance = doc.at("balance").get<std::vector<int>>();
     run.devices = doc.at("devices").get<std::vector<std::string>>();
     run.chunks = doc.at("chunks").get<int>();

@@ -44,6 +44,7 @@ struct RunRecord {
   std::string model;
   std::vector<int64_t> input_shape;
   std::vector<std::string> inputs;  // one spec per forward argument: "int64[32,64]:1000"
+  std::string dtype;  // what --dtype converted the model to; empty: trained as it was loaded
   std::vector<int> balance;
   std::vector<std::string> devices;
   int chunks = 1;

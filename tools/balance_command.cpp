@@ -184,6 +184,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   plan.model = profile.model;
   plan.input_shape = profile.input_shape;
   plan.inputs = profile.inputs;
+  plan.dtype = profile.dtype;
   warn_if_pipelining_loses(plan, profile, options, warnings);
 
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);

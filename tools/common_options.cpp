@@ -1,6 +1,7 @@
 // See common_options.h.
 #include "tools/common_options.h"
 
+#include <map>
 #include <string>
 
 namespace pipebal::tools {
@@ -40,6 +41,28 @@ void add_input_options(CLI::App& cmd, std::string& shape, std::vector<std::strin
                  "range, e.g. 'float32[32,3,64,64]', 'int64[32,64]:1000' (tokens in [0, 1000)); "
                  "dtypes float32, float64, float16, bfloat16, int64, int32, bool")
       ->excludes(short_form);
+}
+
+CLI::Option* add_dtype_option(CLI::App& cmd, std::string& dtype) {
+  // Torch-free (the balancer's commands share these options): the names pipeline/dtype.h reads.
+  static const std::map<std::string, std::string> floating_names = {
+      {"float32", "float32"}, {"float", "float32"}, {"float64", "float64"},  {"double", "float64"},
+      {"float16", "float16"}, {"half", "float16"},  {"bfloat16", "bfloat16"}};
+  const CLI::Validator floating(
+      [](std::string& name) -> std::string {
+        const auto found = floating_names.find(name);
+        if (found == floating_names.end()) {
+          return "dtype '" + name + "': expected float32, float64, float16 or bfloat16";
+        }
+        name = found->second;
+        return "";
+      },
+      "DTYPE");
+  return cmd
+      .add_option("--dtype", dtype,
+                  "convert the model's parameters and floating-point inputs to float32, float64, "
+                  "float16 or bfloat16 (default: as the model is)")
+      ->transform(floating);
 }
 
 CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks) {

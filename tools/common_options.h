@@ -17,6 +17,8 @@ CLI::Option* add_model_option(CLI::App& cmd, std::string& spec);
 CLI::Option* add_input_shape_option(CLI::App& cmd, std::string& shape);
 // --input-shape and the repeatable --input specs (models/input_spec.h), which exclude each other.
 void add_input_options(CLI::App& cmd, std::string& shape, std::vector<std::string>& inputs);
+// float32, float64, float16 or bfloat16, stored by its canonical name ("double" -> "float64").
+CLI::Option* add_dtype_option(CLI::App& cmd, std::string& dtype);
 CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks);
 // gpipe or 1f1b, parsed by pipeline::parse_schedule_kind into the typed value.
 CLI::Option* add_schedule_option(CLI::App& cmd, pipeline::ScheduleKind& schedule);

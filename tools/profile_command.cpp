@@ -45,7 +45,7 @@ profiler::ProfileOptions profile_options(const ProfileParams& params) {
   options.time_budget_s = params.time_budget_s;
   options.co_runners = params.co_runners;
   options.device = profiler::parse_device(params.device);
-  options.dtype = profiler::parse_dtype(params.dtype);
+  if (!params.dtype.empty()) options.dtype = profiler::parse_dtype(params.dtype);
   return options;
 }
 
@@ -122,7 +122,7 @@ void add_profile_command(CLI::App& app) {
   sub->footer(kFooter);
   add_model_option(*sub, params->model)->required();
   add_input_options(*sub, params->input_shape, params->inputs);
-  sub->add_option("--dtype", params->dtype, "float32 or float64")->capture_default_str();
+  add_dtype_option(*sub, params->dtype);
   sub->add_option("--device", params->device, "cpu, cuda or cuda:N")->capture_default_str();
   sub->add_option("--backend", params->backend, "Timer: auto, wallclock, events or cupti")
       ->capture_default_str();

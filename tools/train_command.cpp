@@ -73,6 +73,15 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       }
       settings.model = plan.model;
     }
+    if (!plan.dtype.empty()) {  // trained in the dtype it was measured in
+      if (!settings.dtype.empty() && settings.dtype != plan.dtype) {
+        throw std::invalid_argument(fmt::format(
+            "--dtype {} differs from the dtype the plan was measured in ({}): leave it out, or "
+            "balance a profile made with --dtype {}",
+            settings.dtype, plan.dtype, settings.dtype));
+      }
+      settings.dtype = plan.dtype;
+    }
     if (!plan.inputs.empty() && settings.data.empty()) {  // the plan's typed inputs
       if (!settings.inputs.empty() && settings.inputs != plan.inputs) {
         throw std::invalid_argument(fmt::format(
@@ -153,6 +162,7 @@ void add_train_command(CLI::App& app) {
       app.add_subcommand("train", "Train pipelined with a balance or a plan, and measure it");
   add_model_option(*cmd, p->settings.model)->capture_default_str();
   add_input_options(*cmd, p->input_shape, p->settings.inputs);
+  add_dtype_option(*cmd, p->settings.dtype);
   auto* plan = cmd->add_option("--plan", p->plan, "plan.json from `pipebal balance`");
   auto* balance = cmd->add_option("--balance", p->balance, "layers per stage, e.g. 3,3,2");
   plan->excludes(balance);

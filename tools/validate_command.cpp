@@ -98,6 +98,7 @@ void add_validate_command(CLI::App& app) {
       "Profile, balance (dp vs baselines), train each balance, compare prediction and measurement");
   add_model_option(*cmd, p->model)->capture_default_str();
   add_input_options(*cmd, p->input_shape, p->inputs);
+  add_dtype_option(*cmd, p->dtype);
   cmd->add_option("--stages", p->stages, "pipeline stages")->capture_default_str();
   add_chunks_option(*cmd, p->chunks);
   add_schedule_option(*cmd, p->schedule);
@@ -155,6 +156,7 @@ void add_validate_command(CLI::App& app) {
       settings.model = p->model;
       settings.input_shape = p->input_shape;
       settings.inputs = p->inputs;
+      settings.dtype = p->dtype;
       settings.steps = p->steps;
       settings.warmup_steps = p->warmup_steps;
       settings.profile_repeat = p->profile_repeat;

@@ -17,6 +17,7 @@
 #include "common/atomic_file.h"
 #include "common/schema.h"
 #include "models/synthetic.h"
+#include "profiler/device.h"
 #include "profiler/profile_json.h"
 #include "reports/validation_record.h"
 #include "workflow/profiling.h"
@@ -86,6 +87,7 @@ TrainSettings train_settings(const AutoValidateSettings& p,
   TrainSettings s;
   s.model = p.model;
   s.inputs = models::to_strings(inputs);
+  s.dtype = p.dtype;
   s.balance = config.plan.balance;
   s.chunks = config.chunks;
   s.schedule = config.schedule;
@@ -144,9 +146,14 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   };
   at::set_num_threads(p.threads);  // profile with the stages' thread count
   const models::Model model = models::build_model(p.model, p.seed);
-  const std::vector<models::InputSpec> inputs = models::model_inputs(
+  std::vector<models::InputSpec> inputs = models::model_inputs(
       model, p.inputs,
       p.input_shape.empty() ? std::vector<int64_t>{} : models::parse_shape(p.input_shape));
+  if (!p.dtype.empty()) {
+    const c10::ScalarType dtype = profiler::parse_dtype(p.dtype);
+    model.layers.to(dtype);  // the layers are shared: const Model, mutable parameters
+    inputs = models::with_float_dtype(inputs, dtype);
+  }
   const std::vector<int64_t>& shape = inputs.front().shape;
   const std::vector<int> chunks = p.chunks.empty() ? default_chunks(shape[0]) : p.chunks;
   micro_batch_sizes(chunks, shape[0]);  // checks them before any work

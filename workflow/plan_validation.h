@@ -37,6 +37,7 @@ struct AutoValidateSettings {
   std::string model = models::default_model_spec();
   std::string input_shape;          // empty: the model's default
   std::vector<std::string> inputs;  // --input specs instead, one per forward argument
+  std::string dtype;                // the model and its floating inputs converted; empty: as is
   int devices = 2;                  // CPU stages of `threads` threads each
   // Micro-batch counts to profile; empty: 1, 2, 4, ... up to 16 that divide the batch.
   std::vector<int> chunks;

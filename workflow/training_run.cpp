@@ -21,8 +21,10 @@
 #include "models/dataset.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
+#include "pipeline/dtype.h"
 #include "pipeline/pipeline.h"
 #include "profiler/cpu_memory.h"
+#include "profiler/device.h"
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
 
@@ -127,6 +129,11 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     throw std::invalid_argument(fmt::format("steps must be at least 1, got {}", settings.steps));
   if (settings.warmup_steps < 0) throw std::invalid_argument("warm-up steps must not be negative");
   st.model = models::build_model(settings.model, settings.seed);
+  std::optional<c10::ScalarType> dtype;
+  if (!settings.dtype.empty()) {
+    dtype = profiler::parse_dtype(settings.dtype);
+    st.model.layers.to(*dtype);
+  }
   if (!settings.save.empty() && !st.model.save) {
     throw std::invalid_argument(
         "--save writes a TorchScript model back with its trained weights: give a .pt model");
@@ -136,6 +143,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
       throw std::invalid_argument("--data gives the inputs: leave out --input-shape and --input");
     }
     st.dataset = models::load_dataset(settings.data);
+    if (dtype) st.dataset->convert_floats(*dtype);
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
                                    settings.shuffle, settings.seed, settings.chunks);
     st.settings.warmup_steps = 0;
@@ -150,6 +158,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     st.shape = st.settings.input_shape;
   } else {
     st.inputs = models::model_inputs(st.model, settings.inputs, settings.input_shape);
+    if (dtype) st.inputs = models::with_float_dtype(st.inputs, *dtype);
     st.shape = st.inputs.front().shape;
   }
   if (settings.replicas < 1 || settings.replicas > 4096) {
@@ -263,6 +272,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   run.model = st.model.layers.name();
   run.input_shape = st.shape;
   run.inputs = models::to_strings(st.inputs);
+  run.dtype = settings.dtype.empty() ? "" : pipeline::dtype_name(*dtype);
   run.balance = settings.balance;
   run.devices = settings.devices;
   run.chunks = settings.chunks;

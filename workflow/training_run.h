@@ -26,6 +26,9 @@ struct TrainSettings {
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   int threads_per_stage = 1;
+  // float32, float64, float16 or bfloat16: the model's parameters and floating inputs (and
+  // data) are converted to it; empty: trained as loaded.
+  std::string dtype;
   int steps = 10;
   int warmup_steps = 2;
   std::string optimizer = "sgd";

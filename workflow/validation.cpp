@@ -19,6 +19,7 @@
 #include "distributed/launcher.h"
 #include "models/synthetic.h"
 #include "pipeline/batch.h"
+#include "profiler/device.h"
 #include "profiler/environment.h"
 #include "profiler/profile_json.h"
 #include "profiler/profiler.h"
@@ -164,6 +165,10 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
     launch.command.push_back("--input");
     launch.command.push_back(input);
   }
+  if (!s.dtype.empty()) {
+    launch.command.push_back("--dtype");
+    launch.command.push_back(s.dtype);
+  }
   const int status = distributed::launch(launch, std::cerr);
   if (status != 0) {
     throw std::runtime_error(fmt::format("training [{}] as {} processes failed (exit status {})",
@@ -184,6 +189,7 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   TrainSettings settings;
   settings.model = p.model;
   settings.inputs = models::to_strings(run.inputs);
+  settings.dtype = p.dtype;
   settings.balance = plan.balance;
   settings.chunks = p.chunks;
   settings.schedule = p.schedule;
@@ -272,6 +278,11 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   run.inputs = models::model_inputs(
       run.model, p.inputs,
       p.input_shape.empty() ? std::vector<int64_t>{} : models::parse_shape(p.input_shape));
+  if (!p.dtype.empty()) {
+    const c10::ScalarType dtype = profiler::parse_dtype(p.dtype);
+    run.model.layers.to(dtype);
+    run.inputs = models::with_float_dtype(run.inputs, dtype);
+  }
   if (static_cast<size_t>(p.stages) > run.model.layers.size()) {
     throw std::invalid_argument(fmt::format("{} stages need at least {} layers, {} has {}",
                                             p.stages, p.stages, run.model.layers.name(),
@@ -297,6 +308,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   best.model = run.model.layers.name();
   best.input_shape = run.shape();
   if (!p.inputs.empty()) best.inputs = models::to_strings(run.inputs);
+  best.dtype = p.dtype;
   balance::write_plan(run.dir + "/plan.json", best);
 
   // 3. Train every candidate with the same engine, pipelined and with one micro-batch.

@@ -25,6 +25,7 @@ struct ValidateSettings {
   std::string model = models::default_model_spec();
   std::string input_shape;          // empty: the model's default
   std::vector<std::string> inputs;  // --input specs instead, one per forward argument
+  std::string dtype;                // the model and its floating inputs converted; empty: as is
   int stages = 2;
   int chunks = pipeline::kDefaultChunks;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;

@@ -78,6 +78,17 @@ for schedule in ("gpipe", "1f1b"):
         assert torch.allclose(trained(x), reference(x), rtol=1e-9, atol=1e-12), (schedule, checkpoint)
         assert not os.path.exists(saved + ".partial")
 
+# A float32 model trained with --dtype float64 is the same float64 training.
+float_path = os.path.join(work, "model-float32.pt")
+torch.jit.script(make_model().float()).save(float_path)
+out = os.path.join(work, "converted.json")
+run("train", *[float_path if a == model_path else a for a in common], "--dtype", "float64", "-o",
+    out)
+doc = json.load(open(out))
+assert doc["dtype"] == "float64", doc.get("dtype")
+for step, (got, want) in enumerate(zip([s["loss"] for s in doc["steps"]], expected)):
+    assert abs(got - want) <= 1e-9 * abs(want), ("--dtype float64", step, got, want)
+
 accuracy = (torch.jit.load(saved)(x).argmax(dim=1) == y).double().mean().item()
 assert accuracy > 0.6, f"accuracy {accuracy} (chance: {1 / CLASSES})"
 

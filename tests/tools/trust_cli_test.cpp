@@ -97,6 +97,47 @@ TEST(TrustCli, ACutModelGoesThroughEveryCommand) {
   }
 }
 
+// --dtype converts the model and its floating inputs; the profile's dtype goes into the plan,
+// which train --plan follows (and a different --dtype is refused); validate trains in it too.
+TEST(TrustCli, DtypeFollowsTheProfileIntoThePlanAndTheRun) {
+  const std::string dir = scratch_dir();
+  const std::string model = "--model " + kFixtures + "/chain_named_scripted.pt";
+  CliResult r = run_pipebal("profile " + model +
+                            " --input-shape 8,8 --dtype float64 --repeat 2 --warmup 1 -q -o " +
+                            dir + "/profile.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/profile.json"))["dtype"], "float64");
+  r = run_pipebal("balance " + dir + "/profile.json --stages 2 -o " + dir + "/plan.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/plan.json"))["dtype"], "float64");
+  r = run_pipebal("train --plan " + dir + "/plan.json --steps 1 --warmup-steps 0 -q -o " + dir +
+                  "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto run = nlohmann::json::parse(read_text(dir + "/run.json"));
+  EXPECT_EQ(run["dtype"], "float64");
+  EXPECT_EQ(run["inputs"], nlohmann::json({"float64[8,8]"}));
+  expect_one_line_error(
+      run_pipebal("train --plan " + dir + "/plan.json --dtype float32 --steps 1 -q"),
+      "--dtype float32 differs from the dtype the plan was measured in (float64)", "train --dtype");
+  expect_one_line_error(run_pipebal("train " + model + " --input-shape 8,8 --dtype int64 -q"),
+                        "dtype 'int64': expected float32, float64, float16 or bfloat16",
+                        "train --dtype int64");
+  // Without --dtype a model trains as it was saved: float32 here.
+  r = run_pipebal("train " + model + " --input-shape 8,8 --balance 2,1 --steps 1 -q -o " + dir +
+                  "/plain.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto plain = nlohmann::json::parse(read_text(dir + "/plain.json"));
+  EXPECT_FALSE(plain.contains("dtype"));
+  EXPECT_EQ(plain["inputs"], nlohmann::json({"float32[8,8]"}));
+  r = run_pipebal("validate " + model +
+                  " --input-shape 8,8 --dtype double --stages 2 --chunks 2 --profile-repeat 2 "
+                  "--steps 1 --warmup-steps 0 -o " +
+                  dir + "/validated");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/validated/run.json"))["dtype"], "float64");
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/validated/plan.json"))["dtype"], "float64");
+}
+
 TEST(TrustCli, TorchScriptFailureNamesTheLayerAndTheCause) {
   const std::string args =
       "profile --model " + kFixtures + "/sequential_mlp_scripted.pt --input-shape 4,7 -q";
