@@ -1,5 +1,6 @@
-// See simulator.h. Stages are advanced round-robin, each as far as its dependencies allow, until
-// every action has run; a full round without progress means the schedule deadlocks.
+// See simulator.h. Devices are advanced round-robin, each through its order as far as the
+// dependencies allow, until every action has run; a full round without progress means the
+// schedule deadlocks.
 #include "balance/simulator.h"
 
 #include <algorithm>
@@ -106,50 +107,54 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
   result.busy_ms.assign(stages, 0.0);
   result.peak_bytes.assign(stages, 0);
   result.timeline.resize(stages);
-  std::vector<double> stage_free_ms(stages, 0.0);
+  const int devices = schedule.devices();
+  std::vector<double> device_free_ms(devices, 0.0);
+  std::vector<size_t> next(devices, 0);  // position in each device's order
   size_t remaining = 0;
-  for (const auto& list : schedule.actions) remaining += list.size();
+  for (const auto& order : schedule.device_order) remaining += order.size();
 
   bool progress = true;
   while (remaining > 0 && progress) {
     progress = false;
-    for (int s = 0; s < stages; ++s) {
-      auto& done = result.timeline[s];
-      while (done.size() < schedule.actions[s].size()) {
-        const Action& action = schedule.actions[s][done.size()];
+    for (int d = 0; d < devices; ++d) {
+      const auto& order = schedule.device_order[d];
+      for (; next[d] < order.size(); ++next[d]) {
+        const int s = order[next[d]].stage;
+        const Action& action = schedule.actions[s][order[next[d]].index];
         const double ready = walk.ready_ms(s, action);
         if (ready == kNotDone) break;
-        TimedAction timed{s, action, std::max(stage_free_ms[s], ready), 0};
+        TimedAction timed{s, action, std::max(device_free_ms[d], ready), 0};
         timed.end_ms = timed.start_ms + walk.duration_ms(s, action.kind);
-        stage_free_ms[s] = timed.end_ms;
+        device_free_ms[d] = timed.end_ms;
         result.busy_ms[s] += timed.end_ms - timed.start_ms;
         auto& ends = action.kind == ActionKind::kBackward ? walk.backward_end : walk.forward_end;
         if (action.kind != ActionKind::kRecompute) ends[s][action.micro_batch] = timed.end_ms;
-        done.push_back(timed);
+        result.timeline[s].push_back(timed);
         --remaining;
         progress = true;
       }
     }
   }
   if (remaining > 0) {
-    for (int s = 0; s < stages; ++s) {
-      const size_t next = result.timeline[s].size();
-      if (next == schedule.actions[s].size()) continue;
-      const Action& action = schedule.actions[s][next];
-      throw std::logic_error(fmt::format("simulate: schedule deadlocks at stage {}, action {}{}", s,
-                                         pipeline::to_string(action.kind), action.micro_batch));
+    for (int d = 0; d < devices; ++d) {
+      if (next[d] == schedule.device_order[d].size()) continue;
+      const pipeline::DeviceStep& step = schedule.device_order[d][next[d]];
+      const Action& action = schedule.actions[step.stage][step.index];
+      throw std::logic_error(fmt::format("simulate: schedule deadlocks at stage {}, action {}{}",
+                                         step.stage, pipeline::to_string(action.kind),
+                                         action.micro_batch));
     }
   }
 
   double busy_total_ms = 0;
   for (int s = 0; s < stages; ++s) {
-    result.step_ms =
-        std::max(result.step_ms, stage_free_ms[s] + (finish_ms.empty() ? 0.0 : finish_ms[s]));
+    const double end_ms = result.timeline[s].empty() ? 0.0 : result.timeline[s].back().end_ms;
+    result.step_ms = std::max(result.step_ms, end_ms + (finish_ms.empty() ? 0.0 : finish_ms[s]));
     busy_total_ms += result.busy_ms[s];
     if (!memory.empty()) result.peak_bytes[s] = peak_bytes(schedule, s, memory[s]);
   }
   if (result.step_ms > 0) {
-    result.bubble_fraction = 1.0 - busy_total_ms / (stages * result.step_ms);
+    result.bubble_fraction = 1.0 - busy_total_ms / (devices * result.step_ms);
   }
   return result;
 }

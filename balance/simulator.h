@@ -1,5 +1,6 @@
 // Predicts one training step by walking a pipeline::Schedule's action lists, the same lists the
-// engine executes. Each stage runs its actions in order, one at a time; F(s, i) waits for
+// engine executes. Each device runs its actions in its order, one at a time (with one stage per
+// device: the stage's list; interleaved: its stages' lists interleaved); F(s, i) waits for
 // F(s-1, i) plus the transfer across boundary s-1, B(s, i) for B(s+1, i) plus the transfer back
 // across boundary s (the last stage's B needs only its own F), R(s, i) has no cross-stage
 // dependency. Transfers are pure delays: links have no contention and do not occupy a stage.
@@ -34,7 +35,7 @@ using TimedAction = pipeline::TimedAction;
 
 struct SimulationResult {
   double step_ms = 0;               // the last action's end; the step starts at 0
-  double bubble_fraction = 0;       // 1 - sum(busy_ms) / (stages * step_ms)
+  double bubble_fraction = 0;       // 1 - sum(busy_ms) / (devices * step_ms)
   std::vector<double> busy_ms;      // per stage
   std::vector<int64_t> peak_bytes;  // per stage; activations counted at the end of F and R
   std::vector<std::vector<TimedAction>> timeline;  // [stage], in execution order

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <numeric>
@@ -58,14 +59,56 @@ const char* action_name(ActionKind kind) {
 
 }  // namespace
 
+// Whose turn it is on each device whose stages share it (the interleaved schedule): a stage
+// waits until the device's order reaches its action, runs it, and passes the turn on. A device
+// then runs one action at a time, in the order the simulator walks.
+class DeviceTurns {
+ public:
+  explicit DeviceTurns(int devices) : next_(devices, 0) {}
+
+  // Blocks until `position` of `device`'s order is next; throws ChannelCancelled once cancelled.
+  void wait(int device, int position) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return cancelled_ || next_[device] == position; });
+    if (cancelled_) throw ChannelCancelled();
+  }
+  void pass(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++next_[device];
+    }
+    changed_.notify_all();
+  }
+  void cancel() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cancelled_ = true;
+    }
+    changed_.notify_all();
+  }
+  void reset() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::fill(next_.begin(), next_.end(), 0);
+    cancelled_ = false;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<int> next_;
+  bool cancelled_ = false;
+};
+
 // Channels between neighbouring stages: forward[s] carries stage s's outputs to stage s+1,
 // backward[s] carries stage s+1's input gradients to stage s. Only those with a stage of this
-// process at one end exist.
+// process at one end exist. With several stages per device, also the devices' turns.
 struct Pipeline::Links {
   std::vector<std::unique_ptr<Channel>> forward;
   std::vector<std::unique_ptr<Channel>> backward;
+  std::unique_ptr<DeviceTurns> turns;
 
-  Links(Transport& transport, const std::vector<std::unique_ptr<Stage>>& stages) {
+  Links(Transport& transport, const std::vector<std::unique_ptr<Stage>>& stages, int devices) {
+    if (devices < static_cast<int>(stages.size())) turns = std::make_unique<DeviceTurns>(devices);
     for (size_t s = 0; s + 1 < stages.size(); ++s) {
       const bool ours = stages[s] != nullptr || stages[s + 1] != nullptr;
       forward.push_back(ours ? transport.connect(int(s), int(s) + 1) : nullptr);
@@ -81,9 +124,11 @@ struct Pipeline::Links {
   }
   void cancel() {
     for_each([](Channel& c) { c.cancel(); });
+    if (turns) turns->cancel();
   }
   void reset() {
     for_each([](Channel& c) { c.reset(); });
+    if (turns) turns->reset();
   }
 };
 
@@ -111,7 +156,13 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
         fmt::format("threads per stage must be between 1 and the {} cores of this machine, got {}",
                     cores, options_.threads_per_stage));
   }
-  schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint);
+  schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint,
+                            options_.virtual_stages);
+  if (schedule_.devices() < stages && transport_->remote()) {
+    throw std::invalid_argument(
+        "the interleaved schedule runs as threads of one process: leave out --processes and the "
+        "launcher, or use gpipe or 1f1b");
+  }
   size_t first = 0;
   for (int s = 0; s < stages; ++s) {
     if (transport_->runs_stage(s, stages)) {
@@ -124,7 +175,7 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
     }
     first += balance_[s];
   }
-  links_ = std::make_unique<Links>(*transport_, stages_);
+  links_ = std::make_unique<Links>(*transport_, stages_, schedule_.devices());
   activity_ = std::make_unique<std::atomic<uint64_t>[]>(stages);
   for (int s = 0; s < stages; ++s) activity_[s] = 0;
   const int threads = options_.threads_per_stage;
@@ -225,6 +276,10 @@ struct Pipeline::StepWork {
   Clock::time_point origin;
   std::vector<Timeline> timelines;           // per stage
   std::vector<std::vector<Action>> actions;  // the schedule's, per stage
+  // [stage][k]: the position of actions[stage][k] in its device's order, for DeviceTurns; empty
+  // with one stage per device.
+  std::vector<std::vector<int>> turn;
+  int devices = 0;
   PipelineOptions options;
   uint64_t step = 0;
   std::vector<Stage*> stages;
@@ -283,9 +338,13 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
   };
   Timeline own;
   std::atomic<uint64_t>& activity = work.activity[s];
-  for (const Action& action : work.actions[s]) {
+  DeviceTurns* turns = links.turns.get();
+  const int device = s % work.devices;
+  for (size_t k = 0; k < work.actions[s].size(); ++k) {
+    const Action& action = work.actions[s][k];
     const int i = action.micro_batch;
-    activity = 0;  // waiting for its input
+    activity = 0;  // waiting for its turn and its input
+    if (turns) turns->wait(device, work.turn[s][k]);
     Batch incoming;
     if (action.kind == ActionKind::kForward) {
       incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links.forward[s - 1]->take(i));
@@ -327,6 +386,7 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
       links.forward[s]->post(i, pack(std::move(outgoing), stage.stream()));
     if (action.kind == ActionKind::kBackward && s > 0)
       links.backward[s - 1]->post(i, pack(std::move(outgoing), stage.stream()));
+    if (turns) turns->pass(device);
   }
   activity = 0;
   if (!last) links.forward[s]->flush();
@@ -365,6 +425,17 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   }
   work.loss_fn = loss_fn;
   work.actions = schedule_.actions;
+  work.devices = schedule_.devices();
+  if (work.devices < stages()) {
+    work.turn.resize(stages());
+    for (const auto& order : schedule_.device_order) {
+      for (size_t position = 0; position < order.size(); ++position) {
+        std::vector<int>& positions = work.turn[order[position].stage];
+        positions.resize(std::max<size_t>(positions.size(), order[position].index + 1));
+        positions[order[position].index] = static_cast<int>(position);
+      }
+    }
+  }
   work.options = options_;
   work.step = steps_;
   for (auto& stage : stages_) work.stages.push_back(stage.get());

@@ -27,6 +27,9 @@ constexpr int kMaxStages = 512;
 struct PipelineOptions {
   int chunks = 4;
   ScheduleKind schedule = ScheduleKind::kGPipe;
+  // Stages per device with ScheduleKind::kInterleaved: the stages of one device (d, d + devices,
+  // ...) keep a thread each but run one action at a time, in the device's order.
+  int virtual_stages = 1;
   CheckpointMode checkpoint = CheckpointMode::kExceptLast;
   int threads_per_stage = 1;         // intra-op threads of each CPU stage's worker
   bool deferred_batch_norm = false;  // running statistics once per mini-batch (batch_norm.h)

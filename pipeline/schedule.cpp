@@ -1,4 +1,4 @@
-// Generation of GPipe and 1F1B action lists; see schedule.h.
+// Generation of GPipe, 1F1B and interleaved 1F1B action lists; see schedule.h.
 #include "pipeline/schedule.h"
 
 #include <algorithm>
@@ -42,6 +42,37 @@ std::vector<Action> one_f_one_b_stage(const Schedule& schedule, int stage) {
   return list;
 }
 
+// Interleaved 1F1B (Narayanan et al., SC'21; Megatron-LM's order): device d of p runs its
+// V stages' forwards round-robin in rounds of p micro-batches, `warmup` of them before the first
+// backward (fewer the later the device: its first backward's inputs come back sooner), then
+// one forward and one backward in turn, then the remaining backwards; backwards visit the stages
+// in reverse. Each action goes on its stage's list; the device's order interleaves the lists.
+void interleaved_device(Schedule& schedule, int device) {
+  const int p = schedule.devices();
+  const int v = schedule.virtual_stages;
+  const int m = schedule.chunks;
+  const int total = m * v;
+  const int warmup = m == p ? total : std::min((p - device - 1) * 2 + (v - 1) * p, total);
+  const auto place = [&](int k, bool forward) {
+    const int round = k % (p * v) / p;
+    const int stage = (forward ? round : v - 1 - round) * p + device;
+    const int micro_batch = k / (p * v) * p + k % p;
+    std::vector<Action>& list = schedule.actions[stage];
+    if (!forward && is_checkpointed(schedule.checkpoint, micro_batch, m)) {
+      schedule.device_order[device].push_back({stage, static_cast<int>(list.size())});
+      list.push_back({ActionKind::kRecompute, micro_batch});
+    }
+    schedule.device_order[device].push_back({stage, static_cast<int>(list.size())});
+    list.push_back({forward ? ActionKind::kForward : ActionKind::kBackward, micro_batch});
+  };
+  for (int k = 0; k < warmup; ++k) place(k, true);
+  for (int k = 0; k < total - warmup; ++k) {
+    place(warmup + k, true);
+    place(k, false);
+  }
+  for (int k = total - warmup; k < total; ++k) place(k, false);
+}
+
 }  // namespace
 
 bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks) {
@@ -56,7 +87,8 @@ bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks) {
   return false;
 }
 
-Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint) {
+Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint,
+                       int virtual_stages) {
   if (stages < 1) {
     throw std::invalid_argument("schedule: stages must be at least 1, got " +
                                 std::to_string(stages));
@@ -71,20 +103,55 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
         " micro-batches is beyond what pipebal plans (at most " + std::to_string(kMaxChunks) +
         " micro-batches and " + std::to_string(kMaxScheduleCells) + " stage-micro-batch pairs)");
   }
+  if (kind != ScheduleKind::kInterleaved && virtual_stages != 1) {
+    throw std::invalid_argument("schedule: " + to_string(kind) +
+                                " runs one stage per device; stages per device (" +
+                                std::to_string(virtual_stages) + ") go with interleaved");
+  }
+  if (kind == ScheduleKind::kInterleaved) {
+    if (virtual_stages < 1 || stages % virtual_stages != 0) {
+      throw std::invalid_argument("schedule: interleaved needs the stages (" +
+                                  std::to_string(stages) + ") to be a multiple of the stages per " +
+                                  "device (" + std::to_string(virtual_stages) + ")");
+    }
+    if (chunks % (stages / virtual_stages) != 0) {
+      throw std::invalid_argument(
+          "schedule: interleaved needs the micro-batches (" + std::to_string(chunks) +
+          ") to be a multiple of the devices (" + std::to_string(stages / virtual_stages) + ")");
+    }
+  }
   Schedule schedule;
   schedule.kind = kind;
   schedule.checkpoint = checkpoint;
   schedule.stages = stages;
+  schedule.virtual_stages = virtual_stages;
   schedule.chunks = chunks;
-  for (int s = 0; s < stages; ++s) {
-    schedule.actions.push_back(kind == ScheduleKind::kGPipe ? gpipe_stage(schedule)
-                                                            : one_f_one_b_stage(schedule, s));
+  schedule.actions.resize(stages);
+  schedule.device_order.resize(schedule.devices());
+  for (int d = 0; d < schedule.devices(); ++d) {
+    if (kind == ScheduleKind::kInterleaved) {
+      interleaved_device(schedule, d);
+      continue;
+    }
+    schedule.actions[d] =
+        kind == ScheduleKind::kGPipe ? gpipe_stage(schedule) : one_f_one_b_stage(schedule, d);
+    for (int k = 0; k < static_cast<int>(schedule.actions[d].size()); ++k) {
+      schedule.device_order[d].push_back({d, k});
+    }
   }
   return schedule;
 }
 
 std::string to_string(ScheduleKind kind) {
-  return kind == ScheduleKind::kGPipe ? "gpipe" : "1f1b";
+  switch (kind) {
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::kOneFOneB:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
+  }
+  return "gpipe";
 }
 
 std::string to_string(CheckpointMode mode) {
@@ -114,7 +181,8 @@ std::string to_string(ActionKind kind) {
 ScheduleKind parse_schedule_kind(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::kGPipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
-  throw std::invalid_argument("unknown schedule '" + name + "' (valid: gpipe, 1f1b)");
+  if (name == "interleaved") return ScheduleKind::kInterleaved;
+  throw std::invalid_argument("unknown schedule '" + name + "' (valid: gpipe, 1f1b, interleaved)");
 }
 
 ActionKind parse_action_kind(const std::string& name) {

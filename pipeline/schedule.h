@@ -10,8 +10,6 @@
 
 namespace pipebal::pipeline {
 
-// Fill-drain (GPipe: all forwards, then all backwards) or one-forward-one-backward
-// (PipeDream-flush: each stage keeps at most `stages - stage` micro-batches in flight).
 // Micro-batches per mini-batch when a command is not told: the same for profile, balance, train
 // and validate, so that a profile plans and trains the batch it was measured for.
 constexpr int kDefaultChunks = 4;
@@ -21,7 +19,12 @@ constexpr int kDefaultChunks = 4;
 constexpr int kMaxChunks = 1 << 16;
 constexpr int64_t kMaxScheduleCells = int64_t{1} << 22;
 
-enum class ScheduleKind { kGPipe, kOneFOneB };
+// Fill-drain (GPipe: all forwards, then all backwards), one-forward-one-backward
+// (PipeDream-flush: each stage keeps at most `stages - stage` micro-batches in flight), or
+// interleaved 1F1B (Megatron-LM's virtual pipeline: each device holds several stages, d,
+// d + devices, ..., and runs their 1F1B orders interleaved, which shrinks the bubble by the
+// number of stages per device).
+enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved };
 
 // Which micro-batches are checkpointed, as torchgpipe defines it: `kAlways` all of them,
 // `kExceptLast` all but the last (whose backward follows its forward at once), `kNever` none.
@@ -38,18 +41,39 @@ struct Action {
   }
 };
 
+// One action of a device's order: the stage it belongs to and its index in that stage's list.
+struct DeviceStep {
+  int stage = 0;
+  int index = 0;
+
+  bool operator==(const DeviceStep& other) const {
+    return stage == other.stage && index == other.index;
+  }
+};
+
 struct Schedule {
   ScheduleKind kind = ScheduleKind::kGPipe;
   CheckpointMode checkpoint = CheckpointMode::kNever;
-  int stages = 0;
+  int stages = 0;          // the model's stages (interleaved: devices x virtual_stages)
+  int virtual_stages = 1;  // stages per device; device d holds stages d, d + devices, ...
   int chunks = 0;
   std::vector<std::vector<Action>> actions;  // actions[stage], in execution order
+  // Each device's actions in execution order across its stages, one at a time; with one stage
+  // per device, that stage's list.
+  std::vector<std::vector<DeviceStep>> device_order;
+
+  int devices() const { return stages / virtual_stages; }
+  int device_of(int stage) const { return stage % devices(); }
 };
 
-// Builds the schedule for `stages` stages and `chunks` micro-batches. A checkpointed
-// micro-batch gets a Recompute action immediately before its Backward.
-// Throws std::invalid_argument when stages or chunks is below 1.
-Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint);
+// Builds the schedule for `stages` stages and `chunks` micro-batches; with kInterleaved,
+// `virtual_stages` stages per device. A checkpointed micro-batch gets a Recompute action
+// immediately before its Backward. Throws std::invalid_argument when stages or chunks is below
+// 1, when virtual_stages is not 1 for GPipe and 1F1B, and for interleaved when stages is not a
+// multiple of virtual_stages or chunks not a multiple of the devices (the order needs whole
+// rounds of micro-batches).
+Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint,
+                       int virtual_stages = 1);
 
 // Validates a balance vector (layers per stage) against a layer count and, when `stages` > 0,
 // a stage count; throws std::invalid_argument saying which entry or sum is wrong. What the
@@ -59,7 +83,8 @@ void check_balance(const std::vector<int>& balance, size_t layers, int stages = 
 // True when micro-batch `micro_batch` of `chunks` runs its forward without keeping activations.
 bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks);
 
-// Names used on the command line and in JSON: "gpipe", "1f1b"; "always", "except_last", "never";
+// Names used on the command line and in JSON: "gpipe", "1f1b", "interleaved"; "always",
+// "except_last", "never";
 // "F", "R", "B". The parsers throw std::invalid_argument listing the valid names.
 std::string to_string(ScheduleKind kind);
 std::string to_string(CheckpointMode mode);

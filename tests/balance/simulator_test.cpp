@@ -20,7 +20,7 @@ std::vector<StageDurations> uniform(int stages, double forward_ms, double backwa
   return std::vector<StageDurations>(stages, {forward_ms, forward_ms, backward_ms});
 }
 
-// Reference: start times by fixed-point relaxation over the dependency graph (stage order plus
+// Reference: start times by fixed-point relaxation over the dependency graph (device order plus
 // cross-stage edges), iterated until nothing changes, instead of the simulator's event walk.
 double relaxed_step_ms(const pipeline::Schedule& schedule,
                        const std::vector<StageDurations>& durations,
@@ -46,10 +46,13 @@ double relaxed_step_ms(const pipeline::Schedule& schedule,
   };
   for (bool changed = true; changed;) {
     changed = false;
-    for (int s = 0; s < k; ++s) {
-      for (size_t a = 0; a < schedule.actions[s].size(); ++a) {
+    for (const auto& order : schedule.device_order) {
+      for (size_t position = 0; position < order.size(); ++position) {
+        const int s = order[position].stage;
+        const size_t a = static_cast<size_t>(order[position].index);
         const pipeline::Action& action = schedule.actions[s][a];
-        double t = a > 0 ? end[s][a - 1] : 0.0;
+        double t = 0.0;
+        if (position > 0) t = end[order[position - 1].stage][order[position - 1].index];
         if (action.kind == ActionKind::kForward && s > 0) {
           t = std::max(
               t, find_end(s - 1, ActionKind::kForward, action.micro_batch) + transfer_ms[s - 1]);
@@ -145,11 +148,18 @@ TEST(Simulator, MatchesRelaxationReferenceOnRandomSchedules) {
   std::uniform_real_distribution<double> ms(0.0, 5.0);
   const CheckpointMode modes[] = {CheckpointMode::kAlways, CheckpointMode::kExceptLast,
                                   CheckpointMode::kNever};
-  for (int t = 0; t < 500; ++t) {
-    const int k = 1 + static_cast<int>(rng() % 6);
-    const int m = 1 + static_cast<int>(rng() % 8);
-    const auto kind = rng() % 2 ? ScheduleKind::kGPipe : ScheduleKind::kOneFOneB;
-    const auto schedule = pipeline::make_schedule(kind, k, m, modes[rng() % 3]);
+  for (int t = 0; t < 600; ++t) {
+    int k = 1 + static_cast<int>(rng() % 6);
+    int m = 1 + static_cast<int>(rng() % 8);
+    const auto kind = static_cast<ScheduleKind>(rng() % 3);
+    int virtual_stages = 1;
+    if (kind == ScheduleKind::kInterleaved) {  // devices x stages each, rounds of micro-batches
+      const int devices = 1 + static_cast<int>(rng() % 4);
+      virtual_stages = 1 + static_cast<int>(rng() % 3);
+      k = devices * virtual_stages;
+      m = devices * (1 + static_cast<int>(rng() % 3));
+    }
+    const auto schedule = pipeline::make_schedule(kind, k, m, modes[rng() % 3], virtual_stages);
     std::vector<StageDurations> durations(k);
     for (auto& d : durations) {
       d.forward_ms = ms(rng);
@@ -160,6 +170,14 @@ TEST(Simulator, MatchesRelaxationReferenceOnRandomSchedules) {
     for (double& x : transfer_ms) x = rng() % 3 ? ms(rng) : 0.0;
     const SimulationResult r = simulate(schedule, durations, transfer_ms, {});
     EXPECT_DOUBLE_EQ(r.step_ms, relaxed_step_ms(schedule, durations, transfer_ms)) << t;
+    for (int d = 0; d < schedule.devices(); ++d) {  // a device runs one action at a time
+      const auto& order = schedule.device_order[d];
+      for (size_t a = 1; a < order.size(); ++a) {
+        const auto& before = r.timeline[order[a - 1].stage];
+        const auto& now = r.timeline[order[a].stage];
+        EXPECT_GE(now[order[a].index].start_ms, before[order[a - 1].index].end_ms);
+      }
+    }
     for (int s = 0; s < k; ++s) {
       // No action overlaps the previous one on its stage, and busy time adds up.
       double busy = 0;
@@ -170,6 +188,34 @@ TEST(Simulator, MatchesRelaxationReferenceOnRandomSchedules) {
         busy += r.timeline[s][a].end_ms - r.timeline[s][a].start_ms;
       }
       EXPECT_NEAR(busy, r.busy_ms[s], 1e-9);
+    }
+  }
+}
+
+// With equal stages and free transfers, 1F1B takes (m + p - 1) slots of F + B per device; the
+// interleaved schedule cuts each device's work into V stages and its bubble V-fold (Narayanan
+// et al.): m V + p - 1 slots of a stage's F + B.
+TEST(Simulator, InterleavingShrinksTheBubbleByTheStagesPerDevice) {
+  for (int devices = 2; devices <= 4; ++devices) {
+    for (int virtual_stages = 2; virtual_stages <= 3; ++virtual_stages) {
+      for (int rounds = 1; rounds <= 3; ++rounds) {
+        const int m = devices * rounds;
+        const double f = 1.0, b = 2.0;  // per stage of the interleaved model
+        const auto interleaved =
+            pipeline::make_schedule(ScheduleKind::kInterleaved, devices * virtual_stages, m,
+                                    CheckpointMode::kNever, virtual_stages);
+        const SimulationResult r = simulate(
+            interleaved, uniform(devices * virtual_stages, f, b),
+            std::vector<double>(devices * virtual_stages - 1, 0.0), {});
+        EXPECT_DOUBLE_EQ(r.step_ms, (m * virtual_stages + devices - 1) * (f + b))
+            << devices << " devices x " << virtual_stages << ", " << m << " micro-batches";
+        const auto plain =
+            pipeline::make_schedule(ScheduleKind::kOneFOneB, devices, m, CheckpointMode::kNever);
+        const SimulationResult one = simulate(plain, uniform(devices, f * virtual_stages,
+                                                             b * virtual_stages),
+                                              std::vector<double>(devices - 1, 0.0), {});
+        EXPECT_DOUBLE_EQ(one.step_ms, (m + devices - 1) * virtual_stages * (f + b));
+      }
     }
   }
 }

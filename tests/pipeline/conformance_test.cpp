@@ -1,9 +1,11 @@
-// The engine executes exactly the schedule the simulator walks. For both schedules, every
-// checkpoint mode, 2-4 stages and 1-8 micro-batches, on layers whose forward sleeps a known
-// time: each stage's measured actions come in the order of schedule.actions[s], every
+// The engine executes exactly the schedule the simulator walks. For every schedule and
+// checkpoint mode, 2-4 stages and 1-8 micro-batches (interleaved: 2-3 devices of 2-3 stages), on
+// layers whose forward sleeps a known time: each stage's measured actions come in the order of
+// schedule.actions[s], each device's in the order of schedule.device_order[d], every
 // cross-stage dependency holds on the measured clock, and the measured step is never shorter
 // than simulate()'s on the slept times (sleeping takes at least that long, so this lower bound
 // holds on any machine; how close the two come is a benchmark's question, not a test's).
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -39,6 +41,10 @@ TORCH_MODULE(SleepyLinear);
 
 void PrintTo(const Action& action, std::ostream* os) {
   *os << to_string(action.kind) << action.micro_batch;
+}
+
+void PrintTo(const DeviceStep& step, std::ostream* os) {
+  *os << "stage " << step.stage << " #" << step.index;
 }
 
 namespace {
@@ -79,41 +85,71 @@ void expect_dependencies(const Timeline& timeline, int stages, int chunks) {
   }
 }
 
+// A device's measured actions, by start time, as (stage, index in the stage's list).
+std::vector<DeviceStep> device_steps(const Timeline& timeline, const Schedule& schedule,
+                                     int device) {
+  std::vector<TimedAction> mine;
+  for (const auto& t : timeline)
+    if (schedule.device_of(t.stage) == device) mine.push_back(t);
+  std::stable_sort(mine.begin(), mine.end(),
+                   [](const auto& a, const auto& b) { return a.start_ms < b.start_ms; });
+  std::vector<int> next(schedule.stages, 0);
+  std::vector<DeviceStep> steps;
+  for (const auto& t : mine) steps.push_back({t.stage, next[t.stage]++});
+  return steps;
+}
+
+void run_and_compare(ScheduleKind schedule, CheckpointMode checkpoint, int stages, int chunks,
+                     int virtual_stages) {
+  SCOPED_TRACE(to_string(schedule) + ", checkpoint " + to_string(checkpoint) + ", " +
+               std::to_string(stages) + " stages (" + std::to_string(virtual_stages) +
+               " per device), " + std::to_string(chunks) + " micro-batches");
+  torch::manual_seed(0);
+  LayerSeq layers("sleepy");
+  for (int l = 0; l < stages; ++l) {
+    layers.add(make_layer("l" + std::to_string(l), "SleepyLinear", SleepyLinear()));
+  }
+  PipelineOptions options;
+  options.chunks = chunks;
+  options.schedule = schedule;
+  options.checkpoint = checkpoint;
+  options.virtual_stages = virtual_stages;
+  Pipeline pipeline(layers, std::vector<int>(stages, 1), {}, options);
+  const StepResult result = pipeline.step(Batch(torch::randn({12, 4})), torch::randn({12, 4}), mse);
+
+  for (int s = 0; s < stages; ++s) {
+    EXPECT_EQ(actions_of(result.timeline, s), pipeline.schedule().actions[s]) << "stage " << s;
+  }
+  for (int d = 0; d < pipeline.schedule().devices(); ++d) {
+    EXPECT_EQ(device_steps(result.timeline, pipeline.schedule(), d),
+              pipeline.schedule().device_order[d])
+        << "device " << d;
+  }
+  expect_dependencies(result.timeline, stages, chunks);
+
+  // Forward and recompute sleep kForwardMs; backward costs are left at 0 in the prediction, so
+  // it is a lower bound of the measured step.
+  const std::vector<balance::StageDurations> durations(stages, {kForwardMs, kForwardMs, 0.0});
+  const balance::SimulationResult predicted = balance::simulate(
+      pipeline.schedule(), durations, std::vector<double>(stages - 1, 0.0), {});
+  EXPECT_GE(result.step_ms, predicted.step_ms);
+}
+
 TEST(Conformance, EngineRunsTheSimulatorsScheduleForEveryConfiguration) {
-  for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
-    for (auto checkpoint :
-         {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
+  for (auto checkpoint :
+       {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
+    for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
       for (int stages = 2; stages <= 4; ++stages) {
         for (int chunks = 1; chunks <= 8; ++chunks) {
-          SCOPED_TRACE(to_string(schedule) + ", checkpoint " + to_string(checkpoint) + ", " +
-                       std::to_string(stages) + " stages, " + std::to_string(chunks) +
-                       " micro-batches");
-          torch::manual_seed(0);
-          LayerSeq layers("sleepy");
-          for (int l = 0; l < stages; ++l) {
-            layers.add(make_layer("l" + std::to_string(l), "SleepyLinear", SleepyLinear()));
-          }
-          PipelineOptions options;
-          options.chunks = chunks;
-          options.schedule = schedule;
-          options.checkpoint = checkpoint;
-          Pipeline pipeline(layers, std::vector<int>(stages, 1), {}, options);
-          const StepResult result =
-              pipeline.step(Batch(torch::randn({8, 4})), torch::randn({8, 4}), mse);
-
-          for (int s = 0; s < stages; ++s) {
-            EXPECT_EQ(actions_of(result.timeline, s), pipeline.schedule().actions[s])
-                << "stage " << s;
-          }
-          expect_dependencies(result.timeline, stages, chunks);
-
-          // Forward and recompute sleep kForwardMs; backward costs are left at 0 in the
-          // prediction, so it is a lower bound of the measured step.
-          const std::vector<balance::StageDurations> durations(stages,
-                                                               {kForwardMs, kForwardMs, 0.0});
-          const balance::SimulationResult predicted = balance::simulate(
-              pipeline.schedule(), durations, std::vector<double>(stages - 1, 0.0), {});
-          EXPECT_GE(result.step_ms, predicted.step_ms);
+          run_and_compare(schedule, checkpoint, stages, chunks, 1);
+        }
+      }
+    }
+    for (int devices = 2; devices <= 3; ++devices) {
+      for (int virtual_stages = 2; virtual_stages <= 3; ++virtual_stages) {
+        for (int rounds = 1; rounds <= 2; ++rounds) {
+          run_and_compare(ScheduleKind::kInterleaved, checkpoint, devices * virtual_stages,
+                          devices * rounds, virtual_stages);
         }
       }
     }

@@ -33,12 +33,14 @@ struct Config {
   CheckpointMode checkpoint;
   std::vector<int> balance;
   int chunks;
+  int virtual_stages = 1;
 };
 
 void PrintTo(const Config& c, std::ostream* os) {
   *os << to_string(c.schedule) << ", checkpoint " << to_string(c.checkpoint) << ", balance";
   for (int b : c.balance) *os << ' ' << b;
   *os << ", " << c.chunks << " chunks";
+  if (c.virtual_stages > 1) *os << ", " << c.virtual_stages << " stages per device";
 }
 
 // The stages share one clock per step: F(s+1, i) starts after F(s, i) ended and B(s, i)
@@ -76,6 +78,7 @@ TEST_P(Transparency, PipelinedStepEqualsPlainModelInFloat64) {
   options.chunks = c.chunks;
   options.schedule = c.schedule;
   options.checkpoint = c.checkpoint;
+  options.virtual_stages = c.virtual_stages;
   Pipeline pipeline(piped, c.balance, {}, options);
   const StepResult result = pipeline.step(input, target, mse);
 
@@ -104,6 +107,12 @@ std::vector<Config> transparency_configs() {
       configs.push_back({schedule, checkpoint, {1, 1, 1, 1, 1, 1, 1, 1}, 4});
       configs.push_back({schedule, checkpoint, {8}, 2});
     }
+  }
+  for (auto checkpoint :
+       {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
+    // 2 devices of 2 stages (the skip crosses devices both ways), and 3 devices of 2.
+    configs.push_back({ScheduleKind::kInterleaved, checkpoint, {2, 2, 2, 2}, 4, 2});
+    configs.push_back({ScheduleKind::kInterleaved, checkpoint, {1, 2, 1, 2, 1, 1}, 6, 2});
   }
   return configs;
 }

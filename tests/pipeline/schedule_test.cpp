@@ -37,11 +37,98 @@ TEST(Schedule, OneFOneBWarmsUpByRemainingStages) {
   EXPECT_EQ(s.actions[2], last);
 }
 
+// Every action of every stage once, F before R before B, and each device's order walks its
+// stages' lists in their order.
+void expect_complete(const Schedule& s) {
+  const int chunks = s.chunks;
+  std::vector<int> next(s.stages, 0);
+  for (int d = 0; d < s.devices(); ++d) {
+    for (const DeviceStep& step : s.device_order[d]) {
+      EXPECT_EQ(s.device_of(step.stage), d) << "stage " << step.stage;
+      EXPECT_EQ(step.index, next[step.stage]++) << "stage " << step.stage;
+    }
+  }
+  for (int stage = 0; stage < s.stages; ++stage) {
+    EXPECT_EQ(next[stage], static_cast<int>(s.actions[stage].size())) << "stage " << stage;
+  }
+  for (const auto& list : s.actions) {
+    std::vector<int> forward(chunks), recompute(chunks), backward(chunks);
+    for (const auto& a : list) {
+      if (a.kind == A::kForward) ++forward[a.micro_batch];
+      if (a.kind == A::kRecompute) ++recompute[a.micro_batch];
+      if (a.kind == A::kBackward) {
+        EXPECT_EQ(forward[a.micro_batch], 1) << "backward before forward";
+        EXPECT_EQ(recompute[a.micro_batch],
+                  is_checkpointed(s.checkpoint, a.micro_batch, chunks) ? 1 : 0);
+        ++backward[a.micro_batch];
+      }
+    }
+    for (int i = 0; i < chunks; ++i) EXPECT_EQ(backward[i], 1);
+  }
+}
+
+TEST(Schedule, InterleavedRunsEveryActionOnceOnTheDeviceHoldingItsStage) {
+  for (int devices = 1; devices <= 4; ++devices) {
+    for (int virtual_stages = 1; virtual_stages <= 3; ++virtual_stages) {
+      for (int rounds = 1; rounds <= 3; ++rounds) {
+        for (auto mode : {CheckpointMode::kAlways, CheckpointMode::kExceptLast}) {
+          SCOPED_TRACE(std::to_string(devices) + " devices x " + std::to_string(virtual_stages) +
+                       ", " + std::to_string(rounds) + " rounds");
+          const Schedule s = make_schedule(ScheduleKind::kInterleaved, devices * virtual_stages,
+                                           devices * rounds, mode, virtual_stages);
+          EXPECT_EQ(s.devices(), devices);
+          expect_complete(s);
+        }
+      }
+    }
+  }
+}
+
+// Megatron-LM's order for 2 devices, 2 stages each, 4 micro-batches, worked out by hand:
+// device 0 warms up with 4 forwards (two per stage), device 1 with 2.
+TEST(Schedule, InterleavedFollowsTheVirtualPipelineOrder) {
+  const Schedule s =
+      make_schedule(ScheduleKind::kInterleaved, 4, 4, CheckpointMode::kNever, /*virtual=*/2);
+  const auto order = [&](int device) {
+    std::string text;
+    for (const DeviceStep& step : s.device_order[device]) {
+      const Action& a = s.actions[step.stage][step.index];
+      text += to_string(a.kind) + std::to_string(step.stage) + "." +
+              std::to_string(a.micro_batch) + " ";
+    }
+    return text;
+  };
+  EXPECT_EQ(order(0),
+            "F0.0 F0.1 F2.0 F2.1 F0.2 B2.0 F0.3 B2.1 F2.2 B0.0 F2.3 B0.1 B2.2 B2.3 B0.2 B0.3 ");
+  EXPECT_EQ(order(1),
+            "F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 B1.2 B1.3 ");
+}
+
+TEST(Schedule, InterleavedChecksItsShape) {
+  const auto message = [](int stages, int chunks, int virtual_stages, ScheduleKind kind) {
+    try {
+      make_schedule(kind, stages, chunks, CheckpointMode::kNever, virtual_stages);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(message(4, 5, 2, ScheduleKind::kInterleaved)
+                .find("micro-batches (5) to be a multiple of the devices (2)"),
+            std::string::npos);
+  EXPECT_NE(message(5, 4, 2, ScheduleKind::kInterleaved)
+                .find("stages (5) to be a multiple of the stages per device (2)"),
+            std::string::npos);
+  EXPECT_NE(message(4, 4, 2, ScheduleKind::kOneFOneB).find("go with interleaved"),
+            std::string::npos);
+}
+
 TEST(Schedule, EveryStageRunsEveryMicroBatchOnceEachWay) {
   for (auto kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
     for (int stages = 1; stages <= 5; ++stages) {
       for (int chunks = 1; chunks <= 6; ++chunks) {
         const Schedule s = make_schedule(kind, stages, chunks, CheckpointMode::kAlways);
+        expect_complete(s);
         for (const auto& list : s.actions) {
           std::vector<int> forward(chunks), recompute(chunks), backward(chunks);
           for (const auto& a : list) {
@@ -67,7 +154,7 @@ TEST(Schedule, ParsersNameTheValidChoices) {
     parse_schedule_kind("pipedream");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("gpipe, 1f1b"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gpipe, 1f1b, interleaved"), std::string::npos);
   }
   EXPECT_THROW(parse_checkpoint_mode("sometimes"), std::invalid_argument);
   EXPECT_THROW(make_schedule(ScheduleKind::kGPipe, 0, 1, CheckpointMode::kNever),
