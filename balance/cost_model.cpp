@@ -79,10 +79,26 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
 CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions options)
     : layers_(std::move(layers)), stages_(stages), options_(std::move(options)) {
   validate(layers_, stages_, options_);
+  schedule_ = pipeline::make_schedule(options_.schedule, stages_, options_.chunks,
+                                      options_.checkpoint, options_.virtual_stages);
+  if (schedule_.virtual_stages > 1) {
+    // A device's stages share its memory, which per-stage caps cannot express yet.
+    if (!options_.memory_caps_bytes.empty()) {
+      throw std::invalid_argument(
+          "memory caps are not supported with the interleaved schedule yet: leave out "
+          "--memory-cap, or plan gpipe or 1f1b");
+    }
+    // Speeds may be given per device: each stage runs at its device's.
+    const size_t devices = static_cast<size_t>(schedule_.devices());
+    if (options_.device_speeds.size() == devices && devices > 1) {
+      std::vector<double> per_stage_speeds;
+      for (int s = 0; s < stages_; ++s)
+        per_stage_speeds.push_back(options_.device_speeds[s % devices]);
+      options_.device_speeds = per_stage_speeds;
+    }
+  }
   speeds_ = per_stage(options_.device_speeds, stages_, 1.0, "device speeds");
   caps_ = per_stage(options_.memory_caps_bytes, stages_, kUnlimitedBytes, "memory caps");
-  schedule_ =
-      pipeline::make_schedule(options_.schedule, stages_, options_.chunks, options_.checkpoint);
 
   int checkpointed = 0;
   for (int i = 0; i < options_.chunks; ++i) {

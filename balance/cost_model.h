@@ -21,11 +21,15 @@ constexpr int64_t kUnlimitedBytes = std::numeric_limits<int64_t>::max();
 //   options.memory_caps_bytes = {8LL << 30};  // 8 GiB on every device
 struct CostOptions {
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  // Stages per device with the interleaved schedule: `stages` model stages on stages /
+  // virtual_stages devices, stage s on device s % devices.
+  int virtual_stages = 1;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;  // as torchgpipe
   int chunks = pipeline::kDefaultChunks;   // micro-batches per step
   double param_scale = 2.0;                // bytes kept per parameter byte: 2 = grads, Adam ~4
   std::vector<int64_t> memory_caps_bytes;  // empty: unlimited; one value: every stage
-  std::vector<double> device_speeds;       // empty: all 1; one value: every stage
+  std::vector<double> device_speeds;       // empty: all 1; one value: every stage; interleaved:
+                                           // also one per device
   double bandwidth_bytes_per_ms = 0;       // link bandwidth; 0: transfers are free
   double latency_ms = 0;                   // added to every transfer between stages
   // Pipeline replicas trained data-parallel: after each step every stage all-reduces its

@@ -5,6 +5,7 @@
 
 #include "balance/dp_partition.h"
 #include "balance/heuristic_partition.h"
+#include "balance/interleaved_partition.h"
 
 namespace pipebal::balance {
 
@@ -40,6 +41,9 @@ std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm) 
   const std::vector<LayerCost>& layers = model.layers();
   switch (algorithm) {
     case Algorithm::kDp:
+      if (model.schedule().kind == pipeline::ScheduleKind::kInterleaved) {
+        return interleaved_partition(model, dp_partition(model)).balance;
+      }
       return dp_partition(model);
     case Algorithm::kBlockPartition: {
       // torchgpipe's balance_by_time measures forward + backward per layer.
@@ -60,6 +64,14 @@ std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm) 
 }
 
 Plan partition(const CostModel& model, Algorithm algorithm) {
+  if (algorithm == Algorithm::kDp &&
+      model.schedule().kind == pipeline::ScheduleKind::kInterleaved) {
+    const InterleavedSearch search = interleaved_partition(model, dp_partition(model));
+    Plan plan = make_plan(model, search.balance, to_string(algorithm));
+    plan.search_nodes = search.nodes;
+    plan.search_exhaustive = search.exhaustive;
+    return plan;
+  }
   return make_plan(model, partition_balance(model, algorithm), to_string(algorithm));
 }
 

@@ -10,7 +10,8 @@
 namespace pipebal::balance {
 
 enum class Algorithm {
-  kDp,              // exact minimum bottleneck under memory, speeds and transfers
+  kDp,  // exact minimum bottleneck under memory, speeds and transfers; interleaved: exact
+        // minimum simulated step (interleaved_partition.h)
   kBlockPartition,  // torchgpipe's heuristic on forward + backward time per layer
   kUniform,         // equal layer counts
   kParameters,      // balanced parameter bytes, as DeepSpeed's default

@@ -111,8 +111,12 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
                                   int chunks) {
   pipeline::check_balance(balance, model.layer_count(), model.stage_count());
   const CostOptions& options = model.options();
-  const pipeline::Schedule schedule =
-      pipeline::make_schedule(options.schedule, model.stage_count(), chunks, options.checkpoint);
+  // One micro-batch passes the stages one after another whatever the schedule: the interleaved
+  // order needs whole rounds of micro-batches, GPipe's runs that one as well.
+  const bool one_pass = chunks == 1 && options.schedule == pipeline::ScheduleKind::kInterleaved;
+  const pipeline::Schedule schedule = pipeline::make_schedule(
+      one_pass ? pipeline::ScheduleKind::kGPipe : options.schedule, model.stage_count(), chunks,
+      options.checkpoint, one_pass ? 1 : options.virtual_stages);
   // The mini-batch stays the same: with fewer, larger micro-batches each costs proportionally
   // more time and activation memory than the profiled one.
   const double scale = static_cast<double>(options.chunks) / chunks;
@@ -150,6 +154,7 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
   plan.balance = balance;
   plan.chunks = options.chunks;
   plan.schedule = options.schedule;
+  plan.virtual_stages = options.virtual_stages;
   plan.checkpoint = options.checkpoint;
   plan.param_scale = options.param_scale;
   plan.bandwidth_bytes_per_ms = options.bandwidth_bytes_per_ms;
@@ -212,6 +217,10 @@ json plan_to_json(const Plan& plan) {
   if (plan.threads_per_stage > 0) doc["threads_per_stage"] = plan.threads_per_stage;
   if (!plan.inputs.empty()) doc["inputs"] = plan.inputs;
   if (!plan.dtype.empty()) doc["dtype"] = plan.dtype;
+  if (plan.virtual_stages > 1) doc["virtual_stages"] = plan.virtual_stages;
+  if (plan.search_nodes > 0) {
+    doc["search"] = {{"nodes", plan.search_nodes}, {"exhaustive", plan.search_exhaustive}};
+  }
   return doc;
 }
 
@@ -226,6 +235,13 @@ Plan plan_from_json(const json& doc) {
   if (doc.contains("dtype")) plan.dtype = get<std::string>(doc, "dtype", "");
   plan.algorithm = get<std::string>(doc, "algorithm", "");
   plan.balance = get<std::vector<int>>(doc, "balance", "");
+  if (doc.contains("virtual_stages")) {
+    plan.virtual_stages = get<int>(doc, "virtual_stages", "");
+    if (plan.virtual_stages < 1 || plan.virtual_stages > static_cast<int>(plan.balance.size())) {
+      throw std::invalid_argument(fmt::format("plan: \"virtual_stages\" is {}, expected 1 to {}",
+                                              plan.virtual_stages, plan.balance.size()));
+    }
+  }
   plan.bottleneck_ms = get<double>(doc, "bottleneck_ms", "");
   plan.chunks = get<int>(doc, "chunks", "");
   plan.schedule = pipeline::parse_schedule_kind(get<std::string>(doc, "schedule", ""));

@@ -53,6 +53,11 @@ struct Plan {
   // The options the plan was made under.
   int chunks = 1;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  int virtual_stages = 1;  // stages per device (interleaved); 1 is omitted from JSON
+  // The interleaved search (interleaved_partition.h): prefixes visited, and whether it saw them
+  // all (the balance is then the minimum simulated step); 0 nodes: no search (omitted).
+  int64_t search_nodes = 0;
+  bool search_exhaustive = true;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   double param_scale = 2;
   double bandwidth_bytes_per_ms = 0;

@@ -87,6 +87,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
                         {"timeline", timeline_to_json(run.timeline)},
                         {"environment", run.environment}};
   if (!run.dtype.empty()) doc["dtype"] = run.dtype;
+  if (run.virtual_stages > 1) doc["virtual_stages"] = run.virtual_stages;
   return doc;
 }
 
@@ -98,6 +99,7 @@ RunRecord run_from_json(const nlohmann::json& doc) {
     run.input_shape = doc.at("input_shape").get<std::vector<int64_t>>();
     if (doc.contains("inputs")) run.inputs = doc.at("inputs").get<std::vector<std::string>>();
     if (doc.contains("dtype")) run.dtype = doc.at("dtype").get<std::string>();
+    if (doc.contains("virtual_stages")) run.virtual_stages = doc.at("virtual_stages").get<int>();
     run.balance = doc.at("balance").get<std::vector<int>>();
     run.devices = doc.at("devices").get<std::vector<std::string>>();
     run.chunks = doc.at("chunks").get<int>();

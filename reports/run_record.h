@@ -49,6 +49,7 @@ struct RunRecord {
   std::vector<std::string> devices;
   int chunks = 1;
   std::string schedule;
+  int virtual_stages = 1;  // stages per device (interleaved); 1 is omitted from JSON
   std::string checkpoint;
   int threads_per_stage = 1;
   std::string optimizer;

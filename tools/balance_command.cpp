@@ -31,12 +31,14 @@ constexpr const char* kFooter =
     "  pipebal balance profile.json --stages 3 --device-speeds 1,1,0.5 --bandwidth 10GB/s "
     "--compare\n"
     "  pipebal balance profile.json --stages 2 --format pippy   # for a Python pipeline\n"
+    "  pipebal balance profile.json --stages 2 --schedule interleaved --virtual 2 --chunks 4\n"
     "Sizes: K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000.";
 
 balance::CostOptions cost_options(const BalanceParams& params,
                                   const balance::CostProfile& profile) {
   balance::CostOptions options;
   options.schedule = params.schedule;
+  options.virtual_stages = stages_per_device(params.schedule, params.virtual_stages);
   options.checkpoint = params.checkpoint;
   options.chunks = balance::planned_chunks(profile, params.chunks);
   apply_device_params(params.devices, profile, options);
@@ -55,8 +57,18 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
                      plan.model.empty() ? "" : plan.model + ": ", layers.size(), plan.stages.size(),
                      pipeline::to_string(plan.schedule), plan.chunks,
                      pipeline::to_string(plan.checkpoint));
-  out << fmt::format("algorithm {}, balance [{}]\n\n", plan.algorithm,
-                     fmt::join(plan.balance, ","));
+  if (plan.virtual_stages > 1) {
+    out << fmt::format("{} devices of {} stages each: device d holds stages d, d + {}, ...\n",
+                       plan.stages.size() / plan.virtual_stages, plan.virtual_stages,
+                       plan.stages.size() / plan.virtual_stages);
+  }
+  out << fmt::format(
+      "algorithm {}, balance [{}]{}\n\n", plan.algorithm, fmt::join(plan.balance, ","),
+      plan.search_nodes == 0 ? ""
+      : plan.search_exhaustive
+          ? fmt::format(" (the smallest simulated step: {} prefixes searched)", plan.search_nodes)
+          : fmt::format(" (the best of {} prefixes searched; not proven optimal)",
+                        plan.search_nodes));
   out << fmt::format("{:>5}  {:<16} {:>6} {:>12} {:>12} {:>11} {:>11} {:>7}\n", "stage", "layers",
                      "speed", "time/mb", "transfer", "memory", "cap", "share");
   for (size_t s = 0; s < plan.stages.size(); ++s) {
@@ -144,8 +156,9 @@ void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& prof
   std::optional<balance::PlanSearchResult> search;
   if (profile.mini_batch_size() > 0) {
     balance::PlanSearch on_these_devices;
-    on_these_devices.devices = static_cast<int>(plan.stages.size());
+    on_these_devices.devices = static_cast<int>(plan.stages.size()) / plan.virtual_stages;
     on_these_devices.costs = options;
+    on_these_devices.costs.virtual_stages = 1;  // the planner searches gpipe and 1f1b
     try {
       search = balance::search_plans(profile, on_these_devices);
     } catch (const std::invalid_argument&) {
@@ -163,8 +176,9 @@ void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& prof
   std::string fix = "train with 1 micro-batch (profile with --chunks 1) or fewer stages";
   if (search && search->ranked.front().step_ms < p.step_ms) {
     const balance::Configuration& best = search->ranked.front();
-    fix = fmt::format("`pipebal plan --devices {}` predicts {:.3f} ms for {}", plan.stages.size(),
-                      best.step_ms, balance::describe(best));
+    fix = fmt::format("`pipebal plan --devices {}` predicts {:.3f} ms for {}",
+                      plan.stages.size() / plan.virtual_stages, best.step_ms,
+                      balance::describe(best));
   }
   warnings << "pipebal: warning: " << why
            << ": per-micro-batch costs (transfer latency, recomputation, small micro-batches) "
@@ -177,8 +191,8 @@ void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& prof
 void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings) {
   const balance::CostProfile profile = balance::read_profile(params.profile_path);
   const balance::CostOptions options = cost_options(params, profile);
-  const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks), params.stages,
-                                 options);
+  const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
+                                 params.stages * options.virtual_stages, options);
   const balance::Algorithm algorithm = balance::parse_algorithm(params.algorithm);
   Plan plan = balance::partition(model, algorithm);
   plan.model = profile.model;
@@ -218,12 +232,16 @@ void add_balance_command(CLI::App& app) {
   sub->footer(kFooter);
   sub->add_option("profile", params->profile_path, "Cost profile (pipebal.profile/1 JSON)")
       ->required();
-  sub->add_option("--stages,-n", params->stages, "Number of pipeline stages")->required();
+  sub->add_option("--stages,-n", params->stages,
+                  "Number of pipeline stages (devices; with --schedule interleaved the model is "
+                  "cut into --virtual times as many)")
+      ->required();
   sub->add_option("--chunks,-m", params->chunks,
                   fmt::format("Micro-batches per step (default: the profile's, else {}); must "
                               "give the micro-batch size the profile was measured at",
                               pipeline::kDefaultChunks));
   add_schedule_option(*sub, params->schedule);
+  add_virtual_stages_option(*sub, params->virtual_stages);
   add_checkpoint_option(*sub, params->checkpoint);
   add_device_options(*sub, params->devices);
   sub->add_option("--replicas", params->replicas,

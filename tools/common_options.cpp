@@ -65,12 +65,34 @@ CLI::Option* add_dtype_option(CLI::App& cmd, std::string& dtype) {
       ->transform(floating);
 }
 
+CLI::Option* add_virtual_stages_option(CLI::App& cmd, int& virtual_stages) {
+  return cmd.add_option(
+      "--virtual", virtual_stages,
+      "stages per device with --schedule interleaved (default 2): the model is "
+      "cut into that many times more stages, device d holding d, d + devices, ...");
+}
+
+int stages_per_device(pipeline::ScheduleKind schedule, int given) {
+  if (schedule != pipeline::ScheduleKind::kInterleaved) {
+    if (given > 1) {
+      throw std::invalid_argument("--virtual " + std::to_string(given) +
+                                  " goes with --schedule interleaved");
+    }
+    return 1;
+  }
+  if (given == 0) return 2;
+  if (given < 1 || given > 64) {
+    throw std::invalid_argument("--virtual must be between 1 and 64, got " + std::to_string(given));
+  }
+  return given;
+}
+
 CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks) {
   return cmd.add_option("--chunks", chunks, "micro-batches per mini-batch")->capture_default_str();
 }
 
 CLI::Option* add_schedule_option(CLI::App& cmd, pipeline::ScheduleKind& schedule) {
-  return cmd.add_option("--schedule", schedule, "gpipe or 1f1b")
+  return cmd.add_option("--schedule", schedule, "gpipe, 1f1b or interleaved (see --virtual)")
       ->transform(named(&pipeline::parse_schedule_kind, ""))
       ->type_name("NAME")
       ->default_str(pipeline::to_string(schedule));

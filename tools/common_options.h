@@ -26,6 +26,11 @@ CLI::Option* add_schedule_option(CLI::App& cmd, pipeline::ScheduleKind& schedule
 CLI::Option* add_checkpoint_option(CLI::App& cmd, pipeline::CheckpointMode& checkpoint);
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
 CLI::Option* add_seed_option(CLI::App& cmd, uint64_t& seed);
+// --virtual V: stages per device with the interleaved schedule (0 when not given).
+CLI::Option* add_virtual_stages_option(CLI::App& cmd, int& virtual_stages);
+// The stages per device `schedule` runs with `--virtual given`: 2 by default for interleaved, 1
+// for the others; throws std::invalid_argument for --virtual with another schedule or below 1.
+int stages_per_device(pipeline::ScheduleKind schedule, int given);
 // Seconds a training step may take (0: no limit).
 CLI::Option* add_step_timeout_option(CLI::App& cmd, double& seconds);
 

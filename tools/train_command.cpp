@@ -112,6 +112,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     settings.balance = plan.balance;
     if (cmd.count("--chunks") == 0) settings.chunks = plan.chunks;
     if (cmd.count("--schedule") == 0) settings.schedule = plan.schedule;
+    if (cmd.count("--schedule") + cmd.count("--virtual") == 0) {
+      settings.virtual_stages = plan.virtual_stages;
+    }
     if (cmd.count("--checkpoint") == 0) settings.checkpoint = plan.checkpoint;
     if (cmd.count("--replicas") == 0) settings.replicas = plan.replicas;
     if (cmd.count("--threads") == 0 && plan.threads_per_stage > 0) {
@@ -119,6 +122,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     }
   } else {
     settings.balance = parse_balance(p.balance);
+  }
+  if (p.plan.empty() || cmd.count("--schedule") + cmd.count("--virtual") > 0) {
+    settings.virtual_stages = stages_per_device(settings.schedule, p.settings.virtual_stages);
   }
 
   // Under torchrun or `pipebal launch`, this process is one rank; rank 0 reports the run.
@@ -158,6 +164,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
 void add_train_command(CLI::App& app) {
   auto p = std::make_shared<TrainParams>();
   p->settings.model = models::default_model_spec();
+  p->settings.virtual_stages = 0;  // --virtual not given
   CLI::App* cmd =
       app.add_subcommand("train", "Train pipelined with a balance or a plan, and measure it");
   add_model_option(*cmd, p->settings.model)->capture_default_str();
@@ -174,6 +181,7 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   add_chunks_option(*cmd, p->settings.chunks);
   add_schedule_option(*cmd, p->settings.schedule);
+  add_virtual_stages_option(*cmd, p->settings.virtual_stages);
   add_checkpoint_option(*cmd, p->settings.checkpoint);
   add_threads_option(*cmd, p->settings.threads_per_stage);
   cmd->add_option("--replicas", p->settings.replicas,

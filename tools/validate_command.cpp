@@ -99,6 +99,8 @@ void add_validate_command(CLI::App& app) {
   add_model_option(*cmd, p->model)->capture_default_str();
   add_input_options(*cmd, p->input_shape, p->inputs);
   add_dtype_option(*cmd, p->dtype);
+  const auto virtual_given = std::make_shared<int>(0);
+  add_virtual_stages_option(*cmd, *virtual_given);
   cmd->add_option("--stages", p->stages, "pipeline stages")->capture_default_str();
   add_chunks_option(*cmd, p->chunks);
   add_schedule_option(*cmd, p->schedule);
@@ -142,10 +144,11 @@ void add_validate_command(CLI::App& app) {
       "  pipebal validate --model mlp:layers=8,width=256 --input-shape 64,256 --auto "
       "--devices 2 -o out/\n"
       "  pipebal report out/");
-  cmd->callback([p, automatic, searched, cmd] {
+  cmd->callback([p, automatic, searched, cmd, virtual_given] {
     if (cmd->count("--auto") > 0) {
       if (p->processes > 0)
         throw std::invalid_argument("--auto trains as threads: drop --processes");
+      if (*virtual_given > 0) throw std::invalid_argument("--virtual goes without --auto");
       workflow::AutoValidateSettings settings = *automatic;
       for (const std::string& name : searched->first) {
         settings.schedules.push_back(pipeline::parse_schedule_kind(name));
@@ -177,6 +180,7 @@ void add_validate_command(CLI::App& app) {
       throw std::invalid_argument("--devices, --top, --schedules and --checkpoints go with --auto");
     }
     ValidateParams params = *p;
+    params.virtual_stages = stages_per_device(params.schedule, *virtual_given);
     // Candidates trained as processes run this very binary's `train`.
     if (params.processes > 0) params.executable = std::filesystem::read_symlink("/proc/self/exe");
     run_validate(params);

@@ -47,6 +47,11 @@ void check(const AutoValidateSettings& p) {
   if (p.top < 0) {
     throw std::invalid_argument(fmt::format("--top must be at least 0, got {}", p.top));
   }
+  if (p.user && p.user->schedule == pipeline::ScheduleKind::kInterleaved) {
+    throw std::invalid_argument(
+        "--auto compares gpipe and 1f1b configurations; validate an interleaved one without "
+        "--auto (--schedule interleaved --virtual V)");
+  }
   if (p.user && p.user->stages > p.devices) {
     throw std::invalid_argument(
         fmt::format("your configuration's {} stages need {} devices, "

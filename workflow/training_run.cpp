@@ -200,6 +200,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   pipeline::PipelineOptions options;
   options.chunks = settings.chunks;
   options.schedule = settings.schedule;
+  options.virtual_stages = settings.virtual_stages;
   options.checkpoint = settings.checkpoint;
   options.threads_per_stage = settings.threads_per_stage;
   options.deferred_batch_norm = settings.deferred_batch_norm;
@@ -277,6 +278,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   run.devices = settings.devices;
   run.chunks = settings.chunks;
   run.schedule = pipeline::to_string(settings.schedule);
+  run.virtual_stages = settings.virtual_stages;
   run.checkpoint = pipeline::to_string(settings.checkpoint);
   run.threads_per_stage = settings.threads_per_stage;
   run.optimizer = settings.optimizer;

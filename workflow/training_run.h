@@ -24,6 +24,7 @@ struct TrainSettings {
   std::vector<std::string> devices{"cpu"};
   int chunks = pipeline::kDefaultChunks;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  int virtual_stages = 1;  // stages per device (interleaved); `balance` lists every stage
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   int threads_per_stage = 1;
   // float32, float64, float16 or bfloat16: the model's parameters and floating inputs (and

@@ -193,6 +193,7 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   settings.balance = plan.balance;
   settings.chunks = p.chunks;
   settings.schedule = p.schedule;
+  settings.virtual_stages = p.virtual_stages;
   settings.checkpoint = p.checkpoint;
   settings.threads_per_stage = p.threads;
   settings.steps = p.steps;
@@ -201,6 +202,11 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   settings.step_timeout_s = p.step_timeout_s;
   TrainSettings naive_settings = settings;
   naive_settings.chunks = 1;
+  if (p.schedule == pipeline::ScheduleKind::kInterleaved) {
+    // One micro-batch passes the stages in turn whatever the order; interleaved needs rounds.
+    naive_settings.schedule = pipeline::ScheduleKind::kGPipe;
+    naive_settings.virtual_stages = 1;
+  }
   std::vector<reports::RunRecord> runs;
   if (p.processes > 0) {
     run.say(fmt::format("training {} [{}] as {} processes: {} micro-batches, then 1 ...",
@@ -265,9 +271,16 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   if (p.processes > 0 && p.executable.empty()) {
     throw std::invalid_argument("validate: training as processes needs the pipebal executable");
   }
+  if (p.processes > 0 && p.virtual_stages > 1) {
+    throw std::invalid_argument(
+        "the interleaved schedule runs as threads of one process: leave out --processes");
+  }
+  // The model's stages: the devices' (--stages) times the stages each holds.
+  const int stages = p.stages * p.virtual_stages;
   // Options first: a typo should not cost a profile.
   balance::CostOptions cost_options;
   cost_options.schedule = p.schedule;
+  cost_options.virtual_stages = p.virtual_stages;
   cost_options.checkpoint = p.checkpoint;
   cost_options.chunks = p.chunks;
 
@@ -283,11 +296,12 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
     run.model.layers.to(dtype);
     run.inputs = models::with_float_dtype(run.inputs, dtype);
   }
-  if (static_cast<size_t>(p.stages) > run.model.layers.size()) {
-    throw std::invalid_argument(fmt::format("{} stages need at least {} layers, {} has {}",
-                                            p.stages, p.stages, run.model.layers.name(),
+  if (static_cast<size_t>(stages) > run.model.layers.size()) {
+    throw std::invalid_argument(fmt::format("{} stages need at least {} layers, {} has {}", stages,
+                                            stages, run.model.layers.name(),
                                             run.model.layers.size()));
   }
+  pipeline::make_schedule(p.schedule, stages, p.chunks, p.checkpoint, p.virtual_stages);
   run.data = models::make_synthetic_data(run.model, run.inputs, p.seed);
   // Everything is written aside and put in place at the end: never a directory mixing runs.
   StagedDirectory output(p.output, validation_files());
@@ -297,12 +311,16 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   const auto [profile_doc, batch_profile_doc] = profile_phase(run);
 
   // 2. Balance: dp and the baselines, each distinct balance once.
-  const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, p.stages,
+  const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, stages,
                                       cost_options);
   balance::CostOptions naive_options = cost_options;
   naive_options.chunks = 1;
+  if (p.schedule == pipeline::ScheduleKind::kInterleaved) {
+    naive_options.schedule = pipeline::ScheduleKind::kGPipe;
+    naive_options.virtual_stages = 1;
+  }
   const balance::CostModel naive_cost_model(balance::profile_from_json(batch_profile_doc).layers,
-                                            p.stages, naive_options);
+                                            stages, naive_options);
   const auto plans = candidate_plans(cost_model);
   balance::Plan best = plans.front().first;
   best.model = run.model.layers.name();
@@ -315,7 +333,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   reports::ValidationRecord record;
   record.model = run.model.layers.name();
   record.input_shape = run.shape();
-  record.stages = p.stages;
+  record.stages = stages;
   record.chunks = p.chunks;
   record.schedule = pipeline::to_string(p.schedule);
   record.checkpoint = pipeline::to_string(p.checkpoint);

@@ -29,6 +29,8 @@ struct ValidateSettings {
   int stages = 2;
   int chunks = pipeline::kDefaultChunks;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
+  // Stages per device with the interleaved schedule: the model is cut into stages x this.
+  int virtual_stages = 1;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   int steps = 5;
   int warmup_steps = 2;  // the second step is the first at steady-state memory

@@ -162,7 +162,7 @@ TEST(BalanceCommand, ParsesItsOptionsAndShowsAnExampleInHelp) {
     app.parse("balance " + write_profile() + " --stages 2 --schedule zigzag", false);
     ADD_FAILURE() << "--schedule zigzag was accepted";
   } catch (const CLI::ValidationError& error) {
-    EXPECT_NE(std::string(error.what()).find("unknown schedule 'zigzag' (valid: gpipe, 1f1b)"),
+    EXPECT_NE(std::string(error.what()).find("unknown schedule 'zigzag' (valid: gpipe, 1f1b, interleaved)"),
               std::string::npos)
         << error.what();
   }

@@ -1,0 +1,30 @@
+// The partitioner for the interleaved schedule. A per-stage bottleneck (dp_partition's
+// objective) does not decide the step there: each device runs several stages, so what counts is
+// how the work falls on the devices and how the interleaved order overlaps it. This search
+// minimises the simulated step itself, exactly: depth-first over the cut positions, pruning a
+// prefix of stages once the busiest device's work already reaches the best step found (a device
+// runs its actions one at a time, so its busy time bounds the step from below).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "balance/cost_model.h"
+
+namespace pipebal::balance {
+
+struct InterleavedSearch {
+  std::vector<int> balance;  // layers per stage
+  double step_ms = 0;        // its simulated step
+  int64_t nodes = 0;         // prefixes visited
+  bool exhaustive = true;    // false: stopped at the node limit, `balance` is the best found
+};
+
+// The balance with the smallest simulated step (simulate_balance) for `model`'s interleaved
+// schedule, starting from `start` (e.g. dp_partition's) as the best known. Visits at most
+// `node_limit` prefixes. Throws std::invalid_argument when the model's schedule is not
+// interleaved or `start` is not a balance of its layers.
+InterleavedSearch interleaved_partition(const CostModel& model, const std::vector<int>& start,
+                                        int64_t node_limit = 2'000'000);
+
+}  // namespace pipebal::balance

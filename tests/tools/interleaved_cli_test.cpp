@@ -1,0 +1,70 @@
+// The interleaved schedule from the command line: balance plans it (the search's optimum over
+// devices x stages per device), train --plan runs it, validate measures it beside the
+// prediction, and every misuse is one line naming the rule.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_support.h"
+
+namespace pipebal::testing {
+namespace {
+
+void expect_error(const std::string& args, const std::string& fragment) {
+  const CliResult r = run_pipebal(args);
+  EXPECT_EQ(r.status, 2) << args << "\n" << r.out;
+  EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+  EXPECT_NE(r.err.find(fragment), std::string::npos) << args << ": " << r.err;
+}
+
+TEST(InterleavedCli, BalanceTrainAndValidate) {
+  const std::string dir = scratch_dir();
+  const std::string model = "--model mlp:layers=8,width=16 --input-shape 16,16";
+  CliResult r = run_pipebal("profile " + model + " --chunks 4 --repeat 2 --warmup 1 -q -o " + dir +
+                            "/profile.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run_pipebal("balance " + dir +
+                  "/profile.json --stages 2 --schedule interleaved --virtual 2 -o " + dir +
+                  "/plan.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("2 devices of 2 stages each"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the smallest simulated step"), std::string::npos) << r.out;
+  const auto plan = nlohmann::json::parse(read_text(dir + "/plan.json"));
+  EXPECT_EQ(plan["schedule"], "interleaved");
+  EXPECT_EQ(plan["virtual_stages"], 2);
+  EXPECT_EQ(plan["balance"].size(), 4u);
+  EXPECT_EQ(plan["search"]["exhaustive"], true);
+
+  r = run_pipebal("train --plan " + dir + "/plan.json --steps 2 --warmup-steps 0 -q -o " + dir +
+                  "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto run = nlohmann::json::parse(read_text(dir + "/run.json"));
+  EXPECT_EQ(run["schedule"], "interleaved");
+  EXPECT_EQ(run["virtual_stages"], 2);
+  EXPECT_EQ(run["balance"], plan["balance"]);
+
+  r = run_pipebal("validate " + model +
+                  " --stages 2 --schedule interleaved --chunks 4 --profile-repeat 2 --steps 1 "
+                  "--warmup-steps 0 -o " +
+                  dir + "/validated");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto validation = nlohmann::json::parse(read_text(dir + "/validated/validation.json"));
+  EXPECT_EQ(validation["schedule"], "interleaved");
+  EXPECT_EQ(validation["stages"], 4);  // 2 devices x 2 (the default --virtual)
+  EXPECT_GT(validation["candidates"][0]["measured"]["step_ms"].get<double>(), 0);
+}
+
+TEST(InterleavedCli, MisuseIsOneLine) {
+  const std::string train = "train --model mlp:layers=8,width=16 --input-shape 16,16 -q ";
+  expect_error(train + "--balance 2,2,2,3 --schedule interleaved --virtual 2 --chunks 3",
+               "micro-batches (3) to be a multiple of the devices (2)");
+  expect_error(train + "--balance 2,2,2,3 --schedule interleaved --virtual 3",
+               "stages (4) to be a multiple of the stages per device (3)");
+  expect_error(train + "--balance 4,5 --virtual 2", "--virtual 2 goes with --schedule interleaved");
+  expect_error(
+      "validate --model mlp:layers=8,width=16 --auto --virtual 2 -o " + scratch_dir() + "/v",
+      "--virtual goes without --auto");
+}
+
+}  // namespace
+}  // namespace pipebal::testing
