@@ -1,6 +1,7 @@
 // See balance_command.h.
 #include "tools/balance_command.h"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -186,6 +187,47 @@ void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& prof
            << fix << "\n";
 }
 
+// The same devices and micro-batches under each schedule, each with its own dp balance: the
+// step, the speed-up over one micro-batch, the bubble and the busiest device's peak memory (a
+// device holds several stages under interleaving).
+void print_schedule_comparison(const balance::CostProfile& profile, const BalanceParams& params,
+                               std::ostream& out) {
+  struct Row {
+    pipeline::ScheduleKind schedule;
+    int virtual_stages;
+  };
+  out << fmt::format("\n{:<15} {:>6} {:>13} {:>9} {:>7} {:>12}  {}\n", "schedule", "stages", "step",
+                     "speed-up", "bubble", "device peak", "balance");
+  for (const Row row :
+       {Row{pipeline::ScheduleKind::kGPipe, 1}, Row{pipeline::ScheduleKind::kOneFOneB, 1},
+        Row{pipeline::ScheduleKind::kInterleaved, 2},
+        Row{pipeline::ScheduleKind::kInterleaved, 3}}) {
+    const std::string name = row.virtual_stages > 1
+                                 ? fmt::format("interleaved {}", row.virtual_stages)
+                                 : pipeline::to_string(row.schedule);
+    BalanceParams variant = params;
+    variant.schedule = row.schedule;
+    variant.virtual_stages = row.virtual_stages;
+    try {
+      const balance::CostOptions options = cost_options(variant, profile);
+      const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
+                                     params.stages * row.virtual_stages, options);
+      const Plan plan = balance::partition(model, balance::Algorithm::kDp);
+      std::vector<int64_t> device_bytes(params.stages, 0);
+      for (size_t s = 0; s < plan.stages.size(); ++s) {
+        device_bytes[s % params.stages] += plan.stages[s].memory_bytes;
+      }
+      out << fmt::format("{:<15} {:>6} {:>10.3f} ms {:>8.2f}x {:>6.1f}% {:>12}  [{}]\n", name,
+                         plan.stages.size(), plan.prediction.step_ms, plan.prediction.speedup,
+                         100 * plan.prediction.bubble_fraction,
+                         format_bytes(*std::max_element(device_bytes.begin(), device_bytes.end())),
+                         fmt::join(plan.balance, ","));
+    } catch (const std::invalid_argument& error) {
+      out << fmt::format("{:<15} {}\n", name, error.what());
+    }
+  }
+}
+
 }  // namespace
 
 void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings) {
@@ -218,6 +260,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
                              ? plan
                              : balance::partition(model, balance::Algorithm::kDp);
     print_comparison(model, dp_plan, out);
+    print_schedule_comparison(profile, params, out);
   }
   if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";
 }

@@ -136,6 +136,41 @@ TEST(BalanceCommand, CompareListsEveryAlgorithm) {
   }
 }
 
+// The step printed in `out`'s row starting with `name`.
+double step_of(const std::string& out, const std::string& name) {
+  const size_t row = out.find("\n" + name + " ");
+  if (row == std::string::npos) return -1;
+  std::istringstream fields(out.substr(row + name.size() + 1));
+  int stages = 0;
+  double step = -1;
+  fields >> stages >> step;
+  return step;
+}
+
+// The same two devices under every schedule: interleaving two or three stages per device
+// shrinks the bubble, so its best balance beats 1F1B's; a shape a schedule cannot run says why.
+TEST(BalanceCommand, CompareListsEverySchedule) {
+  BalanceParams params = params_for(2);
+  params.compare = true;
+  const std::string out = run(params);
+  const double gpipe = step_of(out, "gpipe"), one = step_of(out, "1f1b");
+  const double two = step_of(out, "interleaved 2"), three = step_of(out, "interleaved 3");
+  EXPECT_GT(gpipe, 0) << out;
+  EXPECT_GT(one, 0) << out;
+  EXPECT_GT(two, 0) << out;
+  EXPECT_LT(two, one) << out;
+  EXPECT_LT(three, one) << out;
+  params = params_for(3);
+  params.compare = true;
+  const std::string odd = run(params);
+  EXPECT_NE(odd.find("\ninterleaved 2   schedule: interleaved needs the micro-batches (4) to be "
+                     "a multiple of the devices (3)"),
+            std::string::npos)
+      << odd;
+  EXPECT_NE(odd.find("\ninterleaved 3   9 stages need at least 9 layers"), std::string::npos)
+      << odd;
+}
+
 TEST(BalanceCommand, JsonAndOutputFileCarryThePlan) {
   BalanceParams params = params_for(2);
   params.json = true;
@@ -162,7 +197,8 @@ TEST(BalanceCommand, ParsesItsOptionsAndShowsAnExampleInHelp) {
     app.parse("balance " + write_profile() + " --stages 2 --schedule zigzag", false);
     ADD_FAILURE() << "--schedule zigzag was accepted";
   } catch (const CLI::ValidationError& error) {
-    EXPECT_NE(std::string(error.what()).find("unknown schedule 'zigzag' (valid: gpipe, 1f1b, interleaved)"),
+    EXPECT_NE(std::string(error.what())
+                  .find("unknown schedule 'zigzag' (valid: gpipe, 1f1b, interleaved)"),
               std::string::npos)
         << error.what();
   }
