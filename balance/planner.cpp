@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "balance/dp_partition.h"
+#include "balance/interleaved_partition.h"
 #include "common/format_bytes.h"
 
 namespace pipebal::balance {
@@ -78,6 +79,11 @@ std::string with_batch(const std::string& spec, int64_t batch) {
   return spec.substr(0, open + 1) + std::to_string(batch) + spec.substr(end);
 }
 
+// The stages per device a schedule is searched with: 1, or each of `interleaved` for kInterleaved.
+std::vector<int> stages_per_device(ScheduleKind schedule, const std::vector<int>& interleaved) {
+  return schedule == ScheduleKind::kInterleaved ? interleaved : std::vector<int>{1};
+}
+
 // Speed-up over the plain model and throughput of the whole mini-batch.
 void rate(Configuration& config, const Configuration& plain, int64_t batch) {
   config.speedup = plain.step_ms / config.step_ms;
@@ -85,9 +91,10 @@ void rate(Configuration& config, const Configuration& plain, int64_t batch) {
 }
 
 int64_t peak_bytes(const Plan& plan) {
-  int64_t peak = 0;
-  for (const StagePlan& stage : plan.stages) peak = std::max(peak, stage.memory_bytes);
-  return peak;
+  const size_t devices = plan.stages.size() / plan.virtual_stages;
+  std::vector<int64_t> held(devices, 0);
+  for (size_t s = 0; s < plan.stages.size(); ++s) held[s % devices] += plan.stages[s].memory_bytes;
+  return *std::max_element(held.begin(), held.end());
 }
 
 // Costs one configuration with dp's balance; false when no partition fits the caps.
@@ -95,18 +102,28 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
                         int64_t replica_batch, Configuration& config) {
   options.chunks = config.chunks;
   options.schedule = config.schedule;
+  options.virtual_stages = config.virtual_stages;
   options.checkpoint = config.checkpoint;
   options.replicas = config.replicas;
   options.memory_caps_bytes = first_devices(options.memory_caps_bytes, config.stages);
   options.device_speeds = first_devices(options.device_speeds, config.stages);
-  const CostModel model(at.layers, config.stages, options);
+  const CostModel model(at.layers, config.stages * config.virtual_stages, options);
   std::vector<int> balance;
   try {
     balance = dp_partition(model);
   } catch (const std::invalid_argument&) {
     return false;  // no partition within the memory caps
   }
+  std::optional<InterleavedSearch> search;
+  if (config.virtual_stages > 1) {
+    search = interleaved_partition(model, balance, kPlannerSearchNodes);
+    balance = search->balance;
+  }
   config.plan = make_plan(model, balance, "dp");
+  if (search) {
+    config.plan.search_nodes = search->nodes;
+    config.plan.search_exhaustive = search->exhaustive;
+  }
   config.plan.model = profile.model;
   config.plan.dtype = profile.dtype;
   config.plan.input_shape = profile.input_shape;
@@ -131,7 +148,8 @@ int checkpoint_rank(CheckpointMode mode) {
 
 auto rank_key(const Configuration& c) {
   return std::make_tuple(std::llround(c.step_ms * 1e6), c.devices, c.stages, c.peak_bytes, c.chunks,
-                         static_cast<int>(c.schedule), checkpoint_rank(c.checkpoint));
+                         static_cast<int>(c.schedule), c.virtual_stages,
+                         checkpoint_rank(c.checkpoint));
 }
 
 // Drops a configuration when an earlier (no slower) one of the same stages, replicas and
@@ -164,6 +182,10 @@ std::string describe(const Configuration& c) {
       fmt::format("{} stage{}, {} micro-batch{}, {}, checkpoint {}", c.stages,
                   c.stages > 1 ? "s" : "", c.chunks, c.chunks > 1 ? "es" : "",
                   pipeline::to_string(c.schedule), pipeline::to_string(c.checkpoint));
+  if (c.virtual_stages > 1) {
+    text = fmt::format("{} devices of {} stages, {} micro-batches, interleaved, checkpoint {}",
+                       c.stages, c.virtual_stages, c.chunks, pipeline::to_string(c.checkpoint));
+  }
   if (c.replicas > 1) text += fmt::format(", {} replicas", c.replicas);
   return text;
 }
@@ -244,20 +266,30 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
           costs_at_micro_batch_size(profile, micro_batch_size(replica_batch, chunks));
       for (int stages = 1; stages <= std::min(search.devices / replicas, layers); ++stages) {
         for (const ScheduleKind schedule : schedules) {
-          for (const CheckpointMode checkpoint : checkpoints) {
-            Configuration config;
-            config.stages = stages;
-            config.replicas = replicas;
-            config.chunks = chunks;
-            config.schedule = schedule;
-            config.checkpoint = checkpoint;
-            ++result.searched;
-            if (!cost_configuration(profile, at, search.costs, replica_batch, config)) {
-              ++result.over_memory;
+          for (const int per_device : stages_per_device(schedule, search.virtual_stages)) {
+            // Interleaving needs devices to interleave, whole rounds of micro-batches and enough
+            // layers; it plans without memory caps (cost_model.h).
+            if (per_device > 1 &&
+                (stages < 2 || chunks % stages != 0 || stages * per_device > layers ||
+                 !search.costs.memory_caps_bytes.empty())) {
               continue;
             }
-            rate(config, plain, batch);
-            feasible.push_back(std::move(config));
+            for (const CheckpointMode checkpoint : checkpoints) {
+              Configuration config;
+              config.stages = stages;
+              config.virtual_stages = per_device;
+              config.replicas = replicas;
+              config.chunks = chunks;
+              config.schedule = schedule;
+              config.checkpoint = checkpoint;
+              ++result.searched;
+              if (!cost_configuration(profile, at, search.costs, replica_batch, config)) {
+                ++result.over_memory;
+                continue;
+              }
+              rate(config, plain, batch);
+              feasible.push_back(std::move(config));
+            }
           }
         }
       }

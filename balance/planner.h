@@ -34,7 +34,11 @@ struct PlanSearch {
   // micro-batches of a size the profile measured or lies between (no extrapolation), or the
   // profile's own count when it measured one size.
   std::vector<int> chunks;
-  std::vector<pipeline::ScheduleKind> schedules;      // empty: all
+  // Empty: gpipe and 1f1b. kInterleaved is searched when listed, with each of
+  // `virtual_stages` stages per device (on 2 or more devices, micro-batches in whole rounds; not
+  // with memory caps), its balance from interleaved_partition.h within kPlannerSearchNodes.
+  std::vector<pipeline::ScheduleKind> schedules;
+  std::vector<int> virtual_stages = {2, 3};
   std::vector<pipeline::CheckpointMode> checkpoints;  // empty: all
   // Also try R > 1 copies of the pipeline trained data-parallel (stages x R <= devices, R
   // dividing the mini-batch): one process per device (`pipebal launch`).
@@ -49,8 +53,13 @@ struct PlanSearch {
 };
 
 // One configuration and its prediction.
+// Prefixes the interleaved search visits per configuration in the planner (a whole search per
+// configuration would cost seconds); the plan's `search` says whether it finished.
+constexpr int64_t kPlannerSearchNodes = 20'000;
+
 struct Configuration {
-  int stages = 1;
+  int stages = 1;  // devices in the pipeline (interleaved: each holds virtual_stages)
+  int virtual_stages = 1;
   int replicas = 1;
   int chunks = 1;
   int threads_per_stage = 0;  // set for the plain model on several threads; 0: as profiled
@@ -65,7 +74,7 @@ struct Configuration {
   double step_ms = 0;        // predicted, one mini-batch (all replicas together)
   double samples_per_s = 0;  // the whole mini-batch over step_ms; 0 when the batch is unknown
   double speedup = 0;        // the plain model's step_ms over this one's
-  int64_t peak_bytes = 0;    // the largest stage's
+  int64_t peak_bytes = 0;    // the busiest device's (a device holds several stages interleaved)
 };
 
 struct PlanSearchResult {

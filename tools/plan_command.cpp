@@ -54,9 +54,11 @@ void print_row(const std::string& rank, const Configuration& c, bool replicas, s
       "{:>5} {:>6}{} {:>6} {:<9} {:<11} {:>11.3f} {:>10.1f} {:>8.2f}x {:>6.1f}% "
       "{:>11}  [{}]{}\n",
       rank, c.stages, replicas ? fmt::format(" {:>8}", c.replicas) : "", c.chunks,
-      pipeline::to_string(c.schedule), pipeline::to_string(c.checkpoint), c.step_ms,
-      c.samples_per_s, c.speedup, 100.0 * c.plan.prediction.bubble_fraction,
-      format_bytes(c.peak_bytes), fmt::join(c.plan.balance, ","),
+      c.virtual_stages > 1 ? fmt::format("interl. {}", c.virtual_stages)
+                           : pipeline::to_string(c.schedule),
+      pipeline::to_string(c.checkpoint), c.step_ms, c.samples_per_s, c.speedup,
+      100.0 * c.plan.prediction.bubble_fraction, format_bytes(c.peak_bytes),
+      fmt::join(c.plan.balance, ","),
       (c.threads_per_stage > 1 ? fmt::format(" on {} threads", c.threads_per_stage)
                                : std::string()) +
           (c.costs == balance::CostSource::kMeasured
@@ -168,9 +170,11 @@ void add_plan_command(CLI::App& app) {
                   "Micro-batch counts to consider (default: every count dividing the mini-batch "
                   "into sizes the profile spans)")
       ->delimiter(',');
-  sub->add_option("--schedules", params->schedules, "Schedules to consider (default: gpipe,1f1b)")
+  sub->add_option("--schedules", params->schedules,
+                  "Schedules to consider (default: gpipe,1f1b; interleaved when listed, with 2 "
+                  "and 3 stages per device)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
   sub->add_option("--checkpoints", params->checkpoints,
                   "Checkpoint modes to consider (default: never,except_last,always)")
       ->delimiter(',')

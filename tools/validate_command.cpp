@@ -127,9 +127,10 @@ void add_validate_command(CLI::App& app) {
                   "--auto: the plan's best configurations trained (0: every one searched)")
       ->capture_default_str();
   auto searched = std::make_shared<std::pair<std::vector<std::string>, std::vector<std::string>>>();
-  cmd->add_option("--schedules", searched->first, "--auto: schedules searched (default: all)")
+  cmd->add_option("--schedules", searched->first,
+                  "--auto: schedules searched (default: gpipe,1f1b; interleaved when listed)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
   cmd->add_option("--checkpoints", searched->second,
                   "--auto: checkpoint modes searched (default: all)")
       ->delimiter(',')

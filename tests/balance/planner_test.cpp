@@ -132,6 +132,36 @@ TEST(Planner, PipelinesWhenCostsScaleWithTheMicroBatch) {
   EXPECT_EQ(result.plain.chunks, 1);
 }
 
+// Interleaving is searched when asked for: with costs that scale with the micro-batch and free
+// links, two devices of two stages each beat 1F1B's two stages (the bubble halves), the plan
+// lists all four stages and says so, and a count of micro-batches that is not whole rounds of
+// the devices is not searched for it.
+TEST(Planner, SearchesTheInterleavedScheduleWhenListed) {
+  const CostProfile profile = profile_of({1, 1, 1, 1, 1, 1, 1, 1}, 0, 8);
+  PlanSearch search;
+  search.devices = 2;
+  search.schedules = {ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved};
+  search.checkpoints = {CheckpointMode::kNever};
+  const PlanSearchResult result = search_plans(profile, search);
+  const Configuration& best = result.ranked.front();
+  EXPECT_EQ(best.schedule, ScheduleKind::kInterleaved);
+  EXPECT_EQ(best.stages, 2);
+  EXPECT_GE(best.virtual_stages, 2);
+  EXPECT_EQ(best.plan.virtual_stages, best.virtual_stages);
+  EXPECT_EQ(static_cast<int>(best.plan.balance.size()), 2 * best.virtual_stages);
+  EXPECT_TRUE(best.plan.search_exhaustive);
+  EXPECT_NE(describe(best).find("2 devices of"), std::string::npos) << describe(best);
+  // 8 micro-batches of equal layers: (8 V + 1) slots of 1/(2V) of the work against 1F1B's 9 of 1/2.
+  const double plain = result.plain.step_ms;
+  EXPECT_NEAR(best.step_ms, plain * (8.0 * best.virtual_stages + 1) / (16.0 * best.virtual_stages),
+              1e-9 * plain);
+  for (const Configuration& config : result.ranked) {
+    if (config.schedule == ScheduleKind::kInterleaved) EXPECT_EQ(config.chunks % 2, 0);
+  }
+  search.schedules = {ScheduleKind::kOneFOneB};
+  EXPECT_GT(search_plans(profile, search).ranked.front().step_ms, best.step_ms);
+}
+
 TEST(Planner, SaysNotToPipelineWhenSmallMicroBatchesCostTooMuch) {
   // A fixed 10 ms per layer call dwarfs the per-sample work: one call of the whole batch wins.
   const CostProfile profile = profile_of({0.01, 0.01, 0.01, 0.01}, 10, 8);

@@ -1,6 +1,6 @@
 // The interleaved schedule from the command line: balance plans it (the search's optimum over
-// devices x stages per device), train --plan runs it, validate measures it beside the
-// prediction, and every misuse is one line naming the rule.
+// devices x stages per device), plan searches it when listed, train --plan runs it, validate
+// measures it beside the prediction, and every misuse is one line naming the rule.
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +42,15 @@ TEST(InterleavedCli, BalanceTrainAndValidate) {
   EXPECT_EQ(run["schedule"], "interleaved");
   EXPECT_EQ(run["virtual_stages"], 2);
   EXPECT_EQ(run["balance"], plan["balance"]);
+
+  // The planner searches it when asked, and its plan trains as is.
+  r = run_pipebal("plan " + dir + "/profile.json --devices 2 --schedules 1f1b,interleaved -o " +
+                  dir + "/planned.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("interl. 2"), std::string::npos) << r.out;
+  r = run_pipebal("train --plan " + dir + "/planned.json --steps 1 --warmup-steps 0 -q -o " + dir +
+                  "/planned-run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
 
   r = run_pipebal("validate " + model +
                   " --stages 2 --schedule interleaved --chunks 4 --profile-repeat 2 --steps 1 "

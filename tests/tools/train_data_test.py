@@ -48,17 +48,22 @@ torch.save({"inputs": x, "targets": y}, data)
 model_path = os.path.join(work, "model.pt")
 torch.jit.script(make_model()).save(model_path)
 
-# The reference: PyTorch trains the same model on the same batches in file order.
+def pytorch_losses(model, epochs):
+    """The reference: PyTorch trains `model` on the same batches in file order."""
+    sgd = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for epoch in range(epochs):
+        for first in range(0, len(x), BATCH):
+            sgd.zero_grad()
+            loss = F.cross_entropy(model(x[first:first + BATCH]), y[first:first + BATCH])
+            loss.backward()
+            sgd.step()
+            losses.append(loss.item())
+    return losses
+
+
 reference = make_model()
-sgd = torch.optim.SGD(reference.parameters(), lr=LR)
-expected = []
-for epoch in range(EPOCHS):
-    for first in range(0, len(x), BATCH):
-        sgd.zero_grad()
-        loss = F.cross_entropy(reference(x[first:first + BATCH]), y[first:first + BATCH])
-        loss.backward()
-        sgd.step()
-        expected.append(loss.item())
+expected = pytorch_losses(reference, EPOCHS)
 
 common = ["--model", model_path, "--data", data, "--batch-size", str(BATCH), "--epochs",
           str(EPOCHS), "--balance", "2,3", "--chunks", "4", "--optimizer", "sgd", "--lr", str(LR),
@@ -167,14 +172,7 @@ def make_residual():
 residual_path = os.path.join(work, "residual.pt")
 torch.jit.script(make_residual()).save(residual_path)
 reference = make_residual()
-sgd = torch.optim.SGD(reference.parameters(), lr=LR)
-expected_residual = []
-for first in range(0, len(x), BATCH):
-    sgd.zero_grad()
-    loss = F.cross_entropy(reference(x[first:first + BATCH]), y[first:first + BATCH])
-    loss.backward()
-    sgd.step()
-    expected_residual.append(loss.item())
+expected_residual = pytorch_losses(reference, 1)
 out, saved = os.path.join(work, "residual.json"), os.path.join(work, "residual-trained.pt")
 run("train", "--model", residual_path, "--data", data, "--batch-size", str(BATCH), "--balance",
     "2,2,1", "--chunks", "4", "--schedule", "1f1b", "--optimizer", "sgd", "--lr", str(LR), "--loss",
