@@ -156,7 +156,9 @@ TEST(Planner, SearchesTheInterleavedScheduleWhenListed) {
   EXPECT_NEAR(best.step_ms, plain * (8.0 * best.virtual_stages + 1) / (16.0 * best.virtual_stages),
               1e-9 * plain);
   for (const Configuration& config : result.ranked) {
-    if (config.schedule == ScheduleKind::kInterleaved) EXPECT_EQ(config.chunks % 2, 0);
+    if (config.schedule == ScheduleKind::kInterleaved) {
+      EXPECT_EQ(config.chunks % 2, 0);
+    }
   }
   search.schedules = {ScheduleKind::kOneFOneB};
   EXPECT_GT(search_plans(profile, search).ranked.front().step_ms, best.step_ms);
