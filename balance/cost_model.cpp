@@ -24,6 +24,15 @@ std::vector<T> per_stage(const std::vector<T>& values, int stages, T fallback, c
   return values;
 }
 
+// One value per device to one per stage, stage s on device s % devices (interleaved).
+template <typename T>
+void expand_per_device(std::vector<T>& values, size_t devices, int stages) {
+  if (values.size() != devices || devices < 2) return;
+  std::vector<T> per_stage;
+  for (int s = 0; s < stages; ++s) per_stage.push_back(values[s % devices]);
+  values = per_stage;
+}
+
 void validate(const std::vector<LayerCost>& layers, int stages, const CostOptions& options) {
   if (stages < 1) {
     throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", stages));
@@ -82,20 +91,11 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
   schedule_ = pipeline::make_schedule(options_.schedule, stages_, options_.chunks,
                                       options_.checkpoint, options_.virtual_stages);
   if (schedule_.virtual_stages > 1) {
-    // A device's stages share its memory, which per-stage caps cannot express yet.
-    if (!options_.memory_caps_bytes.empty()) {
-      throw std::invalid_argument(
-          "memory caps are not supported with the interleaved schedule yet: leave out "
-          "--memory-cap, or plan gpipe or 1f1b");
-    }
-    // Speeds may be given per device: each stage runs at its device's.
+    // Speeds and caps may be given per device: each stage runs at its device's speed, and
+    // memory_cap_bytes(s) is its device's cap, which the device's stages share (fits_memory).
     const size_t devices = static_cast<size_t>(schedule_.devices());
-    if (options_.device_speeds.size() == devices && devices > 1) {
-      std::vector<double> per_stage_speeds;
-      for (int s = 0; s < stages_; ++s)
-        per_stage_speeds.push_back(options_.device_speeds[s % devices]);
-      options_.device_speeds = per_stage_speeds;
-    }
+    expand_per_device(options_.device_speeds, devices, stages_);
+    expand_per_device(options_.memory_caps_bytes, devices, stages_);
   }
   speeds_ = per_stage(options_.device_speeds, stages_, 1.0, "device speeds");
   caps_ = per_stage(options_.memory_caps_bytes, stages_, kUnlimitedBytes, "memory caps");

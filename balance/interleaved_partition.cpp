@@ -2,7 +2,10 @@
 #include "balance/interleaved_partition.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "balance/plan.h"
 
@@ -18,6 +21,7 @@ class Search {
         layers_(model.layer_count()),
         node_limit_(node_limit),
         load_(devices_, 0.0),
+        held_(devices_, 0),
         balance_(stages_, 0) {
     const pipeline::Schedule& schedule = model.schedule();
     for (int i = 0; i < schedule.chunks; ++i) {
@@ -26,8 +30,11 @@ class Search {
   }
 
   void run(const std::vector<int>& start) {
-    result_.balance = start;
-    result_.step_ms = simulate_balance(model_, start, model_.options().chunks).step_ms;
+    // The start is the best known if its devices fit their memory.
+    if (make_plan(model_, start, "dp").fits_memory()) {
+      result_.balance = start;
+      result_.step_ms = simulate_balance(model_, start, model_.options().chunks).step_ms;
+    }
     visit(0, 0);
   }
 
@@ -61,12 +68,16 @@ class Search {
     for (int end = remaining_stages == 0 ? layers_ : first + 1; end + remaining_stages <= layers_;
          ++end) {
       const double busy = busy_ms(stage, first, end);
-      // Longer stages only add work to this device: no later end can do better.
+      const int64_t bytes = model_.memory_bytes(stage, first, end);
+      // Longer stages only add work and memory to this device: no later end can do better.
       if (load_[device] + busy >= result_.step_ms) break;
+      if (__int128{held_[device]} + bytes > model_.memory_cap_bytes(stage)) break;
       load_[device] += busy;
+      held_[device] += bytes;
       balance_[stage] = end - first;
       visit(stage + 1, end);
       load_[device] -= busy;
+      held_[device] -= bytes;
       if (!result_.exhaustive) return;
     }
   }
@@ -77,9 +88,10 @@ class Search {
   const int layers_;
   const int64_t node_limit_;
   int checkpointed_ = 0;
-  std::vector<double> load_;  // busy time per device of the stages placed so far
-  std::vector<int> balance_;  // of the prefix being visited
-  InterleavedSearch result_;
+  std::vector<double> load_;   // busy time per device of the stages placed so far
+  std::vector<int64_t> held_;  // and their memory, which the device's cap bounds
+  std::vector<int> balance_;   // of the prefix being visited
+  InterleavedSearch result_{{}, std::numeric_limits<double>::infinity(), 0, true};
 };
 
 }  // namespace
@@ -93,7 +105,16 @@ InterleavedSearch interleaved_partition(const CostModel& model, const std::vecto
   pipeline::check_balance(start, model.layer_count(), model.stage_count());
   Search search(model, node_limit);
   search.run(start);
-  return search.result();
+  const InterleavedSearch& result = search.result();
+  if (result.balance.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "no partition of {} layers into {} stages, {} on each of {} devices, fits the devices' "
+        "memory caps{}",
+        model.layer_count(), model.stage_count(), model.schedule().virtual_stages,
+        model.schedule().devices(),
+        result.exhaustive ? "" : fmt::format(" within the {} prefixes searched", result.nodes)));
+  }
+  return result;
 }
 
 }  // namespace pipebal::balance

@@ -3,7 +3,8 @@
 // how the work falls on the devices and how the interleaved order overlaps it. This search
 // minimises the simulated step itself, exactly: depth-first over the cut positions, pruning a
 // prefix of stages once the busiest device's work already reaches the best step found (a device
-// runs its actions one at a time, so its busy time bounds the step from below).
+// runs its actions one at a time, so its busy time bounds the step from below). With memory
+// caps, a device's stages share its cap: prefixes over it are pruned as well.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +22,10 @@ struct InterleavedSearch {
 };
 
 // The balance with the smallest simulated step (simulate_balance) for `model`'s interleaved
-// schedule, starting from `start` (e.g. dp_partition's) as the best known. Visits at most
-// `node_limit` prefixes. Throws std::invalid_argument when the model's schedule is not
-// interleaved or `start` is not a balance of its layers.
+// schedule whose devices fit their memory caps, starting from `start` (e.g. dp_partition's) as
+// the best known when it fits. Visits at most `node_limit` prefixes. Throws
+// std::invalid_argument when the model's schedule is not interleaved, `start` is not a balance
+// of its layers, or no balance found fits the caps.
 InterleavedSearch interleaved_partition(const CostModel& model, const std::vector<int>& start,
                                         int64_t node_limit = 2'000'000);
 

@@ -101,8 +101,12 @@ StagePlan stage_from_json(const json& in, size_t index) {
 }  // namespace
 
 bool Plan::fits_memory() const {
-  for (const StagePlan& stage : stages) {
-    if (stage.memory_bytes > stage.memory_cap_bytes) return false;
+  // A device holds stages d, d + devices, ... (one stage each unless interleaved).
+  const size_t devices = stages.size() / std::max(virtual_stages, 1);
+  std::vector<__int128> held(devices, 0);
+  for (size_t s = 0; s < stages.size(); ++s) {
+    held[s % devices] += stages[s].memory_bytes;
+    if (held[s % devices] > stages[s].memory_cap_bytes) return false;
   }
   return true;
 }

@@ -116,7 +116,11 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   }
   std::optional<InterleavedSearch> search;
   if (config.virtual_stages > 1) {
-    search = interleaved_partition(model, balance, kPlannerSearchNodes);
+    try {
+      search = interleaved_partition(model, balance, kPlannerSearchNodes);
+    } catch (const std::invalid_argument&) {
+      return false;  // the devices' stages do not fit their caps together
+    }
     balance = search->balance;
   }
   config.plan = make_plan(model, balance, "dp");
@@ -268,10 +272,9 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
         for (const ScheduleKind schedule : schedules) {
           for (const int per_device : stages_per_device(schedule, search.virtual_stages)) {
             // Interleaving needs devices to interleave, whole rounds of micro-batches and enough
-            // layers; it plans without memory caps (cost_model.h).
+            // layers.
             if (per_device > 1 &&
-                (stages < 2 || chunks % stages != 0 || stages * per_device > layers ||
-                 !search.costs.memory_caps_bytes.empty())) {
+                (stages < 2 || chunks % stages != 0 || stages * per_device > layers)) {
               continue;
             }
             for (const CheckpointMode checkpoint : checkpoints) {

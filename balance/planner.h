@@ -35,8 +35,8 @@ struct PlanSearch {
   // profile's own count when it measured one size.
   std::vector<int> chunks;
   // Empty: gpipe and 1f1b. kInterleaved is searched when listed, with each of
-  // `virtual_stages` stages per device (on 2 or more devices, micro-batches in whole rounds; not
-  // with memory caps), its balance from interleaved_partition.h within kPlannerSearchNodes.
+  // `virtual_stages` stages per device (on 2 or more devices, micro-batches in whole rounds),
+  // its balance from interleaved_partition.h within kPlannerSearchNodes.
   std::vector<pipeline::ScheduleKind> schedules;
   std::vector<int> virtual_stages = {2, 3};
   std::vector<pipeline::CheckpointMode> checkpoints;  // empty: all

@@ -4,6 +4,7 @@
 #include "balance/interleaved_partition.h"
 
 #include <functional>
+#include <limits>
 #include <random>
 #include <stdexcept>
 
@@ -100,16 +101,70 @@ TEST(InterleavedPartition, TheDpAlgorithmPlansWithItAndSaysWhetherTheSearchWasEx
   EXPECT_LE(cut.step_ms, simulate_balance(model, dp_partition(model), 4).step_ms);
 }
 
-TEST(InterleavedPartition, RefusesAnotherScheduleAndMemoryCaps) {
-  std::vector<LayerCost> costs(4, LayerCost{"l", "Linear", 1.0, 2.0, 0, 0, 0});
-  CostOptions options;
-  const CostModel plain(costs, 2, options);
+// A device's stages share its cap: among the balances whose devices fit, the smallest step
+// (brute force again), and a clear error when none fits.
+TEST(InterleavedPartition, KeepsEachDevicesStagesWithinItsCap) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> ms(0.1, 4.0);
+  int constrained = 0;
+  for (int t = 0; t < 40; ++t) {
+    const int layers = 6 + static_cast<int>(rng() % 3);
+    std::vector<LayerCost> costs(layers);
+    for (LayerCost& c : costs) {
+      c.forward_ms = ms(rng);
+      c.backward_ms = 2 * c.forward_ms;
+      c.param_bytes = 1000 * (1 + static_cast<int64_t>(rng() % 9));
+      c.activation_bytes = 500;
+    }
+    CostOptions options;
+    options.schedule = pipeline::ScheduleKind::kInterleaved;
+    options.virtual_stages = 2;
+    options.chunks = 2;
+    options.memory_caps_bytes = {30000 + 2000 * static_cast<int64_t>(rng() % 12), 50000};
+    const CostModel model(costs, 4, options);
+    double best = std::numeric_limits<double>::infinity(), unconstrained = best;
+    std::vector<int> prefix;
+    each_balance(layers, 4, prefix, [&](const std::vector<int>& balance) {
+      const double step = simulate_balance(model, balance, options.chunks).step_ms;
+      unconstrained = std::min(unconstrained, step);
+      if (make_plan(model, balance, "dp").fits_memory()) best = std::min(best, step);
+    });
+    std::vector<int> start;
+    try {
+      start = dp_partition(model);
+    } catch (const std::invalid_argument&) {
+      start = {layers - 3, 1, 1, 1};
+    }
+    if (best == std::numeric_limits<double>::infinity()) {
+      EXPECT_THROW(interleaved_partition(model, start), std::invalid_argument) << t;
+      continue;
+    }
+    const InterleavedSearch search = interleaved_partition(model, start);
+    EXPECT_NEAR(search.step_ms, best, 1e-9 * best) << t;
+    EXPECT_TRUE(make_plan(model, search.balance, "dp").fits_memory()) << t;
+    if (best > unconstrained + 1e-9) ++constrained;
+  }
+  EXPECT_GT(constrained, 0) << "no case where the caps changed the answer";
+}
+
+TEST(InterleavedPartition, RefusesAnotherScheduleAndSaysWhenNothingFits) {
+  std::vector<LayerCost> costs(4, LayerCost{"l", "Linear", 1.0, 2.0, 1000, 0, 0});
+  const CostModel plain(costs, 2, CostOptions{});
   EXPECT_THROW(interleaved_partition(plain, {2, 2}), std::invalid_argument);
+  CostOptions options;
   options.schedule = pipeline::ScheduleKind::kInterleaved;
   options.virtual_stages = 2;
   options.chunks = 2;
-  options.memory_caps_bytes = {1 << 30};
-  EXPECT_THROW(CostModel(costs, 4, options), std::invalid_argument);
+  options.memory_caps_bytes = {3000};  // each stage needs 2000, a device holds two
+  const CostModel tight(costs, 4, options);
+  try {
+    interleaved_partition(tight, dp_partition(tight));
+    FAIL() << "a balance was accepted";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("2 on each of 2 devices, fits the devices' memory"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 }  // namespace
