@@ -115,6 +115,31 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
   EXPECT_EQ(lanes, (std::set<std::pair<int, int>>{{0, 0}, {1, 1}}));
 }
 
+// Two "hosts" on loopback: a launcher per node (--nnodes 2, --node-rank 0 and 1), one process
+// each, meeting at node 0's address, train exactly like one process; node 0's rank 0 reports.
+TEST(LaunchCli, TwoNodesTrainExactlyLikeOneProcess) {
+  const std::string dir = scratch_dir();
+  const CliResult single = run_pipebal(kTrain + " --checkpoint never -o " + dir + "/single.json");
+  ASSERT_EQ(single.status, 0) << single.err;
+  const int port = 29900 + getpid() % 500;
+  const auto node = [&](int rank) {
+    return fmt::format(
+        "{} launch --nproc-per-node 1 --nnodes 2 --node-rank {} --master-addr 127.0.0.1 "
+        "--master-port {} -- {}{} --checkpoint never -o {}/node{}.json >{}/out{} 2>{}/err{}",
+        PIPEBAL_BINARY, rank, port, PIPEBAL_BINARY, kTrain, dir, rank, dir, rank, dir, rank);
+  };
+  const std::string both = fmt::format(
+      "timeout -s KILL 120 sh -c '{} & first=$!; {}; second=$?; wait $first; exit $(($? | "
+      "second))'",
+      node(0), node(1));
+  ASSERT_EQ(std::system(both.c_str()), 0) << read_text(dir + "/err0") << read_text(dir + "/err1");
+  const nlohmann::json run = read_json(dir + "/node0.json");
+  EXPECT_EQ(losses(run), losses(read_json(dir + "/single.json")));
+  ASSERT_EQ(run.at("processes").size(), 2u);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/node1.json")) << "only rank 0 writes";
+  expect_aligned_timeline(run);
+}
+
 // `pipebal link` between two processes adds the measured link to a profile; balance then prices
 // transfers with it.
 TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
