@@ -52,4 +52,12 @@ void GradientAverager::average(const std::vector<at::Tensor>& parameters) {
   flush();
 }
 
+double GradientAverager::mean(double value) {
+  if (!stage_group_) return value;
+  std::vector<at::Tensor> message{torch::tensor({value}, torch::kDouble)};
+  auto work = stage_group_->allreduce(message);
+  group_->wait(*work, "averaging the loss over the replicas");
+  return message[0].item<double>() / placement_.replicas;
+}
+
 }  // namespace pipebal::distributed

@@ -26,6 +26,10 @@ class GradientAverager {
   // stage's replicas. Every replica must pass the same parameters in the same order.
   void average(const std::vector<at::Tensor>& parameters);
 
+  // The mean of `value` over the stage's replicas (a replica's loss -> the mini-batch's, when
+  // the replicas' slices are equal); `value` itself with one replica.
+  double mean(double value);
+
  private:
   std::shared_ptr<Group> group_;
   Placement placement_;

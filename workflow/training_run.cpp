@@ -144,12 +144,15 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     }
     st.dataset = models::load_dataset(settings.data);
     if (dtype) st.dataset->convert_floats(*dtype);
+    // Every replica's slice needs a sample per micro-batch.
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
-                                   settings.shuffle, settings.seed, settings.chunks);
+                                   settings.shuffle, settings.seed,
+                                   int64_t{settings.chunks} * std::max(settings.replicas, 1));
     st.settings.warmup_steps = 0;
     st.settings.steps = static_cast<int>(st.order.size());
     st.settings.input_shape = st.dataset->inputs[0].sizes().vec();
-    st.settings.input_shape[0] = std::min(settings.batch_size, st.dataset->size());
+    st.settings.input_shape[0] =  // one replica's
+        std::min(settings.batch_size, st.dataset->size()) / std::max(settings.replicas, 1);
   } else if (!settings.loss.empty()) {
     throw std::invalid_argument(
         "--loss applies to --data (synthetic targets follow the model's own loss)");
@@ -166,12 +169,18 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         fmt::format("--replicas must be between 1 and 4096, got {}", settings.replicas));
   }
   const bool multi_process = settings.launch && settings.launch->world_size > 1;
-  if (multi_process && (settings.replicas > 1 && st.dataset)) {
-    throw std::invalid_argument("--data with --replicas is not supported yet: train one pipeline");
-  }
   if (multi_process && !settings.save.empty()) {
     throw std::invalid_argument(
         "--save is not supported across processes yet (each holds its own stage's weights)");
+  }
+  if (st.dataset && settings.replicas > 1 &&
+      (settings.batch_size % settings.replicas != 0 ||
+       st.dataset->size() % settings.replicas != 0)) {
+    // Equal slices of every mini-batch, the last one too: the replicas' mean is the batch's.
+    throw std::invalid_argument(fmt::format(
+        "--replicas {} splits every mini-batch into equal slices: --batch-size ({}) and the data's "
+        "samples ({}) must be multiples of it",
+        settings.replicas, settings.batch_size, st.dataset->size()));
   }
   if (settings.replicas > 1 && !multi_process) {
     throw std::invalid_argument(
@@ -312,10 +321,19 @@ void TrainingRun::step(const StepCallback& on_step) {
   const int step = st.next_step++;
   st.optimizer->zero_grad();
   if (st.memory) st.memory->reset_peak();
-  pipeline::StepResult result =
-      st.dataset ? st.pipeline->step(st.dataset->inputs_at(st.order[step]),
-                                     st.dataset->targets_at(st.order[step]), st.loss_fn)
-                 : st.pipeline->step(st.data.input, st.data.target, st.loss_fn);
+  pipeline::StepResult result;
+  if (st.dataset) {
+    // With replicas, each trains on its equal slice of the mini-batch.
+    at::Tensor samples = st.order[step];
+    if (st.settings.replicas > 1) {
+      const int64_t slice = samples.size(0) / st.settings.replicas;
+      samples = samples.narrow(0, st.placement.replica_of(rank()) * slice, slice);
+    }
+    result = st.pipeline->step(st.dataset->inputs_at(samples), st.dataset->targets_at(samples),
+                               st.loss_fn);
+  } else {
+    result = st.pipeline->step(st.data.input, st.data.target, st.loss_fn);
+  }
   for (size_t s = 0; st.memory && s < st.peak_bytes.size(); ++s) {
     if (!st.pipeline->runs_stage(static_cast<int>(s))) continue;
     st.peak_bytes[s] =
@@ -324,6 +342,7 @@ void TrainingRun::step(const StepCallback& on_step) {
   if (st.averager) {
     const auto start = std::chrono::steady_clock::now();
     st.averager->average(st.stage_parameters);
+    result.loss = st.averager->mean(result.loss);  // the whole mini-batch's
     result.step_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }

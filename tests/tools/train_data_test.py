@@ -97,6 +97,22 @@ for step, (got, want) in enumerate(zip([s["loss"] for s in doc["steps"]], expect
 accuracy = (torch.jit.load(saved)(x).argmax(dim=1) == y).double().mean().item()
 assert accuracy > 0.6, f"accuracy {accuracy} (chance: {1 / CLASSES})"
 
+# Pipeline x data parallel on the data: 2 stages x 2 replicas as 4 processes, each replica on its
+# half of every mini-batch, gradients averaged: the same training as one pipeline on the whole
+# mini-batch (the loss reported is the mini-batch's, the mean of the replicas').
+out = os.path.join(work, "replicas.json")
+one_epoch = list(common)
+one_epoch[one_epoch.index("--epochs") + 1] = "1"
+run("launch", "--nproc-per-node", "4", "--master-port", "0", "--", pipebal, "train", *one_epoch,
+    "--replicas", "2", "--timeout", "120", "-o", out)
+replicated = [s["loss"] for s in json.load(open(out))["steps"]]
+assert len(replicated) == len(x) // BATCH, replicated
+for step, (got, want) in enumerate(zip(replicated, expected)):
+    assert abs(got - want) <= 1e-9 * abs(want), ("replicas", step, got, want)
+odd = run("train", "--model", model_path, "--data", data, "--batch-size", "15", "--balance", "2,3",
+          "--replicas", "2", status=2)
+assert "must be multiples of it" in odd.stderr, odd.stderr
+
 # --shuffle: the same seed, the same losses; another seed, other losses.
 def shuffled(seed):
     out = os.path.join(work, f"shuffled-{seed}.json")
