@@ -253,6 +253,17 @@ std::optional<std::string> Group::failure() const {
   return state_->failure;
 }
 
+void Group::send(const at::Tensor& tensor, int to, int tag, const std::string& what) {
+  std::vector<at::Tensor> message{tensor.to(at::kCPU).contiguous()};
+  wait(*process_group().send(message, to, tag), what);
+}
+
+void Group::receive(at::Tensor& into, int from, int tag, const std::string& what) {
+  std::vector<at::Tensor> message{at::empty(into.sizes(), into.options().device(at::kCPU))};
+  wait(*process_group().recv(message, from, tag), what);
+  into.copy_(message[0]);
+}
+
 void Group::wait(c10d::Work& work, const std::string& what) {
   State& st = *state_;
   {

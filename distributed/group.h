@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include "distributed/launch_env.h"
@@ -65,6 +66,11 @@ class Group {
   // wait early. Throws RemoteFailure for a posted failure, and rethrows the work's own error
   // (a lost connection, the timeout) prefixed by `what`.
   void wait(c10d::Work& work, const std::string& what);
+
+  // A tensor to rank `to`, and one received from rank `from` into `into` (its shape and dtype),
+  // both through host memory, waited for as wait() does.
+  void send(const at::Tensor& tensor, int to, int tag, const std::string& what);
+  void receive(at::Tensor& into, int from, int tag, const std::string& what);
 
   // Rank 0 gets every rank's `mine`, by rank; the others get an empty vector.
   std::vector<std::string> gather(const std::string& name, const std::string& mine);

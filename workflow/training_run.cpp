@@ -169,10 +169,6 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         fmt::format("--replicas must be between 1 and 4096, got {}", settings.replicas));
   }
   const bool multi_process = settings.launch && settings.launch->world_size > 1;
-  if (multi_process && !settings.save.empty()) {
-    throw std::invalid_argument(
-        "--save is not supported across processes yet (each holds its own stage's weights)");
-  }
   if (st.dataset && settings.replicas > 1 &&
       (settings.batch_size % settings.replicas != 0 ||
        st.dataset->size() % settings.replicas != 0)) {
@@ -423,11 +419,39 @@ void TrainingRun::gather_ranks() {
   st.timelines = std::move(merged);
 }
 
+// Across processes each rank trained its own stage: the first replica's ranks send their
+// stages' parameters and buffers to rank 0, whose copy of the model then holds them all.
+void TrainingRun::gather_weights() {
+  State& st = *state_;
+  const int rank = st.group->rank();
+  const int stages = static_cast<int>(st.settings.balance.size());
+  constexpr int kTag = 1 << 20;  // apart from the pipeline's micro-batch tags
+  torch::NoGradGuard no_grad;
+  size_t first = 0;
+  for (int s = 0; s < stages; ++s) {
+    const pipeline::LayerSeq part = st.model.layers.slice(first, st.settings.balance[s]);
+    first += static_cast<size_t>(st.settings.balance[s]);
+    const int owner = st.placement.rank_of(s, 0);
+    if (owner == 0 || (rank != 0 && rank != owner)) continue;
+    std::vector<at::Tensor> state = part.parameters();
+    for (const at::Tensor& b : part.buffers()) state.push_back(b);
+    const std::string what = fmt::format("gathering stage {}'s weights for --save", s);
+    for (size_t t = 0; t < state.size(); ++t) {
+      if (rank == 0) {
+        st.group->receive(state[t], owner, kTag + static_cast<int>(t), what);
+      } else {
+        st.group->send(state[t], 0, kTag + static_cast<int>(t), what);
+      }
+    }
+  }
+}
+
 reports::RunRecord TrainingRun::finish() {
   State& st = *state_;
   if (!done()) throw std::logic_error("TrainingRun::finish before the last step");
   if (st.group) gather_ranks();
-  if (!st.settings.save.empty()) save_trained_model(st.model, st.settings.save);
+  if (st.group && !st.settings.save.empty()) gather_weights();
+  if (!st.settings.save.empty() && rank() == 0) save_trained_model(st.model, st.settings.save);
   reports::RunRecord run = st.run;
   std::vector<double> ms;
   for (const auto& s : run.steps) ms.push_back(s.ms);

@@ -93,6 +93,7 @@ class TrainingRun {
 
  private:
   void gather_ranks();
+  void gather_weights();
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -109,6 +109,15 @@ replicated = [s["loss"] for s in json.load(open(out))["steps"]]
 assert len(replicated) == len(x) // BATCH, replicated
 for step, (got, want) in enumerate(zip(replicated, expected)):
     assert abs(got - want) <= 1e-9 * abs(want), ("replicas", step, got, want)
+# --save across processes: rank 0 gathers every stage's weights; the saved module is the model
+# PyTorch trains the same way for one epoch.
+saved = os.path.join(work, "replicas-trained.pt")
+run("launch", "--nproc-per-node", "2", "--master-port", "0", "--", pipebal, "train", *one_epoch,
+    "--timeout", "120", "--save", saved)
+one_epoch_model = make_model()
+pytorch_losses(one_epoch_model, 1)
+assert torch.allclose(torch.jit.load(saved)(x), one_epoch_model(x), rtol=1e-9, atol=1e-12)
+
 odd = run("train", "--model", model_path, "--data", data, "--batch-size", "15", "--balance", "2,3",
           "--replicas", "2", status=2)
 assert "must be multiples of it" in odd.stderr, odd.stderr
