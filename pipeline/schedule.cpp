@@ -115,9 +115,9 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
                                   "device (" + std::to_string(virtual_stages) + ")");
     }
     if (chunks % (stages / virtual_stages) != 0) {
-      throw std::invalid_argument(
-          "schedule: interleaved needs the micro-batches (" + std::to_string(chunks) +
-          ") to be a multiple of the devices (" + std::to_string(stages / virtual_stages) + ")");
+      throw std::invalid_argument("schedule: interleaved needs the micro-batches (" +
+                                  std::to_string(chunks) + ") to be a multiple of the devices (" +
+                                  std::to_string(stages / virtual_stages) + ")");
     }
   }
   Schedule schedule;

@@ -20,7 +20,7 @@ struct ProfileParams {
   std::string model;                // required: SPEC or TorchScript file
   std::string input_shape;          // empty: the model's default
   std::vector<std::string> inputs;  // --input specs, one per forward argument
-  std::string dtype;  // empty: as loaded
+  std::string dtype;                // empty: as loaded
   std::string device = "cpu";
   std::string backend = "auto";
   int warmup = 2;

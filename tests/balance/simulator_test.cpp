@@ -204,16 +204,16 @@ TEST(Simulator, InterleavingShrinksTheBubbleByTheStagesPerDevice) {
         const auto interleaved =
             pipeline::make_schedule(ScheduleKind::kInterleaved, devices * virtual_stages, m,
                                     CheckpointMode::kNever, virtual_stages);
-        const SimulationResult r = simulate(
-            interleaved, uniform(devices * virtual_stages, f, b),
-            std::vector<double>(devices * virtual_stages - 1, 0.0), {});
+        const SimulationResult r =
+            simulate(interleaved, uniform(devices * virtual_stages, f, b),
+                     std::vector<double>(devices * virtual_stages - 1, 0.0), {});
         EXPECT_DOUBLE_EQ(r.step_ms, (m * virtual_stages + devices - 1) * (f + b))
             << devices << " devices x " << virtual_stages << ", " << m << " micro-batches";
         const auto plain =
             pipeline::make_schedule(ScheduleKind::kOneFOneB, devices, m, CheckpointMode::kNever);
-        const SimulationResult one = simulate(plain, uniform(devices, f * virtual_stages,
-                                                             b * virtual_stages),
-                                              std::vector<double>(devices - 1, 0.0), {});
+        const SimulationResult one =
+            simulate(plain, uniform(devices, f * virtual_stages, b * virtual_stages),
+                     std::vector<double>(devices - 1, 0.0), {});
         EXPECT_DOUBLE_EQ(one.step_ms, (m + devices - 1) * virtual_stages * (f + b));
       }
     }

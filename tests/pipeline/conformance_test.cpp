@@ -130,8 +130,8 @@ void run_and_compare(ScheduleKind schedule, CheckpointMode checkpoint, int stage
   // Forward and recompute sleep kForwardMs; backward costs are left at 0 in the prediction, so
   // it is a lower bound of the measured step.
   const std::vector<balance::StageDurations> durations(stages, {kForwardMs, kForwardMs, 0.0});
-  const balance::SimulationResult predicted = balance::simulate(
-      pipeline.schedule(), durations, std::vector<double>(stages - 1, 0.0), {});
+  const balance::SimulationResult predicted =
+      balance::simulate(pipeline.schedule(), durations, std::vector<double>(stages - 1, 0.0), {});
   EXPECT_GE(result.step_ms, predicted.step_ms);
 }
 
