@@ -100,13 +100,21 @@ StagePlan stage_from_json(const json& in, size_t index) {
 
 }  // namespace
 
-bool Plan::fits_memory() const {
-  // A device holds stages d, d + devices, ... (one stage each unless interleaved).
+std::vector<int64_t> Plan::device_memory_bytes() const {
   const size_t devices = stages.size() / std::max(virtual_stages, 1);
-  std::vector<__int128> held(devices, 0);
+  std::vector<int64_t> held(devices, 0);
   for (size_t s = 0; s < stages.size(); ++s) {
-    held[s % devices] += stages[s].memory_bytes;
-    if (held[s % devices] > stages[s].memory_cap_bytes) return false;
+    // Stage bytes saturate at kUnlimitedBytes; so does their sum.
+    held[s % devices] = static_cast<int64_t>(
+        std::min<__int128>(__int128{held[s % devices]} + stages[s].memory_bytes, kUnlimitedBytes));
+  }
+  return held;
+}
+
+bool Plan::fits_memory() const {
+  const std::vector<int64_t> held = device_memory_bytes();
+  for (size_t s = 0; s < stages.size(); ++s) {
+    if (held[s % held.size()] > stages[s].memory_cap_bytes) return false;
   }
   return true;
 }
@@ -115,12 +123,8 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
                                   int chunks) {
   pipeline::check_balance(balance, model.layer_count(), model.stage_count());
   const CostOptions& options = model.options();
-  // One micro-batch passes the stages one after another whatever the schedule: the interleaved
-  // order needs whole rounds of micro-batches, GPipe's runs that one as well.
-  const bool one_pass = chunks == 1 && options.schedule == pipeline::ScheduleKind::kInterleaved;
   const pipeline::Schedule schedule = pipeline::make_schedule(
-      one_pass ? pipeline::ScheduleKind::kGPipe : options.schedule, model.stage_count(), chunks,
-      options.checkpoint, one_pass ? 1 : options.virtual_stages);
+      options.schedule, model.stage_count(), chunks, options.checkpoint, options.virtual_stages);
   // The mini-batch stays the same: with fewer, larger micro-batches each costs proportionally
   // more time and activation memory than the profiled one.
   const double scale = static_cast<double>(options.chunks) / chunks;

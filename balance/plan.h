@@ -67,8 +67,10 @@ struct Plan {
   // told otherwise; 0: not said (omitted from JSON).
   int threads_per_stage = 0;
 
-  // True when every stage's memory is within its cap.
+  // True when every device's memory (its stages' together) is within its cap.
   bool fits_memory() const;
+  // Memory per device: the sum over its stages (d, d + devices, ... when interleaved).
+  std::vector<int64_t> device_memory_bytes() const;
 };
 
 // Costs `balance` under `model` and simulates it. Throws std::invalid_argument when the balance

@@ -80,7 +80,7 @@ std::string with_batch(const std::string& spec, int64_t batch) {
 }
 
 // The stages per device a schedule is searched with: 1, or each of `interleaved` for kInterleaved.
-std::vector<int> stages_per_device(ScheduleKind schedule, const std::vector<int>& interleaved) {
+std::vector<int> per_device_counts(ScheduleKind schedule, const std::vector<int>& interleaved) {
   return schedule == ScheduleKind::kInterleaved ? interleaved : std::vector<int>{1};
 }
 
@@ -91,9 +91,7 @@ void rate(Configuration& config, const Configuration& plain, int64_t batch) {
 }
 
 int64_t peak_bytes(const Plan& plan) {
-  const size_t devices = plan.stages.size() / plan.virtual_stages;
-  std::vector<int64_t> held(devices, 0);
-  for (size_t s = 0; s < plan.stages.size(); ++s) held[s % devices] += plan.stages[s].memory_bytes;
+  const std::vector<int64_t> held = plan.device_memory_bytes();
   return *std::max_element(held.begin(), held.end());
 }
 
@@ -270,7 +268,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
           costs_at_micro_batch_size(profile, micro_batch_size(replica_batch, chunks));
       for (int stages = 1; stages <= std::min(search.devices / replicas, layers); ++stages) {
         for (const ScheduleKind schedule : schedules) {
-          for (const int per_device : stages_per_device(schedule, search.virtual_stages)) {
+          for (const int per_device : per_device_counts(schedule, search.virtual_stages)) {
             // Interleaving needs devices to interleave, whole rounds of micro-batches and enough
             // layers.
             if (per_device > 1 &&

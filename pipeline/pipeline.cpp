@@ -176,6 +176,15 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
     first += balance_[s];
   }
   links_ = std::make_unique<Links>(*transport_, stages_, schedule_.devices());
+  if (schedule_.devices() < stages) {  // each action's place in its device's order
+    turn_.resize(stages);
+    for (int s = 0; s < stages; ++s) turn_[s].resize(schedule_.actions[s].size());
+    for (const auto& order : schedule_.device_order) {
+      for (size_t position = 0; position < order.size(); ++position) {
+        turn_[order[position].stage][order[position].index] = static_cast<int>(position);
+      }
+    }
+  }
   activity_ = std::make_unique<std::atomic<uint64_t>[]>(stages);
   for (int s = 0; s < stages; ++s) activity_[s] = 0;
   const int threads = options_.threads_per_stage;
@@ -426,16 +435,7 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   work.loss_fn = loss_fn;
   work.actions = schedule_.actions;
   work.devices = schedule_.devices();
-  if (work.devices < stages()) {
-    work.turn.resize(stages());
-    for (const auto& order : schedule_.device_order) {
-      for (size_t position = 0; position < order.size(); ++position) {
-        std::vector<int>& positions = work.turn[order[position].stage];
-        positions.resize(std::max<size_t>(positions.size(), order[position].index + 1));
-        positions[order[position].index] = static_cast<int>(position);
-      }
-    }
-  }
+  work.turn = turn_;
   work.options = options_;
   work.step = steps_;
   for (auto& stage : stages_) work.stages.push_back(stage.get());

@@ -106,6 +106,9 @@ class Pipeline {
   std::vector<int> balance_;
   PipelineOptions options_;
   Schedule schedule_;
+  // [stage][k]: where schedule_.actions[stage][k] stands in its device's order; empty with one
+  // stage per device.
+  std::vector<std::vector<int>> turn_;
   std::shared_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Stage>> stages_;  // null where another process runs the stage
   std::vector<int> local_stages_;

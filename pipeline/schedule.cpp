@@ -47,23 +47,46 @@ std::vector<Action> one_f_one_b_stage(const Schedule& schedule, int stage) {
 // backward (fewer the later the device: its first backward's inputs come back sooner), then
 // one forward and one backward in turn, then the remaining backwards; backwards visit the stages
 // in reverse. Each action goes on its stage's list; the device's order interleaves the lists.
+// Appends an action to its stage's list and to its device's order.
+void place_forward(Schedule& schedule, int stage, int micro_batch) {
+  const int device = schedule.device_of(stage);
+  schedule.device_order[device].push_back(
+      {stage, static_cast<int>(schedule.actions[stage].size())});
+  schedule.actions[stage].push_back({ActionKind::kForward, micro_batch});
+}
+
+// Appends a backward (after its recompute when checkpointed) likewise.
+void place_backward(Schedule& schedule, int stage, int micro_batch) {
+  const int device = schedule.device_of(stage);
+  std::vector<Action>& list = schedule.actions[stage];
+  const size_t before = list.size();
+  append_backward(list, micro_batch, schedule);
+  for (size_t k = before; k < list.size(); ++k) {
+    schedule.device_order[device].push_back({stage, static_cast<int>(k)});
+  }
+}
+
 void interleaved_device(Schedule& schedule, int device) {
   const int p = schedule.devices();
   const int v = schedule.virtual_stages;
   const int m = schedule.chunks;
+  if (m == 1) {
+    // One micro-batch: forward through the device's stages in turn, then back.
+    for (int round = 0; round < v; ++round) place_forward(schedule, round * p + device, 0);
+    for (int round = v - 1; round >= 0; --round) place_backward(schedule, round * p + device, 0);
+    return;
+  }
   const int total = m * v;
   const int warmup = m == p ? total : std::min((p - device - 1) * 2 + (v - 1) * p, total);
   const auto place = [&](int k, bool forward) {
     const int round = k % (p * v) / p;
     const int stage = (forward ? round : v - 1 - round) * p + device;
     const int micro_batch = k / (p * v) * p + k % p;
-    std::vector<Action>& list = schedule.actions[stage];
-    if (!forward && is_checkpointed(schedule.checkpoint, micro_batch, m)) {
-      schedule.device_order[device].push_back({stage, static_cast<int>(list.size())});
-      list.push_back({ActionKind::kRecompute, micro_batch});
+    if (forward) {
+      place_forward(schedule, stage, micro_batch);
+    } else {
+      place_backward(schedule, stage, micro_batch);
     }
-    schedule.device_order[device].push_back({stage, static_cast<int>(list.size())});
-    list.push_back({forward ? ActionKind::kForward : ActionKind::kBackward, micro_batch});
   };
   for (int k = 0; k < warmup; ++k) place(k, true);
   for (int k = 0; k < total - warmup; ++k) {
@@ -114,7 +137,7 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
                                   std::to_string(stages) + ") to be a multiple of the stages per " +
                                   "device (" + std::to_string(virtual_stages) + ")");
     }
-    if (chunks % (stages / virtual_stages) != 0) {
+    if (chunks > 1 && chunks % (stages / virtual_stages) != 0) {
       throw std::invalid_argument("schedule: interleaved needs the micro-batches (" +
                                   std::to_string(chunks) + ") to be a multiple of the devices (" +
                                   std::to_string(stages / virtual_stages) + ")");

@@ -70,8 +70,8 @@ struct Schedule {
 // `virtual_stages` stages per device. A checkpointed micro-batch gets a Recompute action
 // immediately before its Backward. Throws std::invalid_argument when stages or chunks is below
 // 1, when virtual_stages is not 1 for GPipe and 1F1B, and for interleaved when stages is not a
-// multiple of virtual_stages or chunks not a multiple of the devices (the order needs whole
-// rounds of micro-batches).
+// multiple of virtual_stages or chunks (above 1) not a multiple of the devices (the order needs
+// whole rounds of micro-batches).
 Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint,
                        int virtual_stages = 1);
 

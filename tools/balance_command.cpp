@@ -213,10 +213,7 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
       const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
                                      params.stages * row.virtual_stages, options);
       const Plan plan = balance::partition(model, balance::Algorithm::kDp);
-      std::vector<int64_t> device_bytes(params.stages, 0);
-      for (size_t s = 0; s < plan.stages.size(); ++s) {
-        device_bytes[s % params.stages] += plan.stages[s].memory_bytes;
-      }
+      const std::vector<int64_t> device_bytes = plan.device_memory_bytes();
       out << fmt::format("{:<15} {:>6} {:>10.3f} ms {:>8.2f}x {:>6.1f}% {:>12}  [{}]\n", name,
                          plan.stages.size(), plan.prediction.step_ms, plan.prediction.speedup,
                          100 * plan.prediction.bubble_fraction,

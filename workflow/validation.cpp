@@ -202,11 +202,6 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   settings.step_timeout_s = p.step_timeout_s;
   TrainSettings naive_settings = settings;
   naive_settings.chunks = 1;
-  if (p.schedule == pipeline::ScheduleKind::kInterleaved) {
-    // One micro-batch passes the stages in turn whatever the order; interleaved needs rounds.
-    naive_settings.schedule = pipeline::ScheduleKind::kGPipe;
-    naive_settings.virtual_stages = 1;
-  }
   std::vector<reports::RunRecord> runs;
   if (p.processes > 0) {
     run.say(fmt::format("training {} [{}] as {} processes: {} micro-batches, then 1 ...",
@@ -315,10 +310,6 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
                                       cost_options);
   balance::CostOptions naive_options = cost_options;
   naive_options.chunks = 1;
-  if (p.schedule == pipeline::ScheduleKind::kInterleaved) {
-    naive_options.schedule = pipeline::ScheduleKind::kGPipe;
-    naive_options.virtual_stages = 1;
-  }
   const balance::CostModel naive_cost_model(balance::profile_from_json(batch_profile_doc).layers,
                                             stages, naive_options);
   const auto plans = candidate_plans(cost_model);

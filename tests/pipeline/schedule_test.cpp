@@ -70,12 +70,13 @@ void expect_complete(const Schedule& s) {
 TEST(Schedule, InterleavedRunsEveryActionOnceOnTheDeviceHoldingItsStage) {
   for (int devices = 1; devices <= 4; ++devices) {
     for (int virtual_stages = 1; virtual_stages <= 3; ++virtual_stages) {
-      for (int rounds = 1; rounds <= 3; ++rounds) {
+      for (int rounds = 0; rounds <= 3; ++rounds) {  // 0: one micro-batch
         for (auto mode : {CheckpointMode::kAlways, CheckpointMode::kExceptLast}) {
           SCOPED_TRACE(std::to_string(devices) + " devices x " + std::to_string(virtual_stages) +
                        ", " + std::to_string(rounds) + " rounds");
-          const Schedule s = make_schedule(ScheduleKind::kInterleaved, devices * virtual_stages,
-                                           devices * rounds, mode, virtual_stages);
+          const Schedule s =
+              make_schedule(ScheduleKind::kInterleaved, devices * virtual_stages,
+                            rounds == 0 ? 1 : devices * rounds, mode, virtual_stages);
           EXPECT_EQ(s.devices(), devices);
           expect_complete(s);
         }
