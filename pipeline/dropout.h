@@ -27,7 +27,10 @@ struct DropoutImpl : torch::nn::Cloneable<DropoutImpl> {
 TORCH_MODULE(Dropout);
 
 // Dropout of `input` with probability `p` when `train`: from the calling thread's stage
-// generator on a CPU when one is set, else LibTorch's dropout (ATen's default generator).
+// generator on a CPU when one is set, else LibTorch's dropout (ATen's default generator). With
+// the stage generator, each call draws one 64-bit key and hashes it with every element's index
+// (counter-based, like CUDA's Philox dropout): the mask costs a few multiplies per element, is
+// filled by all intra-op threads, and is the same whichever thread fills which element.
 // `feature`: one draw per sample and channel (dims 0 and 1), shared by the rest, as
 // nn.Dropout2d/3d. What pipebal's Dropout and a TorchScript model's rewritten dropout
 // (script_dropout.h) run.

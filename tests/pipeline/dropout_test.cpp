@@ -27,6 +27,37 @@ TEST(Dropout, DropsAtRateAndRescalesTheRest) {
   EXPECT_THROW(Dropout(1.0), std::invalid_argument);
 }
 
+// The mask is a function of the stage seed and each element's index, so the intra-op threads that
+// fill it in parallel do not change it, and every floating dtype drops at the same rate.
+TEST(Dropout, MaskIsTheSameOnAnyThreadCountAndDtype) {
+  Dropout drop(0.3);
+  const at::Tensor x = torch::ones({1 << 18});  // several parallel_for grains
+  const int threads = at::get_num_threads();
+  std::vector<at::Tensor> masks;
+  for (int n : {1, 2, 3}) {
+    at::set_num_threads(n);
+    const StageGeneratorScope seeded(5);
+    masks.push_back(drop->forward(x));
+  }
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(masks[0], masks[1]));
+  EXPECT_TRUE(torch::equal(masks[0], masks[2]));
+  for (auto dtype : {torch::kFloat64, torch::kBFloat16, torch::kFloat16}) {
+    const StageGeneratorScope seeded(5);
+    const at::Tensor y = drop->forward(x.to(dtype));
+    EXPECT_EQ(y.scalar_type(), dtype);
+    EXPECT_TRUE(torch::equal(y != 0, masks[0] != 0)) << "the same draws in every dtype";
+    EXPECT_NEAR(y.max().item<double>(), 1 / 0.7, 0.01);
+  }
+  // Two dropouts in one micro-batch draw different masks (each takes its own key).
+  const StageGeneratorScope seeded(5);
+  const at::Tensor first = drop->forward(x), second = drop->forward(x);
+  EXPECT_FALSE(torch::equal(first, second));
+  EXPECT_NEAR((first == 0).logical_and(second == 0).to(torch::kDouble).mean().item<double>(), 0.09,
+              0.005)
+      << "the two masks are independent";
+}
+
 TEST(Dropout, StageSeedDeterminesTheMaskAndDefaultGeneratorIsUntouched) {
   Dropout drop(0.5);
   const at::Tensor x = torch::ones({64});
