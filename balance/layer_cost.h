@@ -32,6 +32,10 @@ struct SizedCosts {
 // A profile: the model's layers in execution order, and the batch size they were measured at.
 struct CostProfile {
   std::string model;
+  // Where and how it was measured ("cpu", "cuda:0"; "wallclock", "cupti"); empty when the
+  // document does not say. For people and reports: the balancer does not read them.
+  std::string device;
+  std::string backend;
   int64_t batch_size = 0;  // the micro-batch size measured; 0 when the document does not say
   // What it was measured for: the mini-batch's input shape (batch first) in `chunks`
   // micro-batches; 0 and empty when the document does not say (a hand-written profile).

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/json_reader.h"
 #include "common/schema.h"
 
 namespace pipebal::balance {
@@ -22,53 +23,6 @@ using nlohmann::json;
 constexpr const char* kSchemaName = "pipebal.plan";
 constexpr int kSchemaMajor = 1;
 
-// True when `value` is an integer that T holds exactly (json would truncate 2.7 to 2 and wrap
-// 1e20 into an int without a word).
-template <typename T>
-bool holds_integer(const json& value) {
-  if (value.is_number_unsigned()) {
-    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-  }
-  if (!value.is_number_integer()) return false;
-  const int64_t v = value.get<int64_t>();
-  return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
-}
-
-// Reads `key` of `object` as T, naming `where` and the key when it is missing or mistyped.
-template <typename T>
-T get(const json& object, const char* key, const std::string& where) {
-  const auto it = object.find(key);
-  if (it == object.end())
-    throw std::invalid_argument(fmt::format("plan: missing {}{}", where, key));
-  bool integral = true;
-  if constexpr (std::is_integral_v<T>) {
-    integral = holds_integer<T>(*it);
-  } else if constexpr (std::is_same_v<T, std::vector<int>> ||
-                       std::is_same_v<T, std::vector<int64_t>>) {
-    integral = it->is_array() && std::all_of(it->begin(), it->end(), [](const json& v) {
-                 return holds_integer<typename T::value_type>(v);
-               });
-  }
-  if (!integral) {
-    throw std::invalid_argument(
-        fmt::format("plan: {}{} must hold integers, got {}", where, key, it->dump()));
-  }
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw std::invalid_argument(
-        fmt::format("plan: {}{} has the wrong type ({})", where, key, it->type_name()));
-  }
-}
-
-const json& get_array(const json& object, const char* key) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_array()) {
-    throw std::invalid_argument(fmt::format("plan: expected an array \"{}\"", key));
-  }
-  return *it;
-}
-
 json stage_to_json(const StagePlan& stage) {
   json out = {{"first_layer", stage.first_layer},   {"layers", stage.layers},
               {"layer_names", stage.layer_names},   {"time_ms", stage.time_ms},
@@ -78,24 +32,34 @@ json stage_to_json(const StagePlan& stage) {
   return out;
 }
 
-StagePlan stage_from_json(const json& in, size_t index) {
-  const std::string where = fmt::format("stages[{}].", index);
-  if (!in.is_object()) throw std::invalid_argument("plan: " + where + " is not an object");
+// Far beyond any plan pipebal makes; a count read from a file must not size anything absurd.
+constexpr int64_t kMaxCount = int64_t{1} << 30;
+
+int read_count(const JsonReader& value, int64_t min, int64_t max = kMaxCount) {
+  return static_cast<int>(value.integer(min, max));
+}
+
+StagePlan stage_from_json(const JsonReader& in) {
   StagePlan stage;
-  stage.first_layer = get<int>(in, "first_layer", where);
-  stage.layers = get<int>(in, "layers", where);
-  if (in.contains("layer_names")) {
-    stage.layer_names = get<std::vector<std::string>>(in, "layer_names", where);
-  }
-  stage.time_ms = get<double>(in, "time_ms", where);
-  stage.transfer_ms = in.contains("transfer_ms") ? get<double>(in, "transfer_ms", where) : 0.0;
-  stage.allreduce_ms = in.contains("allreduce_ms") ? get<double>(in, "allreduce_ms", where) : 0.0;
-  stage.memory_bytes = get<int64_t>(in, "memory_bytes", where);
-  if (in.contains("memory_cap_bytes")) {
-    stage.memory_cap_bytes = get<int64_t>(in, "memory_cap_bytes", where);
-  }
-  stage.speed = in.contains("speed") ? get<double>(in, "speed", where) : 1.0;
+  stage.first_layer = read_count(in.at("first_layer"), 0);
+  stage.layers = read_count(in.at("layers"), 1);
+  stage.layer_names = in.get_or<std::vector<std::string>>("layer_names", {});
+  stage.time_ms = in.at("time_ms").number(0);
+  stage.transfer_ms = in.has("transfer_ms") ? in.at("transfer_ms").number(0) : 0.0;
+  stage.allreduce_ms = in.has("allreduce_ms") ? in.at("allreduce_ms").number(0) : 0.0;
+  stage.memory_bytes = in.at("memory_bytes").integer(0);
+  if (in.has("memory_cap_bytes")) stage.memory_cap_bytes = in.at("memory_cap_bytes").integer(0);
+  stage.speed = in.has("speed") ? in.at("speed").number(0) : 1.0;
   return stage;
+}
+
+template <typename Parse>
+auto parse_field(const JsonReader& value, Parse parse) {
+  try {
+    return parse(value.as<std::string>());
+  } catch (const std::invalid_argument& error) {
+    value.fail(error.what());
+  }
 }
 
 }  // namespace
@@ -232,73 +196,64 @@ json plan_to_json(const Plan& plan) {
   return doc;
 }
 
-Plan plan_from_json(const json& doc) {
-  check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/true);
+Plan plan_from_json(const json& doc, const std::string& file) {
+  try {
+    check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/true);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(file + ": " + error.what());
+  }
+  const JsonReader r(doc, file);
   Plan plan;
-  plan.model = doc.contains("model") ? get<std::string>(doc, "model", "") : "";
-  if (doc.contains("input_shape")) {
-    plan.input_shape = get<std::vector<int64_t>>(doc, "input_shape", "");
+  plan.model = r.get_or<std::string>("model", "");
+  if (r.has("input_shape")) plan.input_shape = r.at("input_shape").integers(1);
+  plan.inputs = r.get_or<std::vector<std::string>>("inputs", {});
+  plan.dtype = r.get_or<std::string>("dtype", "");
+  plan.algorithm = r.get<std::string>("algorithm");
+  for (int64_t layers : r.at("balance").integers(1, kMaxCount))
+    plan.balance.push_back(static_cast<int>(layers));
+  if (r.has("virtual_stages")) {
+    plan.virtual_stages =
+        read_count(r.at("virtual_stages"), 1, std::max<int64_t>(1, plan.balance.size()));
   }
-  if (doc.contains("inputs")) plan.inputs = get<std::vector<std::string>>(doc, "inputs", "");
-  if (doc.contains("dtype")) plan.dtype = get<std::string>(doc, "dtype", "");
-  plan.algorithm = get<std::string>(doc, "algorithm", "");
-  plan.balance = get<std::vector<int>>(doc, "balance", "");
-  if (doc.contains("virtual_stages")) {
-    plan.virtual_stages = get<int>(doc, "virtual_stages", "");
-    if (plan.virtual_stages < 1 || plan.virtual_stages > static_cast<int>(plan.balance.size())) {
-      throw std::invalid_argument(fmt::format("plan: \"virtual_stages\" is {}, expected 1 to {}",
-                                              plan.virtual_stages, plan.balance.size()));
-    }
+  plan.bottleneck_ms = r.at("bottleneck_ms").number(0);
+  plan.chunks = read_count(r.at("chunks"), 1);
+  plan.schedule = parse_field(r.at("schedule"), pipeline::parse_schedule_kind);
+  plan.checkpoint = parse_field(r.at("checkpoint"), pipeline::parse_checkpoint_mode);
+  plan.param_scale = r.at("param_scale").number(0);
+  if (r.has("bandwidth_bytes_per_ms")) {
+    plan.bandwidth_bytes_per_ms = r.at("bandwidth_bytes_per_ms").number(0);
   }
-  plan.bottleneck_ms = get<double>(doc, "bottleneck_ms", "");
-  plan.chunks = get<int>(doc, "chunks", "");
-  plan.schedule = pipeline::parse_schedule_kind(get<std::string>(doc, "schedule", ""));
-  plan.checkpoint = pipeline::parse_checkpoint_mode(get<std::string>(doc, "checkpoint", ""));
-  plan.param_scale = get<double>(doc, "param_scale", "");
-  if (doc.contains("bandwidth_bytes_per_ms")) {
-    plan.bandwidth_bytes_per_ms = get<double>(doc, "bandwidth_bytes_per_ms", "");
+  if (r.has("replicas")) plan.replicas = read_count(r.at("replicas"), 1, 4096);
+  if (r.has("allreduce_bytes_per_ms")) {
+    plan.allreduce_bytes_per_ms = r.at("allreduce_bytes_per_ms").number(0);
   }
-  if (doc.contains("replicas")) {
-    plan.replicas = get<int>(doc, "replicas", "");
-    if (plan.replicas < 1 || plan.replicas > 4096) {
-      throw std::invalid_argument(
-          fmt::format("plan: replicas is {}, expected 1 to 4096", plan.replicas));
-    }
+  if (r.has("threads_per_stage"))
+    plan.threads_per_stage = read_count(r.at("threads_per_stage"), 0, 4096);
+  if (r.has("search")) {
+    const JsonReader search = r.at("search");
+    plan.search_nodes = search.at("nodes").integer(0);
+    plan.search_exhaustive = search.get<bool>("exhaustive");
   }
-  if (doc.contains("allreduce_bytes_per_ms")) {
-    plan.allreduce_bytes_per_ms = get<double>(doc, "allreduce_bytes_per_ms", "");
-  }
-  if (doc.contains("threads_per_stage")) {
-    plan.threads_per_stage = get<int>(doc, "threads_per_stage", "");
-    if (plan.threads_per_stage < 0 || plan.threads_per_stage > 4096) {
-      throw std::invalid_argument(
-          fmt::format("plan: threads_per_stage is {}, expected 0 to 4096", plan.threads_per_stage));
-    }
-  }
-  const json& stages = get_array(doc, "stages");
-  for (size_t s = 0; s < stages.size(); ++s) plan.stages.push_back(stage_from_json(stages[s], s));
+  const std::vector<JsonReader> stages = r.at("stages").elements();
+  for (const JsonReader& stage : stages) plan.stages.push_back(stage_from_json(stage));
   if (plan.stages.size() != plan.balance.size()) {
-    throw std::invalid_argument(fmt::format("plan: {} stages but balance has {} entries",
-                                            plan.stages.size(), plan.balance.size()));
+    r.at("stages").fail(fmt::format("has {} stages but balance has {} entries", plan.stages.size(),
+                                    plan.balance.size()));
   }
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     if (plan.stages[s].layers != plan.balance[s]) {
-      throw std::invalid_argument(fmt::format("plan: stages[{}].layers is {} but balance[{}] is {}",
-                                              s, plan.stages[s].layers, s, plan.balance[s]));
+      stages[s].at("layers").fail(
+          fmt::format("is {} but balance[{}] is {}", plan.stages[s].layers, s, plan.balance[s]));
     }
   }
-  const auto prediction = doc.find("prediction");
-  if (prediction == doc.end() || !prediction->is_object()) {
-    throw std::invalid_argument("plan: missing prediction");
-  }
+  const JsonReader prediction = r.at("prediction");
   Prediction& p = plan.prediction;
-  const std::string where = "prediction.";
-  p.schedule = pipeline::parse_schedule_kind(get<std::string>(*prediction, "schedule", where));
-  p.chunks = get<int>(*prediction, "chunks", where);
-  p.step_ms = get<double>(*prediction, "step_ms", where);
-  p.naive_step_ms = get<double>(*prediction, "naive_step_ms", where);
-  p.speedup = get<double>(*prediction, "speedup", where);
-  p.bubble_fraction = get<double>(*prediction, "bubble_fraction", where);
+  p.schedule = parse_field(prediction.at("schedule"), pipeline::parse_schedule_kind);
+  p.chunks = read_count(prediction.at("chunks"), 1);
+  p.step_ms = prediction.at("step_ms").number(0);
+  p.naive_step_ms = prediction.at("naive_step_ms").number(0);
+  p.speedup = prediction.at("speedup").number(0);
+  p.bubble_fraction = prediction.at("bubble_fraction").number();
   return plan;
 }
 
@@ -307,12 +262,7 @@ void write_plan(const std::string& path, const Plan& plan) {
 }
 
 Plan read_plan(const std::string& path) {
-  const json doc = parse_json(read_file(path), path);
-  try {
-    return plan_from_json(doc);
-  } catch (const std::invalid_argument& error) {
-    throw std::invalid_argument(path + ": " + error.what());
-  }
+  return plan_from_json(parse_json(read_file(path), path), path);
 }
 
 }  // namespace pipebal::balance

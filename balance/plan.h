@@ -84,10 +84,11 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
 SimulationResult simulate_balance(const CostModel& model, const std::vector<int>& balance,
                                   int chunks);
 
-// `pipebal.plan/1` document and back; plan_from_json rejects another schema or major version and
-// names the missing or mistyped field.
+// `pipebal.plan/1` document and back. plan_from_json rejects another schema or major version,
+// and throws std::invalid_argument "FILE: path.to.field ..." for a field that is missing,
+// mistyped or out of range (common/json_reader.h).
 nlohmann::json plan_to_json(const Plan& plan);
-Plan plan_from_json(const nlohmann::json& doc);
+Plan plan_from_json(const nlohmann::json& doc, const std::string& file = "plan");
 
 // Atomic write of plan_to_json (indented) and read of a plan file; read errors name the path.
 void write_plan(const std::string& path, const Plan& plan);

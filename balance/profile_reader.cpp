@@ -2,13 +2,13 @@
 #include "balance/profile_reader.h"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/json_reader.h"
 #include "common/schema.h"
 
 namespace pipebal::balance {
@@ -19,209 +19,119 @@ using nlohmann::json;
 constexpr const char* kSchemaName = "pipebal.profile";
 constexpr int kSchemaMajor = 1;
 
-const json& field(const json& layer, size_t index, const char* name) {
-  const auto it = layer.find(name);
-  if (it == layer.end()) {
-    throw std::invalid_argument(fmt::format("layers[{}]: missing \"{}\"", index, name));
-  }
-  return *it;
+constexpr size_t kMaxSizes = 64;
+constexpr size_t kMaxInputs = 64;
+constexpr int64_t kMaxBatch = int64_t{1} << 40;
+
+// What a layer's costs are at one micro-batch size (the rest does not depend on the size).
+void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
+  cost.forward_ms = layer.at("forward_ms").number(0);
+  cost.backward_ms = layer.at("backward_ms").number(0);
+  cost.activation_bytes = layer.at("activation_bytes").integer(0);
+  cost.output_bytes = layer.at("output_bytes").integer(0);
 }
 
-double read_ms(const json& layer, size_t index, const char* name) {
-  const json& value = field(layer, index, name);
-  if (!value.is_number()) {
-    throw std::invalid_argument(
-        fmt::format("layers[{}].{}: expected a number, got {}", index, name, value.type_name()));
-  }
-  const double ms = value.get<double>();
-  if (!std::isfinite(ms) || ms < 0) {
-    throw std::invalid_argument(
-        fmt::format("layers[{}].{}: {} is not a finite value >= 0", index, name, ms));
-  }
-  return ms;
-}
-
-int64_t read_bytes(const json& layer, size_t index, const char* name) {
-  const json& value = field(layer, index, name);
-  if (value.is_number_unsigned() || value.is_number_integer()) {
-    const int64_t bytes = value.get<int64_t>();
-    if (bytes >= 0) return bytes;
-  } else if (value.is_number_float()) {
-    // Tools that write every number as a double (e.g. 1048576.0) are accepted when integral.
-    const double bytes = value.get<double>();
-    if (std::isfinite(bytes) && bytes >= 0 && bytes < 9.2e18 && std::floor(bytes) == bytes) {
-      return static_cast<int64_t>(bytes);
-    }
-  } else {
-    throw std::invalid_argument(
-        fmt::format("layers[{}].{}: expected an integer, got {}", index, name, value.type_name()));
-  }
-  throw std::invalid_argument(
-      fmt::format("layers[{}].{}: {} is not an integer >= 0", index, name, value.dump()));
-}
-
-std::string read_optional_string(const json& object, const char* name, std::string fallback,
-                                 const std::string& where) {
-  const auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return fallback;
-  if (!it->is_string()) {
-    throw std::invalid_argument(
-        fmt::format("{}{}: expected a string, got {}", where, name, it->type_name()));
-  }
-  return it->get<std::string>();
-}
-
-LayerCost read_layer(const json& layer, size_t index) {
-  if (!layer.is_object()) {
-    throw std::invalid_argument(
-        fmt::format("layers[{}]: expected an object, got {}", index, layer.type_name()));
-  }
-  const std::string where = fmt::format("layers[{}].", index);
+LayerCost read_layer(const JsonReader& layer, size_t index) {
   LayerCost cost;
-  cost.name = read_optional_string(layer, "name", fmt::format("layer{}", index), where);
-  cost.type = read_optional_string(layer, "type", "", where);
-  cost.forward_ms = read_ms(layer, index, "forward_ms");
-  cost.backward_ms = read_ms(layer, index, "backward_ms");
-  cost.param_bytes = read_bytes(layer, index, "param_bytes");
-  cost.activation_bytes = read_bytes(layer, index, "activation_bytes");
-  cost.output_bytes = read_bytes(layer, index, "output_bytes");
+  cost.name = layer.get_or<std::string>("name", fmt::format("layer{}", index));
+  cost.type = layer.get_or<std::string>("type", "");
+  read_size_dependent(layer, cost);
+  cost.param_bytes = layer.at("param_bytes").integer(0);
   return cost;
 }
 
 // One entry of "sizes": the size-dependent fields of every layer at another micro-batch size;
 // names and parameters are the primary layers'.
-SizedCosts read_size(const json& entry, size_t k, const std::vector<LayerCost>& primary) {
-  const std::string where = fmt::format("profile: sizes[{}]", k);
-  if (!entry.is_object()) throw std::invalid_argument(where + ": expected an object");
-  const auto size = entry.find("micro_batch_size");
-  if (size == entry.end() || !size->is_number_integer() || size->get<int64_t>() < 1 ||
-      size->get<int64_t>() > (int64_t{1} << 40)) {
-    throw std::invalid_argument(where + ": expected \"micro_batch_size\", a positive integer");
-  }
-  const auto layers = entry.find("layers");
-  if (layers == entry.end() || !layers->is_array() || layers->size() != primary.size()) {
-    throw std::invalid_argument(fmt::format(
-        "{}: expected \"layers\", an array of {} (one per layer)", where, primary.size()));
-  }
+SizedCosts read_size(const JsonReader& entry, const std::vector<LayerCost>& primary) {
   SizedCosts sized;
-  sized.micro_batch_size = size->get<int64_t>();
-  try {
-    for (size_t i = 0; i < layers->size(); ++i) {
-      const json& layer = (*layers)[i];
-      if (!layer.is_object()) {
-        throw std::invalid_argument(fmt::format("layers[{}]: expected an object", i));
-      }
-      LayerCost cost = primary[i];
-      cost.forward_ms = read_ms(layer, i, "forward_ms");
-      cost.backward_ms = read_ms(layer, i, "backward_ms");
-      cost.activation_bytes = read_bytes(layer, i, "activation_bytes");
-      cost.output_bytes = read_bytes(layer, i, "output_bytes");
-      sized.layers.push_back(std::move(cost));
-    }
-  } catch (const std::invalid_argument& error) {
-    throw std::invalid_argument(where + "." + error.what());
+  sized.micro_batch_size = entry.at("micro_batch_size").integer(1, kMaxBatch);
+  const std::vector<JsonReader> layers = entry.at("layers").elements();
+  if (layers.size() != primary.size()) {
+    entry.at("layers").fail(
+        fmt::format("has {} layers, expected {} (one per layer)", layers.size(), primary.size()));
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerCost cost = primary[i];
+    read_size_dependent(layers[i], cost);
+    sized.layers.push_back(std::move(cost));
   }
   return sized;
 }
 
-constexpr size_t kMaxSizes = 64;
-
 }  // namespace
 
-CostProfile profile_from_json(const json& doc) {
-  check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/false);
-  const auto layers = doc.find("layers");
-  if (layers == doc.end() || !layers->is_array()) {
-    throw std::invalid_argument("profile: expected a \"layers\" array");
+CostProfile profile_from_json(const json& doc, const std::string& file) {
+  try {
+    check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/false);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(file + ": " + error.what());
   }
-  if (layers->empty()) throw std::invalid_argument("profile: \"layers\" is empty");
+  const JsonReader r(doc, file);
+  const std::vector<JsonReader> layers = r.at("layers").elements();
+  if (layers.empty()) r.at("layers").fail("is empty");
   CostProfile profile;
-  profile.model = read_optional_string(doc, "model", "", "");
-  const auto batch_size = doc.find("batch_size");
-  if (batch_size != doc.end() && batch_size->is_number_integer()) {
-    profile.batch_size = batch_size->get<int64_t>();
+  profile.model = r.get_or<std::string>("model", "");
+  profile.device = r.get_or<std::string>("device", "");
+  profile.backend = r.get_or<std::string>("backend", "");
+  if (r.has("batch_size")) profile.batch_size = r.at("batch_size").integer(0, kMaxBatch);
+  if (r.has("chunks")) profile.chunks = static_cast<int>(r.at("chunks").integer(0, 1 << 30));
+  if (r.has("input_shape")) profile.input_shape = r.at("input_shape").integers(1, kMaxBatch);
+  for (size_t i = 0; i < layers.size(); ++i) profile.layers.push_back(read_layer(layers[i], i));
+  if (r.has("inputs")) {
+    const JsonReader inputs = r.at("inputs");
+    if (inputs.elements().size() > kMaxInputs) {
+      inputs.fail(fmt::format("has more than {} input specs", kMaxInputs));
+    }
+    profile.inputs = inputs.as<std::vector<std::string>>();
   }
-  const auto chunks = doc.find("chunks");
-  if (chunks != doc.end() && chunks->is_number_integer() && chunks->get<int64_t>() > 0) {
-    profile.chunks = static_cast<int>(std::min<int64_t>(chunks->get<int64_t>(), 1 << 30));
+  profile.dtype = r.get_or<std::string>("dtype", "");
+  static const std::vector<std::string> kFloating = {"", "float32", "float64", "float16",
+                                                     "bfloat16"};
+  if (std::find(kFloating.begin(), kFloating.end(), profile.dtype) == kFloating.end()) {
+    r.at("dtype").fail(
+        fmt::format("is \"{}\", expected float32, float64, float16 or bfloat16", profile.dtype));
   }
-  const auto input_shape = doc.find("input_shape");
-  if (input_shape != doc.end() && input_shape->is_array()) {
-    for (const auto& d : *input_shape) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 1) {
-        throw std::invalid_argument("profile: \"input_shape\" must hold positive integers");
-      }
-      profile.input_shape.push_back(d.get<int64_t>());
+  // The environment is free-form context: a thread count it gives in range is used, anything
+  // else there is only shown.
+  if (r.has("environment") && r.at("environment").has("intra_op_threads")) {
+    const json& threads = r.at("environment").at("intra_op_threads").value();
+    if (threads.is_number_integer() && threads.get<int64_t>() > 0 &&
+        threads.get<int64_t>() <= 4096) {
+      profile.threads = static_cast<int>(threads.get<int64_t>());
     }
   }
-  for (size_t i = 0; i < layers->size(); ++i) profile.layers.push_back(read_layer((*layers)[i], i));
-  const auto inputs = doc.find("inputs");
-  if (inputs != doc.end() && !inputs->is_null()) {
-    if (!inputs->is_array() || inputs->size() > 64 ||
-        !std::all_of(inputs->begin(), inputs->end(), [](const json& s) { return s.is_string(); })) {
-      throw std::invalid_argument("profile: \"inputs\" must be an array of input specs");
+  if (r.has("sizes")) {
+    const std::vector<JsonReader> sizes = r.at("sizes").elements();
+    if (sizes.size() > kMaxSizes) {
+      r.at("sizes").fail(fmt::format("has more than {} sizes", kMaxSizes));
     }
-    profile.inputs = inputs->get<std::vector<std::string>>();
-  }
-  const auto dtype = doc.find("dtype");
-  if (dtype != doc.end() && !dtype->is_null() &&
-      !(dtype->is_string() && dtype->get<std::string>().empty())) {
-    static const std::vector<std::string> floating = {"float32", "float64", "float16", "bfloat16"};
-    if (!dtype->is_string() ||
-        std::find(floating.begin(), floating.end(), dtype->get<std::string>()) == floating.end()) {
-      throw std::invalid_argument(
-          "profile: \"dtype\" must be float32, float64, float16 or bfloat16");
-    }
-    profile.dtype = dtype->get<std::string>();
-  }
-  const auto environment = doc.find("environment");
-  if (environment != doc.end() && environment->is_object()) {
-    const auto threads = environment->find("intra_op_threads");
-    if (threads != environment->end() && threads->is_number_integer() &&
-        threads->get<int64_t>() > 0 && threads->get<int64_t>() <= 4096) {
-      profile.threads = static_cast<int>(threads->get<int64_t>());
-    }
-  }
-  const auto sizes = doc.find("sizes");
-  if (sizes != doc.end() && !sizes->is_null()) {
-    if (!sizes->is_array() || sizes->size() > kMaxSizes) {
-      throw std::invalid_argument(
-          fmt::format("profile: \"sizes\" must be an array of at most {} sizes", kMaxSizes));
-    }
-    for (size_t k = 0; k < sizes->size(); ++k) {
-      profile.sizes.push_back(read_size((*sizes)[k], k, profile.layers));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      profile.sizes.push_back(read_size(sizes[k], profile.layers));
       if (k > 0 && profile.sizes[k].micro_batch_size <= profile.sizes[k - 1].micro_batch_size) {
-        throw std::invalid_argument(
-            fmt::format("profile: sizes[{}]: micro-batch sizes must ascend", k));
+        sizes[k].at("micro_batch_size").fail("does not ascend: micro-batch sizes must ascend");
       }
     }
     const bool has_primary =
         std::any_of(profile.sizes.begin(), profile.sizes.end(),
                     [&](const SizedCosts& s) { return s.micro_batch_size == profile.batch_size; });
     if (!profile.sizes.empty() && profile.batch_size > 0 && !has_primary) {
-      throw std::invalid_argument(
-          fmt::format("profile: \"sizes\" lacks the batch_size {} its layers were measured at",
-                      profile.batch_size));
+      r.at("sizes").fail(
+          fmt::format("lacks the batch_size {} its layers were measured at", profile.batch_size));
     }
   }
-  const auto link = doc.find("link");
-  if (link != doc.end() && !link->is_null()) {
+  if (r.has("link")) {
+    const JsonReader link = r.at("link");
     try {
-      profile.link = link_from_json(*link);
+      profile.link = link_from_json(link.value());
     } catch (const std::exception& error) {
-      throw std::invalid_argument(std::string("profile: ") + error.what());
+      link.fail(error.what());
     }
   }
   return profile;
 }
 
 CostProfile read_profile(const std::string& path) {
-  const json doc = parse_json(read_file(path), path);
-  try {
-    return profile_from_json(doc);
-  } catch (const std::invalid_argument& error) {
-    throw std::invalid_argument(path + ": " + error.what());
-  }
+  return profile_from_json(parse_json(read_file(path), path), path);
 }
 
 }  // namespace pipebal::balance

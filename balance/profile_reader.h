@@ -12,9 +12,10 @@
 namespace pipebal::balance {
 
 // Converts a parsed document. "schema" is optional, but when present it must be
-// pipebal.profile/1; "name" and "type" are optional strings. Throws std::invalid_argument naming
-// the layer index and field that is missing, of the wrong type, NaN or negative.
-CostProfile profile_from_json(const nlohmann::json& doc);
+// pipebal.profile/1; "name" and "type" are optional strings. Throws std::invalid_argument
+// "FILE: layers[3].forward_ms ..." for a field that is missing, of the wrong type, not finite or
+// negative (common/json_reader.h).
+CostProfile profile_from_json(const nlohmann::json& doc, const std::string& file = "profile");
 
 // Reads and converts the file at `path`; errors are prefixed with the path.
 CostProfile read_profile(const std::string& path);

@@ -107,6 +107,11 @@ double at_or_nan(const std::vector<double>& values, size_t i) {
   return i < values.size() ? values[i] : std::nan("");
 }
 
+// Stage i's bytes; NaN when not measured (-1) or not listed.
+double bytes_at(const std::vector<int64_t>& bytes, size_t i) {
+  return i < bytes.size() && bytes[i] >= 0 ? static_cast<double>(bytes[i]) : std::nan("");
+}
+
 std::string header(const ReportData& data) {
   std::string chips;
   auto chip = [&](const char* name, const std::string& value) {
@@ -157,8 +162,8 @@ std::string summary_card(const ReportData& data) {
         i == data.primary ? "<span class=\"tag\">drawn below</span>" : "", balance_text(c.balance),
         ms_cell(c.predicted ? c.predicted->step_ms : nan),
         ms_cell(c.measured ? c.measured->step_ms : nan), error_cell(c.step_error, kStepErrorTarget),
-        speedup_cell(c.predicted ? c.predicted->speedup : nan),
-        speedup_cell(c.measured ? c.measured->speedup : nan),
+        speedup_cell(c.predicted ? c.predicted->speedup() : nan),
+        speedup_cell(c.measured ? c.measured->speedup() : nan),
         error_cell(c.speedup_error, kSpeedupErrorTarget));
   }
   return fmt::format(
@@ -189,8 +194,8 @@ std::string stage_table(const ReportCandidate& c, const std::vector<double>& cap
   int first = 0;
   const double nan = std::nan("");
   for (size_t s = 0; s < c.balance.size(); ++s) {
-    const double predicted = c.predicted ? at_or_nan(c.predicted->stage_busy_ms, s) : nan;
-    const double measured = c.measured ? at_or_nan(c.measured->stage_busy_ms, s) : nan;
+    const double predicted = at_or_nan(c.predicted_busy_ms, s);
+    const double measured = at_or_nan(c.measured_busy_ms, s);
     const double error = known(predicted) && known(measured) && measured > 0
                              ? (predicted - measured) / measured
                              : nan;
@@ -199,8 +204,8 @@ std::string stage_table(const ReportCandidate& c, const std::vector<double>& cap
         "{}<td>{}</td><td>{}</td><td>{}</td></tr>\n",
         s, first, first + c.balance[s] - 1, c.balance[s], ms_cell(predicted), ms_cell(measured),
         error_cell(error, kStepErrorTarget),
-        bytes_cell(c.predicted ? at_or_nan(c.predicted->stage_memory_bytes, s) : nan),
-        bytes_cell(c.measured ? at_or_nan(c.measured->stage_memory_bytes, s) : nan),
+        bytes_cell(c.predicted ? bytes_at(c.predicted->stage_bytes, s) : nan),
+        bytes_cell(c.measured ? bytes_at(c.measured->stage_bytes, s) : nan),
         bytes_cell(at_or_nan(caps, s)));
     first += c.balance[s];
   }
@@ -285,11 +290,11 @@ std::string layer_table_card(const ReportData& data) {
   }
   std::string rows;
   for (size_t i = 0; i < data.layers.size(); ++i) {
-    const LayerRow& l = data.layers[i];
+    const balance::LayerCost& l = data.layers[i];
     rows += fmt::format(
         "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        l.index, escape_html(l.name), escape_html(l.type),
+        i, escape_html(l.name), escape_html(l.type),
         stage_of[i] >= 0 ? std::to_string(stage_of[i]) : "\u2013", format_ms(l.forward_ms),
         format_ms(l.backward_ms), format_bytes(static_cast<double>(l.param_bytes)),
         format_bytes(static_cast<double>(l.activation_bytes)),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -147,31 +148,42 @@ std::string format_ms_axis(double ms) {
   return format_tick(ms) + " ms";
 }
 
-const char* action_color(char action) {
-  switch (action) {
-    case 'F':
+const char* action_color(pipeline::ActionKind kind) {
+  switch (kind) {
+    case pipeline::ActionKind::kForward:
       return palette::kForward;
-    case 'R':
+    case pipeline::ActionKind::kRecompute:
       return palette::kRecompute;
-    default:
-      return palette::kBackward;
+    case pipeline::ActionKind::kBackward:
+      break;
   }
+  return palette::kBackward;
 }
 
-const char* action_name(char action) {
-  switch (action) {
-    case 'F':
+const char* action_name(pipeline::ActionKind kind) {
+  switch (kind) {
+    case pipeline::ActionKind::kForward:
       return "forward";
-    case 'R':
+    case pipeline::ActionKind::kRecompute:
       return "recompute";
-    default:
-      return "backward";
+    case pipeline::ActionKind::kBackward:
+      break;
   }
+  return "backward";
+}
+
+// Per-stage bytes for a chart: -1 (not measured) becomes NaN, which the chart leaves out.
+std::vector<double> bytes_or_nan(const std::vector<int64_t>& bytes) {
+  std::vector<double> out;
+  for (int64_t b : bytes) {
+    out.push_back(b >= 0 ? static_cast<double>(b) : std::numeric_limits<double>::quiet_NaN());
+  }
+  return out;
 }
 
 struct GanttPanel {
   std::string title;
-  const std::vector<ReportAction>* timeline;
+  const pipeline::Timeline* timeline;
   double step_ms;
 };
 
@@ -183,7 +195,7 @@ std::string layer_cost_chart(const ReportData& data) {
   Svg svg(kWidth, kHeight, "Per-layer forward and backward time with stage boundaries");
   const size_t n = data.layers.size();
   double max = 0;
-  for (const LayerRow& layer : data.layers)
+  for (const balance::LayerCost& layer : data.layers)
     max = std::max(max, layer.forward_ms + layer.backward_ms);
   const std::vector<double> ticks = nice_ticks(max, 5);
   const double plot_bottom = kHeight - kBottom;
@@ -199,17 +211,16 @@ std::string layer_cost_chart(const ReportData& data) {
   index_style.size = 11;
   index_style.fill = palette::kMuted;
   for (size_t i = 0; i < n; ++i) {
-    const LayerRow& layer = data.layers[i];
+    const balance::LayerCost& layer = data.layers[i];
     const double x = kLeft + slot * i + (slot - bar) / 2;
     const std::string tooltip =
-        fmt::format("layer {} {} ({}): forward {} ms, backward {} ms", layer.index, layer.name,
-                    layer.type, format_ms(layer.forward_ms), format_ms(layer.backward_ms));
+        fmt::format("layer {} {} ({}): forward {} ms, backward {} ms", i, layer.name, layer.type,
+                    format_ms(layer.forward_ms), format_ms(layer.backward_ms));
     const double f = layer.forward_ms * scale, b = layer.backward_ms * scale;
     svg.rect(x, plot_bottom - f, bar, f, palette::kForward, tooltip);
     svg.rect(x, plot_bottom - f - b, bar, b, palette::kBackward, tooltip);
     if (i % label_every == 0) {
-      svg.text(kLeft + slot * (i + 0.5), plot_bottom + 15, std::to_string(layer.index),
-               index_style);
+      svg.text(kLeft + slot * (i + 0.5), plot_bottom + 15, std::to_string(i), index_style);
     }
   }
   TextStyle axis_title;
@@ -261,10 +272,10 @@ std::string layer_cost_chart(const ReportData& data) {
 std::string stage_time_chart(const ReportCandidate& candidate) {
   std::vector<BarSeries> series;
   if (candidate.predicted) {
-    series.push_back({"predicted busy", palette::kPredicted, candidate.predicted->stage_busy_ms});
+    series.push_back({"predicted busy", palette::kPredicted, candidate.predicted_busy_ms});
   }
   if (candidate.measured) {
-    series.push_back({"measured busy", palette::kMeasured, candidate.measured->stage_busy_ms});
+    series.push_back({"measured busy", palette::kMeasured, candidate.measured_busy_ms});
   }
   GroupedBars options;
   options.title = "Busy time per step and stage: predicted and measured";
@@ -276,10 +287,12 @@ std::string stage_time_chart(const ReportCandidate& candidate) {
 std::string stage_memory_chart(const ReportCandidate& candidate, const std::vector<double>& caps) {
   std::vector<BarSeries> series;
   if (candidate.predicted) {
-    series.push_back({"predicted", palette::kPredicted, candidate.predicted->stage_memory_bytes});
+    series.push_back(
+        {"predicted", palette::kPredicted, bytes_or_nan(candidate.predicted->stage_bytes)});
   }
   if (candidate.measured) {
-    series.push_back({"measured peak", palette::kMeasured, candidate.measured->stage_memory_bytes});
+    series.push_back(
+        {"measured peak", palette::kMeasured, bytes_or_nan(candidate.measured->stage_bytes)});
   }
   GroupedBars options;
   options.title = "Memory per stage: predicted, measured peak and cap";
@@ -346,7 +359,7 @@ std::string timeline_chart(const ReportCandidate& candidate, int stages) {
   }
   if (panels.empty()) return "";
   for (const GanttPanel& panel : panels) {
-    for (const ReportAction& e : *panel.timeline) stages = std::max(stages, e.stage + 1);
+    for (const pipeline::TimedAction& e : *panel.timeline) stages = std::max(stages, e.stage + 1);
   }
 
   constexpr double kWidth = 960, kLeft = 78, kRight = 20, kTop = 34;
@@ -362,7 +375,7 @@ std::string timeline_chart(const ReportCandidate& candidate, int stages) {
   double max_ms = 0;
   for (const GanttPanel& panel : panels) {
     double first = panel.timeline->front().start_ms, last = 0;
-    for (const ReportAction& e : *panel.timeline) {
+    for (const pipeline::TimedAction& e : *panel.timeline) {
       first = std::min(first, e.start_ms);
       last = std::max(last, e.end_ms);
     }
@@ -405,20 +418,23 @@ std::string timeline_chart(const ReportCandidate& candidate, int stages) {
       svg.rect(kLeft, y, plot_right - kLeft, kRow, "#f3f5f8");
       svg.text(kLeft - 8, y + kRow / 2, fmt::format("stage {}", s), row_style);
     }
-    for (const ReportAction& e : *panel.timeline) {
+    for (const pipeline::TimedAction& e : *panel.timeline) {
       if (e.stage < 0) continue;
+      const pipeline::ActionKind kind = e.action.kind;
+      const int micro_batch = e.action.micro_batch;
       const double x = kLeft + (e.start_ms - origin[p]) * ms_to_x;
       const double w = std::max(0.8, (e.end_ms - e.start_ms) * ms_to_x);
       const double y = rows_top + e.stage * (kRow + kRowGap);
       // A hairline gap between back-to-back boxes keeps them apart.
-      svg.rect(x, y, std::max(0.8, w - 0.8), kRow, action_color(e.action),
-               fmt::format("stage {} {}{} ({}): {}-{} ms, {} ms", e.stage, e.action, e.micro_batch,
-                           action_name(e.action), format_ms(e.start_ms - origin[p]),
-                           format_ms(e.end_ms - origin[p]), format_ms(e.end_ms - e.start_ms)));
-      const std::string label = std::to_string(e.micro_batch);
+      svg.rect(
+          x, y, std::max(0.8, w - 0.8), kRow, action_color(kind),
+          fmt::format("stage {} {}{} ({}): {}-{} ms, {} ms", e.stage, pipeline::to_string(kind),
+                      micro_batch, action_name(kind), format_ms(e.start_ms - origin[p]),
+                      format_ms(e.end_ms - origin[p]), format_ms(e.end_ms - e.start_ms)));
+      const std::string label = std::to_string(micro_batch);
       if (w > text_width(label.size(), box_style.size) + 6) {
         TextStyle style = box_style;
-        if (e.action == 'R') style.fill = palette::kText;
+        if (kind == pipeline::ActionKind::kRecompute) style.fill = palette::kText;
         svg.text(x + w / 2, y + kRow / 2 + 0.5, label, style);
       }
     }

@@ -1,7 +1,6 @@
-// See report_data.h. Every field is read through JsonNode so a missing or mistyped value is
-// reported as "FILE: path.to.field ..." — the report's inputs may be hand-written.
+// See report_data.h. Every document is read by its schema's one reader, with errors naming the
+// file; what is derived here (busy time per step, prediction errors) is computed, not read.
 #include "reports/report_data.h"
-#include "reports/validation_record.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "balance/plan.h"
+#include "balance/profile_reader.h"
 #include "common/atomic_file.h"
 #include "common/schema.h"
+#include "reports/run_record.h"
 
 namespace pipebal::reports {
 namespace {
@@ -20,79 +22,6 @@ namespace {
 using nlohmann::json;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// A value inside one file, with the path that leads to it, for error messages.
-class JsonNode {
- public:
-  JsonNode(const json& value, std::string file, std::string path)
-      : value_(&value), file_(std::move(file)), path_(std::move(path)) {}
-
-  const json& value() const { return *value_; }
-  bool has(const char* key) const {
-    return value_->is_object() && value_->contains(key) && !(*value_)[key].is_null();
-  }
-
-  JsonNode at(const char* key) const {
-    if (!value_->is_object()) fail("is not an object");
-    const auto it = value_->find(key);
-    if (it == value_->end()) {
-      throw std::invalid_argument(fmt::format("{}: missing \"{}\"{}", file_, child_path(key),
-                                              path_.empty() ? "" : " in " + path_));
-    }
-    return JsonNode(*it, file_, child_path(key));
-  }
-
-  std::vector<JsonNode> elements() const {
-    if (!value_->is_array()) fail("must be an array");
-    std::vector<JsonNode> out;
-    for (size_t i = 0; i < value_->size(); ++i) {
-      out.emplace_back((*value_)[i], file_, fmt::format("{}[{}]", path_, i));
-    }
-    return out;
-  }
-
-  template <typename T>
-  T as() const {
-    // nlohmann converts between number kinds silently but throws for strings vs numbers.
-    try {
-      return value_->get<T>();
-    } catch (const json::exception&) {
-      fail(fmt::format("has the wrong type ({})", value_->type_name()));
-    }
-  }
-
-  template <typename T>
-  T get(const char* key) const {
-    return at(key).as<T>();
-  }
-  template <typename T>
-  T get_or(const char* key, T fallback) const {
-    return has(key) ? get<T>(key) : fallback;
-  }
-  double number_or_nan(const char* key) const { return get_or<double>(key, kNaN); }
-
-  // null elements (e.g. memory that was not measured) become NaN.
-  std::vector<double> numbers_or_empty(const char* key) const {
-    std::vector<double> out;
-    if (!has(key)) return out;
-    for (const JsonNode& element : at(key).elements()) {
-      out.push_back(element.value().is_null() ? kNaN : element.as<double>());
-    }
-    return out;
-  }
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::invalid_argument(
-        fmt::format("{}: {} {}", file_, path_.empty() ? "document" : path_, what));
-  }
-
- private:
-  std::string child_path(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
-
-  const json* value_;
-  std::string file_;
-  std::string path_;
-};
 
 std::optional<json> load_document(const std::filesystem::path& dir, const char* file,
                                   const char* schema) {
@@ -108,11 +37,11 @@ std::optional<json> load_document(const std::filesystem::path& dir, const char* 
   return doc;
 }
 
-std::string shape_text(const JsonNode& shape) {
+std::string shape_text(const std::vector<int64_t>& shape) {
   std::string out;
-  for (const JsonNode& dim : shape.elements()) {
+  for (int64_t dim : shape) {
     if (!out.empty()) out += "\u00d7";
-    out += std::to_string(dim.as<int64_t>());
+    out += std::to_string(dim);
   }
   return out;
 }
@@ -178,47 +107,10 @@ std::vector<std::pair<std::string, std::string>> merged_environment(
   return all;
 }
 
-// Far beyond any pipeline pipebal runs (pipeline::kMaxStages, pipeline::kMaxChunks).
-constexpr int kMaxReportStages = 4096;
-constexpr int kMaxReportMicroBatches = 1 << 16;
-
-std::vector<ReportAction> read_timeline(const JsonNode& owner) {
-  std::vector<ReportAction> out;
-  if (!owner.has("timeline")) return out;
-  for (const JsonNode& node : owner.at("timeline").elements()) {
-    ReportAction entry;
-    entry.stage = node.get<int>("stage");
-    // The page draws one row per stage: an absurd index must not size it.
-    if (entry.stage < 0 || entry.stage >= kMaxReportStages) {
-      node.at("stage").fail(fmt::format("is {}, expected a stage index from 0 to {}", entry.stage,
-                                        kMaxReportStages - 1));
-    }
-    const std::string action = node.get<std::string>("action");
-    if (action != "F" && action != "R" && action != "B") {
-      node.at("action").fail(fmt::format("is \"{}\", expected \"F\", \"R\" or \"B\"", action));
-    }
-    entry.action = action[0];
-    entry.micro_batch = node.get<int>("micro_batch");
-    if (entry.micro_batch < 0 || entry.micro_batch >= kMaxReportMicroBatches) {
-      node.at("micro_batch")
-          .fail(fmt::format("is {}, expected a micro-batch index from 0 to {}", entry.micro_batch,
-                            kMaxReportMicroBatches - 1));
-    }
-    entry.start_ms = node.get<double>("start_ms");
-    entry.end_ms = node.get<double>("end_ms");
-    out.push_back(entry);
-  }
-  return out;
-}
-
-std::vector<double> busy_from_timeline(const std::vector<ReportAction>& timeline) {
-  std::vector<double> busy;
-  for (const ReportAction& entry : timeline) {
-    if (entry.stage < 0) continue;
-    if (static_cast<size_t>(entry.stage) >= busy.size()) busy.resize(entry.stage + 1, 0.0);
-    busy[entry.stage] += entry.end_ms - entry.start_ms;
-  }
-  return busy;
+std::vector<double> busy_from_timeline(const pipeline::Timeline& timeline) {
+  int stages = 0;
+  for (const pipeline::TimedAction& t : timeline) stages = std::max(stages, t.stage + 1);
+  return pipeline::busy_ms_per_stage(timeline, stages);
 }
 
 // Computed here rather than read from validation.json so that the definition the page states
@@ -230,82 +122,68 @@ void fill_errors(ReportCandidate& candidate) {
     candidate.step_error =
         relative_error(candidate.predicted->step_ms, candidate.measured->step_ms);
     candidate.speedup_error =
-        relative_error(candidate.predicted->speedup, candidate.measured->speedup);
+        relative_error(candidate.predicted->speedup(), candidate.measured->speedup());
   }
 }
 
-ReportCandidate candidate_from_validation(const JsonNode& node, int chunks) {
+// A prediction's busy time per step: its timeline's (recomputation included) when it has one,
+// else its time per micro-batch times the micro-batch count.
+std::vector<double> predicted_busy(const Estimate& predicted, int chunks) {
+  if (!predicted.timeline.empty()) return busy_from_timeline(predicted.timeline);
+  std::vector<double> busy;
+  for (double ms : predicted.stage_ms) busy.push_back(ms * chunks);
+  return busy;
+}
+
+// A measurement's busy time per step: as measured per stage, else from its timeline.
+std::vector<double> measured_busy(const Estimate& measured) {
+  return measured.stage_ms.empty() ? busy_from_timeline(measured.timeline) : measured.stage_ms;
+}
+
+ReportCandidate candidate_from_validation(const Candidate& c, int chunks) {
   ReportCandidate candidate;
-  if (node.has("algorithms")) {
-    candidate.algorithms = node.get<std::vector<std::string>>("algorithms");
-  } else if (node.has("algorithm")) {
-    candidate.algorithms = {node.get<std::string>("algorithm")};
-  }
-  candidate.balance = node.get<std::vector<int>>("balance");
-  if (node.has("predicted")) {
-    const JsonNode p = node.at("predicted");
-    ReportEstimate side;
-    side.step_ms = p.get<double>("step_ms");
-    side.naive_step_ms = p.number_or_nan("naive_step_ms");
-    side.speedup = p.number_or_nan("speedup");
-    side.timeline = read_timeline(p);
-    side.stage_busy_ms = busy_from_timeline(side.timeline);
-    if (side.stage_busy_ms.empty()) {
-      // stage_time_ms is per micro-batch; the chart compares busy time per step.
-      for (double ms : p.numbers_or_empty("stage_time_ms"))
-        side.stage_busy_ms.push_back(ms * chunks);
-    }
-    side.stage_memory_bytes = p.numbers_or_empty("stage_memory_bytes");
-    candidate.predicted = std::move(side);
-  }
-  if (node.has("measured")) {
-    const JsonNode m = node.at("measured");
-    ReportEstimate side;
-    side.step_ms = m.get<double>("step_ms");
-    side.naive_step_ms = m.number_or_nan("naive_step_ms");
-    side.speedup = m.number_or_nan("speedup");
-    side.timeline = read_timeline(m);
-    side.stage_busy_ms = m.numbers_or_empty("stage_busy_ms");
-    if (side.stage_busy_ms.empty()) side.stage_busy_ms = busy_from_timeline(side.timeline);
-    side.stage_memory_bytes = m.numbers_or_empty("stage_peak_bytes");
-    candidate.measured = std::move(side);
-  }
+  candidate.algorithms = c.algorithms;
+  candidate.balance = c.balance;
+  candidate.predicted = c.predicted;
+  candidate.measured = c.measured;
+  candidate.predicted_busy_ms = predicted_busy(c.predicted, chunks);
+  candidate.measured_busy_ms = measured_busy(c.measured);
   fill_errors(candidate);
   return candidate;
 }
 
-ReportCandidate candidate_from_plan(const JsonNode& plan) {
+ReportCandidate candidate_from_plan(const balance::Plan& plan) {
   ReportCandidate candidate;
-  candidate.algorithms = {plan.get<std::string>("algorithm")};
-  candidate.balance = plan.get<std::vector<int>>("balance");
-  const JsonNode prediction = plan.at("prediction");
-  ReportEstimate side;
-  side.step_ms = prediction.get<double>("step_ms");
-  side.naive_step_ms = prediction.number_or_nan("naive_step_ms");
-  side.speedup = prediction.number_or_nan("speedup");
-  const int chunks = prediction.get_or<int>("chunks", plan.get_or<int>("chunks", 1));
-  for (const JsonNode& stage : plan.at("stages").elements()) {
-    side.stage_busy_ms.push_back(stage.get<double>("time_ms") * chunks);
-    side.stage_memory_bytes.push_back(stage.get<double>("memory_bytes"));
+  candidate.algorithms = {plan.algorithm};
+  candidate.balance = plan.balance;
+  Estimate side;
+  side.step_ms = plan.prediction.step_ms;
+  side.naive_step_ms = plan.prediction.naive_step_ms;
+  for (const balance::StagePlan& stage : plan.stages) {
+    side.stage_ms.push_back(stage.time_ms);
+    side.stage_bytes.push_back(stage.memory_bytes);
   }
+  candidate.predicted_busy_ms = predicted_busy(side, std::max(plan.prediction.chunks, 1));
   candidate.predicted = std::move(side);
   return candidate;
 }
 
-ReportEstimate measured_from_run(const JsonNode& run) {
-  ReportEstimate side;
-  side.step_ms = run.get<double>("median_step_ms");
+Estimate measured_from_run(const RunRecord& run) {
+  Estimate side;
+  side.step_ms = run.median_step_ms;
   side.naive_step_ms = kNaN;
-  side.speedup = kNaN;
-  side.timeline = read_timeline(run);
-  if (run.has("stages")) {
-    for (const JsonNode& stage : run.at("stages").elements()) {
-      side.stage_busy_ms.push_back(stage.number_or_nan("busy_ms"));
-      side.stage_memory_bytes.push_back(stage.number_or_nan("peak_memory_bytes"));
-    }
+  side.timeline = run.timeline;
+  for (const StageRun& stage : run.stages) {
+    side.stage_ms.push_back(stage.busy_ms);
+    side.stage_bytes.push_back(stage.peak_memory_bytes);
   }
-  if (side.stage_busy_ms.empty()) side.stage_busy_ms = busy_from_timeline(side.timeline);
   return side;
+}
+
+void add_measured_run(ReportCandidate& candidate, const RunRecord& run) {
+  candidate.measured = measured_from_run(run);
+  candidate.measured_busy_ms = measured_busy(*candidate.measured);
+  fill_errors(candidate);
 }
 
 bool contains(const std::vector<std::string>& names, const char* name) {
@@ -343,61 +221,56 @@ ReportData make_report_data(const ReportInputs& inputs) {
     return inputs.dir.empty() ? std::string(name)
                               : (std::filesystem::path(inputs.dir) / name).string();
   };
-  const JsonNode profile(*inputs.profile, file("profile.json"), "");
-  std::optional<JsonNode> plan, run, validation;
-  if (inputs.plan) plan.emplace(*inputs.plan, file("plan.json"), "");
-  if (inputs.run) run.emplace(*inputs.run, file("run.json"), "");
-  if (inputs.validation) validation.emplace(*inputs.validation, file("validation.json"), "");
+  const balance::CostProfile profile =
+      balance::profile_from_json(*inputs.profile, file("profile.json"));
+  std::optional<balance::Plan> plan;
+  std::optional<RunRecord> run;
+  std::optional<ValidationRecord> validation;
+  if (inputs.plan) plan = balance::plan_from_json(*inputs.plan, file("plan.json"));
+  if (inputs.run) run = run_from_json(*inputs.run, file("run.json"));
+  if (inputs.validation)
+    validation = validation_from_json(*inputs.validation, file("validation.json"));
 
-  for (const JsonNode& node : profile.at("layers").elements()) {
-    LayerRow row;
-    row.index = node.get_or<int>("index", static_cast<int>(data.layers.size()));
-    row.name = node.get_or<std::string>("name", "");
-    row.type = node.get_or<std::string>("type", "");
-    row.forward_ms = node.get<double>("forward_ms");
-    row.backward_ms = node.get<double>("backward_ms");
-    row.param_bytes = node.get_or<int64_t>("param_bytes", 0);
-    row.activation_bytes = node.get_or<int64_t>("activation_bytes", 0);
-    row.output_bytes = node.get_or<int64_t>("output_bytes", 0);
-    data.layers.push_back(row);
-  }
-
+  data.layers = profile.layers;
   // The header: the most complete document first.
-  for (const std::optional<JsonNode>* doc : {&validation, &run, &plan}) {
-    if (!*doc) continue;
-    const JsonNode& node = **doc;
-    if (data.model.empty()) data.model = node.get_or<std::string>("model", "");
-    if (data.input_shape.empty() && node.has("input_shape")) {
-      data.input_shape = shape_text(node.at("input_shape"));
-    }
-    if (data.chunks == 0) data.chunks = node.get_or<int>("chunks", 0);
-    if (data.schedule.empty()) data.schedule = node.get_or<std::string>("schedule", "");
-    if (data.checkpoint.empty()) data.checkpoint = node.get_or<std::string>("checkpoint", "");
+  if (validation) {
+    data.model = validation->model;
+    data.input_shape = shape_text(validation->input_shape);
+    data.chunks = validation->chunks;
+    data.schedule = validation->schedule;
+    data.checkpoint = validation->checkpoint;
   }
-  if (data.model.empty()) data.model = profile.get_or<std::string>("model", "(unnamed model)");
-  if (data.input_shape.empty() && profile.has("input_shapes")) {
-    for (const JsonNode& shape : profile.at("input_shapes").elements()) {
-      if (!data.input_shape.empty()) data.input_shape += ", ";
-      data.input_shape += shape_text(shape) + " (profiled micro-batch)";
-    }
+  if (run) {
+    if (data.model.empty()) data.model = run->model;
+    if (data.input_shape.empty()) data.input_shape = shape_text(run->input_shape);
+    if (data.chunks == 0) data.chunks = run->chunks;
+    if (data.schedule.empty()) data.schedule = run->schedule;
+    if (data.checkpoint.empty()) data.checkpoint = run->checkpoint;
   }
-  data.device = profile.get_or<std::string>("device", "");
-  data.profile_backend = profile.get_or<std::string>("backend", "");
+  if (plan) {
+    if (data.model.empty()) data.model = plan->model;
+    if (data.input_shape.empty()) data.input_shape = shape_text(plan->input_shape);
+    if (data.chunks == 0) data.chunks = plan->chunks;
+    if (data.schedule.empty()) data.schedule = pipeline::to_string(plan->schedule);
+    if (data.checkpoint.empty()) data.checkpoint = pipeline::to_string(plan->checkpoint);
+  }
+  if (data.model.empty()) data.model = profile.model.empty() ? "(unnamed model)" : profile.model;
+  if (data.input_shape.empty() && !profile.input_shape.empty()) {
+    data.input_shape = shape_text(profile.input_shape);
+  }
+  data.device = profile.device;
+  data.profile_backend = profile.backend;
   data.environment = merged_environment({inputs.validation ? &*inputs.validation : nullptr,
                                          inputs.run ? &*inputs.run : nullptr, &*inputs.profile});
   data.samples_per_s = kNaN;
 
   if (validation) {
     const int chunks = std::max(data.chunks, 1);
-    for (const JsonNode& node : validation->at("candidates").elements()) {
-      data.candidates.push_back(candidate_from_validation(node, chunks));
+    for (const Candidate& c : validation->candidates) {
+      data.candidates.push_back(candidate_from_validation(c, chunks));
     }
-    data.stages = validation->get_or<int>("stages", 0);
-    if (data.stages < 0 || data.stages > kMaxReportStages) {
-      validation->at("stages").fail(
-          fmt::format("is {}, expected 0 to {}", data.stages, kMaxReportStages));
-    }
-    data.steps = validation->get_or<int>("steps", 0);
+    data.stages = validation->stages;
+    data.steps = validation->steps;
   } else {
     data.notes.push_back(
         "validation.json is missing: no comparison of candidate balances and no predicted "
@@ -405,15 +278,13 @@ ReportData make_report_data(const ReportInputs& inputs) {
     std::optional<ReportCandidate> from_plan;
     if (plan) from_plan = candidate_from_plan(*plan);
     if (run) {
-      const std::vector<int> balance = run->get<std::vector<int>>("balance");
-      if (from_plan && from_plan->balance == balance) {
-        from_plan->measured = measured_from_run(*run);
+      if (from_plan && from_plan->balance == run->balance) {
+        add_measured_run(*from_plan, *run);
       } else {
         ReportCandidate measured;
         measured.algorithms = {"run"};
-        measured.balance = balance;
-        measured.measured = measured_from_run(*run);
-        fill_errors(measured);
+        measured.balance = run->balance;
+        add_measured_run(measured, *run);
         data.candidates.push_back(std::move(measured));
       }
     }
@@ -425,19 +296,17 @@ ReportData make_report_data(const ReportInputs& inputs) {
   if (!plan) {
     data.notes.push_back("plan.json is missing: memory caps are not drawn.");
   } else {
-    for (const JsonNode& stage : plan->at("stages").elements()) {
-      data.memory_cap_bytes.push_back(stage.number_or_nan("memory_cap_bytes"));
+    for (const balance::StagePlan& stage : plan->stages) {
+      data.memory_cap_bytes.push_back(stage.memory_cap_bytes == balance::kUnlimitedBytes
+                                          ? kNaN
+                                          : static_cast<double>(stage.memory_cap_bytes));
     }
   }
   if (!run) {
     data.notes.push_back("run.json is missing: no per-step training measurements.");
   } else {
-    if (run->has("steps")) {
-      for (const JsonNode& step : run->at("steps").elements()) {
-        data.run_steps.emplace_back(step.get<double>("ms"), step.number_or_nan("loss"));
-      }
-    }
-    data.samples_per_s = run->number_or_nan("samples_per_s");
+    for (const StepSample& step : run->steps) data.run_steps.emplace_back(step.ms, step.loss);
+    data.samples_per_s = run->samples_per_s;
     if (data.steps == 0) data.steps = static_cast<int>(data.run_steps.size());
   }
   if (data.candidates.empty()) {
@@ -446,10 +315,8 @@ ReportData make_report_data(const ReportInputs& inputs) {
 
   // The candidate drawn in full: what the plan chose, else dp's, else the first.
   std::optional<size_t> by_plan, by_dp;
-  const std::vector<int> plan_balance =
-      plan ? plan->get<std::vector<int>>("balance") : std::vector<int>();
   for (size_t i = 0; i < data.candidates.size(); ++i) {
-    if (plan && !by_plan && data.candidates[i].balance == plan_balance) by_plan = i;
+    if (plan && !by_plan && data.candidates[i].balance == plan->balance) by_plan = i;
     if (!by_dp && contains(data.candidates[i].algorithms, "dp")) by_dp = i;
   }
   data.primary = by_plan.value_or(by_dp.value_or(0));

@@ -1,6 +1,7 @@
 // What the HTML report shows, read from a validation directory: the raw JSON documents
-// (ReportInputs) and the plain structs the report is drawn from (ReportData), built from
-// validation.json when present, else from plan.json and run.json.
+// (ReportInputs) and what the report is drawn from (ReportData), built from the documents' typed
+// records — validation.json when present, else plan.json and run.json — each read by the one
+// reader of its schema (profile_from_json, plan_from_json, run_from_json, validation_from_json).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "balance/layer_cost.h"
+#include "reports/validation_record.h"
 
 namespace pipebal::reports {
 
@@ -28,42 +32,16 @@ struct ReportInputs {
 // missing, a file is not valid JSON, or its schema is not a supported major version.
 ReportInputs load_report_inputs(const std::string& dir);
 
-struct LayerRow {
-  int index = 0;
-  std::string name;
-  std::string type;
-  double forward_ms = 0;
-  double backward_ms = 0;
-  int64_t param_bytes = 0;
-  int64_t activation_bytes = 0;
-  int64_t output_bytes = 0;
-};
-
-struct ReportAction {
-  int stage = 0;
-  char action = 'F';  // F, R or B
-  int micro_batch = 0;
-  double start_ms = 0;
-  double end_ms = 0;
-};
-
-// One side (predicted or measured) of a candidate. Missing numbers are NaN, missing per-stage
-// lists are empty.
-struct ReportEstimate {
-  double step_ms = 0;
-  double naive_step_ms = 0;
-  double speedup = 0;
-  std::vector<double> stage_busy_ms;       // per step
-  std::vector<double> stage_memory_bytes;  // predicted memory or measured peak
-  std::vector<ReportAction> timeline;
-};
-
-// A balance the report compares, with the algorithms that chose it.
+// A balance the report compares, with the algorithms that chose it: its prediction and its
+// measurement as the documents give them (either may be absent), and each side's busy time per
+// stage in one step, the quantity the page compares (a prediction gives time per micro-batch).
 struct ReportCandidate {
   std::vector<std::string> algorithms;
   std::vector<int> balance;
-  std::optional<ReportEstimate> predicted;
-  std::optional<ReportEstimate> measured;
+  std::optional<Estimate> predicted;
+  std::optional<Estimate> measured;
+  std::vector<double> predicted_busy_ms;  // per stage, per step; empty when unknown
+  std::vector<double> measured_busy_ms;
   double step_error = 0;     // (predicted - measured) / measured; NaN when unknown
   double speedup_error = 0;  // likewise for the speed-up
 };
@@ -81,7 +59,7 @@ struct ReportData {
   std::string profile_backend;
   // Key/value context (date, host, CPU, LibTorch, git commit, ...), well-known keys first.
   std::vector<std::pair<std::string, std::string>> environment;
-  std::vector<LayerRow> layers;
+  std::vector<balance::LayerCost> layers;  // the profile's, in order (a layer's index is its place)
   std::vector<ReportCandidate> candidates;
   size_t primary = 0;  // the candidate drawn in full: the plan's balance, else dp's, else first
   std::vector<double> memory_cap_bytes;              // per stage; empty or NaN entries: no cap
@@ -91,7 +69,7 @@ struct ReportData {
 };
 
 // Builds the report's data. Throws std::invalid_argument naming the file and field when
-// profile is absent or a field the report needs is missing or mistyped.
+// profile is absent or a document does not read (a field missing, mistyped or out of range).
 ReportData make_report_data(const ReportInputs& inputs);
 
 }  // namespace pipebal::reports

@@ -1,6 +1,10 @@
 // See run_record.h.
 #include "reports/run_record.h"
 
+#include <algorithm>
+#include <cstdint>
+
+#include "common/json_reader.h"
 #include "common/schema.h"
 
 namespace pipebal::reports {
@@ -17,22 +21,29 @@ nlohmann::json timeline_to_json(const pipeline::Timeline& timeline) {
   return events;
 }
 
-pipeline::Timeline timeline_from_json(const nlohmann::json& events) {
+pipeline::Timeline timeline_from_json(const JsonReader& events) {
   pipeline::Timeline timeline;
-  try {
-    for (const auto& e : events) {
-      pipeline::TimedAction t;
-      t.stage = e.at("stage").get<int>();
-      t.action.kind = pipeline::parse_action_kind(e.at("action").get<std::string>());
-      t.action.micro_batch = e.at("micro_batch").get<int>();
-      t.start_ms = e.at("start_ms").get<double>();
-      t.end_ms = e.at("end_ms").get<double>();
-      timeline.push_back(t);
+  for (const JsonReader& e : events.elements()) {
+    pipeline::TimedAction t;
+    // A report draws one row per stage: an absurd index must not size it.
+    t.stage = static_cast<int>(e.at("stage").integer(0, kMaxTimelineStages - 1));
+    const JsonReader kind = e.at("action");
+    try {
+      t.action.kind = pipeline::parse_action_kind(kind.as<std::string>());
+    } catch (const std::invalid_argument& error) {
+      kind.fail(error.what());
     }
-  } catch (const nlohmann::json::exception& error) {
-    throw std::invalid_argument(std::string("timeline: ") + error.what());
+    t.action.micro_batch =
+        static_cast<int>(e.at("micro_batch").integer(0, kMaxTimelineMicroBatches - 1));
+    t.start_ms = e.at("start_ms").number();
+    t.end_ms = e.at("end_ms").number(t.start_ms);
+    timeline.push_back(t);
   }
   return timeline;
+}
+
+pipeline::Timeline timeline_from_json(const nlohmann::json& events) {
+  return timeline_from_json(JsonReader(events, "timeline"));
 }
 
 nlohmann::json run_to_json(const RunRecord& run) {
@@ -91,65 +102,76 @@ nlohmann::json run_to_json(const RunRecord& run) {
   return doc;
 }
 
-RunRecord run_from_json(const nlohmann::json& doc) {
-  check_schema(doc, "pipebal.run", 1, /*required=*/true);
-  RunRecord run;
+RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
   try {
-    run.model = doc.at("model").get<std::string>();
-    run.input_shape = doc.at("input_shape").get<std::vector<int64_t>>();
-    if (doc.contains("inputs")) run.inputs = doc.at("inputs").get<std::vector<std::string>>();
-    if (doc.contains("dtype")) run.dtype = doc.at("dtype").get<std::string>();
-    if (doc.contains("virtual_stages")) run.virtual_stages = doc.at("virtual_stages").get<int>();
-    run.balance = doc.at("balance").get<std::vector<int>>();
-    run.devices = doc.at("devices").get<std::vector<std::string>>();
-    run.chunks = doc.at("chunks").get<int>();
-    run.schedule = doc.at("schedule").get<std::string>();
-    run.checkpoint = doc.at("checkpoint").get<std::string>();
-    run.threads_per_stage = doc.at("threads_per_stage").get<int>();
-    run.optimizer = doc.at("optimizer").get<std::string>();
-    run.lr = doc.at("lr").get<double>();
-    run.seed = doc.at("seed").get<uint64_t>();
-    run.warmup_steps = doc.at("warmup_steps").get<int>();
-    for (const auto& s : doc.at("steps")) {
-      run.steps.push_back(
-          {s.at("step").get<int>(), s.at("ms").get<double>(), s.at("loss").get<double>()});
-    }
-    run.median_step_ms = doc.at("median_step_ms").get<double>();
-    run.p10_step_ms = doc.at("p10_step_ms").get<double>();
-    run.p90_step_ms = doc.at("p90_step_ms").get<double>();
-    run.samples_per_s = doc.at("samples_per_s").get<double>();
-    for (const auto& s : doc.at("stages")) {
-      StageRun stage;
-      stage.index = s.at("index").get<int>();
-      stage.first_layer = s.at("first_layer").get<int>();
-      stage.layers = s.at("layers").get<int>();
-      stage.busy_ms = s.at("busy_ms").get<double>();
-      stage.busy_fraction = s.at("busy_fraction").get<double>();
-      const auto& peak = s.at("peak_memory_bytes");
-      stage.peak_memory_bytes = peak.is_null() ? -1 : peak.get<int64_t>();
-      run.stages.push_back(stage);
-    }
-    run.replicas = doc.value("replicas", 1);
-    run.loss = doc.value("loss", "");
-    run.data = doc.value("data", "");
-    if (doc.contains("processes")) {
-      for (const auto& p : doc.at("processes")) {
-        ProcessRun process;
-        process.rank = p.at("rank").get<int>();
-        process.stage = p.at("stage").get<int>();
-        process.replica = p.value("replica", 0);
-        process.host = p.at("host").get<std::string>();
-        process.clock_uncertainty_ms = p.value("clock_uncertainty_ms", 0.0);
-        const auto& rss = p.at("peak_rss_bytes");
-        process.peak_rss_bytes = rss.is_null() ? -1 : rss.get<int64_t>();
-        run.processes.push_back(process);
-      }
-    }
-    run.timeline = timeline_from_json(doc.at("timeline"));
-    run.environment = doc.value("environment", nlohmann::json::object());
-  } catch (const nlohmann::json::exception& error) {
-    throw std::invalid_argument(std::string("run: ") + error.what());
+    check_schema(doc, "pipebal.run", 1, /*required=*/true);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(file + ": " + error.what());
   }
+  const JsonReader r(doc, file);
+  RunRecord run;
+  run.model = r.get<std::string>("model");
+  run.input_shape = r.get<std::vector<int64_t>>("input_shape");
+  run.inputs = r.get_or<std::vector<std::string>>("inputs", {});
+  run.dtype = r.get_or<std::string>("dtype", "");
+  run.balance = r.get<std::vector<int>>("balance");
+  if (r.has("virtual_stages")) {
+    run.virtual_stages = static_cast<int>(
+        r.at("virtual_stages")
+            .integer(1, std::max<int64_t>(1, static_cast<int64_t>(run.balance.size()))));
+  }
+  run.devices = r.get_or<std::vector<std::string>>("devices", {});
+  run.chunks = static_cast<int>(r.at("chunks").integer(1, kMaxTimelineMicroBatches));
+  run.schedule = r.get<std::string>("schedule");
+  run.checkpoint = r.get<std::string>("checkpoint");
+  // What the run was trained with; earlier writers of pipebal.run/1 left these out.
+  if (r.has("threads_per_stage")) {
+    run.threads_per_stage = static_cast<int>(r.at("threads_per_stage").integer(0, 4096));
+  }
+  run.optimizer = r.get_or<std::string>("optimizer", "");
+  run.lr = r.number_or_nan("lr");
+  run.seed = r.get_or<uint64_t>("seed", 0);
+  if (r.has("warmup_steps")) {
+    run.warmup_steps = static_cast<int>(r.at("warmup_steps").integer(0, INT32_MAX));
+  }
+  for (const JsonReader& s : r.at("steps").elements()) {
+    // A loss that was not a number (NaN is written as null) stays NaN.
+    run.steps.push_back({static_cast<int>(s.at("step").integer(0, INT32_MAX)), s.get<double>("ms"),
+                         s.number_or_nan("loss")});
+  }
+  run.median_step_ms = r.get<double>("median_step_ms");
+  run.p10_step_ms = r.number_or_nan("p10_step_ms");
+  run.p90_step_ms = r.number_or_nan("p90_step_ms");
+  run.samples_per_s = r.number_or_nan("samples_per_s");
+  for (const JsonReader& s :
+       r.has("stages") ? r.at("stages").elements() : std::vector<JsonReader>()) {
+    StageRun stage;
+    stage.index = static_cast<int>(s.at("index").integer(0, kMaxTimelineStages - 1));
+    stage.first_layer = static_cast<int>(s.at("first_layer").integer(0, INT32_MAX));
+    stage.layers = static_cast<int>(s.at("layers").integer(0, INT32_MAX));
+    stage.busy_ms = s.get<double>("busy_ms");
+    stage.busy_fraction = s.get<double>("busy_fraction");
+    stage.peak_memory_bytes =
+        s.has("peak_memory_bytes") ? s.at("peak_memory_bytes").integer(0) : -1;
+    run.stages.push_back(stage);
+  }
+  run.replicas = static_cast<int>(r.has("replicas") ? r.at("replicas").integer(1, 4096) : 1);
+  run.loss = r.get_or<std::string>("loss", "");
+  run.data = r.get_or<std::string>("data", "");
+  if (r.has("processes")) {
+    for (const JsonReader& p : r.at("processes").elements()) {
+      ProcessRun process;
+      process.rank = static_cast<int>(p.at("rank").integer(0, INT32_MAX));
+      process.stage = static_cast<int>(p.at("stage").integer(0, kMaxTimelineStages - 1));
+      process.replica = static_cast<int>(p.has("replica") ? p.at("replica").integer(0, 4095) : 0);
+      process.host = p.get<std::string>("host");
+      process.clock_uncertainty_ms = p.get_or<double>("clock_uncertainty_ms", 0.0);
+      process.peak_rss_bytes = p.has("peak_rss_bytes") ? p.at("peak_rss_bytes").integer(0) : -1;
+      run.processes.push_back(process);
+    }
+  }
+  if (r.has("timeline")) run.timeline = timeline_from_json(r.at("timeline"));
+  if (r.has("environment")) run.environment = r.at("environment").value();
   return run;
 }
 

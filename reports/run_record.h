@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_reader.h"
 #include "pipeline/timeline.h"
 
 namespace pipebal::reports {
@@ -70,13 +71,23 @@ struct RunRecord {
   nlohmann::json environment = nlohmann::json::object();
 };
 
+// Bounds on what a timeline read from a file may say, far beyond any pipeline pipebal runs
+// (pipeline::kMaxStages, pipeline::kMaxChunks): a report sizes its drawing by them.
+constexpr int kMaxTimelineStages = 4096;
+constexpr int kMaxTimelineMicroBatches = 1 << 16;
+
 nlohmann::json timeline_to_json(const pipeline::Timeline& timeline);
-// The inverse of timeline_to_json; throws std::invalid_argument for anything else.
+// The inverse of timeline_to_json; throws std::invalid_argument naming the event and field that
+// is missing, mistyped or out of range (a stage or micro-batch beyond the bounds above, an end
+// before its start).
+pipeline::Timeline timeline_from_json(const JsonReader& events);
 pipeline::Timeline timeline_from_json(const nlohmann::json& events);
 nlohmann::json run_to_json(const RunRecord& run);
-// The inverse of run_to_json (a pipebal.run/1 document); throws std::invalid_argument naming the
-// field that is missing or of the wrong type.
-RunRecord run_from_json(const nlohmann::json& doc);
+// The inverse of run_to_json (a pipebal.run/1 document). What earlier writers of the schema left
+// out reads as its default (NaN for lr and the step percentiles, nothing for stages and timeline).
+// Throws std::invalid_argument "FILE: path.to.field ..." for a field that is missing, of the
+// wrong type or out of range.
+RunRecord run_from_json(const nlohmann::json& doc, const std::string& file = "run");
 
 // Chrome trace-event document (Perfetto, chrome://tracing): one track per stage, one slice per
 // action, named "F3" / "R3" / "B3" for micro-batch 3. With `process_per_stage` (a multi-process

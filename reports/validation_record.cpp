@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "common/json_reader.h"
 #include "common/schema.h"
 #include "reports/run_record.h"
 
@@ -13,6 +14,24 @@ nlohmann::json bytes_json(const std::vector<int64_t>& bytes) {
   nlohmann::json out = nlohmann::json::array();
   for (int64_t b : bytes) out.push_back(b >= 0 ? nlohmann::json(b) : nlohmann::json());
   return out;
+}
+
+std::vector<int64_t> bytes_from_json(const JsonReader& bytes) {
+  std::vector<int64_t> out;
+  for (const JsonReader& b : bytes.elements()) out.push_back(b.is_null() ? -1 : b.integer(0));
+  return out;
+}
+
+// One side of a candidate; `stage_key` and `bytes_key` are the side's names for its per-stage
+// times and memory. Absent optional parts stay empty; an unknown naive time is NaN.
+Estimate estimate_from_json(const JsonReader& side, const char* stage_key, const char* bytes_key) {
+  Estimate estimate;
+  estimate.step_ms = side.at("step_ms").number(0);
+  estimate.naive_step_ms = side.number_or_nan("naive_step_ms");
+  estimate.stage_ms = side.numbers_or_empty(stage_key);
+  if (side.has(bytes_key)) estimate.stage_bytes = bytes_from_json(side.at(bytes_key));
+  if (side.has("timeline")) estimate.timeline = timeline_from_json(side.at("timeline"));
+  return estimate;
 }
 
 }  // namespace
@@ -63,6 +82,41 @@ nlohmann::json validation_to_json(const ValidationRecord& record) {
           {"steps", record.steps},
           {"candidates", candidates},
           {"environment", record.environment}};
+}
+
+ValidationRecord validation_from_json(const nlohmann::json& doc, const std::string& file) {
+  try {
+    check_schema(doc, "pipebal.validation", 1, /*required=*/true);
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(file + ": " + error.what());
+  }
+  const JsonReader r(doc, file);
+  ValidationRecord record;
+  record.model = r.get_or<std::string>("model", "");
+  record.input_shape = r.get_or<std::vector<int64_t>>("input_shape", {});
+  record.stages =
+      static_cast<int>(r.has("stages") ? r.at("stages").integer(0, kMaxTimelineStages) : 0);
+  record.chunks =
+      static_cast<int>(r.has("chunks") ? r.at("chunks").integer(1, kMaxTimelineMicroBatches) : 0);
+  record.schedule = r.get_or<std::string>("schedule", "");
+  record.checkpoint = r.get_or<std::string>("checkpoint", "");
+  record.steps = static_cast<int>(r.has("steps") ? r.at("steps").integer(0, INT32_MAX) : 0);
+  for (const JsonReader& c : r.at("candidates").elements()) {
+    Candidate candidate;
+    if (c.has("algorithms")) {
+      candidate.algorithms = c.get<std::vector<std::string>>("algorithms");
+    } else if (c.has("algorithm")) {  // one name, as a hand-written file may say it
+      candidate.algorithms = {c.get<std::string>("algorithm")};
+    }
+    candidate.balance = c.get<std::vector<int>>("balance");
+    const JsonReader predicted = c.at("predicted");
+    candidate.bottleneck_ms = predicted.get_or<double>("bottleneck_ms", 0.0);
+    candidate.predicted = estimate_from_json(predicted, "stage_time_ms", "stage_memory_bytes");
+    candidate.measured = estimate_from_json(c.at("measured"), "stage_busy_ms", "stage_peak_bytes");
+    record.candidates.push_back(std::move(candidate));
+  }
+  if (r.has("environment")) record.environment = r.at("environment").value();
+  return record;
 }
 
 }  // namespace pipebal::reports

@@ -52,5 +52,10 @@ struct ValidationRecord {
 };
 
 nlohmann::json validation_to_json(const ValidationRecord& record);
+// The inverse of validation_to_json (a pipebal.validation/1 document; a hand-written one may leave
+// out the header fields, timelines and per-stage lists). Throws std::invalid_argument
+// "FILE: path.to.field ..." for a field that is missing, of the wrong type or out of range.
+ValidationRecord validation_from_json(const nlohmann::json& doc,
+                                      const std::string& file = "validation");
 
 }  // namespace pipebal::reports

@@ -159,22 +159,22 @@ TEST(MicroBatchCosts, TheReaderTakesSizesWithTheLayersNamesAndParameters) {
 TEST(MicroBatchCosts, TheReaderRefusesInconsistentSizes) {
   json doc = sized_doc();
   doc["sizes"][1]["layers"].push_back(doc["sizes"][1]["layers"][0]);
-  expect_error(doc, "sizes[1]: expected \"layers\", an array of 1 (one per layer)");
+  expect_error(doc, "sizes[1].layers has 2 layers, expected 1 (one per layer)");
   doc = sized_doc();
   std::swap(doc["sizes"][0], doc["sizes"][1]);
-  expect_error(doc, "sizes[1]: micro-batch sizes must ascend");
+  expect_error(doc, "sizes[1].micro_batch_size does not ascend");
   doc = sized_doc();
   doc["sizes"].erase(1);
   expect_error(doc, "lacks the batch_size 4");
   doc = sized_doc();
   doc["sizes"][0]["layers"][0]["forward_ms"] = -1;
-  expect_error(doc, "sizes[0].layers[0].forward_ms: -1 is not a finite value >= 0");
+  expect_error(doc, "sizes[0].layers[0].forward_ms is -1, expected a finite number >= 0");
   doc = sized_doc();
   doc["sizes"][0]["micro_batch_size"] = 0;
-  expect_error(doc, "sizes[0]: expected \"micro_batch_size\", a positive integer");
+  expect_error(doc, "sizes[0].micro_batch_size is 0, expected 1 to 1099511627776");
   doc = sized_doc();
   doc["sizes"] = 3;
-  expect_error(doc, "\"sizes\" must be an array");
+  expect_error(doc, "sizes must be an array, not number");
 }
 
 }  // namespace

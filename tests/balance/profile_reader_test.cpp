@@ -76,34 +76,34 @@ TEST(ProfileReader, RejectsAnotherSchemaOrMajorVersion) {
 TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   json doc = profile();
   doc["layers"][1].erase("output_bytes");
-  expect_error(doc, "layers[1]: missing \"output_bytes\"");
+  expect_error(doc, "missing \"layers[1].output_bytes\"");
   doc = profile();
   doc["layers"][0]["forward_ms"] = "fast";
-  expect_error(doc, "layers[0].forward_ms: expected a number, got string");
+  expect_error(doc, "layers[0].forward_ms must be a number, not string");
   doc = profile();
   doc["layers"][1]["backward_ms"] = -0.5;
-  expect_error(doc, "layers[1].backward_ms: -0.5 is not a finite value >= 0");
+  expect_error(doc, "layers[1].backward_ms is -0.5, expected a finite number >= 0");
   doc = profile();
   doc["layers"][0]["param_bytes"] = -4;
-  expect_error(doc, "layers[0].param_bytes: -4 is not an integer >= 0");
+  expect_error(doc, "layers[0].param_bytes is -4, expected 0 to");
   doc = profile();
   doc["layers"][0]["activation_bytes"] = 10.5;
-  expect_error(doc, "layers[0].activation_bytes: 10.5 is not an integer >= 0");
+  expect_error(doc, "layers[0].activation_bytes must be an integer, not 10.5");
   doc = profile();
   doc["layers"][1]["output_bytes"] = true;
-  expect_error(doc, "layers[1].output_bytes: expected an integer, got boolean");
+  expect_error(doc, "layers[1].output_bytes must be an integer, not boolean");
   doc = profile();
   doc["layers"][1]["name"] = 3;
-  expect_error(doc, "layers[1].name: expected a string, got number");
+  expect_error(doc, "layers[1].name has the wrong type (number)");
   doc = profile();
   doc["layers"][0] = 7;
-  expect_error(doc, "layers[0]: expected an object, got number");
+  expect_error(doc, "layers[0] is not an object (number)");
 }
 
 TEST(ProfileReader, RejectsDocumentsWithoutLayers) {
   expect_error(json::array(), "expected a JSON object");
-  expect_error(json{{"model", "x"}}, "expected a \"layers\" array");
-  expect_error(json{{"layers", json::array()}}, "\"layers\" is empty");
+  expect_error(json{{"model", "x"}}, "missing \"layers\"");
+  expect_error(json{{"layers", json::array()}}, "layers is empty");
 }
 
 TEST(ProfileReader, FileErrorsNameThePath) {
@@ -122,7 +122,7 @@ TEST(ProfileReader, FileErrorsNameThePath) {
     read_profile(path);
     FAIL();
   } catch (const std::invalid_argument& error) {
-    EXPECT_NE(std::string(error.what()).find(path + ": layers[0]: missing \"backward_ms\""),
+    EXPECT_NE(std::string(error.what()).find(path + ": missing \"layers[0].backward_ms\""),
               std::string::npos)
         << error.what();
   }

@@ -148,9 +148,9 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --input-shape 8,8 --chunks 4,5",
      "--chunks 4 and 5 both mean micro-batches of 2 samples"},
     {"train --plan {dir}/plan_chunks_1e20.json --model mlp:layers=2,width=8 --input-shape 4,8",
-     "chunks must hold integers"},
+     "chunks is 1e+20, expected 1 to 1073741824"},
     {"train --plan {dir}/plan_chunks_2.7.json --model mlp:layers=2,width=8 --input-shape 4,8",
-     "chunks must hold integers, got 2.7"},
+     "chunks must be an integer, not 2.7"},
     // Files that are not what they should be.
     {"balance {dir}/fifo --stages 2", "cannot read '{dir}/fifo': not a regular file"},
     {"balance /dev/zero --stages 2", "cannot read '/dev/zero': not a regular file"},
@@ -158,7 +158,7 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/ok.json --stages 2 -o {dir}", "it is not a regular file"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 -o {dir}/project",
      "holds other files (notes.txt)"},
-    {"report {dir}/huge_stage", "is 2000000000, expected a stage index from 0 to 4095"},
+    {"report {dir}/huge_stage", "timeline[0].stage is 2000000000, expected 0 to 4095"},
     {"profile --model mlp:layers=1000000000", "model option layers=1000000000: at most 4096"},
     // Commands.
     {"",

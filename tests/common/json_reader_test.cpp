@@ -1,0 +1,69 @@
+// JsonReader: every value read names its file and path when it is missing, mistyped or out of
+// range, so each document's reader reports a bad hand-edited field in one line.
+#include "common/json_reader.h"
+
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace pipebal {
+namespace {
+
+using nlohmann::json;
+
+std::string error_of(const std::function<void()>& read) {
+  try {
+    read();
+  } catch (const std::invalid_argument& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+const json kDoc = json::parse(R"({
+  "name": "mlp", "chunks": 4, "ratio": 0.5, "as_float": 3.0, "none": null,
+  "stages": [{"ms": 1.5, "bytes": [10, null]}, {"ms": "slow"}]
+})");
+
+TEST(JsonReader, ReadsValuesAndNamesThePathOfABadOne) {
+  const JsonReader doc(kDoc, "plan.json");
+  EXPECT_EQ(doc.get<std::string>("name"), "mlp");
+  EXPECT_EQ(doc.at("chunks").integer(1, 8), 4);
+  EXPECT_EQ(doc.at("as_float").integer(), 3);  // another tool may write 3.0
+  EXPECT_EQ(doc.get_or<int>("absent", 7), 7);
+  EXPECT_FALSE(doc.has("none"));
+  EXPECT_TRUE(std::isnan(doc.number_or_nan("none")));
+  const std::vector<JsonReader> stages = doc.at("stages").elements();
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].get<double>("ms"), 1.5);
+  const std::vector<double> bytes = stages[0].numbers_or_empty("bytes");
+  ASSERT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(bytes[0], 10);
+  EXPECT_TRUE(std::isnan(bytes[1]));
+
+  EXPECT_EQ(error_of([&] { stages[1].get<double>("ms"); }),
+            "plan.json: stages[1].ms has the wrong type (string)");
+  EXPECT_EQ(error_of([&] { stages[1].at("bytes"); }), "plan.json: missing \"stages[1].bytes\"");
+  EXPECT_EQ(error_of([&] { doc.at("chunks").integer(1, 2); }),
+            "plan.json: chunks is 4, expected 1 to 2");
+  EXPECT_EQ(error_of([&] { doc.at("ratio").integer(); }),
+            "plan.json: ratio must be an integer, not 0.5");
+  EXPECT_EQ(error_of([&] { doc.at("ratio").number(1); }),
+            "plan.json: ratio is 0.5, expected a finite number >= 1");
+  EXPECT_EQ(error_of([&] { doc.at("name").elements(); }),
+            "plan.json: name must be an array, not string");
+  EXPECT_EQ(error_of([&] { doc.at("name").at("x"); }), "plan.json: name is not an object (string)");
+  EXPECT_EQ(error_of([&] { doc.fail("is empty"); }), "plan.json: document is empty");
+}
+
+TEST(JsonReader, AnUnsignedBeyondTheRangeIsRefused) {
+  const json big = json::parse("18446744073709551615");
+  EXPECT_EQ(error_of([&] { JsonReader(big, "f").integer(0, 100); }),
+            "f: document is 18446744073709551615, expected 0 to 100");
+}
+
+}  // namespace
+}  // namespace pipebal
