@@ -10,29 +10,7 @@
 namespace pipebal::profiler {
 namespace {
 
-nlohmann::json layer_to_json(const LayerProfile& layer) {
-  return {
-      {"index", layer.index},
-      {"name", layer.name},
-      {"type", layer.type},
-      {"forward_ms", layer.forward_ms},
-      {"backward_ms", layer.backward_ms},
-      {"forward_p10_ms", layer.forward_p10_ms},
-      {"forward_p90_ms", layer.forward_p90_ms},
-      {"backward_p10_ms", layer.backward_p10_ms},
-      {"backward_p90_ms", layer.backward_p90_ms},
-      {"param_bytes", layer.param_bytes},
-      {"buffer_bytes", layer.buffer_bytes},
-      {"activation_bytes", layer.activation_bytes},
-      {"output_bytes", layer.output_bytes},
-      {"peak_bytes", layer.peak_bytes},
-      {"output_shapes", layer.output_shapes},
-      {"forward_samples_ms", layer.forward_samples_ms},
-      {"backward_samples_ms", layer.backward_samples_ms},
-  };
-}
-
-// A layer at another micro-batch size: only what changes with the size.
+// What changes with the micro-batch size: all a layer at another size writes.
 nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
   return {
       {"index", layer.index},
@@ -45,6 +23,19 @@ nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
       {"activation_bytes", layer.activation_bytes},
       {"output_bytes", layer.output_bytes},
   };
+}
+
+nlohmann::json layer_to_json(const LayerProfile& layer) {
+  nlohmann::json out = sized_layer_to_json(layer);
+  out.update({{"name", layer.name},
+              {"type", layer.type},
+              {"param_bytes", layer.param_bytes},
+              {"buffer_bytes", layer.buffer_bytes},
+              {"peak_bytes", layer.peak_bytes},
+              {"output_shapes", layer.output_shapes},
+              {"forward_samples_ms", layer.forward_samples_ms},
+              {"backward_samples_ms", layer.backward_samples_ms}});
+  return out;
 }
 
 nlohmann::json sizes_to_json(const std::vector<Profile::Size>& sizes) {
