@@ -109,6 +109,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
   const size_t n = layers_.size();
   forward_prefix_ms_.assign(n + 1, 0.0);
   backward_prefix_ms_.assign(n + 1, 0.0);
+  weight_prefix_ms_.assign(n + 1, 0.0);
   work_prefix_ms_.assign(n + 1, 0.0);
   param_prefix_bytes_.assign(n + 1, 0);
   activation_prefix_bytes_.assign(n + 1, 0);
@@ -117,6 +118,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     const LayerCost& layer = layers_[l];
     forward_prefix_ms_[l + 1] = forward_prefix_ms_[l] + layer.forward_ms;
     backward_prefix_ms_[l + 1] = backward_prefix_ms_[l] + layer.backward_ms;
+    weight_prefix_ms_[l + 1] = weight_prefix_ms_[l] + std::min(layer.weight_ms, layer.backward_ms);
     work_prefix_ms_[l + 1] =
         work_prefix_ms_[l] + layer.forward_ms * (1.0 + recompute_share) + layer.backward_ms;
     param_prefix_bytes_[l + 1] = param_prefix_bytes_[l] + layer.param_bytes;
@@ -148,6 +150,11 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
           candidates.push_back(live);
           break;
         case ActionKind::kBackward:
+        case ActionKind::kWeight:
+          // A micro-batch's activations live until its backward, or, split, until its W.
+          if ((action.kind == ActionKind::kWeight) != pipeline::splits_backward(schedule_.kind)) {
+            break;
+          }
           if (stashed) --live.inputs;
           --live.activations;
           break;
@@ -195,6 +202,10 @@ StageDurations CostModel::durations(int stage, int first, int end) const {
   d.forward_ms = (forward_prefix_ms_[end] - forward_prefix_ms_[first]) / speeds_[stage];
   d.recompute_ms = d.forward_ms;
   d.backward_ms = (backward_prefix_ms_[end] - backward_prefix_ms_[first]) / speeds_[stage];
+  if (pipeline::splits_backward(schedule_.kind)) {
+    d.weight_ms = (weight_prefix_ms_[end] - weight_prefix_ms_[first]) / speeds_[stage];
+    d.backward_ms = std::max(0.0, d.backward_ms - d.weight_ms);
+  }
   return d;
 }
 

@@ -97,7 +97,8 @@ class CostModel {
   std::vector<int64_t> caps_;
   std::vector<double> forward_prefix_ms_;  // prefix sums over layers, n + 1 entries
   std::vector<double> backward_prefix_ms_;
-  std::vector<double> work_prefix_ms_;  // forward * (1 + recompute share) + backward
+  std::vector<double> weight_prefix_ms_;  // the W part of backward (LayerCost::weight_ms)
+  std::vector<double> work_prefix_ms_;    // forward * (1 + recompute share) + backward
   std::vector<int64_t> param_prefix_bytes_;
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<double> transfer_ms_;             // by end layer, n + 1 entries

@@ -36,6 +36,7 @@ void validate_layer_costs(const std::vector<LayerCost>& layers) {
     const LayerCost& layer = layers[i];
     check_ms(i, layer, "forward_ms", layer.forward_ms);
     check_ms(i, layer, "backward_ms", layer.backward_ms);
+    check_ms(i, layer, "weight_ms", layer.weight_ms);
     check_bytes(i, layer, "param_bytes", layer.param_bytes);
     check_bytes(i, layer, "activation_bytes", layer.activation_bytes);
     check_bytes(i, layer, "output_bytes", layer.output_bytes);

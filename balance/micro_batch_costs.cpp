@@ -22,6 +22,7 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     const auto mix = [t](double x, double y) { return x + (y - x) * t; };
     out[i].forward_ms = mix(a[i].forward_ms, b[i].forward_ms);
     out[i].backward_ms = mix(a[i].backward_ms, b[i].backward_ms);
+    out[i].weight_ms = mix(a[i].weight_ms, b[i].weight_ms);
     out[i].activation_bytes =
         round_bytes(mix(double(a[i].activation_bytes), double(b[i].activation_bytes)));
     out[i].output_bytes = round_bytes(mix(double(a[i].output_bytes), double(b[i].output_bytes)));
@@ -34,6 +35,7 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
   for (LayerCost& layer : out) {
     layer.forward_ms = std::min(layer.forward_ms * factor, kMaxLayerMs);
     layer.backward_ms = std::min(layer.backward_ms * factor, kMaxLayerMs);
+    layer.weight_ms = std::min(layer.weight_ms * factor, kMaxLayerMs);
     layer.activation_bytes = round_bytes(double(layer.activation_bytes) * factor);
     layer.output_bytes = round_bytes(double(layer.output_bytes) * factor);
   }

@@ -104,7 +104,8 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     const int end = first + balance[s];
     allreduce_ms.push_back(model.allreduce_ms(first, end));
     StageDurations d = model.durations(s, first, end);
-    durations.push_back({d.forward_ms * scale, d.recompute_ms * scale, d.backward_ms * scale});
+    durations.push_back(
+        {d.forward_ms * scale, d.recompute_ms * scale, d.backward_ms * scale, d.weight_ms * scale});
     StageMemory m = model.memory_terms(s, first, end);
     memory.push_back({m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes)});
     if (end < model.layer_count()) {

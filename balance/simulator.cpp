@@ -32,6 +32,7 @@ struct Walk {
         if (forward_end[stage - 1][i] == kNotDone) return kNotDone;
         return forward_end[stage - 1][i] + transfer_ms[stage - 1];
       case ActionKind::kRecompute:
+      case ActionKind::kWeight:  // after its own B, earlier in the same stage's list
         return 0;
       case ActionKind::kBackward:
         if (stage == schedule.stages - 1) return forward_end[stage][i];
@@ -43,8 +44,17 @@ struct Walk {
 
   double duration_ms(int stage, ActionKind kind) const {
     const StageDurations& d = durations[stage];
-    if (kind == ActionKind::kForward) return d.forward_ms;
-    return kind == ActionKind::kRecompute ? d.recompute_ms : d.backward_ms;
+    switch (kind) {
+      case ActionKind::kForward:
+        return d.forward_ms;
+      case ActionKind::kRecompute:
+        return d.recompute_ms;
+      case ActionKind::kBackward:
+        return d.backward_ms;
+      case ActionKind::kWeight:
+        return d.weight_ms;
+    }
+    return 0;
   }
 };
 
@@ -63,22 +73,19 @@ void check_sizes(const pipeline::Schedule& schedule, const std::vector<StageDura
 
 // Peak bytes of one stage, walking its actions in order (see StageMemory).
 int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMemory& memory) {
+  const ActionKind frees =
+      pipeline::splits_backward(schedule.kind) ? ActionKind::kWeight : ActionKind::kBackward;
   int64_t held = 0;
   int64_t peak = 0;
   for (const Action& action : schedule.actions[stage]) {
     const bool checkpointed =
         pipeline::is_checkpointed(schedule.checkpoint, action.micro_batch, schedule.chunks);
-    switch (action.kind) {
-      case ActionKind::kForward:
-        held += checkpointed ? memory.input_bytes : memory.activation_bytes;
-        break;
-      case ActionKind::kRecompute:
-        held += memory.activation_bytes;
-        break;
-      case ActionKind::kBackward:
-        held -=
-            checkpointed ? memory.input_bytes + memory.activation_bytes : memory.activation_bytes;
-        break;
+    if (action.kind == ActionKind::kForward) {
+      held += checkpointed ? memory.input_bytes : memory.activation_bytes;
+    } else if (action.kind == ActionKind::kRecompute) {
+      held += memory.activation_bytes;
+    } else if (action.kind == frees) {
+      held -= checkpointed ? memory.input_bytes + memory.activation_bytes : memory.activation_bytes;
     }
     peak = std::max(peak, held);
   }
@@ -127,8 +134,10 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
         timed.end_ms = timed.start_ms + walk.duration_ms(s, action.kind);
         device_free_ms[d] = timed.end_ms;
         result.busy_ms[s] += timed.end_ms - timed.start_ms;
-        auto& ends = action.kind == ActionKind::kBackward ? walk.backward_end : walk.forward_end;
-        if (action.kind != ActionKind::kRecompute) ends[s][action.micro_batch] = timed.end_ms;
+        if (action.kind == ActionKind::kForward)
+          walk.forward_end[s][action.micro_batch] = timed.end_ms;
+        if (action.kind == ActionKind::kBackward)
+          walk.backward_end[s][action.micro_batch] = timed.end_ms;
         result.timeline[s].push_back(timed);
         --remaining;
         progress = true;

@@ -2,8 +2,9 @@
 // engine executes. Each device runs its actions in its order, one at a time (with one stage per
 // device: the stage's list; interleaved: its stages' lists interleaved); F(s, i) waits for
 // F(s-1, i) plus the transfer across boundary s-1, B(s, i) for B(s+1, i) plus the transfer back
-// across boundary s (the last stage's B needs only its own F), R(s, i) has no cross-stage
-// dependency. Transfers are pure delays: links have no contention and do not occupy a stage.
+// across boundary s (the last stage's B needs only its own F), R(s, i) and W(s, i) have no
+// cross-stage dependency. Transfers are pure delays: links have no contention and do not occupy
+// a stage.
 #pragma once
 
 #include <cstdint>
@@ -18,12 +19,14 @@ namespace pipebal::balance {
 struct StageDurations {
   double forward_ms = 0;
   double recompute_ms = 0;
-  double backward_ms = 0;
+  double backward_ms = 0;  // a schedule that splits backwards: B, the input gradient's part
+  double weight_ms = 0;    // W, the parameters' gradients (splitting schedules only)
 };
 
 // A stage's memory: `fixed_bytes` (parameters, gradients, optimizer state) always; after a
 // checkpointed F a micro-batch holds `input_bytes` (its stashed stage input), after an
-// uncheckpointed F or an R it holds `activation_bytes` more; its B frees all of it.
+// uncheckpointed F or an R it holds `activation_bytes` more; its B frees all of it, or, when the
+// schedule splits backwards, its W (the output gradients that B keeps for W are not counted).
 struct StageMemory {
   int64_t fixed_bytes = 0;
   int64_t input_bytes = 0;

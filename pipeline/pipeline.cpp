@@ -53,6 +53,8 @@ const char* action_name(ActionKind kind) {
       return "recompute";
     case ActionKind::kBackward:
       return "backward";
+    case ActionKind::kWeight:
+      return "weight gradients";
   }
   return "action";
 }

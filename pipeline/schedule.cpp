@@ -1,4 +1,4 @@
-// Generation of GPipe, 1F1B and interleaved 1F1B action lists; see schedule.h.
+// Generation of GPipe, 1F1B, interleaved 1F1B and zero-bubble H1 action lists; see schedule.h.
 #include "pipeline/schedule.h"
 
 #include <algorithm>
@@ -96,6 +96,32 @@ void interleaved_device(Schedule& schedule, int device) {
   for (int k = total - warmup; k < total; ++k) place(k, false);
 }
 
+// Zero-bubble H1 (Qi et al., ICLR 2024, figure 3): 1F1B's forwards and B's, with stage s
+// running the W of a micro-batch s B's later than its B (stage 0 at once), then the W's left.
+// The W's so fill the time a 1F1B stage waits for gradients: with F, B and W of one unit each,
+// the step is 3 m + p - 1 units against 1F1B's 3 (m + p - 1). A stage holds a micro-batch's
+// activations from its F to its W: at most min(p, m) at once, the peak of 1F1B's first stage.
+std::vector<Action> zero_bubble_h1_stage(const Schedule& schedule, int stage) {
+  const int m = schedule.chunks;
+  const int warmup = std::min(schedule.stages - stage - 1, m);
+  std::vector<Action> list;
+  int next_forward = 0, next_backward = 0, next_weight = 0;
+  const auto backward_then_due_weight = [&] {
+    append_backward(list, next_backward++, schedule);
+    if (next_backward - 1 - stage >= next_weight)
+      list.push_back({ActionKind::kWeight, next_weight++});
+  };
+  for (; next_forward < warmup; ++next_forward)
+    list.push_back({ActionKind::kForward, next_forward});
+  while (next_forward < m) {
+    list.push_back({ActionKind::kForward, next_forward++});
+    backward_then_due_weight();
+  }
+  while (next_backward < m) backward_then_due_weight();
+  while (next_weight < m) list.push_back({ActionKind::kWeight, next_weight++});
+  return list;
+}
+
 }  // namespace
 
 bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks) {
@@ -156,8 +182,10 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
       interleaved_device(schedule, d);
       continue;
     }
-    schedule.actions[d] =
-        kind == ScheduleKind::kGPipe ? gpipe_stage(schedule) : one_f_one_b_stage(schedule, d);
+    if (kind == ScheduleKind::kGPipe) schedule.actions[d] = gpipe_stage(schedule);
+    if (kind == ScheduleKind::kOneFOneB) schedule.actions[d] = one_f_one_b_stage(schedule, d);
+    if (kind == ScheduleKind::kZeroBubbleH1)
+      schedule.actions[d] = zero_bubble_h1_stage(schedule, d);
     for (int k = 0; k < static_cast<int>(schedule.actions[d].size()); ++k) {
       schedule.device_order[d].push_back({d, k});
     }
@@ -173,6 +201,8 @@ std::string to_string(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kZeroBubbleH1:
+      return "zb-h1";
   }
   return "gpipe";
 }
@@ -197,6 +227,8 @@ std::string to_string(ActionKind kind) {
       return "R";
     case ActionKind::kBackward:
       return "B";
+    case ActionKind::kWeight:
+      return "W";
   }
   return "F";
 }
@@ -205,14 +237,17 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::kGPipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved") return ScheduleKind::kInterleaved;
-  throw std::invalid_argument("unknown schedule '" + name + "' (valid: gpipe, 1f1b, interleaved)");
+  if (name == "zb-h1") return ScheduleKind::kZeroBubbleH1;
+  throw std::invalid_argument("unknown schedule '" + name +
+                              "' (valid: gpipe, 1f1b, interleaved, zb-h1)");
 }
 
 ActionKind parse_action_kind(const std::string& name) {
   if (name == "F") return ActionKind::kForward;
   if (name == "R") return ActionKind::kRecompute;
   if (name == "B") return ActionKind::kBackward;
-  throw std::invalid_argument("unknown action '" + name + "' (valid: F, R, B)");
+  if (name == "W") return ActionKind::kWeight;
+  throw std::invalid_argument("unknown action '" + name + "' (valid: F, R, B, W)");
 }
 
 CheckpointMode parse_checkpoint_mode(const std::string& name) {

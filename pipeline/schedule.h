@@ -20,17 +20,21 @@ constexpr int kMaxChunks = 1 << 16;
 constexpr int64_t kMaxScheduleCells = int64_t{1} << 22;
 
 // Fill-drain (GPipe: all forwards, then all backwards), one-forward-one-backward
-// (PipeDream-flush: each stage keeps at most `stages - stage` micro-batches in flight), or
+// (PipeDream-flush: each stage keeps at most `stages - stage` micro-batches in flight),
 // interleaved 1F1B (Megatron-LM's virtual pipeline: each device holds several stages, d,
 // d + devices, ..., and runs their 1F1B orders interleaved, which shrinks the bubble by the
-// number of stages per device).
-enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved };
+// number of stages per device), or zero-bubble H1 (Qi et al., ICLR 2024: 1F1B whose backwards
+// are split into B, the input gradient on the critical path, and W, the weight gradient, which
+// fills the bubbles; each stage holds at most as many micro-batches as 1F1B's first stage).
+enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved, kZeroBubbleH1 };
 
 // Which micro-batches are checkpointed, as torchgpipe defines it: `kAlways` all of them,
 // `kExceptLast` all but the last (whose backward follows its forward at once), `kNever` none.
 enum class CheckpointMode { kAlways, kExceptLast, kNever };
 
-enum class ActionKind { kForward, kRecompute, kBackward };
+// kBackward is the whole backward, except in a schedule that splits it (splits_backward): there
+// it is B, the gradient of the stage's input, and kWeight is W, its parameters' gradients.
+enum class ActionKind { kForward, kRecompute, kBackward, kWeight };
 
 struct Action {
   ActionKind kind = ActionKind::kForward;
@@ -75,6 +79,11 @@ struct Schedule {
 Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint,
                        int virtual_stages = 1);
 
+// True when `kind` splits each backward into B (kBackward) and W (kWeight).
+inline bool splits_backward(ScheduleKind kind) {
+  return kind == ScheduleKind::kZeroBubbleH1;
+}
+
 // Validates a balance vector (layers per stage) against a layer count and, when `stages` > 0,
 // a stage count; throws std::invalid_argument saying which entry or sum is wrong. What the
 // engine and the balancer both check.
@@ -83,9 +92,9 @@ void check_balance(const std::vector<int>& balance, size_t layers, int stages = 
 // True when micro-batch `micro_batch` of `chunks` runs its forward without keeping activations.
 bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks);
 
-// Names used on the command line and in JSON: "gpipe", "1f1b", "interleaved"; "always",
-// "except_last", "never";
-// "F", "R", "B". The parsers throw std::invalid_argument listing the valid names.
+// Names used on the command line and in JSON: "gpipe", "1f1b", "interleaved", "zb-h1";
+// "always", "except_last", "never"; "F", "R", "B", "W". The parsers throw std::invalid_argument
+// listing the valid names.
 std::string to_string(ScheduleKind kind);
 std::string to_string(CheckpointMode mode);
 std::string to_string(ActionKind kind);

@@ -156,6 +156,8 @@ const char* action_color(pipeline::ActionKind kind) {
       return palette::kRecompute;
     case pipeline::ActionKind::kBackward:
       break;
+    case pipeline::ActionKind::kWeight:
+      return palette::kWeight;
   }
   return palette::kBackward;
 }
@@ -168,6 +170,8 @@ const char* action_name(pipeline::ActionKind kind) {
       return "recompute";
     case pipeline::ActionKind::kBackward:
       break;
+    case pipeline::ActionKind::kWeight:
+      return "weight gradients";
   }
   return "backward";
 }
@@ -467,6 +471,15 @@ std::string timeline_chart(const ReportCandidate& candidate, int stages) {
   x = svg.legend_item(x, 14, palette::kForward, "F forward");
   x = svg.legend_item(x, 14, palette::kRecompute, "R recompute");
   x = svg.legend_item(x, 14, palette::kBackward, "B backward");
+  const auto has_weight = [](const pipeline::Timeline* timeline) {
+    return std::any_of(timeline->begin(), timeline->end(), [](const pipeline::TimedAction& e) {
+      return e.action.kind == pipeline::ActionKind::kWeight;
+    });
+  };
+  if (std::any_of(panels.begin(), panels.end(),
+                  [&](const GanttPanel& panel) { return has_weight(panel.timeline); })) {
+    x = svg.legend_item(x, 14, palette::kWeight, "W weight gradients");
+  }
   TextStyle hint;
   hint.size = 11;
   hint.fill = palette::kMuted;

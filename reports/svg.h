@@ -16,6 +16,7 @@ namespace palette {
 inline constexpr const char* kForward = "#4c78a8";
 inline constexpr const char* kRecompute = "#9e9ac8";
 inline constexpr const char* kBackward = "#f58518";
+inline constexpr const char* kWeight = "#e45756";  // W: a split backward's weight gradients
 inline constexpr const char* kPredicted = "#9ecae9";
 inline constexpr const char* kMeasured = "#2f6ea5";
 inline constexpr const char* kCap = "#d62728";

@@ -198,7 +198,7 @@ TEST(BalanceCommand, ParsesItsOptionsAndShowsAnExampleInHelp) {
     ADD_FAILURE() << "--schedule zigzag was accepted";
   } catch (const CLI::ValidationError& error) {
     EXPECT_NE(std::string(error.what())
-                  .find("unknown schedule 'zigzag' (valid: gpipe, 1f1b, interleaved)"),
+                  .find("unknown schedule 'zigzag' (valid: gpipe, 1f1b, interleaved, zb-h1)"),
               std::string::npos)
         << error.what();
   }

@@ -29,6 +29,7 @@ double relaxed_step_ms(const pipeline::Schedule& schedule,
   auto duration = [&](int s, ActionKind kind) {
     return kind == ActionKind::kForward     ? durations[s].forward_ms
            : kind == ActionKind::kRecompute ? durations[s].recompute_ms
+           : kind == ActionKind::kWeight    ? durations[s].weight_ms
                                             : durations[s].backward_ms;
   };
   std::vector<std::vector<double>> start(k), end(k);
@@ -151,7 +152,7 @@ TEST(Simulator, MatchesRelaxationReferenceOnRandomSchedules) {
   for (int t = 0; t < 600; ++t) {
     int k = 1 + static_cast<int>(rng() % 6);
     int m = 1 + static_cast<int>(rng() % 8);
-    const auto kind = static_cast<ScheduleKind>(rng() % 3);
+    const auto kind = static_cast<ScheduleKind>(rng() % 4);
     int virtual_stages = 1;
     if (kind == ScheduleKind::kInterleaved) {  // devices x stages each, rounds of micro-batches
       const int devices = 1 + static_cast<int>(rng() % 4);
@@ -165,6 +166,7 @@ TEST(Simulator, MatchesRelaxationReferenceOnRandomSchedules) {
       d.forward_ms = ms(rng);
       d.recompute_ms = ms(rng);
       d.backward_ms = ms(rng);
+      d.weight_ms = ms(rng);
     }
     std::vector<double> transfer_ms(k - 1);
     for (double& x : transfer_ms) x = rng() % 3 ? ms(rng) : 0.0;
@@ -216,6 +218,26 @@ TEST(Simulator, InterleavingShrinksTheBubbleByTheStagesPerDevice) {
                      std::vector<double>(devices - 1, 0.0), {});
         EXPECT_DOUBLE_EQ(one.step_ms, (m + devices - 1) * virtual_stages * (f + b));
       }
+    }
+  }
+}
+
+// Zero-bubble H1 with F, B and W of one unit each and free transfers: the W's fill all but
+// p - 1 units of 1F1B's 3 (p - 1) units of bubble (Qi et al., ICLR 2024: (p - 1)(F + B - W)),
+// so the step is 3 m + p - 1 units against 1F1B's 3 (m + p - 1).
+TEST(Simulator, ZeroBubbleH1LeavesAThirdOfOneFOneBsBubble) {
+  for (int p = 2; p <= 5; ++p) {
+    for (int m = p; m <= 3 * p; m += p) {
+      const auto zb =
+          pipeline::make_schedule(ScheduleKind::kZeroBubbleH1, p, m, CheckpointMode::kNever);
+      std::vector<StageDurations> split(p, {1.0, 1.0, 1.0, 1.0});
+      const SimulationResult r = simulate(zb, split, std::vector<double>(p - 1, 0.0), {});
+      EXPECT_DOUBLE_EQ(r.step_ms, 3 * m + p - 1) << p << " stages, " << m << " micro-batches";
+      const auto one =
+          pipeline::make_schedule(ScheduleKind::kOneFOneB, p, m, CheckpointMode::kNever);
+      EXPECT_DOUBLE_EQ(
+          simulate(one, uniform(p, 1.0, 2.0), std::vector<double>(p - 1, 0.0), {}).step_ms,
+          3 * (m + p - 1));
     }
   }
 }

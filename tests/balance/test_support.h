@@ -82,6 +82,7 @@ inline std::vector<LayerCost> random_layers(std::mt19937& rng, int n, bool integ
     l.name = "layer" + std::to_string(i);
     l.forward_ms = integer_costs ? small(rng) : ms(rng);
     l.backward_ms = integer_costs ? 2 * small(rng) : ms(rng);
+    l.weight_ms = l.backward_ms / 2;  // what zb-h1 defers into its W
     l.param_bytes = bytes(rng);
     l.activation_bytes = bytes(rng);
     l.output_bytes = bytes(rng) / 4;
@@ -92,7 +93,10 @@ inline std::vector<LayerCost> random_layers(std::mt19937& rng, int n, bool integ
 // Random schedule, checkpointing and micro-batch count; speeds and bandwidth when asked.
 inline CostOptions random_options(std::mt19937& rng, int k, bool speeds, bool bandwidth) {
   CostOptions options;
-  options.schedule = rng() % 2 ? pipeline::ScheduleKind::kGPipe : pipeline::ScheduleKind::kOneFOneB;
+  const pipeline::ScheduleKind kinds[] = {pipeline::ScheduleKind::kGPipe,
+                                          pipeline::ScheduleKind::kOneFOneB,
+                                          pipeline::ScheduleKind::kZeroBubbleH1};
+  options.schedule = kinds[rng() % 3];
   const pipeline::CheckpointMode modes[] = {pipeline::CheckpointMode::kAlways,
                                             pipeline::CheckpointMode::kExceptLast,
                                             pipeline::CheckpointMode::kNever};

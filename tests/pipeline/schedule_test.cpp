@@ -1,6 +1,8 @@
 // The schedule definition shared by the engine and the simulator.
 #include "pipeline/schedule.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace pipebal::pipeline {
@@ -52,7 +54,7 @@ void expect_complete(const Schedule& s) {
     EXPECT_EQ(next[stage], static_cast<int>(s.actions[stage].size())) << "stage " << stage;
   }
   for (const auto& list : s.actions) {
-    std::vector<int> forward(chunks), recompute(chunks), backward(chunks);
+    std::vector<int> forward(chunks), recompute(chunks), backward(chunks), weight(chunks);
     for (const auto& a : list) {
       if (a.kind == A::kForward) ++forward[a.micro_batch];
       if (a.kind == A::kRecompute) ++recompute[a.micro_batch];
@@ -62,9 +64,53 @@ void expect_complete(const Schedule& s) {
                   is_checkpointed(s.checkpoint, a.micro_batch, chunks) ? 1 : 0);
         ++backward[a.micro_batch];
       }
+      if (a.kind == A::kWeight) {
+        EXPECT_EQ(backward[a.micro_batch], 1) << "W before its B";
+        ++weight[a.micro_batch];
+      }
     }
-    for (int i = 0; i < chunks; ++i) EXPECT_EQ(backward[i], 1);
+    for (int i = 0; i < chunks; ++i) {
+      EXPECT_EQ(backward[i], 1);
+      EXPECT_EQ(weight[i], splits_backward(s.kind) ? 1 : 0);
+    }
   }
+}
+
+// Zero-bubble H1 keeps 1F1B's peak memory: no stage holds more micro-batches between their F and
+// their W than 1F1B's first stage holds between F and B (min(stages, chunks)).
+TEST(Schedule, ZeroBubbleH1HoldsNoMoreMicroBatchesThanOneFOneB) {
+  for (int stages = 1; stages <= 5; ++stages) {
+    for (int chunks = 1; chunks <= 9; ++chunks) {
+      for (auto mode : {CheckpointMode::kNever, CheckpointMode::kExceptLast}) {
+        const Schedule s = make_schedule(ScheduleKind::kZeroBubbleH1, stages, chunks, mode);
+        expect_complete(s);
+        for (int stage = 0; stage < stages; ++stage) {
+          int held = 0, peak = 0;
+          for (const Action& a : s.actions[stage]) {
+            held += a.kind == A::kForward ? 1 : a.kind == A::kWeight ? -1 : 0;
+            peak = std::max(peak, held);
+          }
+          EXPECT_LE(peak, std::min(stages, chunks))
+              << stages << " stages, " << chunks << " micro-batches, stage " << stage;
+        }
+      }
+    }
+  }
+}
+
+TEST(Schedule, ZeroBubbleH1DefersWeightGradientsIntoTheDrain) {
+  const Schedule s = make_schedule(ScheduleKind::kZeroBubbleH1, 3, 4, CheckpointMode::kNever);
+  // Stage s runs a micro-batch's W s B's after its B: the first at once, the last two later.
+  const std::vector<Action> last{{A::kForward, 0},  {A::kBackward, 0}, {A::kForward, 1},
+                                 {A::kBackward, 1}, {A::kForward, 2},  {A::kBackward, 2},
+                                 {A::kWeight, 0},   {A::kForward, 3},  {A::kBackward, 3},
+                                 {A::kWeight, 1},   {A::kWeight, 2},   {A::kWeight, 3}};
+  EXPECT_EQ(s.actions[2], last);
+  const std::vector<Action> first{{A::kForward, 0},  {A::kForward, 1},  {A::kForward, 2},
+                                  {A::kBackward, 0}, {A::kWeight, 0},   {A::kForward, 3},
+                                  {A::kBackward, 1}, {A::kWeight, 1},   {A::kBackward, 2},
+                                  {A::kWeight, 2},   {A::kBackward, 3}, {A::kWeight, 3}};
+  EXPECT_EQ(s.actions[0], first);
 }
 
 TEST(Schedule, InterleavedRunsEveryActionOnceOnTheDeviceHoldingItsStage) {
@@ -138,12 +184,15 @@ TEST(Schedule, EveryStageRunsEveryMicroBatchOnceEachWay) {
 
 TEST(Schedule, ParsersNameTheValidChoices) {
   EXPECT_EQ(parse_schedule_kind("1f1b"), ScheduleKind::kOneFOneB);
+  EXPECT_EQ(parse_schedule_kind("zb-h1"), ScheduleKind::kZeroBubbleH1);
+  EXPECT_EQ(parse_action_kind("W"), ActionKind::kWeight);
+  EXPECT_EQ(to_string(ActionKind::kWeight), "W");
   EXPECT_EQ(parse_checkpoint_mode("except_last"), CheckpointMode::kExceptLast);
   try {
     parse_schedule_kind("pipedream");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("gpipe, 1f1b, interleaved"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gpipe, 1f1b, interleaved, zb-h1"), std::string::npos);
   }
   EXPECT_THROW(parse_checkpoint_mode("sometimes"), std::invalid_argument);
   EXPECT_THROW(make_schedule(ScheduleKind::kGPipe, 0, 1, CheckpointMode::kNever),
