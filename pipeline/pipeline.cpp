@@ -341,6 +341,7 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
   Stage& stage = *work.stages[s];
   const bool last = s + 1 == static_cast<int>(work.stages.size());
   const PipelineOptions& options = work.options;
+  const bool split = splits_backward(options.schedule);  // B here, W in a later action
   Links& links = *work.links;
   const Clock::time_point step_start = work.origin;
   CurrentStream on_stage_stream(stage.stream());
@@ -380,14 +381,17 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
       case ActionKind::kBackward:
         if (last) {
           outgoing = stage.backward_from_loss(i, work.targets[i].value(), work.loss_fn,
-                                              work.weights[i], &work.losses[i]);
+                                              work.weights[i], &work.losses[i], split);
           if (options.check_finite && !std::isfinite(work.losses[i])) {
             throw std::runtime_error(fmt::format("stage {}, micro-batch {}: non-finite loss ({})",
                                                  s, i, work.losses[i]));
           }
         } else {
-          outgoing = stage.backward(i, incoming);
+          outgoing = stage.backward(i, incoming, split);
         }
+        break;
+      case ActionKind::kWeight:
+        stage.weight(i);
         break;
     }
     // On an accelerator the times are when the stage issued the action (its stream runs it

@@ -126,7 +126,7 @@ Batch Stage::input_gradients(const Batch& input) const {
   return grads;
 }
 
-Batch Stage::backward(int micro_batch, const Batch& output_grad) {
+Batch Stage::backward(int micro_batch, const Batch& output_grad, bool defer_weights) {
   MicroBatch& mb = state(micro_batch, "backward");
   std::vector<at::Tensor> outputs, grads;
   auto add = [&](const at::Tensor& out, const at::Tensor& grad) {
@@ -142,19 +142,47 @@ Batch Stage::backward(int micro_batch, const Batch& output_grad) {
     const auto it = mb.output.skips.find(name);
     if (it != mb.output.skips.end()) add(it->second, grad);
   }
+  return run_backward(micro_batch, outputs, grads, defer_weights);
+}
+
+Batch Stage::run_backward(int micro_batch, const std::vector<at::Tensor>& roots,
+                          const std::vector<at::Tensor>& grads, bool defer_weights) {
+  MicroBatch& mb = state(micro_batch, "backward");
+  Batch input_grads;
   try {
-    if (!outputs.empty()) torch::autograd::backward(outputs, grads);
+    if (!defer_weights) {
+      if (!roots.empty()) torch::autograd::backward(roots, grads);
+      input_grads = input_gradients(mb.input);
+      states_.erase(micro_batch);
+      return input_grads;
+    }
+    std::vector<at::Tensor> inputs = mb.input.tensors;
+    for (const auto& [name, t] : mb.input.skips) inputs.push_back(t);
+    mb.split.emplace(roots, grads, inputs, layers_.parameters());
+    const std::vector<at::Tensor>& computed = mb.split->input_grads();
+    size_t k = 0;
+    for (; k < mb.input.tensors.size(); ++k) input_grads.tensors.push_back(computed[k]);
+    for (const auto& [name, t] : mb.input.skips) input_grads.skips.emplace(name, computed[k++]);
   } catch (const std::exception& error) {
     throw std::runtime_error(fmt::format("stage {}, backward of micro-batch {}: {}", index_,
                                          micro_batch, error_summary(error)));
   }
-  Batch input_grads = input_gradients(mb.input);
-  states_.erase(micro_batch);
   return input_grads;
 }
 
+void Stage::weight(int micro_batch) {
+  MicroBatch& mb = state(micro_batch, "weight gradients");
+  try {
+    if (mb.split) mb.split->run_weight();
+  } catch (const std::exception& error) {
+    throw std::runtime_error(fmt::format("stage {}, weight gradients of micro-batch {}: {}", index_,
+                                         micro_batch, error_summary(error)));
+  }
+  states_.erase(micro_batch);
+}
+
 Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const LossFn& loss_fn,
-                                double weight, double* loss) {
+                                double weight, double* loss, bool defer_weights) {
   MicroBatch& mb = state(micro_batch, "backward");
   at::Tensor weighted;
   try {
@@ -164,15 +192,8 @@ Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const
                                          micro_batch, error_summary(error)));
   }
   if (loss != nullptr) *loss = weighted.item<double>();
-  try {
-    if (weighted.requires_grad()) weighted.backward();
-  } catch (const std::exception& error) {
-    throw std::runtime_error(fmt::format("stage {}, backward of micro-batch {}: {}", index_,
-                                         micro_batch, error_summary(error)));
-  }
-  Batch input_grads = input_gradients(mb.input);
-  states_.erase(micro_batch);
-  return input_grads;
+  if (!weighted.requires_grad()) return run_backward(micro_batch, {}, {}, defer_weights);
+  return run_backward(micro_batch, {weighted}, {at::ones_like(weighted)}, defer_weights);
 }
 
 Batch Stage::infer(Batch input) {

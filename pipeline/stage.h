@@ -10,6 +10,7 @@
 #include <c10/core/Stream.h>
 
 #include "pipeline/layer_seq.h"
+#include "pipeline/split_backward.h"
 
 namespace pipebal::pipeline {
 
@@ -45,14 +46,19 @@ class Stage {
   void recompute(int micro_batch);
 
   // Backward of one micro-batch from the gradient of its output (one gradient per output
-  // tensor and skip tensor; undefined where none flows). Returns the input's gradients.
-  Batch backward(int micro_batch, const Batch& output_grad);
+  // tensor and skip tensor; undefined where none flows). Returns the input's gradients. With
+  // `defer_weights` it is B alone: the parameters' gradients wait for weight() (W).
+  Batch backward(int micro_batch, const Batch& output_grad, bool defer_weights = false);
 
   // Backward on the last stage: weights the micro-batch's loss so that the accumulated
   // gradients equal the whole batch's. Returns the input's gradients; `loss` gets the weighted
-  // loss.
+  // loss. `defer_weights` as for backward().
   Batch backward_from_loss(int micro_batch, const at::Tensor& target, const LossFn& loss_fn,
-                           double weight, double* loss);
+                           double weight, double* loss, bool defer_weights = false);
+
+  // W of a micro-batch whose backward deferred its weights: accumulates the parameters'
+  // gradients from what B kept (split_backward.h), then drops the micro-batch's state.
+  void weight(int micro_batch);
 
   // Inference forward without keeping state.
   Batch infer(Batch input);
@@ -69,12 +75,17 @@ class Stage {
     Batch input;
     Batch output;
     uint64_t rng_seed = 0;
+    std::optional<SplitBackward> split;  // B has run; W has not
   };
 
   Batch run_layers(Batch input, int micro_batch);
   Batch run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed);
   Batch run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_seed);
   Batch input_gradients(const Batch& input) const;
+  // Back-propagates `grads` from `roots` (the micro-batch's outputs or its loss): the whole
+  // backward, or B keeping what W needs. Returns the input's gradients.
+  Batch run_backward(int micro_batch, const std::vector<at::Tensor>& roots,
+                     const std::vector<at::Tensor>& grads, bool defer_weights);
   MicroBatch& state(int micro_batch, const char* action);
 
   int index_;

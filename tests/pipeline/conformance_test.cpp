@@ -81,6 +81,8 @@ void expect_dependencies(const Timeline& timeline, int stages, int chunks) {
         EXPECT_LE(f.end_ms, r->second.start_ms);
         EXPECT_LE(r->second.end_ms, b.start_ms);
       }
+      const auto w = at.find({s, ActionKind::kWeight, i});
+      if (w != at.end()) EXPECT_LE(b.end_ms, w->second.start_ms) << "W after its B";
     }
   }
 }
@@ -138,7 +140,8 @@ void run_and_compare(ScheduleKind schedule, CheckpointMode checkpoint, int stage
 TEST(Conformance, EngineRunsTheSimulatorsScheduleForEveryConfiguration) {
   for (auto checkpoint :
        {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
-    for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+    for (auto schedule :
+         {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1}) {
       for (int stages = 2; stages <= 4; ++stages) {
         for (int chunks = 1; chunks <= 8; ++chunks) {
           run_and_compare(schedule, checkpoint, stages, chunks, 1);

@@ -98,7 +98,8 @@ TEST_P(Transparency, PipelinedStepEqualsPlainModelInFloat64) {
 
 std::vector<Config> transparency_configs() {
   std::vector<Config> configs;
-  for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+  for (auto schedule :
+       {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1}) {
     for (auto checkpoint :
          {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
       for (int chunks : {1, 3, 7}) {
@@ -157,7 +158,8 @@ TEST(Pipeline, TransparentOnCudaStreams_CUDA) {
     expected_output = plain.forward(input).value();
   }
   for (const auto& devices : {std::vector<c10::Device>{cuda, cuda, cuda}, {cuda, cpu, cuda}}) {
-    for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+    for (auto schedule :
+         {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1}) {
       SCOPED_TRACE(std::string(to_string(schedule)) +
                    (devices[1].is_cpu() ? ", cuda,cpu,cuda" : ", cuda x3"));
       LayerSeq piped = make_model(1);
@@ -468,7 +470,8 @@ TEST(Pipeline, FailuresInRecomputeBackwardAndLossNameTheirActionAndLeaveThePipel
 }
 
 TEST(Pipeline, FailureInAnyStageIsOneErrorAndThePipelineStaysUsable) {
-  for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+  for (auto schedule :
+       {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1}) {
     for (int failing_stage = 0; failing_stage < 3; ++failing_stage) {
       torch::manual_seed(1);
       LayerSeq seq("fail");

@@ -1,0 +1,113 @@
+// A backward split into B and W: B computes the input's gradient and no weight gradient, W the
+// weight gradients and nothing of B's again, and together they equal one whole backward.
+#include "pipeline/split_backward.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace pipebal::pipeline {
+namespace {
+
+namespace nn = torch::nn;
+
+// The identity, counting how often autograd runs its backward: placed on the input's path, it
+// shows whether W went along that path again.
+struct CountingIdentity : torch::autograd::Function<CountingIdentity> {
+  static int backward_calls;
+  static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x) {
+    return x.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    ++backward_calls;
+    return grads;
+  }
+};
+int CountingIdentity::backward_calls = 0;
+
+struct Net {
+  nn::Linear first{nn::Linear(6, 5)}, second{nn::Linear(5, 4)};
+  std::vector<at::Tensor> params() {
+    std::vector<at::Tensor> out = first->parameters();
+    for (const auto& p : second->parameters()) out.push_back(p);
+    return out;
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    return second->forward(CountingIdentity::apply(torch::tanh(first->forward(x))));
+  }
+};
+
+TEST(SplitBackward, BAndWTogetherEqualTheWholeBackwardAndNeitherRepeatsTheOther) {
+  torch::manual_seed(3);
+  Net net;
+  for (auto& p : net.params()) p.set_data(p.to(torch::kDouble));
+  const at::Tensor x0 = torch::randn({7, 6}, torch::kDouble);
+  const at::Tensor grad = torch::randn({7, 4}, torch::kDouble);
+
+  // Reference: one whole backward.
+  at::Tensor x = x0.clone().requires_grad_(true);
+  torch::autograd::backward({net.forward(x)}, {grad});
+  std::vector<at::Tensor> expected;
+  for (const auto& p : net.params()) {
+    expected.push_back(p.grad().clone());
+    p.mutable_grad() = at::Tensor();
+  }
+  const at::Tensor expected_input_grad = x.grad().clone();
+
+  x = x0.clone().requires_grad_(true);
+  const at::Tensor y = net.forward(x);
+  CountingIdentity::backward_calls = 0;
+  SplitBackward split({y}, {grad}, {x}, net.params());
+  EXPECT_TRUE(split.weight_deferred());
+  ASSERT_TRUE(split.input_grads()[0].defined());
+  EXPECT_TRUE(torch::allclose(split.input_grads()[0], expected_input_grad, 1e-12, 1e-14));
+  for (const auto& p : net.params()) EXPECT_FALSE(p.grad().defined()) << "B computed a weight";
+  EXPECT_EQ(CountingIdentity::backward_calls, 1);
+
+  split.run_weight();
+  EXPECT_EQ(CountingIdentity::backward_calls, 1) << "W ran the input's path again";
+  const auto params = net.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(params[i].grad().defined()) << "parameter " << i;
+    EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i], 1e-12, 1e-14)) << "parameter " << i;
+  }
+  split.run_weight();  // once only
+  EXPECT_TRUE(torch::allclose(params[0].grad(), expected[0], 1e-12, 1e-14));
+}
+
+TEST(SplitBackward, WithoutAnInputGradientWIsTheWholeBackward) {
+  torch::manual_seed(4);
+  Net net;
+  const at::Tensor x = torch::randn({3, 6});  // the first stage's data: no gradient
+  const at::Tensor y = net.forward(x);
+  SplitBackward split({y}, {torch::ones_like(y)}, {x}, net.params());
+  EXPECT_FALSE(split.input_grads()[0].defined());
+  EXPECT_FALSE(net.params()[0].grad().defined());
+  split.run_weight();
+  EXPECT_TRUE(net.params()[0].grad().defined());
+  EXPECT_GT(net.params()[0].grad().abs().sum().item<double>(), 0);
+}
+
+// A weight used on both sides of a layer whose input gradient is needed (tied weights): W from
+// B's kept gradient would count part of it twice, so B does the whole backward.
+TEST(SplitBackward, ATiedWeightIsNotSplitAndStaysExact) {
+  torch::manual_seed(5);
+  const at::Tensor w = torch::randn({4, 4}, torch::kDouble).requires_grad_(true);
+  const at::Tensor x0 = torch::randn({2, 4}, torch::kDouble);
+  auto forward = [&](const at::Tensor& x) { return torch::tanh(x.mm(w)).mm(w); };
+  at::Tensor x = x0.clone().requires_grad_(true);
+  forward(x).sum().backward();
+  const at::Tensor expected = w.grad().clone();
+  w.mutable_grad() = at::Tensor();
+
+  x = x0.clone().requires_grad_(true);
+  const at::Tensor y = forward(x);
+  SplitBackward split({y}, {torch::ones_like(y)}, {x}, {w});
+  EXPECT_FALSE(split.weight_deferred());
+  split.run_weight();
+  EXPECT_TRUE(torch::allclose(w.grad(), expected, 1e-12, 1e-14));
+  EXPECT_TRUE(split.input_grads()[0].defined());
+}
+
+}  // namespace
+}  // namespace pipebal::pipeline
