@@ -118,7 +118,9 @@ void accumulate(const at::Tensor& param, const at::Tensor& grad) {
   if (total.defined()) {
     total.add_(grad);
   } else {
-    total = grad;
+    // A fresh tensor laid out like the parameter, as autograd's accumulator makes: the engine's
+    // gradient may be a view (a transposed weight's), which an optimizer cannot detach in place.
+    total = at::empty_like(param, at::MemoryFormat::Preserve).copy_(grad);
   }
 }
 

@@ -57,6 +57,10 @@ struct LayerProfile {
   double backward_p90_ms = 0;
   std::vector<double> forward_samples_ms;
   std::vector<double> backward_samples_ms;
+  // W alone when the backward is split into B and W (zb-h1; pipeline/split_backward.h): the
+  // parameters' gradients from the kept output-side gradients, median of its own passes.
+  double weight_ms = 0;
+  std::vector<double> weight_samples_ms;
   int64_t param_bytes = 0;   // parameters only
   int64_t buffer_bytes = 0;  // buffers (batch-norm running statistics, ...)
   // Bytes the forward left allocated while its output is held: what autograd saved for the

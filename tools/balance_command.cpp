@@ -200,8 +200,8 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
                      "speed-up", "bubble", "device peak", "balance");
   for (const Row row :
        {Row{pipeline::ScheduleKind::kGPipe, 1}, Row{pipeline::ScheduleKind::kOneFOneB, 1},
-        Row{pipeline::ScheduleKind::kInterleaved, 2},
-        Row{pipeline::ScheduleKind::kInterleaved, 3}}) {
+        Row{pipeline::ScheduleKind::kInterleaved, 2}, Row{pipeline::ScheduleKind::kInterleaved, 3},
+        Row{pipeline::ScheduleKind::kZeroBubbleH1, 1}}) {
     const std::string name = row.virtual_stages > 1
                                  ? fmt::format("interleaved {}", row.virtual_stages)
                                  : pipeline::to_string(row.schedule);

@@ -92,7 +92,7 @@ CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks) {
 }
 
 CLI::Option* add_schedule_option(CLI::App& cmd, pipeline::ScheduleKind& schedule) {
-  return cmd.add_option("--schedule", schedule, "gpipe, 1f1b or interleaved (see --virtual)")
+  return cmd.add_option("--schedule", schedule, "gpipe, 1f1b, interleaved (see --virtual) or zb-h1")
       ->transform(named(&pipeline::parse_schedule_kind, ""))
       ->type_name("NAME")
       ->default_str(pipeline::to_string(schedule));

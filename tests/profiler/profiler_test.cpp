@@ -192,8 +192,14 @@ TEST(Profiler, LastLayerBackwardIncludesTheLoss) {
     return torch::mse_loss(output, target);
   };
   const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), options);
-  EXPECT_EQ(calls, options.warmup + options.repeat);
+  // The warm-up, the timed passes, and one pass timing W alone (half the timed ones, rounded).
+  EXPECT_EQ(calls, options.warmup + options.repeat + 1);
   ASSERT_EQ(p.layers[1].backward_samples_ms.size(), 3u);
+  ASSERT_EQ(p.layers[1].weight_samples_ms.size(), 1u);
+  // The first layer's input needs no gradient: its W is its whole backward, the last one's W
+  // only the weight gradients (the loss and the input's gradient are B's).
+  EXPECT_GT(p.layers[0].weight_ms, 0);
+  EXPECT_LT(p.layers[1].weight_ms, 20.0);
   for (double ms : p.layers[1].backward_samples_ms) EXPECT_GE(ms, 20.0);
 }
 
