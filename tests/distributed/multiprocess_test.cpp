@@ -83,6 +83,9 @@ std::vector<Config> configs() {
     all.push_back({schedule, "except_last", "2,3", 3, true});
     all.push_back({schedule, "except_last", "4,4", 3, false, 2});  // 2 stages x 2 replicas
   }
+  // Zero-bubble H1: W's run on each process between its B's, replicas all-reduce after them.
+  all.push_back({"zb-h1", "except_last", "3,3,2", 4});
+  all.push_back({"zb-h1", "never", "4,4", 3, false, 2});
   return all;
 }
 
