@@ -170,11 +170,12 @@ void add_plan_command(CLI::App& app) {
                   "Micro-batch counts to consider (default: every count dividing the mini-batch "
                   "into sizes the profile spans)")
       ->delimiter(',');
-  sub->add_option("--schedules", params->schedules,
-                  "Schedules to consider (default: gpipe,1f1b; interleaved when listed, with 2 "
-                  "and 3 stages per device)")
+  sub->add_option(
+         "--schedules", params->schedules,
+         "Schedules to consider (default: gpipe,1f1b; interleaved, with 2 and 3 stages per device, "
+         "and zb-h1 when listed)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1"}));
   sub->add_option("--checkpoints", params->checkpoints,
                   "Checkpoint modes to consider (default: never,except_last,always)")
       ->delimiter(',')

@@ -128,9 +128,10 @@ void add_validate_command(CLI::App& app) {
       ->capture_default_str();
   auto searched = std::make_shared<std::pair<std::vector<std::string>, std::vector<std::string>>>();
   cmd->add_option("--schedules", searched->first,
-                  "--auto: schedules searched (default: gpipe,1f1b; interleaved when listed)")
+                  "--auto: schedules searched (default: gpipe,1f1b; interleaved and zb-h1 when "
+                  "listed)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1"}));
   cmd->add_option("--checkpoints", searched->second,
                   "--auto: checkpoint modes searched (default: all)")
       ->delimiter(',')

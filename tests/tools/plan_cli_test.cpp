@@ -105,6 +105,37 @@ TEST(PlanCli, PlanRanksConfigurationsAndTrainRunsTheRecommendedOne) {
       << r.out;
 }
 
+// Zero-bubble H1 when listed: the profile times each layer's W, the planner weighs zb-h1 against
+// 1F1B, and a zb-h1 plan trains as it says.
+TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
+  const std::string dir = fresh_dir("plan_zb");
+  const std::string profile = profile_at_three_sizes(dir);
+  const json doc = json::parse(read_text(profile));
+  for (const json& layer : doc["layers"]) {
+    EXPECT_GE(layer["weight_ms"].get<double>(), 0) << layer["name"];
+  }
+  EXPECT_GT(doc["layers"][1]["weight_ms"].get<double>(), 0);
+  CliResult r = run_pipebal("plan " + profile + " --devices 2 --schedules 1f1b,zb-h1 --top 50 " +
+                            "--format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json result = json::parse(r.out);
+  std::set<std::string> schedules;
+  for (const json& c : result["ranked"]) schedules.insert(c["schedule"].get<std::string>());
+  EXPECT_EQ(schedules.count("zb-h1"), 1u) << r.out;
+  r = run_pipebal("balance " + profile + " --stages 2 --chunks 4 --schedule zb-h1 -o " + dir +
+                  "/plan.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(read_text(dir + "/plan.json"))["schedule"], "zb-h1");
+  r = run_pipebal("train --plan " + dir + "/plan.json --steps 2 --warmup-steps 0 -o " + dir +
+                  "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json run = json::parse(read_text(dir + "/run.json"));
+  EXPECT_EQ(run["schedule"], "zb-h1");
+  int weights = 0;
+  for (const json& action : run["timeline"]) weights += action["action"] == "W";
+  EXPECT_EQ(weights, 2 * 4) << "one W per stage and micro-batch";
+}
+
 TEST(PlanCli, ASingleStagePlanTrainsThePlainModel) {
   // Restricted to one device, the only answer is the plain model, which train runs as one stage.
   const std::string dir = fresh_dir("plan_one_device");
