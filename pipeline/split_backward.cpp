@@ -198,16 +198,22 @@ SplitBackward::SplitBackward(const std::vector<at::Tensor>& roots,
     run.outputs = members(branch);
     d.runs.push_back(std::move(run));
   }
-  // Outputs that do not lead to an input (all of them on the first stage) are W's alone.
+  // Outputs that do not lead to an input (all of them on the first stage) are W's alone, in one
+  // run: they may share nodes (a skip tensor and the main output of the same convolution), which
+  // one run reaches once with the gradients summed.
+  WeightRun from_outputs;
+  ParamSet below_outputs(d.params.size());
   for (size_t r = 0; r < root_edges.size(); ++r) {
     if (!root_edges[r].is_valid() || facts.reaches_input_of(root_edges[r])) continue;
     const ParamSet& below = facts.params_of(root_edges[r]);
     if (below.empty()) continue;
-    WeightRun run;
-    run.roots = {root_edges[r]};
-    run.grads = {grads[r]};
-    run.outputs = members(below);
-    d.runs.push_back(std::move(run));
+    from_outputs.roots.push_back(root_edges[r]);
+    from_outputs.grads.push_back(grads[r]);
+    below_outputs.merge(below);
+  }
+  if (!from_outputs.roots.empty()) {
+    from_outputs.outputs = members(below_outputs);
+    d.runs.push_back(std::move(from_outputs));
   }
 
   if (!split) {

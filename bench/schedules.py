@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Schedules side by side, predicted beside measured. For GPT and U-Net from the zoo, at 4 and 8
+micro-batches: one profile (which times each layer's W as well), then for each of gpipe, 1f1b,
+interleaved with 2 stages per device and zb-h1 a dp balance on 2 devices (`pipebal balance`,
+whose prediction is the simulated step and each device's peak memory) trained as planned
+(`pipebal train --plan`, 2 stages of one thread). The four schedules run in turn, --rounds
+times; each run's time is the median of --steps steps, and each number reported is the median
+over rounds. Goals (issue 12): interleaved and zb-h1 beat 1F1B's measured step where the
+simulator says they should, by at least half the predicted gain; every prediction within 10%;
+zb-h1's peak memory within 10% of 1F1B's.
+
+Writes reports/schedules-raw.json and reports/schedules.md.
+Usage: bench/schedules.py [--build build] [--rounds 3] [--steps 5] [--allow-dirty]"""
+import argparse
+import json
+import os
+import statistics
+import tempfile
+
+from bench_support import binary, meta, run, write_json, write_text
+
+MODELS = [("GPT", "gpt:layers=6,dim=128,heads=4"), ("U-Net", "unet:B=2,C=16")]
+CHUNKS = [4, 8]
+SCHEDULES = [("gpipe", ["--schedule", "gpipe"]), ("1f1b", ["--schedule", "1f1b"]),
+             ("interleaved 2", ["--schedule", "interleaved", "--virtual", "2"]),
+             ("zb-h1", ["--schedule", "zb-h1"])]
+DEVICES = 2
+
+
+def device_peaks(stage_bytes, devices):
+    """A device's memory: the sum over its stages d, d + devices, ... (None where unmeasured)."""
+    peaks = [0] * devices
+    for s, b in enumerate(stage_bytes):
+        if b is None:
+            return None
+        peaks[s % devices] += b
+    return peaks
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--allow-dirty", action="store_true")
+    args = ap.parse_args()
+    made = meta(args.allow_dirty)
+    pipebal = binary(args.build, "tools/pipebal")
+    raw = {"made": made, "devices": DEVICES, "steps": args.steps, "cases": []}
+    with tempfile.TemporaryDirectory() as work:
+        for label, model in MODELS:
+            for chunks in CHUNKS:
+                profile = os.path.join(work, "profile.json")
+                run([pipebal, "profile", "--model", model, "--chunks", str(chunks), "-q",
+                     "-o", profile])
+                case = {"model": label, "spec": model, "chunks": chunks, "schedules": {}}
+                for name, flags in SCHEDULES:
+                    plan_path = os.path.join(work, f"{name}.json".replace(" ", "-"))
+                    run([pipebal, "balance", profile, "--stages", str(DEVICES), "--chunks",
+                         str(chunks), *flags, "-o", plan_path])
+                    plan = json.load(open(plan_path))
+                    case["schedules"][name] = {
+                        "balance": plan["balance"],
+                        "predicted_ms": plan["prediction"]["step_ms"],
+                        "predicted_device_bytes": device_peaks(
+                            [s["memory_bytes"] for s in plan["stages"]], DEVICES),
+                        "measured_ms": [], "measured_device_bytes": []}
+                for _ in range(args.rounds):
+                    for name, _ in SCHEDULES:
+                        entry = case["schedules"][name]
+                        out = os.path.join(work, "run.json")
+                        run([pipebal, "train", "--plan",
+                             os.path.join(work, f"{name}.json".replace(" ", "-")),
+                             "--steps", str(args.steps), "-q", "-o", out])
+                        measured = json.load(open(out))
+                        entry["measured_ms"].append(measured["median_step_ms"])
+                        entry["measured_device_bytes"].append(device_peaks(
+                            [s["peak_memory_bytes"] for s in measured["stages"]], DEVICES))
+                raw["cases"].append(case)
+                print(f"{label}, {chunks} micro-batches done", flush=True)
+    write_json("reports/schedules-raw.json", raw)
+
+    mib = 1 << 20
+    lines = [
+        "# Schedules: predicted beside measured", "",
+        f"Made by `bench/schedules.py` at commit `{made['commit']}` on {made['machine']}, "
+        f"{made['date']}; raw data: `schedules-raw.json`. Zoo models at their default inputs, "
+        f"one profile per micro-batch count, a dp balance per schedule on {DEVICES} devices of "
+        f"one thread (interleaved: 2 stages per device), each schedule trained as planned, the "
+        f"four in turn, {args.rounds} rounds; a run's time is the median of {args.steps} steps, "
+        "each number the median over rounds. Memory: the busiest device's peak (predicted by "
+        "the cost model; measured: bytes the stages' workers allocated and held at once).", "",
+        "| model | micro-batches | schedule | balance | predicted ms | measured ms | error | "
+        "gain over 1f1b predicted | measured | peak MiB predicted | measured |",
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    summary = []
+    for case in raw["cases"]:
+        one = case["schedules"]["1f1b"]
+        one_measured = statistics.median(one["measured_ms"])
+        one_peak = max(max(p) for p in one["measured_device_bytes"])
+        for name, _ in SCHEDULES:
+            e = case["schedules"][name]
+            measured = statistics.median(e["measured_ms"])
+            error = (e["predicted_ms"] - measured) / measured
+            predicted_gain = one["predicted_ms"] / e["predicted_ms"] - 1
+            measured_gain = one_measured / measured - 1
+            peak = statistics.median(max(p) for p in e["measured_device_bytes"])
+            predicted_peak = max(e["predicted_device_bytes"])
+            lines.append(
+                f"| {case['model']} | {case['chunks']} | {name} | {e['balance']} | "
+                f"{e['predicted_ms']:.1f} | {measured:.1f} | {100 * error:+.1f}% | "
+                f"{100 * predicted_gain:+.1f}% | {100 * measured_gain:+.1f}% | "
+                f"{predicted_peak / mib:.1f} | {peak / mib:.1f} |")
+            if name in ("interleaved 2", "zb-h1") and predicted_gain > 0:
+                met = measured_gain >= predicted_gain / 2
+                summary.append(f"- {case['model']}, {case['chunks']} micro-batches, {name}: "
+                               f"predicted {100 * predicted_gain:+.1f}% over 1f1b, measured "
+                               f"{100 * measured_gain:+.1f}% — {'met' if met else 'not met'}")
+            if name == "zb-h1":
+                ratio = peak / one_peak
+                summary.append(f"- {case['model']}, {case['chunks']} micro-batches: zb-h1's peak "
+                               f"{ratio:.2f}x 1f1b's — {'met' if ratio <= 1.1 else 'not met'}")
+    errors = [abs((c["schedules"][n]["predicted_ms"] - statistics.median(
+        c["schedules"][n]["measured_ms"])) / statistics.median(c["schedules"][n]["measured_ms"]))
+        for c in raw["cases"] for n, _ in SCHEDULES]
+    lines += ["", "Goals (issue 12):", "",
+              f"- every prediction within 10%: largest error {100 * max(errors):.1f}% — "
+              f"{'met' if max(errors) <= 0.10 else 'not met'}"] + summary
+    write_text("reports/schedules.md", lines)
+
+
+if __name__ == "__main__":
+    main()
