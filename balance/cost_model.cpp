@@ -113,6 +113,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
   work_prefix_ms_.assign(n + 1, 0.0);
   param_prefix_bytes_.assign(n + 1, 0);
   activation_prefix_bytes_.assign(n + 1, 0);
+  kept_prefix_bytes_.assign(n + 1, 0);
   transfer_ms_.assign(n + 1, 0.0);
   for (size_t l = 0; l < n; ++l) {
     const LayerCost& layer = layers_[l];
@@ -123,6 +124,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
         work_prefix_ms_[l] + layer.forward_ms * (1.0 + recompute_share) + layer.backward_ms;
     param_prefix_bytes_[l + 1] = param_prefix_bytes_[l] + layer.param_bytes;
     activation_prefix_bytes_[l + 1] = activation_prefix_bytes_[l] + layer.activation_bytes;
+    kept_prefix_bytes_[l + 1] = kept_prefix_bytes_[l] + layer.kept_grad_bytes;
     // An infinite bandwidth is as free as 0.
     if (l + 1 < n && options_.bandwidth_bytes_per_ms > 0) {
       transfer_ms_[l + 1] =
@@ -216,6 +218,11 @@ StageMemory CostModel::memory_terms(int /*stage*/, int first, int end) const {
   terms.fixed_bytes = fixed >= 9.2e18 ? kUnlimitedBytes : static_cast<int64_t>(std::llround(fixed));
   terms.input_bytes = first > 0 ? layers_[first - 1].output_bytes : 0;
   terms.activation_bytes = activation_prefix_bytes_[end] - activation_prefix_bytes_[first];
+  // A split backward holds the gradients B kept until W: counted with the activations, from F
+  // (an upper bound between F and B).
+  if (pipeline::splits_backward(schedule_.kind)) {
+    terms.activation_bytes += kept_prefix_bytes_[end] - kept_prefix_bytes_[first];
+  }
   return terms;
 }
 

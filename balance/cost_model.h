@@ -101,6 +101,7 @@ class CostModel {
   std::vector<double> work_prefix_ms_;    // forward * (1 + recompute share) + backward
   std::vector<int64_t> param_prefix_bytes_;
   std::vector<int64_t> activation_prefix_bytes_;
+  std::vector<int64_t> kept_prefix_bytes_;      // LayerCost::kept_grad_bytes
   std::vector<double> transfer_ms_;             // by end layer, n + 1 entries
   std::vector<std::vector<LiveCounts>> peaks_;  // [stage], Pareto-maximal counts
 };

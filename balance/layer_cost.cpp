@@ -40,6 +40,7 @@ void validate_layer_costs(const std::vector<LayerCost>& layers) {
     check_bytes(i, layer, "param_bytes", layer.param_bytes);
     check_bytes(i, layer, "activation_bytes", layer.activation_bytes);
     check_bytes(i, layer, "output_bytes", layer.output_bytes);
+    check_bytes(i, layer, "kept_grad_bytes", layer.kept_grad_bytes);
   }
 }
 

@@ -15,8 +15,8 @@ namespace pipebal::balance {
 struct LayerCost {
   std::string name;
   std::string type;
-  double forward_ms = 0;   // one micro-batch's forward on a speed-1 device
-  double backward_ms = 0;  // its backward (without recomputation)
+  double forward_ms = 0;         // one micro-batch's forward on a speed-1 device
+  double backward_ms = 0;        // its backward (without recomputation)
   int64_t param_bytes = 0;       // parameters (a profile's buffer_bytes are not counted)
   int64_t activation_bytes = 0;  // what autograd saves for backward, per micro-batch
   int64_t output_bytes = 0;      // the layer's output, sent to the next stage when cut here
@@ -24,6 +24,8 @@ struct LayerCost {
   // gradients from the layer's output gradient. 0 when not measured: W is then empty and B, the
   // input gradient, the whole backward.
   double weight_ms = 0;
+  // Bytes of the gradients that B keeps for W, held from B to W when the backward is split.
+  int64_t kept_grad_bytes = 0;
 };
 
 // The same layers measured at another micro-batch size (`pipebal profile --chunks 1,2,4,8`):

@@ -26,6 +26,8 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].activation_bytes =
         round_bytes(mix(double(a[i].activation_bytes), double(b[i].activation_bytes)));
     out[i].output_bytes = round_bytes(mix(double(a[i].output_bytes), double(b[i].output_bytes)));
+    out[i].kept_grad_bytes =
+        round_bytes(mix(double(a[i].kept_grad_bytes), double(b[i].kept_grad_bytes)));
   }
   return out;
 }
@@ -38,6 +40,7 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     layer.weight_ms = std::min(layer.weight_ms * factor, kMaxLayerMs);
     layer.activation_bytes = round_bytes(double(layer.activation_bytes) * factor);
     layer.output_bytes = round_bytes(double(layer.output_bytes) * factor);
+    layer.kept_grad_bytes = round_bytes(double(layer.kept_grad_bytes) * factor);
   }
   return out;
 }

@@ -257,6 +257,16 @@ bool SplitBackward::weight_deferred() const {
   return deferred_ && !deferred_->runs.empty();
 }
 
+int64_t SplitBackward::kept_bytes() const {
+  int64_t bytes = 0;
+  if (!deferred_) return bytes;
+  for (const WeightRun& run : deferred_->runs) {
+    if (!run.kept) continue;  // the outputs' own gradients, which the stage holds anyway
+    for (const at::Tensor& grad : run.grads) bytes += static_cast<int64_t>(grad.nbytes());
+  }
+  return bytes;
+}
+
 void SplitBackward::run_weight() {
   if (!deferred_ || deferred_->done) return;
   Deferred& d = *deferred_;

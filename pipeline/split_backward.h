@@ -35,6 +35,8 @@ class SplitBackward {
   const std::vector<at::Tensor>& input_grads() const { return input_grads_; }
   // False when B already did the whole backward (see above), and W has nothing to do.
   bool weight_deferred() const;
+  // Bytes of the gradients B kept for W (held until run_weight()).
+  int64_t kept_bytes() const;
 
   // Runs W once: accumulates the parameters' gradients.
   void run_weight();

@@ -283,6 +283,7 @@ class PassTimer {
     std::vector<at::Tensor> leaves = inputs[k].tensors;
     for (const auto& [name, t] : inputs[k].skips) leaves.push_back(t);
     pipeline::SplitBackward split(roots, grads, leaves, layers_[k].parameters());
+    if (profiles != nullptr) (*profiles)[k].kept_grad_bytes = split.kept_bytes();
     if (timer != nullptr) timer->start();
     split.run_weight();
     if (timer != nullptr) (*profiles)[k].weight_samples_ms.push_back(timer->stop_ms());

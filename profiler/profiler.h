@@ -61,6 +61,8 @@ struct LayerProfile {
   // parameters' gradients from the kept output-side gradients, median of its own passes.
   double weight_ms = 0;
   std::vector<double> weight_samples_ms;
+  // Bytes of the gradients B keeps for W (held from B to W under zb-h1).
+  int64_t kept_grad_bytes = 0;
   int64_t param_bytes = 0;   // parameters only
   int64_t buffer_bytes = 0;  // buffers (batch-norm running statistics, ...)
   // Bytes the forward left allocated while its output is held: what autograd saved for the

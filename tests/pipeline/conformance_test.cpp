@@ -82,7 +82,9 @@ void expect_dependencies(const Timeline& timeline, int stages, int chunks) {
         EXPECT_LE(r->second.end_ms, b.start_ms);
       }
       const auto w = at.find({s, ActionKind::kWeight, i});
-      if (w != at.end()) EXPECT_LE(b.end_ms, w->second.start_ms) << "W after its B";
+      if (w != at.end()) {
+        EXPECT_LE(b.end_ms, w->second.start_ms) << "W after its B";
+      }
     }
   }
 }
