@@ -422,6 +422,45 @@ struct FailingLaterImpl : nn::Cloneable<FailingLaterImpl> {
 };
 TORCH_MODULE(FailingLater);
 
+// Scales by a parameter whose gradient fails when armed: only W (zb-h1) computes it.
+struct FailingWeightImpl : nn::Cloneable<FailingWeightImpl> {
+  FailingWeightImpl() { reset(); }
+  void reset() override { scale = register_parameter("scale", torch::ones({4})); }
+  at::Tensor forward(const at::Tensor& x) {
+    return x * (armed ? ThrowInBackward::apply(scale) : scale);
+  }
+  at::Tensor scale;
+  bool armed = false;
+};
+TORCH_MODULE(FailingWeight);
+
+TEST(Pipeline, AFailureInWNamesItAndLeavesThePipelineUsable) {
+  torch::manual_seed(1);
+  LayerSeq seq("fail-in-w");
+  seq.add(make_layer("fc0", "Linear", nn::Linear(4, 4)));
+  seq.add(make_layer("fc1", "Linear", nn::Linear(4, 4)));
+  FailingWeight probe;
+  seq.add(make_layer("probe", "FailingWeight", probe));
+  seq.add(make_layer("fc2", "Linear", nn::Linear(4, 4)));
+  PipelineOptions options;
+  options.chunks = 4;
+  options.schedule = ScheduleKind::kZeroBubbleH1;
+  Pipeline pipeline(seq, {2, 2}, {}, options);
+  const Batch input(torch::randn({8, 4}));
+  const at::Tensor target = torch::randn({8, 4});
+  probe->armed = true;
+  try {
+    pipeline.step(input, target, mse);
+    FAIL() << "expected the injected failure";
+  } catch (const std::runtime_error& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("stage 1, weight gradients of micro-batch 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("injected backward failure"), std::string::npos) << what;
+  }
+  probe->armed = false;
+  EXPECT_NO_THROW(pipeline.step(input, target, mse));
+}
+
 TEST(Pipeline, FailuresInRecomputeBackwardAndLossNameTheirActionAndLeaveThePipelineUsable) {
   torch::manual_seed(1);
   LayerSeq seq("fail-later");
