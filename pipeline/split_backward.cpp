@@ -180,6 +180,7 @@ SplitBackward::SplitBackward(const std::vector<at::Tensor>& roots,
 
   // Where a parameter branch leaves the input path, B keeps the arriving gradient for W.
   bool split = true;
+  std::vector<Node*> input_path_only;  // what W never runs: B may free what they saved
   for (size_t i = 0; i < facts.nodes.size(); ++i) {
     Node* node = facts.nodes[i];
     if (!facts.reaches_input[i]) continue;
@@ -188,7 +189,10 @@ SplitBackward::SplitBackward(const std::vector<at::Tensor>& roots,
       if (!edge.is_valid()) continue;
       (facts.reaches_input_of(edge) ? along_input : branch).merge(facts.params_of(edge));
     }
-    if (branch.empty()) continue;
+    if (branch.empty()) {
+      input_path_only.push_back(node);
+      continue;
+    }
     if (branch.meets(along_input)) split = false;  // W from here would count some twice
     WeightRun run;
     for (uint32_t k = 0; k < node->num_inputs(); ++k)
@@ -231,6 +235,10 @@ SplitBackward::SplitBackward(const std::vector<at::Tensor>& roots,
         engine.execute(root_edges, grads, /*keep_graph=*/true, /*create_graph=*/false,
                        /*accumulate_grad=*/false, input_edges);
     for (size_t k = 0; k < input_slots.size(); ++k) input_grads_[input_slots[k]] = computed[k];
+    // W starts at the kept nodes and runs only toward parameters, so the tensors that nodes on
+    // the input's path alone saved (a softmax's output, a ReLU's mask) can go now, as a whole
+    // backward would have freed them.
+    for (Node* node : input_path_only) node->release_variables();
   }
   for (WeightRun& run : d.runs) {
     if (!run.kept) continue;
