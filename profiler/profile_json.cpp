@@ -86,6 +86,7 @@ nlohmann::json profile_to_json(const Profile& profile) {
       {"layers", layers},
   };
   if (!profile.sizes.empty()) doc["sizes"] = sizes_to_json(profile.sizes);
+  if (!profile.skipped_sizes.empty()) doc["skipped_sizes"] = profile.skipped_sizes;
   if (!profile.inputs.empty()) doc["inputs"] = profile.inputs;
   return doc;
 }

@@ -100,6 +100,9 @@ struct Profile {
     std::vector<LayerProfile> layers;
   };
   std::vector<Size> sizes;
+  // Sizes asked for but not measured: the cost per sample was already linear around them
+  // (workflow::profile_at_sizes), so the cost model interpolates them from the sizes beside.
+  std::vector<int64_t> skipped_sizes;
 };
 
 // Where a profile stands, reported as it goes: first each layer on its own (warm-up and memory),

@@ -225,6 +225,22 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
   }
 }
 
+// A line saying so when the plan's costs are not a measured size's but interpolated.
+std::string interpolation_note(const balance::CostProfile& profile, int chunks) {
+  const int64_t mini = profile.mini_batch_size();
+  if (mini <= 0) return "";
+  const int64_t size = balance::micro_batch_size(mini, chunks);
+  if (balance::costs_at_micro_batch_size(profile, size).source !=
+      balance::CostSource::kInterpolated) {
+    return "";
+  }
+  const std::vector<int64_t> sizes = balance::measured_sizes(profile);
+  const auto above = std::lower_bound(sizes.begin(), sizes.end(), size);
+  return fmt::format("costs at {} samples per micro-batch: interpolated between the profiled {} "
+                     "and {}\n",
+                     size, *(above - 1), *above);
+}
+
 }  // namespace
 
 void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings) {
@@ -252,6 +268,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   }
   print_table(plan, model, out);
   out << measured_link_note(params.devices, profile);
+  out << interpolation_note(profile, options.chunks);
   if (params.compare) {
     const Plan dp_plan = algorithm == balance::Algorithm::kDp
                              ? plan

@@ -62,6 +62,12 @@ void print_size_summary(const profiler::Profile& profile, std::ostream& out) {
     out << fmt::format("{:>8} {:>8} {:>11.3f} ms {:>11.4f} ms\n", size.chunks,
                        size.micro_batch_size, ms, ms / double(size.micro_batch_size));
   }
+  if (!profile.skipped_sizes.empty()) {
+    out << fmt::format(
+        "not measured: size{} {} (the cost per sample is linear around them: interpolated; "
+        "--skip-linear 0 measures every size)\n",
+        profile.skipped_sizes.size() > 1 ? "s" : "", fmt::join(profile.skipped_sizes, ", "));
+  }
 }
 
 }  // namespace
@@ -104,7 +110,8 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
                 p.layer);
   };
   profiler::Profile profile =
-      workflow::profile_at_sizes(model, inputs, params.chunks, params.seed, options, {}, report);
+      workflow::profile_at_sizes(model, inputs, params.chunks, params.seed, options, {}, report,
+                                 params.skip_linear_percent / 100);
   profile.inputs = params.inputs.empty() ? std::vector<std::string>{} : models::to_strings(inputs);
   line.finish();
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
@@ -136,6 +143,11 @@ void add_profile_command(CLI::App& app) {
                   "Micro-batches per step: profile at ceil(batch / chunks) samples; several "
                   "(e.g. 1,2,4,8) profile each size for `balance` and `plan` to choose from")
       ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--skip-linear", params->skip_linear_percent,
+                  "With several --chunks: sizes between two whose cost per sample agrees within "
+                  "this many percent are interpolated, not measured (0: measure every size)")
+      ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   sub->add_option("--co-runners", params->co_runners,
                   "Threads training the model alongside, as the other stages will (CPU; "

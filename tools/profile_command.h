@@ -30,6 +30,9 @@ struct ProfileParams {
   // Profile at ceil(batch / chunks) samples for each; the first is the profile's own (what
   // `balance` plans by default), the others let `balance` and `plan` pick among counts.
   std::vector<int> chunks = {pipeline::kDefaultChunks};
+  // With several sizes: leave out those around which the cost per sample is already linear
+  // within this many percent (workflow::profile_at_sizes); 0 measures every size.
+  double skip_linear_percent = 3;
   int threads = 0;  // intra-op threads; 0: LibTorch's default
   uint64_t seed = 0;
   std::string output_path;

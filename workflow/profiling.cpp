@@ -2,6 +2,9 @@
 #include "workflow/profiling.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -34,36 +37,91 @@ std::vector<int64_t> micro_batch_sizes(const std::vector<int>& chunks, int64_t b
   return sizes;
 }
 
+bool linear_between(int64_t small_size, double small_ms, int64_t large_size, double large_ms,
+                    double tolerance) {
+  const double small_per_sample = small_ms / static_cast<double>(small_size);
+  const double large_per_sample = large_ms / static_cast<double>(large_size);
+  return std::abs(large_per_sample - small_per_sample) <= tolerance * small_per_sample;
+}
+
+namespace {
+
+// A whole forward and backward at the profile's size.
+double total_ms(const profiler::Profile& profile) {
+  double ms = 0;
+  for (const profiler::LayerProfile& layer : profile.layers)
+    ms += layer.forward_ms + layer.backward_ms;
+  return ms;
+}
+
+}  // namespace
+
 profiler::Profile profile_at_sizes(const models::Model& model,
                                    const std::vector<models::InputSpec>& inputs,
                                    const std::vector<int>& chunks, uint64_t seed,
                                    const profiler::ProfileOptions& options,
-                                   const CoRunnersFn& co_runners, const SizedProgressFn& progress) {
+                                   const CoRunnersFn& co_runners, const SizedProgressFn& progress,
+                                   double linear_tolerance) {
   if (inputs.empty()) throw std::invalid_argument("profile: the model needs an input");
   const std::vector<int64_t>& shape = inputs.front().shape;
   const std::vector<int64_t> sizes = micro_batch_sizes(chunks, shape[0]);
-  std::vector<profiler::Profile> profiles;
-  for (size_t k = 0; k < sizes.size(); ++k) {
+  std::vector<std::optional<profiler::Profile>> profiles(sizes.size());
+  int measured = 0;
+  const auto measure = [&](size_t k) {
     const models::SyntheticData data =
         models::make_synthetic_data(model, models::with_batch_size(inputs, sizes[k]), seed);
     profiler::ProfileOptions at_size = options;
-    if (k > 0) at_size.warmup = std::min(options.warmup, 1);
+    if (measured++ > 0) at_size.warmup = std::min(options.warmup, 1);  // caches are warm
     if (co_runners) at_size.co_runners = co_runners(chunks[k]);
     at_size.loss = models::loss_against(model.info.loss, data.target);
     const int64_t size = sizes[k];
     profiler::ProgressFn report;
     if (progress) report = [&](const profiler::ProfileProgress& p) { progress(size, p); };
-    profiles.push_back(profiler::profile_model(model.layers, data.input, at_size, report));
+    profiles[k] = profiler::profile_model(model.layers, data.input, at_size, report);
+  };
+  measure(0);  // the profile's own size
+  std::vector<size_t> ascending(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) ascending[k] = k;
+  std::sort(ascending.begin(), ascending.end(),
+            [&](size_t a, size_t b) { return sizes[a] < sizes[b]; });
+  std::vector<int64_t> skipped;
+  if (linear_tolerance <= 0) {
+    for (size_t k = 1; k < sizes.size(); ++k) measure(k);
+  } else {
+    // The smallest and the largest size, then each gap between measured sizes halved until the
+    // cost per sample at its two ends agrees: the sizes inside are then interpolated.
+    if (!profiles[ascending.front()]) measure(ascending.front());
+    if (!profiles[ascending.back()]) measure(ascending.back());
+    std::function<void(size_t, size_t)> fill = [&](size_t lo, size_t hi) {
+      if (hi - lo < 2) return;
+      const size_t a = ascending[lo], b = ascending[hi];
+      if (linear_between(sizes[a], total_ms(*profiles[a]), sizes[b], total_ms(*profiles[b]),
+                         linear_tolerance)) {
+        for (size_t i = lo + 1; i < hi; ++i) skipped.push_back(sizes[ascending[i]]);
+        return;
+      }
+      const size_t mid = (lo + hi) / 2;
+      measure(ascending[mid]);
+      fill(lo, mid);
+      fill(mid, hi);
+    };
+    size_t lo = 0;
+    for (size_t i = 1; i < ascending.size(); ++i) {
+      if (!profiles[ascending[i]]) continue;
+      fill(lo, i);
+      lo = i;
+    }
+    std::sort(skipped.begin(), skipped.end());
   }
-  profiler::Profile profile = profiles.front();
+  profiler::Profile profile = *profiles.front();
   profile.chunks = chunks.front();
   profile.input_shape = shape;
-  if (profiles.size() > 1) {
-    for (size_t k = 0; k < profiles.size(); ++k) {
-      profile.sizes.push_back({chunks[k], sizes[k], std::move(profiles[k].layers)});
+  profile.skipped_sizes = skipped;
+  if (sizes.size() > 1) {
+    for (size_t k : ascending) {
+      if (profiles[k])
+        profile.sizes.push_back({chunks[k], sizes[k], std::move(profiles[k]->layers)});
     }
-    std::sort(profile.sizes.begin(), profile.sizes.end(),
-              [](const auto& a, const auto& b) { return a.micro_batch_size < b.micro_batch_size; });
   }
   return profile;
 }

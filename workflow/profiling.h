@@ -32,16 +32,25 @@ using SizedProgressFn =
 // Co-runner threads to profile with at a chunk count (profiler::ProfileOptions::co_runners).
 using CoRunnersFn = std::function<int(int chunks)>;
 
+// True when the cost per sample at the two sizes agrees within `tolerance` (0.03: 3%): the cost
+// is then linear between them, as the cost model interpolates it.
+bool linear_between(int64_t small_size, double small_ms, int64_t large_size, double large_ms,
+                    double tolerance);
+
 // Profiles `model` on synthetic data (its loss against the synthetic target) for the mini-batch
 // `inputs` (models/synthetic.h's model_inputs) cut into each count of `chunks`; the first count
-// is the profile's own (`layers`, `chunks`), and with several counts `sizes` holds every size,
-// ascending. `co_runners` (empty: options.co_runners for every size) sets the co-runners per
-// count.
+// is the profile's own (`layers`, `chunks`), and with several counts `sizes` holds every size
+// measured, ascending. `co_runners` (empty: options.co_runners for every size) sets the
+// co-runners per count. With a `linear_tolerance` above 0 it measures the profile's own size, the
+// smallest and the largest, then halves each gap between measured sizes until the whole model's
+// cost per sample at its ends is linear_between them; the sizes left inside are not measured
+// (`skipped_sizes`): the cost model interpolates there what they would have measured.
 profiler::Profile profile_at_sizes(const models::Model& model,
                                    const std::vector<models::InputSpec>& inputs,
                                    const std::vector<int>& chunks, uint64_t seed,
                                    const profiler::ProfileOptions& options,
                                    const CoRunnersFn& co_runners = {},
-                                   const SizedProgressFn& progress = {});
+                                   const SizedProgressFn& progress = {},
+                                   double linear_tolerance = 0);
 
 }  // namespace pipebal::workflow

@@ -15,10 +15,10 @@ using nlohmann::json;
 
 const std::string kModel = "--model mlp:layers=4,width=32 --input-shape 16,32";
 
-// Profiles kModel at micro-batch sizes 16, 8 and 4 into DIR/profile.json.
+// Profiles kModel at micro-batch sizes 16, 8 and 4 into DIR/profile.json, every size measured.
 std::string profile_at_three_sizes(const std::string& dir) {
-  const CliResult r = run_pipebal("profile " + kModel + " --chunks 1,2,4 --warmup 1 --repeat 3 " +
-                                  "-q -o " + dir + "/profile.json");
+  const CliResult r = run_pipebal("profile " + kModel + " --chunks 1,2,4 --skip-linear 0 " +
+                                  "--warmup 1 --repeat 3 -q -o " + dir + "/profile.json");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("per sample"), std::string::npos) << r.out;
   return dir + "/profile.json";
@@ -51,6 +51,33 @@ TEST(PlanCli, ProfileMeasuresEverySizeItIsGiven) {
   EXPECT_NE(r.err.find("micro-batches of 2 samples, outside the profiled sizes 4 to 16"),
             std::string::npos)
       << r.err;
+}
+
+TEST(PlanCli, ProfileLeavesOutSizesWhereTheCostIsLinearAndBalanceInterpolatesThem) {
+  const std::string dir = fresh_dir("plan_skip_linear");
+  // A tolerance of 1000% calls any cost linear: only the ends (4 and 16 samples) are measured.
+  CliResult r = run_pipebal("profile " + kModel + " --chunks 1,2,4 --skip-linear 1000 " +
+                            "--warmup 1 --repeat 2 -o " + dir + "/profile.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("not measured: size 8 (the cost per sample is linear around them"),
+            std::string::npos)
+      << r.out;
+  const json profile = json::parse(read_text(dir + "/profile.json"));
+  ASSERT_EQ(profile["sizes"].size(), 2u);
+  EXPECT_EQ(profile["sizes"][0]["micro_batch_size"], 4);
+  EXPECT_EQ(profile["sizes"][1]["micro_batch_size"], 16);
+  EXPECT_EQ(profile["skipped_sizes"], json::array({8}));
+
+  // The size left out is planned from the two beside it.
+  r = run_pipebal("balance " + dir + "/profile.json --stages 2 --chunks 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("costs at 8 samples per micro-batch: interpolated between the profiled 4 "
+                       "and 16"),
+            std::string::npos)
+      << r.out;
+  r = run_pipebal("balance " + dir + "/profile.json --stages 2 --chunks 4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("interpolated"), std::string::npos) << r.out;
 }
 
 TEST(PlanCli, PlanRanksConfigurationsAndTrainRunsTheRecommendedOne) {
