@@ -2,6 +2,7 @@
 #include "workflow/plan_validation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -75,13 +76,16 @@ void add(std::vector<CheckedConfiguration>& list, const balance::Configuration& 
   list.push_back({{label}, config, 0, 0, 0});
 }
 
-// 1 for the smallest value, 2 for the next, ...
-std::vector<int> ranks(const std::vector<double>& values) {
-  std::vector<size_t> order(values.size());
+// 1 for the smallest step time, 2 for the next, ... Times equal to a nanosecond are ties that
+// keep the list's order, as the planner's ranking does: the same costs summed in another order
+// differ in their last bits, and must not rank "plan 2" above "plan 1".
+std::vector<int> ranks(const std::vector<double>& step_ms) {
+  std::vector<size_t> order(step_ms.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return values[a] < values[b]; });
-  std::vector<int> rank(values.size());
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::llround(step_ms[a] * 1e6) < std::llround(step_ms[b] * 1e6);
+  });
+  std::vector<int> rank(step_ms.size());
   for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = static_cast<int>(k) + 1;
   return rank;
 }
