@@ -46,9 +46,13 @@ struct Reader {
 
 class C10dChannel : public pipeline::Channel {
  public:
-  // Between the ranks that run stages `from` and `to` (neighbours).
-  C10dChannel(std::shared_ptr<Group> group, int from_rank, int to_rank, bool forward)
-      : group_(std::move(group)), from_(from_rank), to_(to_rank), forward_(forward) {}
+  // From stage `from` on rank `from_rank` to its neighbour `to` on `to_rank`.
+  C10dChannel(std::shared_ptr<Group> group, int from, int to, int from_rank, int to_rank)
+      : group_(std::move(group)),
+        from_stage_(from),
+        to_stage_(to),
+        from_(from_rank),
+        to_(to_rank) {}
 
   void post(int micro_batch, pipeline::Parcel parcel) override {
     pipeline::synchronize(parcel.stream);  // the batch is computed before it is read
@@ -66,7 +70,7 @@ class C10dChannel : public pipeline::Channel {
       for (unsigned char c : name) words.push_back(c);
       add(tensor);
     }
-    const int tag = kDataTagBase + micro_batch;
+    const int tag = data_tag(micro_batch, from_stage_, to_stage_);
     send(at::tensor({static_cast<int64_t>(words.size())}, at::kLong), tag);
     send(at::tensor(words, at::kLong), tag);
     for (auto& tensor : data) send(tensor, tag);
@@ -74,7 +78,7 @@ class C10dChannel : public pipeline::Channel {
 
   pipeline::Parcel take(int micro_batch) override {
     if (cancelled_) throw pipeline::ChannelCancelled();
-    const int tag = kDataTagBase + micro_batch;
+    const int tag = data_tag(micro_batch, from_stage_, to_stage_);
     at::Tensor length = at::empty({1}, at::kLong);
     receive(length, tag, micro_batch);
     const int64_t count = length.item<int64_t>();
@@ -130,14 +134,16 @@ class C10dChannel : public pipeline::Channel {
   }
 
   std::string what(int micro_batch) const {
-    return fmt::format("waiting for rank {}'s {} of micro-batch {}", from_,
-                       forward_ ? "activations" : "gradients", micro_batch);
+    return fmt::format("waiting for rank {}'s {} of micro-batch {} (stage {} to {})", from_,
+                       to_stage_ > from_stage_ ? "activations" : "gradients", micro_batch,
+                       from_stage_, to_stage_);
   }
 
   std::shared_ptr<Group> group_;
+  int from_stage_;
+  int to_stage_;
   int from_;
   int to_;
-  bool forward_;
   std::atomic<bool> cancelled_{false};
   std::vector<c10::intrusive_ptr<c10d::Work>> sending_;
   std::vector<at::Tensor> kept_;
@@ -151,23 +157,25 @@ class C10dTransport : public pipeline::Transport {
         replica_(placement.replica_of(group_->rank())) {}
 
   bool runs_stage(int stage, int stages) const override {
-    if (stages != placement_.stages) {
-      throw std::invalid_argument(
-          fmt::format("a pipeline of {} stages on a run placed for {}", stages, placement_.stages));
+    if (stages % placement_.devices != 0) {
+      throw std::invalid_argument(fmt::format(
+          "a pipeline of {} stages on a run placed for {} processes per pipeline", stages,
+          placement_.devices));
     }
-    return stage == placement_.stage_of(group_->rank());
+    return placement_.runs(stage, group_->rank());
   }
 
   std::unique_ptr<pipeline::Channel> connect(int from, int to) override {
-    return std::make_unique<C10dChannel>(group_, placement_.rank_of(from, replica_),
-                                         placement_.rank_of(to, replica_), to > from);
+    return std::make_unique<C10dChannel>(
+        group_, from, to, placement_.rank_of(placement_.device_of_stage(from), replica_),
+        placement_.rank_of(placement_.device_of_stage(to), replica_));
   }
 
   // The mean over the replicas of their last stages' losses (each replica's losses weigh its
   // share of the batch), on every rank.
   void share_losses(std::vector<double>& losses, int last_stage) override {
     at::Tensor all = at::tensor(losses, at::kDouble) / placement_.replicas;
-    if (placement_.stage_of(group_->rank()) != last_stage) all.zero_();
+    if (!placement_.runs(last_stage, group_->rank())) all.zero_();
     std::vector<at::Tensor> message{all};
     auto work = group_->process_group().allreduce(message);
     group_->wait(*work, "sharing the step's losses");

@@ -11,10 +11,10 @@ GradientAverager::GradientAverager(std::shared_ptr<Group> group, Placement place
                                    int64_t bucket_bytes)
     : group_(std::move(group)), placement_(placement), bucket_bytes_(bucket_bytes) {
   if (placement_.replicas < 2) return;
-  const int stage = placement_.stage_of(group_->rank());
+  const int device = placement_.device_of(group_->rank());
   std::vector<int> members;
-  for (int r = 0; r < placement_.replicas; ++r) members.push_back(placement_.rank_of(stage, r));
-  stage_group_ = group_->subgroup(fmt::format("stage{}", stage), members);
+  for (int r = 0; r < placement_.replicas; ++r) members.push_back(placement_.rank_of(device, r));
+  stage_group_ = group_->subgroup(fmt::format("stage{}", device), members);
 }
 
 GradientAverager::~GradientAverager() = default;

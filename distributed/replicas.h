@@ -22,7 +22,7 @@ class GradientAverager {
                    int64_t bucket_bytes = int64_t{25} << 20);
   ~GradientAverager();
 
-  // Replaces each defined gradient of `parameters` (this rank's stage) by its mean over the
+  // Replaces each defined gradient of `parameters` (this rank's stages) by its mean over the
   // stage's replicas. Every replica must pass the same parameters in the same order.
   void average(const std::vector<at::Tensor>& parameters);
 

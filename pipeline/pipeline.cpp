@@ -160,11 +160,6 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
   }
   schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint,
                             options_.virtual_stages);
-  if (schedule_.devices() < stages && transport_->remote()) {
-    throw std::invalid_argument(
-        "the interleaved schedule runs as threads of one process: leave out --processes and the "
-        "launcher, or use gpipe or 1f1b");
-  }
   size_t first = 0;
   for (int s = 0; s < stages; ++s) {
     if (transport_->runs_stage(s, stages)) {

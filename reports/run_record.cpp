@@ -175,15 +175,20 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
   return run;
 }
 
+int pipeline_ranks(const RunRecord& run) {
+  return static_cast<int>(std::count_if(run.processes.begin(), run.processes.end(),
+                                        [](const ProcessRun& p) { return p.replica == 0; }));
+}
+
 nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title,
-                            bool process_per_stage) {
+                            int ranks) {
   nlohmann::json events = nlohmann::json::array();
   int stages = 0;
   for (const auto& t : timeline) stages = std::max(stages, t.stage + 1);
-  auto pid = [process_per_stage](int stage) { return process_per_stage ? stage : 0; };
+  auto pid = [ranks](int stage) { return ranks > 0 ? stage % ranks : 0; };
   for (int s = 0; s < stages; ++s) {
-    if (s == 0 || process_per_stage) {
-      const std::string name = process_per_stage ? title + ": rank " + std::to_string(s) : title;
+    if (pid(s) == s) {  // the first stage of its process
+      const std::string name = ranks > 0 ? title + ": rank " + std::to_string(s) : title;
       events.push_back(
           {{"name", "process_name"}, {"ph", "M"}, {"pid", pid(s)}, {"args", {{"name", name}}}});
     }

@@ -33,7 +33,7 @@ struct StageRun {
 // One process of a multi-process run (absent in a run of one process).
 struct ProcessRun {
   int rank = 0;
-  int stage = 0;
+  int stage = 0;  // the stage it runs; interleaved: its first, then every pipeline-width-th
   int replica = 0;
   std::string host;
   int64_t peak_rss_bytes = -1;  // the process's peak resident set, -1 where unknown
@@ -90,9 +90,14 @@ nlohmann::json run_to_json(const RunRecord& run);
 RunRecord run_from_json(const nlohmann::json& doc, const std::string& file = "run");
 
 // Chrome trace-event document (Perfetto, chrome://tracing): one track per stage, one slice per
-// action, named "F3" / "R3" / "B3" for micro-batch 3. With `process_per_stage` (a multi-process
-// run) each stage's track sits in a process lane of its own, named after its rank.
+// action, named "F3" / "R3" / "B3" for micro-batch 3. With `ranks` > 0 (a multi-process run of
+// that many ranks per pipeline) each stage's track sits in the process lane of the rank that ran
+// it (stage s on rank s % ranks), named after the rank.
 nlohmann::json chrome_trace(const pipeline::Timeline& timeline, const std::string& title,
-                            bool process_per_stage = false);
+                            int ranks = 0);
+
+// The ranks that ran one pipeline of a multi-process run (those of replica 0); 0 for a run in
+// one process.
+int pipeline_ranks(const RunRecord& run);
 
 }  // namespace pipebal::reports

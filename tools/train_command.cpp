@@ -154,7 +154,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   if (!p.trace.empty()) {
     write_file_atomically(
         p.trace,
-        reports::chrome_trace(run.timeline, run.model, !run.processes.empty()).dump() + "\n");
+        reports::chrome_trace(run.timeline, run.model, reports::pipeline_ranks(run)).dump() + "\n");
     fmt::print("wrote {} (open in https://ui.perfetto.dev or chrome://tracing)\n", p.trace);
   }
 }

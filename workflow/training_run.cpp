@@ -18,6 +18,7 @@
 #include "common/parse_integers.h"
 #include "distributed/c10d_transport.h"
 #include "distributed/replicas.h"
+#include "distributed/tags.h"
 #include "models/dataset.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
@@ -184,8 +185,11 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         "torchrun");
   }
   if (multi_process) {
+    const int per_device =
+        settings.schedule == pipeline::ScheduleKind::kInterleaved ? settings.virtual_stages : 1;
     st.placement = distributed::place(settings.launch->world_size,
-                                      static_cast<int>(settings.balance.size()), settings.replicas);
+                                      static_cast<int>(settings.balance.size()), settings.replicas,
+                                      per_device);
   }
   if (st.dataset) {
     models::check_model_on(st.model, st.dataset->inputs_at(st.order.front()));
@@ -245,10 +249,14 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
     transport = distributed::c10d_transport(st.group, st.placement);
     st.averager = std::make_unique<distributed::GradientAverager>(st.group, st.placement);
-    const int stage = st.placement.stage_of(env.rank);
     size_t first = 0;
-    for (int s = 0; s < stage; ++s) first += static_cast<size_t>(settings.balance[s]);
-    st.stage_parameters = st.model.layers.slice(first, settings.balance[stage]).parameters();
+    for (size_t s = 0; s < settings.balance.size(); ++s) {
+      if (st.placement.runs(static_cast<int>(s), env.rank)) {
+        for (const at::Tensor& p : st.model.layers.slice(first, settings.balance[s]).parameters())
+          st.stage_parameters.push_back(p);
+      }
+      first += static_cast<size_t>(settings.balance[s]);
+    }
   }
   std::vector<c10::Device> devices = parse_devices(settings.devices);
   if (multi_process) {
@@ -396,7 +404,7 @@ void TrainingRun::gather_ranks() {
     }
     reports::ProcessRun process;
     process.rank = rank;
-    process.stage = st.placement.stage_of(rank);
+    process.stage = st.placement.device_of(rank);
     process.replica = replica;
     process.host = theirs.at("host").get<std::string>();
     process.peak_rss_bytes = theirs.at("peak_rss_bytes").get<int64_t>();
@@ -425,22 +433,21 @@ void TrainingRun::gather_weights() {
   State& st = *state_;
   const int rank = st.group->rank();
   const int stages = static_cast<int>(st.settings.balance.size());
-  constexpr int kTag = 1 << 20;  // apart from the pipeline's micro-batch tags
   torch::NoGradGuard no_grad;
   size_t first = 0;
   for (int s = 0; s < stages; ++s) {
     const pipeline::LayerSeq part = st.model.layers.slice(first, st.settings.balance[s]);
     first += static_cast<size_t>(st.settings.balance[s]);
-    const int owner = st.placement.rank_of(s, 0);
+    const int owner = st.placement.rank_of(st.placement.device_of_stage(s), 0);
     if (owner == 0 || (rank != 0 && rank != owner)) continue;
     std::vector<at::Tensor> state = part.parameters();
     for (const at::Tensor& b : part.buffers()) state.push_back(b);
     const std::string what = fmt::format("gathering stage {}'s weights for --save", s);
     for (size_t t = 0; t < state.size(); ++t) {
       if (rank == 0) {
-        st.group->receive(state[t], owner, kTag + static_cast<int>(t), what);
+        st.group->receive(state[t], owner, distributed::kWeightsTagBase + static_cast<int>(t), what);
       } else {
-        st.group->send(state[t], 0, kTag + static_cast<int>(t), what);
+        st.group->send(state[t], 0, distributed::kWeightsTagBase + static_cast<int>(t), what);
       }
     }
   }

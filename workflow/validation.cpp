@@ -169,6 +169,10 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
     launch.command.push_back("--dtype");
     launch.command.push_back(s.dtype);
   }
+  if (s.schedule == pipeline::ScheduleKind::kInterleaved) {
+    launch.command.push_back("--virtual");
+    launch.command.push_back(std::to_string(s.virtual_stages));
+  }
   const int status = distributed::launch(launch, std::cerr);
   if (status != 0) {
     throw std::runtime_error(fmt::format("training [{}] as {} processes failed (exit status {})",
@@ -218,7 +222,7 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   if (first) {
     write_json(run.dir + "/run.json", reports::run_to_json(measured));
     write_json(run.dir + "/trace.json", reports::chrome_trace(measured.timeline, measured.model,
-                                                              !measured.processes.empty()));
+                                                              reports::pipeline_ranks(measured)));
   }
 
   reports::Candidate candidate;
@@ -260,15 +264,11 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
     throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", p.stages));
   if (p.processes != 0 && p.processes != p.stages) {
     throw std::invalid_argument(fmt::format(
-        "--processes {}: each stage is one process, so give --processes {} (the stages) or 0",
+        "--processes {}: each device (--stages) is one process, so give --processes {} or 0",
         p.processes, p.stages));
   }
   if (p.processes > 0 && p.executable.empty()) {
     throw std::invalid_argument("validate: training as processes needs the pipebal executable");
-  }
-  if (p.processes > 0 && p.virtual_stages > 1) {
-    throw std::invalid_argument(
-        "the interleaved schedule runs as threads of one process: leave out --processes");
   }
   // The model's stages: the devices' (--stages) times the stages each holds.
   const int stages = p.stages * p.virtual_stages;

@@ -3,7 +3,8 @@
 // ranks' own failure handling is seen without a launcher stopping them.
 //  - Transparency: every step's loss and each stage's gradients equal the plain model's to
 //    1e-10 (transparency_rank.cpp checks them in each rank) for 2 and 3 processes, GPipe and
-//    1F1B, every checkpoint mode, skip tensors and deferred batch norm.
+//    1F1B, every checkpoint mode, skip tensors and deferred batch norm, zb-h1, and the
+//    interleaved schedule with 2 and 3 stages per process.
 //  - Failure: a rank that throws, is killed with SIGKILL or hangs ends every rank, each with
 //    one line that names the failed rank; a launch exits with the failed rank's status.
 // Every run is bounded by `timeout`, so a hang fails the test instead of stalling the suite.
@@ -48,12 +49,15 @@ struct Config {
   int chunks;
   bool batch_norm = false;
   int replicas = 1;
+  int virtual_stages = 1;  // interleaved: stages per process
 };
 
 void PrintTo(const Config& c, std::ostream* os) {
   *os << c.schedule << ", checkpoint " << c.checkpoint << ", balance " << c.balance << ", "
       << c.chunks << " chunks" << (c.batch_norm ? ", deferred batch norm" : "")
-      << (c.replicas > 1 ? ", " + std::to_string(c.replicas) + " replicas" : "");
+      << (c.replicas > 1 ? ", " + std::to_string(c.replicas) + " replicas" : "")
+      << (c.virtual_stages > 1 ? ", " + std::to_string(c.virtual_stages) + " stages per process"
+                               : "");
 }
 
 class AcrossProcesses : public ::testing::TestWithParam<Config> {};
@@ -62,12 +66,12 @@ TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
   const Config& c = GetParam();
   int stages = 1;
   for (char ch : c.balance) stages += ch == ',';
-  const int processes = stages * c.replicas;
+  const int processes = stages / c.virtual_stages * c.replicas;
   const Launched run =
       launch(processes,
              fmt::format("--schedule {} --checkpoint {} --balance {} --chunks {}{}", c.schedule,
                          c.checkpoint, c.balance, c.chunks, c.batch_norm ? " --batch-norm" : "") +
-                 fmt::format(" --replicas {}", c.replicas));
+                 fmt::format(" --replicas {} --virtual {}", c.replicas, c.virtual_stages));
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_EQ(count_lines(read_text(scratch_path("launch.out"))), processes)
       << "each rank says its steps matched";
@@ -86,6 +90,12 @@ std::vector<Config> configs() {
   // Zero-bubble H1: W's run on each process between its B's, replicas all-reduce after them.
   all.push_back({"zb-h1", "except_last", "3,3,2", 4});
   all.push_back({"zb-h1", "never", "4,4", 3, false, 2});
+  // Interleaved: each process runs several stages, taking turns in its device's order; between
+  // two processes each pair of neighbouring stages has its own channel.
+  all.push_back({"interleaved", "except_last", "2,2,2,2", 4, false, 1, 2});
+  all.push_back({"interleaved", "never", "1,2,2,1,1,1", 6, false, 1, 3});
+  all.push_back({"interleaved", "always", "2,1,2,1,1,1", 3, false, 1, 2});  // 3 processes
+  all.push_back({"interleaved", "except_last", "2,2,2,2", 4, false, 2, 2});  // x 2 replicas
   return all;
 }
 

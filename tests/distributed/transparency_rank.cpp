@@ -93,7 +93,7 @@ std::vector<int> parse_list(const std::string& text) {
 
 int run(int argc, char** argv) {
   std::string schedule = "gpipe", checkpoint = "never", balance_text = "4,4";
-  int chunks = 3, steps = 3, fail_rank = -1, replicas = 1;
+  int chunks = 3, steps = 3, fail_rank = -1, replicas = 1, virtual_stages = 1;
   double timeout_s = 60;
   bool batch_norm = false;
   for (int i = 1; i < argc; ++i) {
@@ -116,6 +116,8 @@ int run(int argc, char** argv) {
       batch_norm = true;
     else if (arg == "--replicas")
       replicas = std::stoi(value());
+    else if (arg == "--virtual")
+      virtual_stages = std::stoi(value());
     else if (arg == "--fail")
       g_failure = value();
     else if (arg == "--fail-rank")
@@ -129,9 +131,9 @@ int run(int argc, char** argv) {
   if (!env)
     throw std::invalid_argument("run me with torchrun's environment (WORLD_SIZE, RANK, ...)");
   const int rank = env->rank;
-  const distributed::Placement placement = distributed::place(
-      env->world_size, static_cast<int>(parse_list(balance_text).size()), replicas);
-  const int stage = placement.stage_of(rank);
+  const distributed::Placement placement =
+      distributed::place(env->world_size, static_cast<int>(parse_list(balance_text).size()),
+                         replicas, virtual_stages);
   const int replica = placement.replica_of(rank);
 
   std::vector<int> balance = parse_list(balance_text);
@@ -164,17 +166,30 @@ int run(int argc, char** argv) {
   options.schedule = pipeline::parse_schedule_kind(schedule);
   options.checkpoint = pipeline::parse_checkpoint_mode(checkpoint);
   options.deferred_batch_norm = batch_norm;
+  options.virtual_stages = virtual_stages;
   options.step_timeout_s = timeout_s;
   pipeline::Pipeline pipe(piped, balance, {}, options,
                           distributed::c10d_transport(group, placement));
   distributed::GradientAverager averager(group, placement);
   pipeline::Pipeline threads(threaded, balance, {}, options);
 
+  // This rank's stages (with the interleaved schedule every `devices`-th, from its own).
+  std::vector<at::Tensor> mine_plain, mine_piped, mine_threaded, mine_piped_buffers,
+      mine_threaded_buffers;
   size_t first = 0;
-  for (int s = 0; s < stage; ++s) first += static_cast<size_t>(balance[s]);
-  const LayerSeq mine_plain = plain.slice(first, balance[stage]);
-  const LayerSeq mine_piped = piped.slice(first, balance[stage]);
-  const LayerSeq mine_threaded = threaded.slice(first, balance[stage]);
+  for (int s = 0; s < static_cast<int>(balance.size()); ++s) {
+    if (placement.runs(s, rank)) {
+      auto append = [&](std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
+        to.insert(to.end(), from.begin(), from.end());
+      };
+      append(mine_plain, plain.slice(first, balance[s]).parameters());
+      append(mine_piped, piped.slice(first, balance[s]).parameters());
+      append(mine_threaded, threaded.slice(first, balance[s]).parameters());
+      append(mine_piped_buffers, piped.slice(first, balance[s]).buffers());
+      append(mine_threaded_buffers, threaded.slice(first, balance[s]).buffers());
+    }
+    first += static_cast<size_t>(balance[s]);
+  }
   torch::optim::SGD plain_sgd(plain.parameters(), torch::optim::SGDOptions(0.05));
   torch::optim::SGD piped_sgd(piped.parameters(), torch::optim::SGDOptions(0.05));
   torch::optim::SGD threaded_sgd(threaded.parameters(), torch::optim::SGDOptions(0.05));
@@ -185,14 +200,15 @@ int run(int argc, char** argv) {
     ++mismatches;
     std::cerr << fmt::format("rank {}: {}\n", rank, what);
   };
-  auto expect_same_gradients = [&](const LayerSeq& reference, const std::string& name, int step) {
-    const auto params = mine_piped.parameters(), expected = reference.parameters();
+  auto expect_same_gradients = [&](const std::vector<at::Tensor>& expected,
+                                   const std::string& name, int step) {
+    const std::vector<at::Tensor>& params = mine_piped;
     expect(!params.empty() && params.size() == expected.size(), "no parameters to compare");
     for (size_t p = 0; p < params.size() && p < expected.size(); ++p) {
       expect(params[p].grad().defined() &&
                  torch::allclose(params[p].grad(), expected[p].grad(), 1e-10, 1e-12),
-             fmt::format("step {}: gradient of parameter {} of stage {} differs from the {}'s",
-                         step, p, stage, name));
+             fmt::format("step {}: gradient of parameter {} of rank {} differs from the {}'s",
+                         step, p, rank, name));
     }
   };
   for (int step = 0; step < steps; ++step) {
@@ -204,7 +220,7 @@ int run(int argc, char** argv) {
     g_armed = step == 1 && rank == fail_rank;
     const pipeline::StepResult result = pipe.step(mine, my_target, pipeline::testing::mse);
     g_armed = false;
-    averager.average(mine_piped.parameters());
+    averager.average(mine_piped);
     auto expect_loss = [&](double expected, const std::string& name) {
       expect(std::abs(result.loss - expected) <= 1e-10 * std::abs(expected),
              fmt::format("step {}: loss {} differs from the {}'s {}", step, result.loss, name,
@@ -213,12 +229,12 @@ int run(int argc, char** argv) {
     expect_loss(threaded_result.loss, "threaded pipeline");
     expect_same_gradients(mine_threaded, "threaded pipeline", step);
     if (batch_norm) {
-      const auto buffers = mine_piped.buffers(), expected = mine_threaded.buffers();
+      const auto &buffers = mine_piped_buffers, &expected = mine_threaded_buffers;
       expect(!buffers.empty() && buffers.size() == expected.size(), "no buffers to compare");
       for (size_t b = 0; b < buffers.size() && b < expected.size(); ++b) {
         expect(torch::allclose(buffers[b], expected[b], 1e-10, 1e-12),
-               fmt::format("step {}: buffer {} of stage {} differs from the threaded pipeline's",
-                           step, b, stage));
+               fmt::format("step {}: buffer {} of rank {} differs from the threaded pipeline's",
+                           step, b, rank));
       }
     } else {
       expect_loss(plain_result.loss, "plain model");

@@ -170,7 +170,7 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --backend cupti", "cupti"},
     {"profile --model mlp:layers=2,width=8 --device tpu", "tpu"},
     {"report /nonexistent/dir", "/nonexistent/dir"},
-    {"validate --stages 2 --processes 3 -o {dir}/v", "--processes 3: each stage is one process"},
+    {"validate --stages 2 --processes 3 -o {dir}/v", "--processes 3: each device (--stages) is one process"},
     {"link", "link measures between two processes: run it as pipebal launch"},
     {"launch --nproc-per-node 0 -- true", "--nproc-per-node must be between 1 and 1024, got 0"},
     {"launch --nproc-per-node 2", "command is required"},

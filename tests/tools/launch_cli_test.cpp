@@ -140,6 +140,36 @@ TEST(LaunchCli, TwoNodesTrainExactlyLikeOneProcess) {
   expect_aligned_timeline(run);
 }
 
+// The interleaved schedule across processes: two ranks run two stages each (rank r stages r and
+// r + 2) and train exactly like one process; each stage's actions sit in its rank's trace lane.
+TEST(LaunchCli, InterleavedRunsSeveralStagesPerProcessExactlyLikeOneProcess) {
+  const std::string dir = scratch_dir();
+  const std::string train =
+      " train --model mlp:layers=4,width=32 --input-shape 16,32 --balance 1,1,2,1 --chunks 4 "
+      "--schedule interleaved --virtual 2 --steps 3 --warmup-steps 1 --timeout 60 -q";
+  const CliResult single = run_pipebal(train + " -o " + dir + "/single.json");
+  ASSERT_EQ(single.status, 0) << single.err;
+  const CliResult launched = run_pipebal(fmt::format(
+      "launch --nproc-per-node 2 --master-port 0 -- {}{} -o {}/run.json --trace {}/trace.json",
+      PIPEBAL_BINARY, train, dir, dir));
+  ASSERT_EQ(launched.status, 0) << launched.err;
+
+  const nlohmann::json run = read_json(dir + "/run.json");
+  EXPECT_EQ(losses(run), losses(read_json(dir + "/single.json")));
+  EXPECT_EQ(run.at("schedule"), "interleaved");
+  ASSERT_EQ(run.at("processes").size(), 2u);
+  ASSERT_EQ(run.at("stages").size(), 4u);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_GT(run.at("stages")[s].at("peak_memory_bytes").get<int64_t>(), 0) << "stage " << s;
+  }
+  const nlohmann::json trace = read_json(dir + "/trace.json");
+  std::set<std::pair<int, int>> lanes;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X") lanes.insert({e.at("pid").get<int>(), e.at("tid").get<int>()});
+  }
+  EXPECT_EQ(lanes, (std::set<std::pair<int, int>>{{0, 0}, {1, 1}, {0, 2}, {1, 3}}));
+}
+
 // `pipebal link` between two processes adds the measured link to a profile; balance then prices
 // transfers with it.
 TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
@@ -182,6 +212,17 @@ TEST(LaunchCli, ValidateTrainsTheCandidatesAsProcesses) {
   EXPECT_GT(validation.at("candidates")[0].at("measured").at("step_ms").get<double>(), 0);
   expect_files(dir, {"plan.json", "profile-batch.json", "profile.json", "report.html", "run.json",
                      "trace.json", "validation.json"});
+
+  // Interleaved: each of the 2 processes (devices) runs 2 of the 4 stages.
+  const std::string interleaved = scratch_dir() + "/interleaved";
+  const CliResult i = run_pipebal(
+      "validate --model mlp:layers=8,width=16 --input-shape 16,16 --stages 2 --schedule "
+      "interleaved --chunks 4 --processes 2 --steps 1 --profile-repeat 2 -o " +
+      interleaved);
+  ASSERT_EQ(i.status, 0) << i.err;
+  const nlohmann::json interleaved_run = read_json(interleaved + "/run.json");
+  EXPECT_EQ(interleaved_run.at("processes").size(), 2u);
+  EXPECT_EQ(interleaved_run.at("stages").size(), 4u);
 }
 
 // The environment of rank `rank` of `world` with the store on `port`, before `args`.

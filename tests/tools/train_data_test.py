@@ -118,6 +118,19 @@ one_epoch_model = make_model()
 pytorch_losses(one_epoch_model, 1)
 assert torch.allclose(torch.jit.load(saved)(x), one_epoch_model(x), rtol=1e-9, atol=1e-12)
 
+# The interleaved schedule across processes: each of 2 ranks runs 2 of the 4 stages (rank r
+# stages r and r + 2) and rank 0 gathers all four stages' weights.
+interleaved = list(one_epoch)
+interleaved[interleaved.index("--balance") + 1] = "1,1,2,1"
+out, saved = os.path.join(work, "interleaved.json"), os.path.join(work, "interleaved-trained.pt")
+run("launch", "--nproc-per-node", "2", "--master-port", "0", "--", pipebal, "train", *interleaved,
+    "--schedule", "interleaved", "--virtual", "2", "--timeout", "120", "-o", out, "--save", saved)
+doc = json.load(open(out))
+assert len(doc["processes"]) == 2 and len(doc["stages"]) == 4, doc["processes"]
+for step, (got, want) in enumerate(zip([s["loss"] for s in doc["steps"]], expected)):
+    assert abs(got - want) <= 1e-9 * abs(want), ("interleaved", step, got, want)
+assert torch.allclose(torch.jit.load(saved)(x), one_epoch_model(x), rtol=1e-9, atol=1e-12)
+
 odd = run("train", "--model", model_path, "--data", data, "--batch-size", "15", "--balance", "2,3",
           "--replicas", "2", status=2)
 assert "must be multiples of it" in odd.stderr, odd.stderr
