@@ -325,19 +325,22 @@ void TrainingRun::step(const StepCallback& on_step) {
   const int step = st.next_step++;
   st.optimizer->zero_grad();
   if (st.memory) st.memory->reset_peak();
-  pipeline::StepResult result;
-  if (st.dataset) {
+  const auto forward_backward = [&st, step, this] {
+    if (!st.dataset) return st.pipeline->step(st.data.input, st.data.target, st.loss_fn);
     // With replicas, each trains on its equal slice of the mini-batch.
     at::Tensor samples = st.order[step];
     if (st.settings.replicas > 1) {
       const int64_t slice = samples.size(0) / st.settings.replicas;
       samples = samples.narrow(0, st.placement.replica_of(rank()) * slice, slice);
     }
-    result = st.pipeline->step(st.dataset->inputs_at(samples), st.dataset->targets_at(samples),
-                               st.loss_fn);
-  } else {
-    result = st.pipeline->step(st.data.input, st.data.target, st.loss_fn);
+    return st.pipeline->step(st.dataset->inputs_at(samples), st.dataset->targets_at(samples),
+                             st.loss_fn);
+  };
+  if (st.settings.rehearse && step >= st.settings.warmup_steps) {
+    forward_backward();
+    st.optimizer->zero_grad();
   }
+  pipeline::StepResult result = forward_backward();
   for (size_t s = 0; st.memory && s < st.peak_bytes.size(); ++s) {
     if (!st.pipeline->runs_stage(static_cast<int>(s))) continue;
     st.peak_bytes[s] =
@@ -502,7 +505,8 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
 std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings) {
   std::vector<std::unique_ptr<TrainingRun>> runs;
   int tag_base = 0;
-  for (const auto& s : settings) {
+  for (TrainSettings s : settings) {
+    s.rehearse = true;
     runs.push_back(std::make_unique<TrainingRun>(s, tag_base));
     tag_base += static_cast<int>(s.balance.size());
   }

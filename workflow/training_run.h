@@ -38,6 +38,11 @@ struct TrainSettings {
   bool deferred_batch_norm = false;
   bool check_finite = false;
   double step_timeout_s = 0;  // a step running longer fails with pipeline::StepTimeout; 0: never
+  // Before each measured step, its forward and backward run once unmeasured and without an
+  // update, so that the measured step starts with this run's weights, activations and threads
+  // warm even when other runs took turns in between (run_interleaved). It draws its own dropout
+  // masks and updates batch-norm statistics: for measuring, not for training a model to keep.
+  bool rehearse = false;
   // One process per stage (rank r runs stage r) over c10d when set with world_size > 1, e.g.
   // from torchrun's environment (distributed::launch_env_from_process()). Every process runs
   // the same settings; rank 0's finish() returns the whole run.
@@ -103,7 +108,10 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
 
 // Several runs alive side by side, trained in turns after their warm-up: one measured step of
 // each, then the next, so that a slow spell of a shared machine falls on all of them alike and
-// ratios of their step times stay fair (validate's pipelined and one-micro-batch runs).
+// ratios of their step times stay fair (validate's pipelined and one-micro-batch runs). Each
+// rehearses its measured steps (TrainSettings::rehearse): the other runs' turns in between
+// would otherwise leave its caches cold, which slows the configurations with the most threads
+// and the smallest steps the most.
 std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings);
 
 // "3,3,2" -> {3, 3, 2}; throws std::invalid_argument for anything else.
