@@ -4,10 +4,11 @@
 // neighbours blocked.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+
+#include "pipeline/spinning_condition.h"
 
 namespace pipebal::pipeline {
 
@@ -55,7 +56,7 @@ class Mailbox {
 
  private:
   std::mutex mutex_;
-  std::condition_variable ready_;
+  SpinningCondition ready_;
   std::map<int, Message> messages_;
   bool cancelled_ = false;
 };

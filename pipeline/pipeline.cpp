@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <numeric>
@@ -19,6 +18,7 @@
 #include "pipeline/batch_norm.h"
 #include "pipeline/error_text.h"
 #include "pipeline/module_layer.h"
+#include "pipeline/spinning_condition.h"
 #include "pipeline/transfer.h"
 #include "pipeline/worker.h"
 
@@ -96,7 +96,7 @@ class DeviceTurns {
 
  private:
   std::mutex mutex_;
-  std::condition_variable changed_;
+  SpinningCondition changed_;
   std::vector<int> next_;
   bool cancelled_ = false;
 };
