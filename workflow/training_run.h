@@ -76,7 +76,9 @@ using StepCallback = std::function<void(int step, int total, double ms, double l
 // One run, a step at a time: builds the model and data from `settings.seed` and the pipeline,
 // then trains `warmup_steps + steps` steps and records the measured ones. Per-stage memory is
 // counted under tags memory_tag_base + stage (CpuMemoryScope), during the warm-up steps.
-// Throws std::invalid_argument for bad settings.
+// While it lives, the constructing thread (which runs the optimizer step) has one intra-op
+// thread, so that it does not compete with the stages' workers for the cores; the destructor
+// gives it back its count. Throws std::invalid_argument for bad settings.
 class TrainingRun {
  public:
   explicit TrainingRun(const TrainSettings& settings, int memory_tag_base = 0);

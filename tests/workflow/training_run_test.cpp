@@ -1,7 +1,8 @@
-// workflow::TrainingRun's rehearsal (what run_interleaved turns on): the unmeasured forward and
-// backward before each measured step leaves the training as it was, and it does run.
+// workflow::TrainingRun: its rehearsal (what run_interleaved turns on) leaves the training as it
+// was, and it does run; the constructing thread gives the cores to the stages while a run lives.
 #include "workflow/training_run.h"
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -51,6 +52,22 @@ TEST(Rehearsal, RunsBeforeEveryMeasuredStep) {
   ASSERT_EQ(with.size(), without.size());
   for (size_t k = 0; k < with.size(); ++k) EXPECT_NE(with[k], without[k]) << "step " << k;
   EXPECT_EQ(losses(run_training(rehearsed)), with) << "and it is deterministic";
+}
+
+TEST(TrainingRun, TheConstructingThreadRunsOneIntraOpThreadWhileTheRunLives) {
+  at::set_num_threads(2);
+  TrainSettings settings = two_stages("mlp:layers=3,width=16", {16, 16}, {2, 2});
+  settings.threads_per_stage = 2;
+  {
+    TrainingRun run(settings);
+    EXPECT_EQ(at::get_num_threads(), 1);
+    while (!run.done()) run.step();
+    EXPECT_EQ(at::get_num_threads(), 1);
+  }
+  EXPECT_EQ(at::get_num_threads(), 2) << "given back";
+  // Several runs alive at once give back the count the first one found.
+  run_interleaved({settings, settings, settings});
+  EXPECT_EQ(at::get_num_threads(), 2);
 }
 
 }  // namespace
