@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -191,10 +192,17 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (p.devices > 1 && wide_threads <= cores) {
     say(fmt::format("profiling the plain model on {} threads ...", wide_threads));
-    at::set_num_threads(wide_threads);
     profiler::ProfileOptions wide_options = options;
     wide_options.co_runners = 0;
-    wide = profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {}, beat);
+    // On a thread of its own, which takes its OpenMP pool with it when it ends. A pool outliving
+    // its use counts against the cores: once a process's pools hold more threads than there are
+    // cores, libgomp's idle threads sleep almost at once instead of polling, and every parallel
+    // region must wake them (the 2-thread run measured at 2.5x its profile on the 2-core VM).
+    wide = std::async(std::launch::async, [&] {
+             at::internal::lazy_init_num_threads();
+             at::set_num_threads(wide_threads);
+             return profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {}, beat);
+           }).get();
     at::set_num_threads(p.threads);
     write_file_atomically(output.staging() + "/profile-threads.json",
                           profiler::profile_to_json(*wide).dump(2) + "\n");
