@@ -98,9 +98,24 @@ std::vector<int> parse_balance(const std::string& text) {
   return {counts->begin(), counts->end()};
 }
 
+// The stages' workers own the cores (threads_per_stage each). Intra-op threads of the thread
+// that makes the run (the optimizer step runs there) would compete with them: on a 2-core VM
+// the plain model on a 2-thread stage took 50 ms a step beside that thread's 2-thread pool, 20 ms
+// without it. Given back when the run ends, or when making it fails.
+class OneIntraOpThread {
+ public:
+  OneIntraOpThread() : before_(at::get_num_threads()) { at::set_num_threads(1); }
+  ~OneIntraOpThread() { at::set_num_threads(before_); }
+  OneIntraOpThread(const OneIntraOpThread&) = delete;
+  OneIntraOpThread& operator=(const OneIntraOpThread&) = delete;
+
+ private:
+  int before_;
+};
+
 // Everything one run holds between its steps.
 struct TrainingRun::State {
-  int threads_before = 1;  // the constructing thread's intra-op threads, restored at the end
+  OneIntraOpThread one_intra_op_thread;  // first made, last gone
   TrainSettings settings;
   models::Model model;
   std::vector<int64_t> shape;
@@ -127,11 +142,6 @@ struct TrainingRun::State {
 TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     : state_(std::make_unique<State>()) {
   State& st = *state_;
-  // The stages' workers own the cores (threads_per_stage each). Intra-op threads of this thread
-  // (the optimizer step runs here) would compete with them: on a 2-core VM the plain model on a
-  // 2-thread stage took 50 ms a step beside this thread's 2-thread pool, 20 ms without it.
-  st.threads_before = at::get_num_threads();
-  at::set_num_threads(1);
   st.settings = settings;
   if (settings.steps < 1)
     throw std::invalid_argument(fmt::format("steps must be at least 1, got {}", settings.steps));
@@ -312,9 +322,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   st.peak_bytes.assign(settings.balance.size(), -1);
 }
 
-TrainingRun::~TrainingRun() {
-  if (state_) at::set_num_threads(state_->threads_before);
-}
+TrainingRun::~TrainingRun() = default;
 
 int TrainingRun::total_steps() const {
   return state_->settings.warmup_steps + state_->settings.steps;

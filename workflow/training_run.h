@@ -77,8 +77,8 @@ using StepCallback = std::function<void(int step, int total, double ms, double l
 // then trains `warmup_steps + steps` steps and records the measured ones. Per-stage memory is
 // counted under tags memory_tag_base + stage (CpuMemoryScope), during the warm-up steps.
 // While it lives, the constructing thread (which runs the optimizer step) has one intra-op
-// thread, so that it does not compete with the stages' workers for the cores; the destructor
-// gives it back its count. Throws std::invalid_argument for bad settings.
+// thread, so that it does not compete with the stages' workers for the cores; it gets its count
+// back when the run ends or fails to be made. Throws std::invalid_argument for bad settings.
 class TrainingRun {
  public:
   explicit TrainingRun(const TrainSettings& settings, int memory_tag_base = 0);

@@ -68,6 +68,10 @@ TEST(TrainingRun, TheConstructingThreadRunsOneIntraOpThreadWhileTheRunLives) {
   // Several runs alive at once give back the count the first one found.
   run_interleaved({settings, settings, settings});
   EXPECT_EQ(at::get_num_threads(), 2);
+  // And a run that cannot be made gives it back too.
+  settings.balance = {2, 3};
+  EXPECT_THROW(TrainingRun{settings}, std::invalid_argument);
+  EXPECT_EQ(at::get_num_threads(), 2);
 }
 
 }  // namespace
