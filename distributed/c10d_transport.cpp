@@ -158,9 +158,9 @@ class C10dTransport : public pipeline::Transport {
 
   bool runs_stage(int stage, int stages) const override {
     if (stages % placement_.devices != 0) {
-      throw std::invalid_argument(fmt::format(
-          "a pipeline of {} stages on a run placed for {} processes per pipeline", stages,
-          placement_.devices));
+      throw std::invalid_argument(
+          fmt::format("a pipeline of {} stages on a run placed for {} processes per pipeline",
+                      stages, placement_.devices));
     }
     return placement_.runs(stage, group_->rank());
   }

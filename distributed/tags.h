@@ -2,6 +2,8 @@
 // (sender, tag), in order within a tag.
 #pragma once
 
+#include "pipeline/schedule.h"
+
 namespace pipebal::distributed {
 
 constexpr int kClockTag = 1;  // clock synchronisation with rank 0 (group.cpp)
@@ -13,6 +15,8 @@ constexpr int kMaxChannels = 1024;
 // After the steps, rank 0 gathers the weights (+ tensor index): above every data tag
 // (kDataTagBase + kMaxChunks x kMaxChannels < 2^27).
 constexpr int kWeightsTagBase = 1 << 28;
+static_assert(kDataTagBase + int64_t{pipeline::kMaxChunks} * kMaxChannels < kWeightsTagBase,
+              "data tags stay below the weights' tags");
 
 // A stage's activations (from < to) or gradients (from > to) of a micro-batch. With several
 // stages per process (interleaved), two ranks share several channels: each has its own tags.

@@ -204,9 +204,9 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   if (multi_process) {
     const int per_device =
         settings.schedule == pipeline::ScheduleKind::kInterleaved ? settings.virtual_stages : 1;
-    st.placement = distributed::place(settings.launch->world_size,
-                                      static_cast<int>(settings.balance.size()), settings.replicas,
-                                      per_device);
+    st.placement =
+        distributed::place(settings.launch->world_size, static_cast<int>(settings.balance.size()),
+                           settings.replicas, per_device);
   }
   if (st.dataset) {
     models::check_model_on(st.model, st.dataset->inputs_at(st.order.front()));
@@ -465,7 +465,8 @@ void TrainingRun::gather_weights() {
     const std::string what = fmt::format("gathering stage {}'s weights for --save", s);
     for (size_t t = 0; t < state.size(); ++t) {
       if (rank == 0) {
-        st.group->receive(state[t], owner, distributed::kWeightsTagBase + static_cast<int>(t), what);
+        st.group->receive(state[t], owner, distributed::kWeightsTagBase + static_cast<int>(t),
+                          what);
       } else {
         st.group->send(state[t], 0, distributed::kWeightsTagBase + static_cast<int>(t), what);
       }

@@ -94,7 +94,7 @@ std::vector<Config> configs() {
   // two processes each pair of neighbouring stages has its own channel.
   all.push_back({"interleaved", "except_last", "2,2,2,2", 4, false, 1, 2});
   all.push_back({"interleaved", "never", "1,2,2,1,1,1", 6, false, 1, 3});
-  all.push_back({"interleaved", "always", "2,1,2,1,1,1", 3, false, 1, 2});  // 3 processes
+  all.push_back({"interleaved", "always", "2,1,2,1,1,1", 3, false, 1, 2});   // 3 processes
   all.push_back({"interleaved", "except_last", "2,2,2,2", 4, false, 2, 2});  // x 2 replicas
   return all;
 }

@@ -131,9 +131,8 @@ int run(int argc, char** argv) {
   if (!env)
     throw std::invalid_argument("run me with torchrun's environment (WORLD_SIZE, RANK, ...)");
   const int rank = env->rank;
-  const distributed::Placement placement =
-      distributed::place(env->world_size, static_cast<int>(parse_list(balance_text).size()),
-                         replicas, virtual_stages);
+  const distributed::Placement placement = distributed::place(
+      env->world_size, static_cast<int>(parse_list(balance_text).size()), replicas, virtual_stages);
   const int replica = placement.replica_of(rank);
 
   std::vector<int> balance = parse_list(balance_text);
@@ -176,12 +175,12 @@ int run(int argc, char** argv) {
   // This rank's stages (with the interleaved schedule every `devices`-th, from its own).
   std::vector<at::Tensor> mine_plain, mine_piped, mine_threaded, mine_piped_buffers,
       mine_threaded_buffers;
+  const auto append = [](std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
   size_t first = 0;
   for (int s = 0; s < static_cast<int>(balance.size()); ++s) {
     if (placement.runs(s, rank)) {
-      auto append = [&](std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
-        to.insert(to.end(), from.begin(), from.end());
-      };
       append(mine_plain, plain.slice(first, balance[s]).parameters());
       append(mine_piped, piped.slice(first, balance[s]).parameters());
       append(mine_threaded, threaded.slice(first, balance[s]).parameters());
@@ -200,15 +199,15 @@ int run(int argc, char** argv) {
     ++mismatches;
     std::cerr << fmt::format("rank {}: {}\n", rank, what);
   };
-  auto expect_same_gradients = [&](const std::vector<at::Tensor>& expected,
-                                   const std::string& name, int step) {
+  auto expect_same_gradients = [&](const std::vector<at::Tensor>& expected, const std::string& name,
+                                   int step) {
     const std::vector<at::Tensor>& params = mine_piped;
     expect(!params.empty() && params.size() == expected.size(), "no parameters to compare");
     for (size_t p = 0; p < params.size() && p < expected.size(); ++p) {
       expect(params[p].grad().defined() &&
                  torch::allclose(params[p].grad(), expected[p].grad(), 1e-10, 1e-12),
-             fmt::format("step {}: gradient of parameter {} of rank {} differs from the {}'s",
-                         step, p, rank, name));
+             fmt::format("step {}: gradient of parameter {} of rank {} differs from the {}'s", step,
+                         p, rank, name));
     }
   };
   for (int step = 0; step < steps; ++step) {

@@ -65,6 +65,17 @@ void expect_aligned_timeline(const nlohmann::json& run) {
   }
 }
 
+// The (process, thread) lanes of a Chrome trace's actions: (rank, stage) across processes.
+using Lanes = std::set<std::pair<int, int>>;
+Lanes trace_lanes(const std::string& path) {
+  const nlohmann::json trace = read_json(path);
+  Lanes lanes;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X") lanes.insert({e.at("pid").get<int>(), e.at("tid").get<int>()});
+  }
+  return lanes;
+}
+
 TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
   const std::string dir = scratch_dir();
   const CliResult single = run_pipebal(kTrain + " --checkpoint never -o " + dir + "/single.json");
@@ -107,12 +118,7 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
   }
   EXPECT_TRUE(one.at("processes").empty());
   // The trace has both stages' actions, each in the process lane of its rank.
-  const nlohmann::json trace = read_json(launched_dir + "/trace.json");
-  std::set<std::pair<int, int>> lanes;
-  for (const auto& e : trace.at("traceEvents")) {
-    if (e.at("ph") == "X") lanes.insert({e.at("pid").get<int>(), e.at("tid").get<int>()});
-  }
-  EXPECT_EQ(lanes, (std::set<std::pair<int, int>>{{0, 0}, {1, 1}}));
+  EXPECT_EQ(trace_lanes(launched_dir + "/trace.json"), (Lanes{{0, 0}, {1, 1}}));
 }
 
 // Two "hosts" on loopback: a launcher per node (--nnodes 2, --node-rank 0 and 1), one process
@@ -162,12 +168,7 @@ TEST(LaunchCli, InterleavedRunsSeveralStagesPerProcessExactlyLikeOneProcess) {
   for (int s = 0; s < 4; ++s) {
     EXPECT_GT(run.at("stages")[s].at("peak_memory_bytes").get<int64_t>(), 0) << "stage " << s;
   }
-  const nlohmann::json trace = read_json(dir + "/trace.json");
-  std::set<std::pair<int, int>> lanes;
-  for (const auto& e : trace.at("traceEvents")) {
-    if (e.at("ph") == "X") lanes.insert({e.at("pid").get<int>(), e.at("tid").get<int>()});
-  }
-  EXPECT_EQ(lanes, (std::set<std::pair<int, int>>{{0, 0}, {1, 1}, {0, 2}, {1, 3}}));
+  EXPECT_EQ(trace_lanes(dir + "/trace.json"), (Lanes{{0, 0}, {1, 1}, {0, 2}, {1, 3}}));
 }
 
 // `pipebal link` between two processes adds the measured link to a profile; balance then prices
