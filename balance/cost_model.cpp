@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -88,8 +89,9 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
 CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions options)
     : layers_(std::move(layers)), stages_(stages), options_(std::move(options)) {
   validate(layers_, stages_, options_);
-  schedule_ = pipeline::make_schedule(options_.schedule, stages_, options_.chunks,
-                                      options_.checkpoint, options_.virtual_stages);
+  schedule_ =
+      pipeline::make_schedule(options_.schedule, stages_, options_.chunks, options_.checkpoint,
+                              options_.virtual_stages, options_.weight_delays);
   if (schedule_.virtual_stages > 1) {
     // Speeds and caps may be given per device: each stage runs at its device's speed, and
     // memory_cap_bytes(s) is its device's cap, which the device's stages share (fits_memory).
@@ -113,7 +115,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
   work_prefix_ms_.assign(n + 1, 0.0);
   param_prefix_bytes_.assign(n + 1, 0);
   activation_prefix_bytes_.assign(n + 1, 0);
-  kept_prefix_bytes_.assign(n + 1, 0);
+  weight_held_prefix_bytes_.assign(n + 1, 0);
   transfer_ms_.assign(n + 1, 0.0);
   for (size_t l = 0; l < n; ++l) {
     const LayerCost& layer = layers_[l];
@@ -124,7 +126,11 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
         work_prefix_ms_[l] + layer.forward_ms * (1.0 + recompute_share) + layer.backward_ms;
     param_prefix_bytes_[l + 1] = param_prefix_bytes_[l] + layer.param_bytes;
     activation_prefix_bytes_[l + 1] = activation_prefix_bytes_[l] + layer.activation_bytes;
-    kept_prefix_bytes_[l + 1] = kept_prefix_bytes_[l] + layer.kept_grad_bytes;
+    // Not measured (a profile from before): all the activations and the kept gradients.
+    weight_held_prefix_bytes_[l + 1] =
+        weight_held_prefix_bytes_[l] + (layer.weight_held_bytes >= 0
+                                            ? layer.weight_held_bytes
+                                            : layer.activation_bytes + layer.kept_grad_bytes);
     // An infinite bandwidth is as free as 0.
     if (l + 1 < n && options_.bandwidth_bytes_per_ms > 0) {
       transfer_ms_[l + 1] =
@@ -135,6 +141,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
 
   // Walk each stage's action list once with symbolic sizes; the peak of any partition is then
   // the maximum of a few linear terms, cheap enough for the partitioners' inner loops.
+  const bool split = pipeline::splits_backward(schedule_.kind);
   peaks_.resize(stages_);
   for (int s = 0; s < stages_; ++s) {
     LiveCounts live;
@@ -145,33 +152,34 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
       switch (action.kind) {
         case ActionKind::kForward:
           ++(stashed ? live.inputs : live.activations);
-          candidates.push_back(live);
           break;
         case ActionKind::kRecompute:
           ++live.activations;
-          candidates.push_back(live);
           break;
         case ActionKind::kBackward:
-        case ActionKind::kWeight:
-          // A micro-batch's activations live until its backward, or, split, until its W.
-          if ((action.kind == ActionKind::kWeight) != pipeline::splits_backward(schedule_.kind)) {
-            break;
-          }
           if (stashed) --live.inputs;
           --live.activations;
+          if (split) ++live.awaiting_weight;
+          break;
+        case ActionKind::kWeight:
+          --live.awaiting_weight;
           break;
       }
+      candidates.push_back(live);
     }
-    // Keep the Pareto-maximal counts: by inputs descending (activations descending among
-    // equals), a count survives when it holds more activations than every one before it.
+    // Keep the Pareto-maximal counts: in descending order no count can exceed an earlier one
+    // in every term, so a count survives when no survivor so far holds at least as much.
     std::sort(candidates.begin(), candidates.end(), [](const LiveCounts& a, const LiveCounts& b) {
-      return a.inputs != b.inputs ? a.inputs > b.inputs : a.activations > b.activations;
+      return std::tie(a.inputs, a.activations, a.awaiting_weight) >
+             std::tie(b.inputs, b.activations, b.awaiting_weight);
     });
-    int64_t most_activations = -1;
     for (const LiveCounts& c : candidates) {
-      if (c.activations <= most_activations) continue;
-      peaks_[s].push_back(c);
-      most_activations = c.activations;
+      const bool dominated =
+          std::any_of(peaks_[s].begin(), peaks_[s].end(), [&](const LiveCounts& kept) {
+            return kept.inputs >= c.inputs && kept.activations >= c.activations &&
+                   kept.awaiting_weight >= c.awaiting_weight;
+          });
+      if (!dominated) peaks_[s].push_back(c);
     }
   }
 }
@@ -193,7 +201,8 @@ int64_t CostModel::memory_bytes(int stage, int first, int end) const {
   __int128 live_bytes = 0;
   for (const LiveCounts& c : peaks_[stage]) {
     live_bytes = std::max(live_bytes, __int128{c.inputs} * terms.input_bytes +
-                                          __int128{c.activations} * terms.activation_bytes);
+                                          __int128{c.activations} * terms.activation_bytes +
+                                          __int128{c.awaiting_weight} * terms.weight_bytes);
   }
   const __int128 total = __int128{terms.fixed_bytes} + live_bytes;
   return total >= kUnlimitedBytes ? kUnlimitedBytes : static_cast<int64_t>(total);
@@ -218,10 +227,8 @@ StageMemory CostModel::memory_terms(int /*stage*/, int first, int end) const {
   terms.fixed_bytes = fixed >= 9.2e18 ? kUnlimitedBytes : static_cast<int64_t>(std::llround(fixed));
   terms.input_bytes = first > 0 ? layers_[first - 1].output_bytes : 0;
   terms.activation_bytes = activation_prefix_bytes_[end] - activation_prefix_bytes_[first];
-  // A split backward holds the gradients B kept until W: counted with the activations, from F
-  // (an upper bound between F and B).
   if (pipeline::splits_backward(schedule_.kind)) {
-    terms.activation_bytes += kept_prefix_bytes_[end] - kept_prefix_bytes_[first];
+    terms.weight_bytes = weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
   }
   return terms;
 }

@@ -24,6 +24,10 @@ struct CostOptions {
   // Stages per device with the interleaved schedule: `stages` model stages on stages /
   // virtual_stages devices, stage s on device s % devices.
   int virtual_stages = 1;
+  // zb-h1: each stage's W delay (pipeline::Schedule::weight_delays); empty: H1's here, while
+  // partition() and the planner choose them for their balance under a memory budget
+  // (weight_delays.h).
+  std::vector<int> weight_delays;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;  // as torchgpipe
   int chunks = pipeline::kDefaultChunks;   // micro-batches per step
   double param_scale = 2.0;                // bytes kept per parameter byte: 2 = grads, Adam ~4
@@ -82,11 +86,12 @@ class CostModel {
   StageMemory memory_terms(int stage, int first, int end) const;
 
  private:
-  // How many micro-batches hold their stashed input and how many their full activations at one
-  // moment when a stage's memory may peak (the end of an F or an R).
+  // How many micro-batches hold their stashed input, their full activations and what W needs
+  // at the end of an action, when a stage's memory may peak.
   struct LiveCounts {
     int64_t inputs = 0;
     int64_t activations = 0;
+    int64_t awaiting_weight = 0;  // past B, before W (split backwards)
   };
 
   std::vector<LayerCost> layers_;
@@ -101,9 +106,9 @@ class CostModel {
   std::vector<double> work_prefix_ms_;    // forward * (1 + recompute share) + backward
   std::vector<int64_t> param_prefix_bytes_;
   std::vector<int64_t> activation_prefix_bytes_;
-  std::vector<int64_t> kept_prefix_bytes_;      // LayerCost::kept_grad_bytes
-  std::vector<double> transfer_ms_;             // by end layer, n + 1 entries
-  std::vector<std::vector<LiveCounts>> peaks_;  // [stage], Pareto-maximal counts
+  std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
+  std::vector<double> transfer_ms_;                // by end layer, n + 1 entries
+  std::vector<std::vector<LiveCounts>> peaks_;     // [stage], Pareto-maximal counts
 };
 
 }  // namespace pipebal::balance

@@ -26,6 +26,10 @@ struct LayerCost {
   double weight_ms = 0;
   // Bytes of the gradients that B keeps for W, held from B to W when the backward is split.
   int64_t kept_grad_bytes = 0;
+  // All a micro-batch holds from B to W when the backward is split: what W needs of the
+  // activations, the output, the kept gradients. -1: not measured, taken as activation_bytes +
+  // kept_grad_bytes.
+  int64_t weight_held_bytes = -1;
 };
 
 // The same layers measured at another micro-batch size (`pipebal profile --chunks 1,2,4,8`):

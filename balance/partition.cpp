@@ -1,11 +1,13 @@
 // See partition.h.
 #include "balance/partition.h"
 
+#include <optional>
 #include <stdexcept>
 
 #include "balance/dp_partition.h"
 #include "balance/heuristic_partition.h"
 #include "balance/interleaved_partition.h"
+#include "balance/weight_delays.h"
 
 namespace pipebal::balance {
 
@@ -37,7 +39,21 @@ const std::vector<Algorithm>& all_algorithms() {
   return kAll;
 }
 
-std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm) {
+namespace {
+
+// zb-h1 whose W delays are to be chosen is balanced with W right after B (1F1B's memory, which
+// the delays then spend up to the budget); everything else as it is.
+std::optional<CostModel> delay_free_model(const CostModel& model) {
+  const CostOptions& options = model.options();
+  if (options.schedule != pipeline::ScheduleKind::kZeroBubbleH1 || !options.weight_delays.empty()) {
+    return std::nullopt;
+  }
+  CostOptions lean = options;
+  lean.weight_delays.assign(model.stage_count(), 0);
+  return CostModel(model.layers(), model.stage_count(), lean);
+}
+
+std::vector<int> balance_of(const CostModel& model, Algorithm algorithm) {
   const std::vector<LayerCost>& layers = model.layers();
   switch (algorithm) {
     case Algorithm::kDp:
@@ -63,6 +79,21 @@ std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm) 
   throw std::invalid_argument("unknown algorithm");
 }
 
+}  // namespace
+
+std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm) {
+  const std::optional<CostModel> lean = delay_free_model(model);
+  return balance_of(lean ? *lean : model, algorithm);
+}
+
+Plan plan_balance(const CostModel& model, const std::vector<int>& balance,
+                  const std::string& algorithm) {
+  if (!delay_free_model(model)) return make_plan(model, balance, algorithm);
+  const CostModel bounded(model.layers(), model.stage_count(),
+                          with_bounded_weight_delays(model, balance));
+  return make_plan(bounded, balance, algorithm);
+}
+
 Plan partition(const CostModel& model, Algorithm algorithm) {
   if (algorithm == Algorithm::kDp &&
       model.schedule().kind == pipeline::ScheduleKind::kInterleaved) {
@@ -72,7 +103,7 @@ Plan partition(const CostModel& model, Algorithm algorithm) {
     plan.search_exhaustive = search.exhaustive;
     return plan;
   }
-  return make_plan(model, partition_balance(model, algorithm), to_string(algorithm));
+  return plan_balance(model, partition_balance(model, algorithm), to_string(algorithm));
 }
 
 }  // namespace pipebal::balance

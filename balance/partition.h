@@ -23,10 +23,17 @@ Algorithm parse_algorithm(const std::string& name);
 // Every algorithm, dp first.
 const std::vector<Algorithm>& all_algorithms();
 
-// Layers per stage chosen by `algorithm` for `model`'s layers and stage count.
+// Layers per stage chosen by `algorithm` for `model`'s layers and stage count. zb-h1 without
+// W delays in the options is balanced with W right after B (1F1B's memory): its delays are
+// chosen for the balance afterwards (plan_balance).
 std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm);
 
-// partition_balance costed and simulated: make_plan(model, balance, to_string(algorithm)).
+// make_plan(model, balance, algorithm), except for zb-h1 without W delays in the options: costed
+// and simulated with the delays bounded_weight_delays chooses for the balance (weight_delays.h).
+Plan plan_balance(const CostModel& model, const std::vector<int>& balance,
+                  const std::string& algorithm);
+
+// partition_balance planned by plan_balance.
 Plan partition(const CostModel& model, Algorithm algorithm);
 
 }  // namespace pipebal::balance

@@ -87,8 +87,12 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
                                   int chunks) {
   pipeline::check_balance(balance, model.layer_count(), model.stage_count());
   const CostOptions& options = model.options();
-  const pipeline::Schedule schedule = pipeline::make_schedule(
-      options.schedule, model.stage_count(), chunks, options.checkpoint, options.virtual_stages);
+  // The delays stay as many micro-batches, at most all of them.
+  std::vector<int> weight_delays = model.schedule().weight_delays;
+  for (int& delay : weight_delays) delay = std::min(delay, chunks);
+  const pipeline::Schedule schedule =
+      pipeline::make_schedule(options.schedule, model.stage_count(), chunks, options.checkpoint,
+                              options.virtual_stages, weight_delays);
   // The mini-batch stays the same: with fewer, larger micro-batches each costs proportionally
   // more time and activation memory than the profiled one.
   const double scale = static_cast<double>(options.chunks) / chunks;
@@ -107,7 +111,8 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     durations.push_back(
         {d.forward_ms * scale, d.recompute_ms * scale, d.backward_ms * scale, d.weight_ms * scale});
     StageMemory m = model.memory_terms(s, first, end);
-    memory.push_back({m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes)});
+    memory.push_back(
+        {m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes), scaled(m.weight_bytes)});
     if (end < model.layer_count()) {
       // The bytes scale with the micro-batch; the link's latency does not.
       const double latency = model.options().latency_ms;
@@ -128,6 +133,7 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
   plan.chunks = options.chunks;
   plan.schedule = options.schedule;
   plan.virtual_stages = options.virtual_stages;
+  plan.weight_delays = model.schedule().weight_delays;
   plan.checkpoint = options.checkpoint;
   plan.param_scale = options.param_scale;
   plan.bandwidth_bytes_per_ms = options.bandwidth_bytes_per_ms;
@@ -191,6 +197,7 @@ json plan_to_json(const Plan& plan) {
   if (!plan.inputs.empty()) doc["inputs"] = plan.inputs;
   if (!plan.dtype.empty()) doc["dtype"] = plan.dtype;
   if (plan.virtual_stages > 1) doc["virtual_stages"] = plan.virtual_stages;
+  if (!plan.weight_delays.empty()) doc["weight_delays"] = plan.weight_delays;
   if (plan.search_nodes > 0) {
     doc["search"] = {{"nodes", plan.search_nodes}, {"exhaustive", plan.search_exhaustive}};
   }
@@ -220,6 +227,19 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   plan.chunks = read_count(r.at("chunks"), 1);
   plan.schedule = parse_field(r.at("schedule"), pipeline::parse_schedule_kind);
   plan.checkpoint = parse_field(r.at("checkpoint"), pipeline::parse_checkpoint_mode);
+  if (r.has("weight_delays")) {
+    const JsonReader delays = r.at("weight_delays");
+    if (plan.schedule != pipeline::ScheduleKind::kZeroBubbleH1) {
+      delays.fail("goes with the zb-h1 schedule, not " + pipeline::to_string(plan.schedule));
+    }
+    for (int64_t delay : delays.integers(0, plan.chunks)) {
+      plan.weight_delays.push_back(static_cast<int>(delay));
+    }
+    if (plan.weight_delays.size() != plan.balance.size()) {
+      delays.fail(fmt::format("has {} entries but balance has {}", plan.weight_delays.size(),
+                              plan.balance.size()));
+    }
+  }
   plan.param_scale = r.at("param_scale").number(0);
   if (r.has("bandwidth_bytes_per_ms")) {
     plan.bandwidth_bytes_per_ms = r.at("bandwidth_bytes_per_ms").number(0);

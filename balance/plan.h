@@ -54,6 +54,9 @@ struct Plan {
   int chunks = 1;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
   int virtual_stages = 1;  // stages per device (interleaved); 1 is omitted from JSON
+  // zb-h1: each stage's W delay (pipeline::Schedule::weight_delays); empty otherwise, and in a
+  // file from before they were written (train then runs H1's).
+  std::vector<int> weight_delays;
   // The interleaved search (interleaved_partition.h): prefixes visited, and whether it saw them
   // all (the balance is then the minimum simulated step); 0 nodes: no search (omitted).
   int64_t search_nodes = 0;

@@ -12,6 +12,7 @@
 
 #include "balance/dp_partition.h"
 #include "balance/interleaved_partition.h"
+#include "balance/partition.h"
 #include "common/format_bytes.h"
 
 namespace pipebal::balance {
@@ -108,7 +109,9 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   const CostModel model(at.layers, config.stages * config.virtual_stages, options);
   std::vector<int> balance;
   try {
-    balance = dp_partition(model);
+    // Interleaved searches on from dp's balance below; zb-h1 is balanced before its delays.
+    balance =
+        config.virtual_stages > 1 ? dp_partition(model) : partition_balance(model, Algorithm::kDp);
   } catch (const std::invalid_argument&) {
     return false;  // no partition within the memory caps
   }
@@ -121,7 +124,7 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
     }
     balance = search->balance;
   }
-  config.plan = make_plan(model, balance, "dp");
+  config.plan = plan_balance(model, balance, "dp");
   if (search) {
     config.plan.search_nodes = search->nodes;
     config.plan.search_exhaustive = search->exhaustive;

@@ -31,6 +31,8 @@ void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
   cost.activation_bytes = layer.at("activation_bytes").integer(0);
   cost.output_bytes = layer.at("output_bytes").integer(0);
   cost.kept_grad_bytes = layer.has("kept_grad_bytes") ? layer.at("kept_grad_bytes").integer(0) : 0;
+  cost.weight_held_bytes =
+      layer.has("weight_held_bytes") ? layer.at("weight_held_bytes").integer(0) : -1;
 }
 
 LayerCost read_layer(const JsonReader& layer, size_t index) {

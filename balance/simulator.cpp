@@ -73,19 +73,27 @@ void check_sizes(const pipeline::Schedule& schedule, const std::vector<StageDura
 
 // Peak bytes of one stage, walking its actions in order (see StageMemory).
 int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMemory& memory) {
-  const ActionKind frees =
-      pipeline::splits_backward(schedule.kind) ? ActionKind::kWeight : ActionKind::kBackward;
+  const bool split = pipeline::splits_backward(schedule.kind);
   int64_t held = 0;
   int64_t peak = 0;
   for (const Action& action : schedule.actions[stage]) {
     const bool checkpointed =
         pipeline::is_checkpointed(schedule.checkpoint, action.micro_batch, schedule.chunks);
-    if (action.kind == ActionKind::kForward) {
-      held += checkpointed ? memory.input_bytes : memory.activation_bytes;
-    } else if (action.kind == ActionKind::kRecompute) {
-      held += memory.activation_bytes;
-    } else if (action.kind == frees) {
-      held -= checkpointed ? memory.input_bytes + memory.activation_bytes : memory.activation_bytes;
+    const int64_t activations =
+        checkpointed ? memory.input_bytes + memory.activation_bytes : memory.activation_bytes;
+    switch (action.kind) {
+      case ActionKind::kForward:
+        held += checkpointed ? memory.input_bytes : memory.activation_bytes;
+        break;
+      case ActionKind::kRecompute:
+        held += memory.activation_bytes;
+        break;
+      case ActionKind::kBackward:
+        held += (split ? memory.weight_bytes : 0) - activations;
+        break;
+      case ActionKind::kWeight:
+        held -= memory.weight_bytes;
+        break;
     }
     peak = std::max(peak, held);
   }

@@ -25,22 +25,24 @@ struct StageDurations {
 
 // A stage's memory: `fixed_bytes` (parameters, gradients, optimizer state) always; after a
 // checkpointed F a micro-batch holds `input_bytes` (its stashed stage input), after an
-// uncheckpointed F or an R it holds `activation_bytes` more; its B frees all of it, or, when the
-// schedule splits backwards, its W (the output gradients that B keeps for W are not counted).
+// uncheckpointed F or an R it holds `activation_bytes` more; its B frees all of it. When the
+// schedule splits backwards, from its B to its W it holds `weight_bytes` instead: what W needs
+// of the activations and the output gradients B kept for it.
 struct StageMemory {
   int64_t fixed_bytes = 0;
   int64_t input_bytes = 0;
   int64_t activation_bytes = 0;
+  int64_t weight_bytes = 0;
 };
 
 // The engine's timeline entry: a predicted timeline compares with a measured one field by field.
 using TimedAction = pipeline::TimedAction;
 
 struct SimulationResult {
-  double step_ms = 0;               // the last action's end; the step starts at 0
-  double bubble_fraction = 0;       // 1 - sum(busy_ms) / (devices * step_ms)
-  std::vector<double> busy_ms;      // per stage
-  std::vector<int64_t> peak_bytes;  // per stage; activations counted at the end of F and R
+  double step_ms = 0;                              // the last action's end; the step starts at 0
+  double bubble_fraction = 0;                      // 1 - sum(busy_ms) / (devices * step_ms)
+  std::vector<double> busy_ms;                     // per stage
+  std::vector<int64_t> peak_bytes;                 // per stage; counted at the end of every action
   std::vector<std::vector<TimedAction>> timeline;  // [stage], in execution order
 };
 

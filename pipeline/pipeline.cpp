@@ -159,7 +159,7 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
                     cores, options_.threads_per_stage));
   }
   schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint,
-                            options_.virtual_stages);
+                            options_.virtual_stages, options_.weight_delays);
   size_t first = 0;
   for (int s = 0; s < stages; ++s) {
     if (transport_->runs_stage(s, stages)) {

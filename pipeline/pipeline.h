@@ -30,6 +30,8 @@ struct PipelineOptions {
   // Stages per device with ScheduleKind::kInterleaved: the stages of one device (d, d + devices,
   // ...) keep a thread each but run one action at a time, in the device's order.
   int virtual_stages = 1;
+  // With ScheduleKind::kZeroBubbleH1: each stage's W delay (Schedule::weight_delays); empty: H1's.
+  std::vector<int> weight_delays;
   CheckpointMode checkpoint = CheckpointMode::kExceptLast;
   int threads_per_stage = 1;         // intra-op threads of each CPU stage's worker
   bool deferred_batch_norm = false;  // running statistics once per mini-batch (batch_norm.h)

@@ -97,18 +97,20 @@ void interleaved_device(Schedule& schedule, int device) {
 }
 
 // Zero-bubble H1 (Qi et al., ICLR 2024, figure 3): 1F1B's forwards and B's, with stage s
-// running the W of a micro-batch s B's later than its B (stage 0 at once), then the W's left.
-// The W's so fill the time a 1F1B stage waits for gradients: with F, B and W of one unit each,
-// the step is 3 m + p - 1 units against 1F1B's 3 (m + p - 1). A stage holds a micro-batch's
-// activations from its F to its W: at most min(p, m) at once, the peak of 1F1B's first stage.
+// running the W of a micro-batch weight_delays[s] B's later than its B, then the W's left.
+// The W's so fill the time a 1F1B stage waits for gradients: with F, B and W of one unit each
+// and H1's delays (s), the step is 3 m + p - 1 units against 1F1B's 3 (m + p - 1). A stage
+// holds a micro-batch's activations from its F to its W: with H1's delays at most min(p, m) at
+// once, the peak of 1F1B's first stage.
 std::vector<Action> zero_bubble_h1_stage(const Schedule& schedule, int stage) {
   const int m = schedule.chunks;
   const int warmup = std::min(schedule.stages - stage - 1, m);
+  const int delay = schedule.weight_delays[stage];
   std::vector<Action> list;
   int next_forward = 0, next_backward = 0, next_weight = 0;
   const auto backward_then_due_weight = [&] {
     append_backward(list, next_backward++, schedule);
-    if (next_backward - 1 - stage >= next_weight)
+    if (next_backward - 1 - delay >= next_weight)
       list.push_back({ActionKind::kWeight, next_weight++});
   };
   for (; next_forward < warmup; ++next_forward)
@@ -136,8 +138,14 @@ bool is_checkpointed(CheckpointMode mode, int micro_batch, int chunks) {
   return false;
 }
 
+std::vector<int> h1_weight_delays(int stages, int chunks) {
+  std::vector<int> delays;
+  for (int s = 0; s < stages; ++s) delays.push_back(std::min(s, chunks));
+  return delays;
+}
+
 Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint,
-                       int virtual_stages) {
+                       int virtual_stages, const std::vector<int>& weight_delays) {
   if (stages < 1) {
     throw std::invalid_argument("schedule: stages must be at least 1, got " +
                                 std::to_string(stages));
@@ -169,8 +177,29 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
                                   std::to_string(stages / virtual_stages) + ")");
     }
   }
+  if (!weight_delays.empty()) {
+    if (kind != ScheduleKind::kZeroBubbleH1) {
+      throw std::invalid_argument("schedule: W delays go with zb-h1, not " + to_string(kind));
+    }
+    if (static_cast<int>(weight_delays.size()) != stages) {
+      throw std::invalid_argument("schedule: " + std::to_string(weight_delays.size()) +
+                                  " W delays for " + std::to_string(stages) +
+                                  " stages; give one per stage");
+    }
+    for (size_t s = 0; s < weight_delays.size(); ++s) {
+      if (weight_delays[s] < 0 || weight_delays[s] > chunks) {
+        throw std::invalid_argument("schedule: stage " + std::to_string(s) + "'s W delay is " +
+                                    std::to_string(weight_delays[s]) + ", expected 0 to " +
+                                    std::to_string(chunks) + " (the micro-batches)");
+      }
+    }
+  }
   Schedule schedule;
   schedule.kind = kind;
+  if (kind == ScheduleKind::kZeroBubbleH1) {
+    schedule.weight_delays =
+        weight_delays.empty() ? h1_weight_delays(stages, chunks) : weight_delays;
+  }
   schedule.checkpoint = checkpoint;
   schedule.stages = stages;
   schedule.virtual_stages = virtual_stages;

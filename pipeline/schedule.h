@@ -25,7 +25,8 @@ constexpr int64_t kMaxScheduleCells = int64_t{1} << 22;
 // d + devices, ..., and runs their 1F1B orders interleaved, which shrinks the bubble by the
 // number of stages per device), or zero-bubble H1 (Qi et al., ICLR 2024: 1F1B whose backwards
 // are split into B, the input gradient on the critical path, and W, the weight gradient, which
-// fills the bubbles; each stage holds at most as many micro-batches as 1F1B's first stage).
+// fills the bubbles; each stage holds at most as many micro-batches as 1F1B's first stage, or
+// fewer with shorter W delays, see Schedule::weight_delays).
 enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved, kZeroBubbleH1 };
 
 // Which micro-batches are checkpointed, as torchgpipe defines it: `kAlways` all of them,
@@ -61,6 +62,12 @@ struct Schedule {
   int stages = 0;          // the model's stages (interleaved: devices x virtual_stages)
   int virtual_stages = 1;  // stages per device; device d holds stages d, d + devices, ...
   int chunks = 0;
+  // Zero-bubble only: stage s runs micro-batch k's W right after its B of micro-batch
+  // k + weight_delays[s] (the W's left run after the last B). A stage holds a micro-batch's
+  // activations from its F to its W, so each unit of delay holds one more micro-batch while it
+  // lets W fill a wait for a gradient. H1's delays are 0, 1, ..., stages - 1; 0 everywhere is
+  // 1F1B with each backward in two halves. Empty for the other schedules.
+  std::vector<int> weight_delays;
   std::vector<std::vector<Action>> actions;  // actions[stage], in execution order
   // Each device's actions in execution order across its stages, one at a time; with one stage
   // per device, that stage's list.
@@ -71,13 +78,20 @@ struct Schedule {
 };
 
 // Builds the schedule for `stages` stages and `chunks` micro-batches; with kInterleaved,
-// `virtual_stages` stages per device. A checkpointed micro-batch gets a Recompute action
-// immediately before its Backward. Throws std::invalid_argument when stages or chunks is below
-// 1, when virtual_stages is not 1 for GPipe and 1F1B, and for interleaved when stages is not a
-// multiple of virtual_stages or chunks (above 1) not a multiple of the devices (the order needs
-// whole rounds of micro-batches).
+// `virtual_stages` stages per device; with kZeroBubbleH1, `weight_delays` per stage (empty:
+// H1's, h1_weight_delays). A checkpointed micro-batch gets a Recompute action immediately before
+// its Backward. Throws std::invalid_argument when stages or chunks is below 1, when
+// virtual_stages is not 1 for GPipe and 1F1B, for interleaved when stages is not a multiple of
+// virtual_stages or chunks (above 1) not a multiple of the devices (the order needs whole rounds
+// of micro-batches), and when weight delays are given to another schedule, are not one per
+// stage or one is negative or above the micro-batches.
 Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint,
-                       int virtual_stages = 1);
+                       int virtual_stages = 1, const std::vector<int>& weight_delays = {});
+
+// Zero-bubble H1's W delays (Qi et al.): stage s defers its W's by s micro-batches (at most
+// `chunks`), the most that shortens the step when every stage costs the same, and holds
+// min(stages, chunks) micro-batches.
+std::vector<int> h1_weight_delays(int stages, int chunks);
 
 // True when `kind` splits each backward into B (kBackward) and W (kWeight).
 inline bool splits_backward(ScheduleKind kind) {

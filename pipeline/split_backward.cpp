@@ -112,6 +112,17 @@ struct KeepIncoming : torch::autograd::FunctionPreHook {
   std::shared_ptr<KeptGradients> kept_;
 };
 
+// Frees what a node saved as soon as it has run, as a backward that does not keep its graph
+// does: set on the nodes W never runs, so that B peaks no higher than a whole backward would.
+struct ReleaseAfterRun : torch::autograd::FunctionPostHook {
+  explicit ReleaseAfterRun(Node* node) : node_(node) {}
+  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
+    node_->release_variables();
+    return outputs;
+  }
+  Node* node_;  // the hook's owner
+};
+
 void accumulate(const at::Tensor& param, const at::Tensor& grad) {
   if (!grad.defined()) return;
   at::Tensor& total = param.mutable_grad();
@@ -231,13 +242,14 @@ SplitBackward::SplitBackward(const std::vector<at::Tensor>& roots,
     return;
   }
   if (!input_edges.empty() && !root_edges.empty()) {
+    // W starts at the kept nodes and runs only toward parameters, so the tensors that nodes on
+    // the input's path alone saved (a softmax's output, a ReLU's mask) can go as B passes them.
+    for (Node* node : input_path_only) node->add_post_hook(std::make_unique<ReleaseAfterRun>(node));
     const variable_list computed =
         engine.execute(root_edges, grads, /*keep_graph=*/true, /*create_graph=*/false,
                        /*accumulate_grad=*/false, input_edges);
     for (size_t k = 0; k < input_slots.size(); ++k) input_grads_[input_slots[k]] = computed[k];
-    // W starts at the kept nodes and runs only toward parameters, so the tensors that nodes on
-    // the input's path alone saved (a softmax's output, a ReLU's mask) can go now, as a whole
-    // backward would have freed them.
+    // Those B did not reach (no gradient arrived there) are freed now.
     for (Node* node : input_path_only) node->release_variables();
   }
   for (WeightRun& run : d.runs) {

@@ -22,6 +22,7 @@ nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
       {"backward_p90_ms", layer.backward_p90_ms},
       {"weight_ms", layer.weight_ms},
       {"kept_grad_bytes", layer.kept_grad_bytes},
+      {"weight_held_bytes", layer.weight_held_bytes},
       {"activation_bytes", layer.activation_bytes},
       {"output_bytes", layer.output_bytes},
   };

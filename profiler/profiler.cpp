@@ -160,6 +160,7 @@ class LayerRunner {
     const std::vector<at::Tensor> outs = differentiable_outputs(output);
     if (!outs.empty()) backward(outs, seed_gradients(outs));
     profile.peak_bytes = std::max<int64_t>(0, meter.peak_bytes() - base_bytes);
+    profile.weight_held_bytes = measure_weight_held(meter);
     return output;
   }
 
@@ -167,6 +168,34 @@ class LayerRunner {
   void reset_grads() {
     clear_grads(params_);
     clear_grads(leaves_);
+  }
+
+  // A forward and a B under the meter: what stays allocated until W, besides the output's
+  // gradient (the next layer's) and the input's (sent on). W then runs, untimed.
+  int64_t measure_weight_held(MemoryMeter& meter) {
+    reset_grads();
+    const int64_t base_bytes = meter.current_bytes();
+    Batch output = forward();
+    const std::vector<at::Tensor> outs = differentiable_outputs(output);
+    const int64_t forward_bytes = meter.current_bytes() - base_bytes;
+    if (outs.empty()) return std::max<int64_t>(0, forward_bytes);
+    const std::vector<at::Tensor> seeds = seed_gradients(outs);
+    const int64_t seeded_bytes = meter.current_bytes() - base_bytes;
+    try {
+      pipeline::SplitBackward split(outs, seeds, leaves_, params_);
+      int64_t sent_bytes = 0;
+      for (const at::Tensor& grad : split.input_grads()) {
+        if (grad.defined()) sent_bytes += static_cast<int64_t>(grad.nbytes());
+      }
+      const int64_t held =
+          meter.current_bytes() - base_bytes - (seeded_bytes - forward_bytes) - sent_bytes;
+      split.run_weight();
+      return std::max<int64_t>(0, held);
+    } catch (const std::exception& error) {
+      throw std::invalid_argument(
+          fmt::format("layer {} ('{}', {}): backward failed on input {}: {}", index_, layer_.name(),
+                      layer_.type(), describe(input_), error_summary(error)));
+    }
   }
 
   Batch forward() {

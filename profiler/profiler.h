@@ -63,6 +63,9 @@ struct LayerProfile {
   std::vector<double> weight_samples_ms;
   // Bytes of the gradients B keeps for W (held from B to W under zb-h1).
   int64_t kept_grad_bytes = 0;
+  // Bytes a micro-batch still holds after B, until its W: the output, what W needs of the
+  // saved activations (B frees the rest) and the kept gradients.
+  int64_t weight_held_bytes = 0;
   int64_t param_bytes = 0;   // parameters only
   int64_t buffer_bytes = 0;  // buffers (batch-norm running statistics, ...)
   // Bytes the forward left allocated while its output is held: what autograd saved for the

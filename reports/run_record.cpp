@@ -99,6 +99,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
                         {"environment", run.environment}};
   if (!run.dtype.empty()) doc["dtype"] = run.dtype;
   if (run.virtual_stages > 1) doc["virtual_stages"] = run.virtual_stages;
+  if (!run.weight_delays.empty()) doc["weight_delays"] = run.weight_delays;
   return doc;
 }
 
@@ -119,6 +120,11 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
     run.virtual_stages = static_cast<int>(
         r.at("virtual_stages")
             .integer(1, std::max<int64_t>(1, static_cast<int64_t>(run.balance.size()))));
+  }
+  for (int64_t delay : r.has("weight_delays")
+                           ? r.at("weight_delays").integers(0, kMaxTimelineMicroBatches)
+                           : std::vector<int64_t>{}) {
+    run.weight_delays.push_back(static_cast<int>(delay));
   }
   run.devices = r.get_or<std::vector<std::string>>("devices", {});
   run.chunks = static_cast<int>(r.at("chunks").integer(1, kMaxTimelineMicroBatches));

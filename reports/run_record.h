@@ -50,7 +50,8 @@ struct RunRecord {
   std::vector<std::string> devices;
   int chunks = 1;
   std::string schedule;
-  int virtual_stages = 1;  // stages per device (interleaved); 1 is omitted from JSON
+  int virtual_stages = 1;          // stages per device (interleaved); 1 is omitted from JSON
+  std::vector<int> weight_delays;  // zb-h1's W delay per stage; empty (omitted) otherwise
   std::string checkpoint;
   int threads_per_stage = 1;
   std::string optimizer;

@@ -40,6 +40,9 @@ balance::CostOptions cost_options(const BalanceParams& params,
   balance::CostOptions options;
   options.schedule = params.schedule;
   options.virtual_stages = stages_per_device(params.schedule, params.virtual_stages);
+  if (!params.weight_delays.empty()) {
+    options.weight_delays = parse_weight_delays(params.weight_delays);
+  }
   options.checkpoint = params.checkpoint;
   options.chunks = balance::planned_chunks(profile, params.chunks);
   apply_device_params(params.devices, profile, options);
@@ -236,9 +239,10 @@ std::string interpolation_note(const balance::CostProfile& profile, int chunks) 
   }
   const std::vector<int64_t> sizes = balance::measured_sizes(profile);
   const auto above = std::lower_bound(sizes.begin(), sizes.end(), size);
-  return fmt::format("costs at {} samples per micro-batch: interpolated between the profiled {} "
-                     "and {}\n",
-                     size, *(above - 1), *above);
+  return fmt::format(
+      "costs at {} samples per micro-batch: interpolated between the profiled {} "
+      "and {}\n",
+      size, *(above - 1), *above);
 }
 
 }  // namespace
@@ -299,6 +303,7 @@ void add_balance_command(CLI::App& app) {
                               pipeline::kDefaultChunks));
   add_schedule_option(*sub, params->schedule);
   add_virtual_stages_option(*sub, params->virtual_stages);
+  add_weight_delays_option(*sub, params->weight_delays);
   add_checkpoint_option(*sub, params->checkpoint);
   add_device_options(*sub, params->devices);
   sub->add_option("--replicas", params->replicas,

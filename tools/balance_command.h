@@ -19,7 +19,8 @@ struct BalanceParams {
   int stages = 0;  // required
   int chunks = 0;  // 0: the profile's (balance::planned_chunks)
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
-  int virtual_stages = 0;  // --virtual; 0: the schedule's default (tools::stages_per_device)
+  std::string weight_delays;  // --weight-delays; empty: chosen under the memory budget
+  int virtual_stages = 0;     // --virtual; 0: the schedule's default (tools::stages_per_device)
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   DeviceParams devices;  // caps, speeds, bandwidths, parameter scale
   int replicas = 1;      // pipelines trained data-parallel

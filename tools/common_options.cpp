@@ -1,8 +1,14 @@
 // See common_options.h.
 #include "tools/common_options.h"
 
+#include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <string>
+
+#include <fmt/format.h>
+
+#include "common/parse_integers.h"
 
 namespace pipebal::tools {
 namespace {
@@ -72,6 +78,26 @@ CLI::Option* add_virtual_stages_option(CLI::App& cmd, int& virtual_stages) {
       "cut into that many times more stages, device d holding d, d + devices, ...");
 }
 
+CLI::Option* add_weight_delays_option(CLI::App& cmd, std::string& delays) {
+  return cmd.add_option(
+      "--weight-delays", delays,
+      "with --schedule zb-h1: per stage, how many micro-batches later than its B each W runs, "
+      "e.g. 0,1 (default: a plan's, which keep 1F1B's peak memory or the caps; else H1's "
+      "0,1,2,...)");
+}
+
+std::vector<int> parse_weight_delays(const std::string& text) {
+  const auto delays = parse_integer_list(text);
+  if (!delays || std::any_of(delays->begin(), delays->end(),
+                             [](int64_t d) { return d < 0 || d > pipeline::kMaxChunks; })) {
+    throw std::invalid_argument(fmt::format(
+        "W delays '{}': expected a count of micro-batches per stage separated by commas, e.g. "
+        "0,1",
+        text));
+  }
+  return {delays->begin(), delays->end()};
+}
+
 int stages_per_device(pipeline::ScheduleKind schedule, int given) {
   if (schedule != pipeline::ScheduleKind::kInterleaved) {
     if (given > 1) {
@@ -92,7 +118,8 @@ CLI::Option* add_chunks_option(CLI::App& cmd, int& chunks) {
 }
 
 CLI::Option* add_schedule_option(CLI::App& cmd, pipeline::ScheduleKind& schedule) {
-  return cmd.add_option("--schedule", schedule, "gpipe, 1f1b, interleaved (see --virtual) or zb-h1")
+  return cmd
+      .add_option("--schedule", schedule, "gpipe, 1f1b, interleaved (see --virtual) or zb-h1")
       ->transform(named(&pipeline::parse_schedule_kind, ""))
       ->type_name("NAME")
       ->default_str(pipeline::to_string(schedule));

@@ -28,6 +28,10 @@ CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
 CLI::Option* add_seed_option(CLI::App& cmd, uint64_t& seed);
 // --virtual V: stages per device with the interleaved schedule (0 when not given).
 CLI::Option* add_virtual_stages_option(CLI::App& cmd, int& virtual_stages);
+// --weight-delays 0,1: zb-h1's W delay per stage (see parse_weight_delays).
+CLI::Option* add_weight_delays_option(CLI::App& cmd, std::string& delays);
+// "0,1,1": zb-h1's W delay per stage, in micro-batches; throws std::invalid_argument otherwise.
+std::vector<int> parse_weight_delays(const std::string& text);
 // The stages per device `schedule` runs with `--virtual given`: 2 by default for interleaved, 1
 // for the others; throws std::invalid_argument for --virtual with another schedule or below 1.
 int stages_per_device(pipeline::ScheduleKind schedule, int given);

@@ -29,6 +29,7 @@ struct TrainParams {
   std::string input_shape;
   std::string plan;
   std::string balance;
+  std::string weight_delays;
   std::string output;
   std::string trace;
   bool quiet = false;
@@ -115,6 +116,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     if (cmd.count("--schedule") + cmd.count("--virtual") == 0) {
       settings.virtual_stages = plan.virtual_stages;
     }
+    if (cmd.count("--schedule") == 0) settings.weight_delays = plan.weight_delays;
     if (cmd.count("--checkpoint") == 0) settings.checkpoint = plan.checkpoint;
     if (cmd.count("--replicas") == 0) settings.replicas = plan.replicas;
     if (cmd.count("--threads") == 0 && plan.threads_per_stage > 0) {
@@ -123,6 +125,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   } else {
     settings.balance = parse_balance(p.balance);
   }
+  if (!p.weight_delays.empty()) settings.weight_delays = parse_weight_delays(p.weight_delays);
   if (p.plan.empty() || cmd.count("--schedule") + cmd.count("--virtual") > 0) {
     settings.virtual_stages = stages_per_device(settings.schedule, p.settings.virtual_stages);
   }
@@ -182,6 +185,7 @@ void add_train_command(CLI::App& app) {
   add_chunks_option(*cmd, p->settings.chunks);
   add_schedule_option(*cmd, p->settings.schedule);
   add_virtual_stages_option(*cmd, p->settings.virtual_stages);
+  add_weight_delays_option(*cmd, p->weight_delays);
   add_checkpoint_option(*cmd, p->settings.checkpoint);
   add_threads_option(*cmd, p->settings.threads_per_stage);
   cmd->add_option("--replicas", p->settings.replicas,

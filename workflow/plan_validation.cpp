@@ -102,6 +102,7 @@ TrainSettings train_settings(const AutoValidateSettings& p,
   s.chunks = config.chunks;
   s.schedule = config.schedule;
   s.virtual_stages = config.virtual_stages;
+  s.weight_delays = config.plan.weight_delays;
   s.checkpoint = config.checkpoint;
   s.threads_per_stage = config.threads_per_stage > 0 ? config.threads_per_stage : p.threads;
   s.steps = p.steps;

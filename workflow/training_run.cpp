@@ -227,6 +227,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   options.chunks = settings.chunks;
   options.schedule = settings.schedule;
   options.virtual_stages = settings.virtual_stages;
+  options.weight_delays = settings.weight_delays;
   options.checkpoint = settings.checkpoint;
   options.threads_per_stage = settings.threads_per_stage;
   options.deferred_batch_norm = settings.deferred_batch_norm;
@@ -309,6 +310,12 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   run.chunks = settings.chunks;
   run.schedule = pipeline::to_string(settings.schedule);
   run.virtual_stages = settings.virtual_stages;
+  if (settings.schedule == pipeline::ScheduleKind::kZeroBubbleH1) {
+    run.weight_delays =
+        settings.weight_delays.empty()
+            ? pipeline::h1_weight_delays(static_cast<int>(settings.balance.size()), settings.chunks)
+            : settings.weight_delays;
+  }
   run.checkpoint = pipeline::to_string(settings.checkpoint);
   run.threads_per_stage = settings.threads_per_stage;
   run.optimizer = settings.optimizer;

@@ -24,7 +24,8 @@ struct TrainSettings {
   std::vector<std::string> devices{"cpu"};
   int chunks = pipeline::kDefaultChunks;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
-  int virtual_stages = 1;  // stages per device (interleaved); `balance` lists every stage
+  int virtual_stages = 1;          // stages per device (interleaved); `balance` lists every stage
+  std::vector<int> weight_delays;  // zb-h1: W delay per stage; empty: H1's (pipeline/schedule.h)
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   int threads_per_stage = 1;
   // float32, float64, float16 or bfloat16: the model's parameters and floating inputs (and

@@ -173,6 +173,10 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
     launch.command.push_back("--virtual");
     launch.command.push_back(std::to_string(s.virtual_stages));
   }
+  if (!s.weight_delays.empty()) {
+    launch.command.push_back("--weight-delays");
+    launch.command.push_back(fmt::format("{}", fmt::join(s.weight_delays, ",")));
+  }
   const int status = distributed::launch(launch, std::cerr);
   if (status != 0) {
     throw std::runtime_error(fmt::format("training [{}] as {} processes failed (exit status {})",
@@ -198,6 +202,7 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   settings.chunks = p.chunks;
   settings.schedule = p.schedule;
   settings.virtual_stages = p.virtual_stages;
+  settings.weight_delays = plan.weight_delays;
   settings.checkpoint = p.checkpoint;
   settings.threads_per_stage = p.threads;
   settings.steps = p.steps;

@@ -123,6 +123,25 @@ TEST(CostModel, OneFOneBKeepsStagesMinusStageMicroBatches) {
   }
 }
 
+// zb-h1 holds a micro-batch's activations from F to B and then, until its W, what W needs:
+// stage 1 holding layer 2 with W delays 0 and 1 (chunks 3: F0 B0 F1 B1 W0 F2 B2 W1 W2).
+TEST(CostModel, ZeroBubbleHoldsWhatWNeedsFromBToItsDelayedW) {
+  std::vector<LayerCost> layers = three_layers();
+  layers[2].weight_held_bytes = 12;
+  CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 3);
+  options.weight_delays = {0, 0};
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 12);
+  options.weight_delays = {0, 1};
+  // After B1: two micro-batches wait for their W.
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 2 * 12);
+  layers[2].weight_held_bytes = 4;  // after F1: one waits for W, one holds its activations
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 10 + 4);
+  layers[2].weight_held_bytes = -1;  // not measured: the activations and the kept gradients
+  layers[2].kept_grad_bytes = 5;
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 2 * 15);
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 2, 3).weight_bytes, 15);
+}
+
 TEST(CostModel, ParamScaleMultipliesParameters) {
   CostOptions options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 1);
   options.param_scale = 4;

@@ -118,6 +118,22 @@ TEST(Plan, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(back.prediction.chunks, 3);
 }
 
+TEST(Plan, ZeroBubbleCarriesItsWeightDelaysThroughJson) {
+  CostOptions options = plain(4);
+  options.schedule = pipeline::ScheduleKind::kZeroBubbleH1;
+  options.weight_delays = {0, 0};
+  const Plan plan = partition(four_equal_layers(options), Algorithm::kDp);
+  EXPECT_EQ(plan.weight_delays, (std::vector<int>{0, 0}));
+  json doc = plan_to_json(plan);
+  EXPECT_EQ(doc["weight_delays"], json({0, 0}));
+  EXPECT_EQ(plan_from_json(doc).weight_delays, (std::vector<int>{0, 0}));
+  // A plan from before delays were written runs H1's: none read.
+  doc.erase("weight_delays");
+  EXPECT_TRUE(plan_from_json(doc).weight_delays.empty());
+  EXPECT_FALSE(plan_to_json(partition(four_equal_layers(plain(4)), Algorithm::kDp))
+                   .contains("weight_delays"));
+}
+
 TEST(Plan, UnlimitedCapsAreLeftOutOfTheJson) {
   const Plan plan = partition(four_equal_layers(plain(2)), Algorithm::kUniform);
   const json doc = plan_to_json(plan);
@@ -160,6 +176,14 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
   doc = good;
   doc["threads_per_stage"] = -1;
   expect_error(doc, "plan: threads_per_stage is -1, expected 0 to 4096");
+  doc = good;
+  doc["weight_delays"] = {0, 1};
+  expect_error(doc, "plan: weight_delays goes with the zb-h1 schedule, not gpipe");
+  doc["schedule"] = "zb-h1";
+  doc["weight_delays"] = {0, 1, 1};
+  expect_error(doc, "plan: weight_delays has 3 entries but balance has 2");
+  doc["weight_delays"] = {0, 9};
+  expect_error(doc, "plan: weight_delays[1] is 9");
 }
 
 TEST(Plan, WritesAndReadsAFile) {

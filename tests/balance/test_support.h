@@ -86,11 +86,15 @@ inline std::vector<LayerCost> random_layers(std::mt19937& rng, int n, bool integ
     l.param_bytes = bytes(rng);
     l.activation_bytes = bytes(rng);
     l.output_bytes = bytes(rng) / 4;
+    // What B keeps for W, and all a micro-batch holds from B to W (-1: not measured).
+    l.kept_grad_bytes = bytes(rng) / 2;
+    l.weight_held_bytes = rng() % 4 == 0 ? -1 : bytes(rng);
   }
   return layers;
 }
 
-// Random schedule, checkpointing and micro-batch count; speeds and bandwidth when asked.
+// Random schedule (zb-h1 with H1's W delays or random ones), checkpointing and micro-batch
+// count; speeds and bandwidth when asked.
 inline CostOptions random_options(std::mt19937& rng, int k, bool speeds, bool bandwidth) {
   CostOptions options;
   const pipeline::ScheduleKind kinds[] = {pipeline::ScheduleKind::kGPipe,
@@ -102,6 +106,11 @@ inline CostOptions random_options(std::mt19937& rng, int k, bool speeds, bool ba
                                             pipeline::CheckpointMode::kNever};
   options.checkpoint = modes[rng() % 3];
   options.chunks = 1 + static_cast<int>(rng() % 5);
+  if (options.schedule == pipeline::ScheduleKind::kZeroBubbleH1 && rng() % 2 == 0) {
+    for (int s = 0; s < k; ++s) {
+      options.weight_delays.push_back(static_cast<int>(rng() % (options.chunks + 1)));
+    }
+  }
   if (speeds) {
     const double choices[] = {0.5, 1.0, 1.5, 2.0, 3.0};
     for (int s = 0; s < k; ++s) options.device_speeds.push_back(choices[rng() % 5]);

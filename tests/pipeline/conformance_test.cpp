@@ -104,10 +104,11 @@ std::vector<DeviceStep> device_steps(const Timeline& timeline, const Schedule& s
 }
 
 void run_and_compare(ScheduleKind schedule, CheckpointMode checkpoint, int stages, int chunks,
-                     int virtual_stages) {
+                     int virtual_stages, const std::vector<int>& weight_delays = {}) {
   SCOPED_TRACE(to_string(schedule) + ", checkpoint " + to_string(checkpoint) + ", " +
                std::to_string(stages) + " stages (" + std::to_string(virtual_stages) +
-               " per device), " + std::to_string(chunks) + " micro-batches");
+               " per device), " + std::to_string(chunks) + " micro-batches" +
+               (weight_delays.empty() ? "" : ", W delay " + std::to_string(weight_delays.back())));
   torch::manual_seed(0);
   LayerSeq layers("sleepy");
   for (int l = 0; l < stages; ++l) {
@@ -118,6 +119,7 @@ void run_and_compare(ScheduleKind schedule, CheckpointMode checkpoint, int stage
   options.schedule = schedule;
   options.checkpoint = checkpoint;
   options.virtual_stages = virtual_stages;
+  options.weight_delays = weight_delays;
   Pipeline pipeline(layers, std::vector<int>(stages, 1), {}, options);
   const StepResult result = pipeline.step(Batch(torch::randn({12, 4})), torch::randn({12, 4}), mse);
 
@@ -147,6 +149,15 @@ TEST(Conformance, EngineRunsTheSimulatorsScheduleForEveryConfiguration) {
       for (int stages = 2; stages <= 4; ++stages) {
         for (int chunks = 1; chunks <= 8; ++chunks) {
           run_and_compare(schedule, checkpoint, stages, chunks, 1);
+        }
+      }
+    }
+    // zb-h1 with W right after B on every stage, and with every W at the end.
+    for (int stages = 2; stages <= 4; ++stages) {
+      for (int chunks : {1, 3, 8}) {
+        for (int delay : {0, chunks}) {
+          run_and_compare(ScheduleKind::kZeroBubbleH1, checkpoint, stages, chunks, 1,
+                          std::vector<int>(stages, delay));
         }
       }
     }

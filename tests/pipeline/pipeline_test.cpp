@@ -34,6 +34,7 @@ struct Config {
   std::vector<int> balance;
   int chunks;
   int virtual_stages = 1;
+  std::vector<int> weight_delays = {};  // zb-h1; empty: H1's
 };
 
 void PrintTo(const Config& c, std::ostream* os) {
@@ -41,6 +42,8 @@ void PrintTo(const Config& c, std::ostream* os) {
   for (int b : c.balance) *os << ' ' << b;
   *os << ", " << c.chunks << " chunks";
   if (c.virtual_stages > 1) *os << ", " << c.virtual_stages << " stages per device";
+  if (!c.weight_delays.empty()) *os << ", W delays";
+  for (int d : c.weight_delays) *os << ' ' << d;
 }
 
 // The stages share one clock per step: F(s+1, i) starts after F(s, i) ended and B(s, i)
@@ -79,6 +82,7 @@ TEST_P(Transparency, PipelinedStepEqualsPlainModelInFloat64) {
   options.schedule = c.schedule;
   options.checkpoint = c.checkpoint;
   options.virtual_stages = c.virtual_stages;
+  options.weight_delays = c.weight_delays;
   Pipeline pipeline(piped, c.balance, {}, options);
   const StepResult result = pipeline.step(input, target, mse);
 
@@ -114,6 +118,9 @@ std::vector<Config> transparency_configs() {
     // 2 devices of 2 stages (the skip crosses devices both ways), and 3 devices of 2.
     configs.push_back({ScheduleKind::kInterleaved, checkpoint, {2, 2, 2, 2}, 4, 2});
     configs.push_back({ScheduleKind::kInterleaved, checkpoint, {1, 2, 1, 2, 1, 1}, 6, 2});
+    // zb-h1 with W right after B, and with delays of their own per stage.
+    configs.push_back({ScheduleKind::kZeroBubbleH1, checkpoint, {3, 3, 2}, 3, 1, {0, 0, 0}});
+    configs.push_back({ScheduleKind::kZeroBubbleH1, checkpoint, {3, 3, 2}, 7, 1, {2, 0, 1}});
   }
   return configs;
 }

@@ -113,6 +113,63 @@ TEST(Schedule, ZeroBubbleH1DefersWeightGradientsIntoTheDrain) {
   EXPECT_EQ(s.actions[0], first);
 }
 
+// Stage s with W delay d runs micro-batch k's W right after its B of k + d, the rest at the end:
+// it then holds at most the 1F1B count (stages - s) plus d micro-batches between F and W.
+TEST(Schedule, ZeroBubbleWeightDelaysPlaceEachWAfterTheBOfThatManyMicroBatchesLater) {
+  for (int stages = 1; stages <= 4; ++stages) {
+    for (int chunks = 1; chunks <= 6; ++chunks) {
+      for (int delay = 0; delay <= chunks; ++delay) {
+        SCOPED_TRACE(std::to_string(stages) + " stages, " + std::to_string(chunks) +
+                     " micro-batches, delay " + std::to_string(delay));
+        const Schedule s =
+            make_schedule(ScheduleKind::kZeroBubbleH1, stages, chunks, CheckpointMode::kExceptLast,
+                          1, std::vector<int>(stages, delay));
+        expect_complete(s);
+        EXPECT_EQ(s.weight_delays, std::vector<int>(stages, delay));
+        for (int stage = 0; stage < stages; ++stage) {
+          const std::vector<Action>& list = s.actions[stage];
+          int held = 0, peak = 0;
+          for (size_t i = 0; i < list.size(); ++i) {
+            held += list[i].kind == A::kForward ? 1 : list[i].kind == A::kWeight ? -1 : 0;
+            peak = std::max(peak, held);
+            if (list[i].kind != A::kWeight) continue;
+            const int k = list[i].micro_batch;
+            if (k + delay < chunks) {
+              ASSERT_GT(i, 0u);
+              EXPECT_EQ(list[i - 1], (Action{A::kBackward, k + delay})) << "stage " << stage;
+            } else {
+              const bool in_final_run =
+                  list[i - 1].kind == A::kWeight || list[i - 1] == Action{A::kBackward, chunks - 1};
+              EXPECT_TRUE(in_final_run) << "stage " << stage << ": W " << k;
+            }
+          }
+          EXPECT_LE(peak, std::min(chunks, stages - stage + delay)) << "stage " << stage;
+        }
+      }
+    }
+  }
+}
+
+TEST(Schedule, ZeroBubbleDefaultsToH1sDelaysAndChecksGivenOnes) {
+  const Schedule h1 = make_schedule(ScheduleKind::kZeroBubbleH1, 4, 2, CheckpointMode::kNever);
+  EXPECT_EQ(h1.weight_delays, (std::vector<int>{0, 1, 2, 2}));
+  EXPECT_EQ(h1_weight_delays(4, 2), h1.weight_delays);
+  EXPECT_TRUE(
+      make_schedule(ScheduleKind::kOneFOneB, 2, 2, CheckpointMode::kNever).weight_delays.empty());
+  const auto refused = [](ScheduleKind kind, std::vector<int> delays, const std::string& says) {
+    try {
+      make_schedule(kind, 2, 4, CheckpointMode::kNever, 1, delays);
+      ADD_FAILURE() << "accepted " << says;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused(ScheduleKind::kOneFOneB, {0, 1}, "W delays go with zb-h1, not 1f1b");
+  refused(ScheduleKind::kZeroBubbleH1, {0, 1, 1}, "3 W delays for 2 stages");
+  refused(ScheduleKind::kZeroBubbleH1, {0, -1}, "stage 1's W delay is -1, expected 0 to 4");
+  refused(ScheduleKind::kZeroBubbleH1, {5, 0}, "stage 0's W delay is 5");
+}
+
 TEST(Schedule, InterleavedRunsEveryActionOnceOnTheDeviceHoldingItsStage) {
   for (int devices = 1; devices <= 4; ++devices) {
     for (int virtual_stages = 1; virtual_stages <= 3; ++virtual_stages) {

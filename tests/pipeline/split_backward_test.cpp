@@ -2,6 +2,8 @@
 // weight gradients and nothing of B's again, and together they equal one whole backward.
 #include "pipeline/split_backward.h"
 
+#include <functional>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -24,6 +26,21 @@ struct CountingIdentity : torch::autograd::Function<CountingIdentity> {
   }
 };
 int CountingIdentity::backward_calls = 0;
+
+// The identity, running a check when autograd passes it going back: nearer the input than
+// another node, it sees what that node still holds once it has run.
+struct Probe : torch::autograd::Function<Probe> {
+  static std::function<void()> on_backward;
+  static at::Tensor forward(torch::autograd::AutogradContext*, const at::Tensor& x) {
+    return x.clone();
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*,
+                                                 torch::autograd::variable_list grads) {
+    if (on_backward) on_backward();
+    return grads;
+  }
+};
+std::function<void()> Probe::on_backward;
 
 struct Net {
   nn::Linear first{nn::Linear(6, 5)}, second{nn::Linear(5, 4)};
@@ -73,6 +90,31 @@ TEST(SplitBackward, BAndWTogetherEqualTheWholeBackwardAndNeitherRepeatsTheOther)
   }
   split.run_weight();  // once only
   EXPECT_TRUE(torch::allclose(params[0].grad(), expected[0], 1e-12, 1e-14));
+}
+
+// B keeps the graph for W, but what only the input's path saved goes as B passes it, as in a
+// backward that does not keep its graph: B then peaks no higher than a whole backward plus
+// the gradients it keeps.
+TEST(SplitBackward, BFreesWhatTheInputPathSavedAsItPasses) {
+  torch::manual_seed(6);
+  Net net;
+  const at::Tensor x = torch::randn({7, 6}).requires_grad_(true);
+  c10::Storage exp_result;
+  at::Tensor y;
+  {
+    const at::Tensor e = torch::exp(Probe::apply(net.first->forward(x)));  // exp saves e
+    exp_result = e.storage();
+    y = net.second->forward(e * 2);
+  }
+  EXPECT_EQ(exp_result.use_count(), 2u) << "exp's backward should hold its result until B";
+  size_t during_b = 0;
+  Probe::on_backward = [&] { during_b = exp_result.use_count(); };
+  SplitBackward split({y}, {torch::ones_like(y)}, {x}, net.params());
+  Probe::on_backward = nullptr;
+  EXPECT_EQ(during_b, 1u) << "exp's saved result outlived its node's run inside B";
+  EXPECT_TRUE(split.weight_deferred());
+  split.run_weight();  // W did not need it
+  EXPECT_TRUE(net.params()[0].grad().defined());
 }
 
 TEST(SplitBackward, WithoutAnInputGradientWIsTheWholeBackward) {

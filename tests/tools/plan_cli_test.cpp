@@ -1,5 +1,6 @@
 // `pipebal profile --chunks` at several sizes, `pipebal plan` on that profile, and `pipebal train
 // --plan` running what plan recommends, end to end as a user runs them.
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <thread>
@@ -140,6 +141,7 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
   const json doc = json::parse(read_text(profile));
   for (const json& layer : doc["layers"]) {
     EXPECT_GE(layer["weight_ms"].get<double>(), 0) << layer["name"];
+    EXPECT_GE(layer["weight_held_bytes"].get<int64_t>(), 0) << layer["name"];
   }
   EXPECT_GT(doc["layers"][1]["weight_ms"].get<double>(), 0);
   CliResult r = run_pipebal("plan " + profile + " --devices 2 --schedules 1f1b,zb-h1 --top 50 " +
@@ -152,15 +154,57 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
   r = run_pipebal("balance " + profile + " --stages 2 --chunks 4 --schedule zb-h1 -o " + dir +
                   "/plan.json");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(json::parse(read_text(dir + "/plan.json"))["schedule"], "zb-h1");
+  const json plan = json::parse(read_text(dir + "/plan.json"));
+  EXPECT_EQ(plan["schedule"], "zb-h1");
+  // Stage 0 runs each W right after its B; stage 1 defers by at most H1's one micro-batch.
+  const std::vector<int> delays = plan["weight_delays"].get<std::vector<int>>();
+  ASSERT_EQ(delays.size(), 2u);
+  EXPECT_EQ(delays[0], 0);
+  EXPECT_LE(delays[1], 1);
+  // The W of micro-batch k follows the B of k + delay (or the last B) on each stage.
+  const auto expect_delays = [](const json& run, const std::vector<int>& expected) {
+    EXPECT_EQ(run["weight_delays"].get<std::vector<int>>(), expected);
+    for (int s = 0; s < 2; ++s) {
+      std::vector<std::pair<double, std::string>> timed;
+      for (const json& action : run["timeline"]) {
+        if (action["stage"] != s) continue;
+        timed.emplace_back(
+            action["start_ms"].get<double>(),
+            action["action"].get<std::string>() + std::to_string(action["micro_batch"].get<int>()));
+      }
+      std::stable_sort(timed.begin(), timed.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<std::string> order;
+      for (const auto& [start, name] : timed) order.push_back(name);
+      for (int k = 0; k < 4; ++k) {
+        const auto w = std::find(order.begin(), order.end(), "W" + std::to_string(k));
+        ASSERT_NE(w, order.end()) << "stage " << s;
+        const int after = std::min(k + expected[s], 3);
+        EXPECT_NE(std::find(order.begin(), w, "B" + std::to_string(after)), w)
+            << "stage " << s << ": W" << k << " before B" << after;
+        if (k + expected[s] < 3) {
+          EXPECT_EQ(std::find(order.begin(), w, "B" + std::to_string(after + 1)), w)
+              << "stage " << s << ": W" << k << " after B" << after + 1;
+        }
+      }
+    }
+  };
   r = run_pipebal("train --plan " + dir + "/plan.json --steps 2 --warmup-steps 0 -o " + dir +
                   "/run.json");
   ASSERT_EQ(r.status, 0) << r.err;
-  const json run = json::parse(read_text(dir + "/run.json"));
+  json run = json::parse(read_text(dir + "/run.json"));
   EXPECT_EQ(run["schedule"], "zb-h1");
   int weights = 0;
   for (const json& action : run["timeline"]) weights += action["action"] == "W";
   EXPECT_EQ(weights, 2 * 4) << "one W per stage and micro-batch";
+  expect_delays(run, delays);
+  // Given on the command line, the delays override the plan's.
+  const std::vector<int> other = {delays[0] == 0 ? 2 : 0, delays[1] == 0 ? 1 : 0};
+  r = run_pipebal("train --plan " + dir + "/plan.json --steps 1 --warmup-steps 0 " +
+                  "--weight-delays " + std::to_string(other[0]) + "," + std::to_string(other[1]) +
+                  " -o " + dir + "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_delays(json::parse(read_text(dir + "/run.json")), other);
 }
 
 TEST(PlanCli, ASingleStagePlanTrainsThePlainModel) {

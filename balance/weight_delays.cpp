@@ -1,0 +1,64 @@
+// See weight_delays.h.
+#include "balance/weight_delays.h"
+
+#include <algorithm>
+
+namespace pipebal::balance {
+namespace {
+
+// `model` as zb-h1 with every stage's delay min(delay, s): stage s's memory depends on its
+// own delay alone, so one model per delay prices every stage at that delay.
+CostModel zero_bubble_model(const CostModel& model, int delay) {
+  CostOptions options = model.options();
+  options.schedule = pipeline::ScheduleKind::kZeroBubbleH1;
+  options.virtual_stages = 1;
+  options.weight_delays.clear();
+  for (int s = 0; s < model.stage_count(); ++s) options.weight_delays.push_back(std::min(delay, s));
+  return CostModel(model.layers(), model.stage_count(), options);
+}
+
+}  // namespace
+
+std::vector<int> bounded_weight_delays(const CostModel& model, const std::vector<int>& balance) {
+  const int stages = model.stage_count();
+  pipeline::check_balance(balance, model.layer_count(), stages);
+  std::vector<int> first(stages + 1, 0);
+  for (int s = 0; s < stages; ++s) first[s + 1] = first[s] + balance[s];
+
+  std::vector<int64_t> budget(stages);
+  if (model.has_memory_caps()) {
+    for (int s = 0; s < stages; ++s) budget[s] = model.memory_cap_bytes(s);
+  } else {
+    CostOptions options = model.options();
+    options.schedule = pipeline::ScheduleKind::kOneFOneB;
+    options.virtual_stages = 1;
+    options.weight_delays.clear();
+    const CostModel one_f_one_b(model.layers(), stages, options);
+    int64_t busiest = 0;
+    for (int s = 0; s < stages; ++s) {
+      busiest = std::max(busiest, one_f_one_b.memory_bytes(s, first[s], first[s + 1]));
+    }
+    budget.assign(stages, busiest);
+  }
+
+  std::vector<int> delays(stages, 0);
+  // A stage's peak grows with its delay, so the longest delay that fits is found counting up.
+  const int longest = std::min(stages - 1, model.options().chunks);
+  for (int delay = 1; delay <= longest; ++delay) {
+    const CostModel priced = zero_bubble_model(model, delay);
+    for (int s = delay; s < stages; ++s) {
+      if (delays[s] == delay - 1 && priced.memory_bytes(s, first[s], first[s + 1]) <= budget[s]) {
+        delays[s] = delay;
+      }
+    }
+  }
+  return delays;
+}
+
+CostOptions with_bounded_weight_delays(const CostModel& model, const std::vector<int>& balance) {
+  CostOptions options = model.options();
+  if (options.weight_delays.empty()) options.weight_delays = bounded_weight_delays(model, balance);
+  return options;
+}
+
+}  // namespace pipebal::balance

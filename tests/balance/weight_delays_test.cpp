@@ -1,0 +1,141 @@
+// zb-h1's W delays under a memory budget, against a reference that prices every delay of every
+// stage, and the plans that carry them.
+#include "balance/weight_delays.h"
+
+#include <algorithm>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "balance/partition.h"
+#include "test_support.h"
+
+namespace pipebal::balance {
+namespace {
+
+using pipeline::ScheduleKind;
+
+// Stage `stage`'s peak with W delay `delay` (the other stages' delays do not change it).
+int64_t peak_at_delay(const CostModel& model, int stage, int delay, int first, int end) {
+  CostOptions options = model.options();
+  options.schedule = ScheduleKind::kZeroBubbleH1;
+  options.weight_delays.assign(model.stage_count(), 0);
+  options.weight_delays[stage] = delay;
+  return CostModel(model.layers(), model.stage_count(), options).memory_bytes(stage, first, end);
+}
+
+std::vector<int> random_balance(std::mt19937& rng, int n, int k) {
+  std::vector<int> cuts;
+  for (int c = 1; c < n; ++c) cuts.push_back(c);
+  std::shuffle(cuts.begin(), cuts.end(), rng);
+  cuts.resize(k - 1);
+  cuts.push_back(0);
+  cuts.push_back(n);
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<int> balance;
+  for (int s = 0; s < k; ++s) balance.push_back(cuts[s + 1] - cuts[s]);
+  return balance;
+}
+
+TEST(WeightDelays, EachStageGetsTheLongestDelayWithinItsBudget) {
+  std::mt19937 rng(21);
+  for (int t = 0; t < 300; ++t) {
+    const int n = 1 + static_cast<int>(rng() % 12);
+    const int k = 1 + static_cast<int>(rng() % std::min(5, n));
+    CostOptions options = testing::random_options(rng, k, false, false);
+    options.schedule = ScheduleKind::kZeroBubbleH1;
+    options.weight_delays.clear();
+    options.chunks = 1 + static_cast<int>(rng() % 6);
+    const bool capped = rng() % 2 == 0;
+    if (capped) options.memory_caps_bytes = {int64_t{1000} + static_cast<int64_t>(rng() % 8000)};
+    const CostModel model(testing::random_layers(rng, n, false), k, options);
+    const std::vector<int> balance = random_balance(rng, n, k);
+    std::vector<int> first{0};
+    for (int b : balance) first.push_back(first.back() + b);
+
+    // The budget by hand: the cap, or 1F1B's busiest stage on this balance.
+    int64_t budget = capped ? options.memory_caps_bytes[0] : 0;
+    if (!capped) {
+      CostOptions one = options;
+      one.schedule = ScheduleKind::kOneFOneB;
+      const CostModel one_f_one_b(model.layers(), k, one);
+      for (int s = 0; s < k; ++s) {
+        budget = std::max(budget, one_f_one_b.memory_bytes(s, first[s], first[s + 1]));
+      }
+    }
+    const std::vector<int> delays = bounded_weight_delays(model, balance);
+    ASSERT_EQ(delays.size(), static_cast<size_t>(k));
+    for (int s = 0; s < k; ++s) {
+      SCOPED_TRACE("case " + std::to_string(t) + ", stage " + std::to_string(s));
+      const int longest = std::min(s, options.chunks);  // H1's
+      ASSERT_GE(delays[s], 0);
+      ASSERT_LE(delays[s], longest);
+      if (delays[s] > 0) {
+        EXPECT_LE(peak_at_delay(model, s, delays[s], first[s], first[s + 1]), budget);
+      }
+      if (delays[s] < longest) {
+        EXPECT_GT(peak_at_delay(model, s, delays[s] + 1, first[s], first[s + 1]), budget);
+      }
+    }
+  }
+}
+
+TEST(WeightDelays, WhatBHoldsForNothingCostsNothingSoH1sDelaysStay) {
+  std::vector<LayerCost> layers(6);
+  for (LayerCost& layer : layers) {
+    layer.forward_ms = layer.backward_ms = 1;
+    layer.activation_bytes = 100;
+    layer.weight_held_bytes = 0;
+  }
+  CostOptions options;
+  options.schedule = ScheduleKind::kZeroBubbleH1;
+  options.checkpoint = pipeline::CheckpointMode::kNever;
+  options.chunks = 8;
+  const CostModel model(layers, 3, options);
+  EXPECT_EQ(bounded_weight_delays(model, {2, 2, 2}), (std::vector<int>{0, 1, 2}));
+  // Holding as much as the activations, stage s holds 3 micro-batches' worth at H1's delay s:
+  // 1F1B's first stage's peak.
+  for (LayerCost& layer : layers) layer.weight_held_bytes = 100;
+  const CostModel holding(layers, 3, options);
+  EXPECT_EQ(bounded_weight_delays(holding, {2, 2, 2}), (std::vector<int>{0, 1, 2}));
+  // Holding 1.5 times that, stage 2 fits 2 micro-batches waiting (600 bytes), not 3; stage 1
+  // not even 1 beside the 2 it has in flight at delay 1 (400 + 300).
+  for (LayerCost& layer : layers) layer.weight_held_bytes = 150;
+  const CostModel heavier(layers, 3, options);
+  EXPECT_EQ(bounded_weight_delays(heavier, {2, 2, 2}), (std::vector<int>{0, 0, 1}));
+}
+
+TEST(WeightDelays, PartitionChoosesThemUnlessGivenAndKeepsOneFOneBsPeak) {
+  std::mt19937 rng(22);
+  for (int t = 0; t < 100; ++t) {
+    const int n = 2 + static_cast<int>(rng() % 10);
+    const int k = 1 + static_cast<int>(rng() % std::min(4, n));
+    CostOptions options = testing::random_options(rng, k, false, false);
+    options.schedule = ScheduleKind::kZeroBubbleH1;
+    options.weight_delays.clear();
+    std::vector<LayerCost> layers = testing::random_layers(rng, n, false);
+    const CostModel model(layers, k, options);
+    const Plan plan = partition(model, Algorithm::kDp);
+    EXPECT_EQ(plan.weight_delays, bounded_weight_delays(model, plan.balance)) << t;
+    // The balance is 1F1B's (W does not change the per-micro-batch work) ...
+    CostOptions one = options;
+    one.schedule = ScheduleKind::kOneFOneB;
+    const Plan one_plan = partition(CostModel(layers, k, one), Algorithm::kDp);
+    EXPECT_EQ(plan.balance, one_plan.balance) << t;
+    // ... and every stage that defers a W stays within 1F1B's busiest stage.
+    const std::vector<int64_t> one_peaks = one_plan.device_memory_bytes();
+    const int64_t budget = *std::max_element(one_peaks.begin(), one_peaks.end());
+    for (size_t s = 0; s < plan.stages.size(); ++s) {
+      if (plan.weight_delays[s] > 0) {
+        EXPECT_LE(plan.stages[s].memory_bytes, budget) << t;
+      }
+    }
+    // Given delays are kept.
+    options.weight_delays = std::vector<int>(k, std::min(1, options.chunks));
+    EXPECT_EQ(partition(CostModel(layers, k, options), Algorithm::kDp).weight_delays,
+              options.weight_delays);
+  }
+}
+
+}  // namespace
+}  // namespace pipebal::balance
