@@ -87,12 +87,10 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
                                   int chunks) {
   pipeline::check_balance(balance, model.layer_count(), model.stage_count());
   const CostOptions& options = model.options();
-  // The delays stay as many micro-batches, at most all of them.
-  std::vector<int> weight_delays = model.schedule().weight_delays;
-  for (int& delay : weight_delays) delay = std::min(delay, chunks);
+  // The delays stay as many micro-batches (at most all of them: make_schedule).
   const pipeline::Schedule schedule =
       pipeline::make_schedule(options.schedule, model.stage_count(), chunks, options.checkpoint,
-                              options.virtual_stages, weight_delays);
+                              options.virtual_stages, model.schedule().weight_delays);
   // The mini-batch stays the same: with fewer, larger micro-batches each costs proportionally
   // more time and activation memory than the profiled one.
   const double scale = static_cast<double>(options.chunks) / chunks;

@@ -187,10 +187,10 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
                                   " stages; give one per stage");
     }
     for (size_t s = 0; s < weight_delays.size(); ++s) {
-      if (weight_delays[s] < 0 || weight_delays[s] > chunks) {
+      if (weight_delays[s] < 0 || weight_delays[s] > kMaxChunks) {
         throw std::invalid_argument("schedule: stage " + std::to_string(s) + "'s W delay is " +
                                     std::to_string(weight_delays[s]) + ", expected 0 to " +
-                                    std::to_string(chunks) + " (the micro-batches)");
+                                    std::to_string(kMaxChunks) + " micro-batches");
       }
     }
   }
@@ -199,6 +199,8 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
   if (kind == ScheduleKind::kZeroBubbleH1) {
     schedule.weight_delays =
         weight_delays.empty() ? h1_weight_delays(stages, chunks) : weight_delays;
+    // A delay of the micro-batches or more runs every W after the last B.
+    for (int& delay : schedule.weight_delays) delay = std::min(delay, chunks);
   }
   schedule.checkpoint = checkpoint;
   schedule.stages = stages;

@@ -66,7 +66,7 @@ struct Schedule {
   // k + weight_delays[s] (the W's left run after the last B). A stage holds a micro-batch's
   // activations from its F to its W, so each unit of delay holds one more micro-batch while it
   // lets W fill a wait for a gradient. H1's delays are 0, 1, ..., stages - 1; 0 everywhere is
-  // 1F1B with each backward in two halves. Empty for the other schedules.
+  // 1F1B with each backward in two halves. At most `chunks`; empty for the other schedules.
   std::vector<int> weight_delays;
   std::vector<std::vector<Action>> actions;  // actions[stage], in execution order
   // Each device's actions in execution order across its stages, one at a time; with one stage
@@ -84,7 +84,7 @@ struct Schedule {
 // virtual_stages is not 1 for GPipe and 1F1B, for interleaved when stages is not a multiple of
 // virtual_stages or chunks (above 1) not a multiple of the devices (the order needs whole rounds
 // of micro-batches), and when weight delays are given to another schedule, are not one per
-// stage or one is negative or above the micro-batches.
+// stage or one is negative. A delay above `chunks` is `chunks`: every W after the last B.
 Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint,
                        int virtual_stages = 1, const std::vector<int>& weight_delays = {});
 

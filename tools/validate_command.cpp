@@ -101,6 +101,8 @@ void add_validate_command(CLI::App& app) {
   add_dtype_option(*cmd, p->dtype);
   const auto virtual_given = std::make_shared<int>(0);
   add_virtual_stages_option(*cmd, *virtual_given);
+  const auto weight_delays = std::make_shared<std::string>();
+  add_weight_delays_option(*cmd, *weight_delays);
   cmd->add_option("--stages", p->stages, "pipeline stages")->capture_default_str();
   add_chunks_option(*cmd, p->chunks);
   add_schedule_option(*cmd, p->schedule);
@@ -146,11 +148,14 @@ void add_validate_command(CLI::App& app) {
       "  pipebal validate --model mlp:layers=8,width=256 --input-shape 64,256 --auto "
       "--devices 2 -o out/\n"
       "  pipebal report out/");
-  cmd->callback([p, automatic, searched, cmd, virtual_given] {
+  cmd->callback([p, automatic, searched, cmd, virtual_given, weight_delays] {
     if (cmd->count("--auto") > 0) {
       if (p->processes > 0)
         throw std::invalid_argument("--auto trains as threads: drop --processes");
       if (*virtual_given > 0) throw std::invalid_argument("--virtual goes without --auto");
+      if (!weight_delays->empty()) {
+        throw std::invalid_argument("--weight-delays goes without --auto");
+      }
       workflow::AutoValidateSettings settings = *automatic;
       for (const std::string& name : searched->first) {
         settings.schedules.push_back(pipeline::parse_schedule_kind(name));
@@ -183,6 +188,7 @@ void add_validate_command(CLI::App& app) {
     }
     ValidateParams params = *p;
     params.virtual_stages = stages_per_device(params.schedule, *virtual_given);
+    if (!weight_delays->empty()) params.weight_delays = parse_weight_delays(*weight_delays);
     // Candidates trained as processes run this very binary's `train`.
     if (params.processes > 0) params.executable = std::filesystem::read_symlink("/proc/self/exe");
     run_validate(params);

@@ -235,8 +235,13 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   candidate.balance = plan.balance;
   candidate.bottleneck_ms = plan.bottleneck_ms;
   candidate.predicted.step_ms = plan.prediction.step_ms;
+  balance::CostOptions naive_options = naive_cost_model.options();
+  naive_options.weight_delays = plan.weight_delays;  // as the run has them
   candidate.predicted.naive_step_ms =
-      balance::make_plan(naive_cost_model, plan.balance, plan.algorithm).prediction.step_ms;
+      balance::make_plan(balance::CostModel(naive_cost_model.layers(),
+                                            naive_cost_model.stage_count(), naive_options),
+                         plan.balance, plan.algorithm)
+          .prediction.step_ms;
   for (const auto& s : plan.stages) {
     candidate.predicted.stage_ms.push_back(s.time_ms);
     candidate.predicted.stage_bytes.push_back(s.memory_bytes);
@@ -281,6 +286,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   balance::CostOptions cost_options;
   cost_options.schedule = p.schedule;
   cost_options.virtual_stages = p.virtual_stages;
+  cost_options.weight_delays = p.weight_delays;
   cost_options.checkpoint = p.checkpoint;
   cost_options.chunks = p.chunks;
 

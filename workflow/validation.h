@@ -31,6 +31,8 @@ struct ValidateSettings {
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
   // Stages per device with the interleaved schedule: the model is cut into stages x this.
   int virtual_stages = 1;
+  // zb-h1: each stage's W delay; empty: chosen for each balance (balance/weight_delays.h).
+  std::vector<int> weight_delays;
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   int steps = 5;
   int warmup_steps = 2;  // the second step is the first at steady-state memory

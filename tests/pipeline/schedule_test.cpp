@@ -166,8 +166,11 @@ TEST(Schedule, ZeroBubbleDefaultsToH1sDelaysAndChecksGivenOnes) {
   };
   refused(ScheduleKind::kOneFOneB, {0, 1}, "W delays go with zb-h1, not 1f1b");
   refused(ScheduleKind::kZeroBubbleH1, {0, 1, 1}, "3 W delays for 2 stages");
-  refused(ScheduleKind::kZeroBubbleH1, {0, -1}, "stage 1's W delay is -1, expected 0 to 4");
-  refused(ScheduleKind::kZeroBubbleH1, {5, 0}, "stage 0's W delay is 5");
+  refused(ScheduleKind::kZeroBubbleH1, {0, -1}, "stage 1's W delay is -1, expected 0 to 65536");
+  // Longer than the micro-batches: every W after the last B.
+  EXPECT_EQ(make_schedule(ScheduleKind::kZeroBubbleH1, 2, 4, CheckpointMode::kNever, 1, {9, 0})
+                .weight_delays,
+            (std::vector<int>{4, 0}));
 }
 
 TEST(Schedule, InterleavedRunsEveryActionOnceOnTheDeviceHoldingItsStage) {

@@ -133,8 +133,11 @@ const std::vector<BadInput> kTable = {
      "3 W delays for 2 stages"},
     {"balance {dir}/ok.json --stages 2 --weight-delays 0,1", "W delays go with zb-h1, not gpipe"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --schedule zb-h1 "
-     "--chunks 2 --weight-delays 0,3",
-     "stage 1's W delay is 3, expected 0 to 2"},
+     "--chunks 2 --weight-delays 0,1,1",
+     "3 W delays for 2 stages"},
+    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --auto --weight-delays 0,1 "
+     "-o {dir}/v",
+     "--weight-delays goes without --auto"},
     {"balance {dir}/sized.json --stages 2 --chunks 8", "outside the profiled sizes 4 to 8"},
     {"plan {dir}/ok.json --devices 2", "the profile does not say its mini-batch"},
     {"plan {dir}/sized.json --devices 0", "devices must be from 1 to 4096, got 0"},

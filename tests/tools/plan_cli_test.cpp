@@ -207,6 +207,19 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
   expect_delays(json::parse(read_text(dir + "/run.json")), other);
 }
 
+// validate trains zb-h1 with the delays its plan carries, its one-micro-batch baseline within
+// the one micro-batch there is.
+TEST(PlanCli, ValidateTrainsZeroBubbleWithThePlansWeightDelays) {
+  const std::string dir = fresh_dir("validate_zb");
+  const CliResult r = run_pipebal(
+      "validate --model mlp:layers=3,width=16 --input-shape 12,16 --stages 3 --chunks 3 "
+      "--schedule zb-h1 --weight-delays 0,1,2 --steps 1 --warmup-steps 0 --profile-repeat 2 -o " +
+      dir + "/v");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(read_text(dir + "/v/plan.json"))["weight_delays"], json({0, 1, 2}));
+  EXPECT_EQ(json::parse(read_text(dir + "/v/run.json"))["weight_delays"], json({0, 1, 2}));
+}
+
 TEST(PlanCli, ASingleStagePlanTrainsThePlainModel) {
   // Restricted to one device, the only answer is the plain model, which train runs as one stage.
   const std::string dir = fresh_dir("plan_one_device");
