@@ -141,9 +141,9 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
 
   // Walk each stage's action list once with symbolic sizes; the peak of any partition is then
   // the maximum of a few linear terms, cheap enough for the partitioners' inner loops.
-  const bool split = pipeline::splits_backward(schedule_.kind);
   peaks_.resize(stages_);
   for (int s = 0; s < stages_; ++s) {
+    const bool split = schedule_.splits(s);
     LiveCounts live;
     std::vector<LiveCounts> candidates;
     for (const pipeline::Action& action : schedule_.actions[s]) {
@@ -213,21 +213,21 @@ StageDurations CostModel::durations(int stage, int first, int end) const {
   d.forward_ms = (forward_prefix_ms_[end] - forward_prefix_ms_[first]) / speeds_[stage];
   d.recompute_ms = d.forward_ms;
   d.backward_ms = (backward_prefix_ms_[end] - backward_prefix_ms_[first]) / speeds_[stage];
-  if (pipeline::splits_backward(schedule_.kind)) {
+  if (schedule_.splits(stage)) {
     d.weight_ms = (weight_prefix_ms_[end] - weight_prefix_ms_[first]) / speeds_[stage];
     d.backward_ms = std::max(0.0, d.backward_ms - d.weight_ms);
   }
   return d;
 }
 
-StageMemory CostModel::memory_terms(int /*stage*/, int first, int end) const {
+StageMemory CostModel::memory_terms(int stage, int first, int end) const {
   StageMemory terms;
   const double params = static_cast<double>(param_prefix_bytes_[end] - param_prefix_bytes_[first]);
   const double fixed = params * options_.param_scale;
   terms.fixed_bytes = fixed >= 9.2e18 ? kUnlimitedBytes : static_cast<int64_t>(std::llround(fixed));
   terms.input_bytes = first > 0 ? layers_[first - 1].output_bytes : 0;
   terms.activation_bytes = activation_prefix_bytes_[end] - activation_prefix_bytes_[first];
-  if (pipeline::splits_backward(schedule_.kind)) {
+  if (schedule_.splits(stage)) {
     terms.weight_bytes = weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
   }
   return terms;

@@ -230,7 +230,7 @@ Plan plan_from_json(const json& doc, const std::string& file) {
     if (plan.schedule != pipeline::ScheduleKind::kZeroBubbleH1) {
       delays.fail("goes with the zb-h1 schedule, not " + pipeline::to_string(plan.schedule));
     }
-    for (int64_t delay : delays.integers(0, plan.chunks)) {
+    for (int64_t delay : delays.integers(pipeline::kWholeBackward, plan.chunks)) {
       plan.weight_delays.push_back(static_cast<int>(delay));
     }
     if (plan.weight_delays.size() != plan.balance.size()) {

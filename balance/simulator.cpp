@@ -73,7 +73,7 @@ void check_sizes(const pipeline::Schedule& schedule, const std::vector<StageDura
 
 // Peak bytes of one stage, walking its actions in order (see StageMemory).
 int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMemory& memory) {
-  const bool split = pipeline::splits_backward(schedule.kind);
+  const bool split = schedule.splits(stage);
   int64_t held = 0;
   int64_t peak = 0;
   for (const Action& action : schedule.actions[stage]) {

@@ -41,8 +41,15 @@ std::vector<int> bounded_weight_delays(const CostModel& model, const std::vector
     budget.assign(stages, busiest);
   }
 
+  // A stage's peak grows with its delay, so the longest delay that fits is found counting up;
+  // where not even W right after B fits, the stage runs its backward whole (1F1B's memory).
   std::vector<int> delays(stages, 0);
-  // A stage's peak grows with its delay, so the longest delay that fits is found counting up.
+  const CostModel right_after(zero_bubble_model(model, 0));
+  for (int s = 0; s < stages; ++s) {
+    if (right_after.memory_bytes(s, first[s], first[s + 1]) > budget[s]) {
+      delays[s] = pipeline::kWholeBackward;
+    }
+  }
   const int longest = std::min(stages - 1, model.options().chunks);
   for (int delay = 1; delay <= longest; ++delay) {
     const CostModel priced = zero_bubble_model(model, delay);

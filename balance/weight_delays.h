@@ -15,10 +15,12 @@
 namespace pipebal::balance {
 
 // For `balance` under `model`'s layers and options (any schedule; costed as zb-h1): per stage
-// the longest W delay, up to H1's (h1_weight_delays), whose peak stays within the stage's budget, 0
-// when no delay does. The budget is the stage's memory cap when `model` has caps; without caps, the
-// busiest stage's peak under 1F1B on the same balance, so that zb-h1 needs no more memory than
-// 1F1B. Throws std::invalid_argument for a balance that does not fit the model.
+// the longest W delay, up to H1's (h1_weight_delays), whose peak stays within the stage's
+// budget, and pipeline::kWholeBackward (the backward not split, 1F1B's memory) where not even 0
+// does: W right after B still holds what B kept for it at the end of B. The budget is the
+// stage's memory cap when `model` has caps; without caps, the busiest stage's peak under 1F1B
+// on the same balance, so that zb-h1 needs no more memory than 1F1B. Throws
+// std::invalid_argument for a balance that does not fit the model.
 std::vector<int> bounded_weight_delays(const CostModel& model, const std::vector<int>& balance);
 
 // `model`'s options for zb-h1 with `balance`: W delays given in the options are kept, none given

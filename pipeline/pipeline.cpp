@@ -282,6 +282,7 @@ struct Pipeline::StepWork {
   Clock::time_point origin;
   std::vector<Timeline> timelines;           // per stage
   std::vector<std::vector<Action>> actions;  // the schedule's, per stage
+  std::vector<char> splits;                  // Schedule::splits, per stage
   // [stage][k]: the position of actions[stage][k] in its device's order, for DeviceTurns; empty
   // with one stage per device.
   std::vector<std::vector<int>> turn;
@@ -336,7 +337,7 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
   Stage& stage = *work.stages[s];
   const bool last = s + 1 == static_cast<int>(work.stages.size());
   const PipelineOptions& options = work.options;
-  const bool split = splits_backward(options.schedule);  // B here, W in a later action
+  const bool split = work.splits[s] != 0;  // B here, W in a later action
   Links& links = *work.links;
   const Clock::time_point step_start = work.origin;
   CurrentStream on_stage_stream(stage.stream());
@@ -435,6 +436,7 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   }
   work.loss_fn = loss_fn;
   work.actions = schedule_.actions;
+  for (int s = 0; s < schedule_.stages; ++s) work.splits.push_back(schedule_.splits(s));
   work.devices = schedule_.devices();
   work.turn = turn_;
   work.options = options_;

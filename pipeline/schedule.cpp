@@ -106,6 +106,7 @@ std::vector<Action> zero_bubble_h1_stage(const Schedule& schedule, int stage) {
   const int m = schedule.chunks;
   const int warmup = std::min(schedule.stages - stage - 1, m);
   const int delay = schedule.weight_delays[stage];
+  if (delay == kWholeBackward) return one_f_one_b_stage(schedule, stage);
   std::vector<Action> list;
   int next_forward = 0, next_backward = 0, next_weight = 0;
   const auto backward_then_due_weight = [&] {
@@ -187,10 +188,11 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
                                   " stages; give one per stage");
     }
     for (size_t s = 0; s < weight_delays.size(); ++s) {
-      if (weight_delays[s] < 0 || weight_delays[s] > kMaxChunks) {
+      if (weight_delays[s] < kWholeBackward || weight_delays[s] > kMaxChunks) {
         throw std::invalid_argument("schedule: stage " + std::to_string(s) + "'s W delay is " +
                                     std::to_string(weight_delays[s]) + ", expected 0 to " +
-                                    std::to_string(kMaxChunks) + " micro-batches");
+                                    std::to_string(kMaxChunks) +
+                                    " micro-batches, or -1 (the whole backward in B)");
       }
     }
   }

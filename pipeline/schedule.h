@@ -37,6 +37,9 @@ enum class CheckpointMode { kAlways, kExceptLast, kNever };
 // it is B, the gradient of the stage's input, and kWeight is W, its parameters' gradients.
 enum class ActionKind { kForward, kRecompute, kBackward, kWeight };
 
+// A zero-bubble stage's W delay saying that it runs each backward whole, in B, with no W.
+constexpr int kWholeBackward = -1;
+
 struct Action {
   ActionKind kind = ActionKind::kForward;
   int micro_batch = 0;
@@ -66,7 +69,8 @@ struct Schedule {
   // k + weight_delays[s] (the W's left run after the last B). A stage holds a micro-batch's
   // activations from its F to its W, so each unit of delay holds one more micro-batch while it
   // lets W fill a wait for a gradient. H1's delays are 0, 1, ..., stages - 1; 0 everywhere is
-  // 1F1B with each backward in two halves. At most `chunks`; empty for the other schedules.
+  // 1F1B with each backward in two halves. kWholeBackward: the stage does not split its
+  // backward (1F1B's order and memory there). At most `chunks`; empty for other schedules.
   std::vector<int> weight_delays;
   std::vector<std::vector<Action>> actions;  // actions[stage], in execution order
   // Each device's actions in execution order across its stages, one at a time; with one stage
@@ -75,6 +79,10 @@ struct Schedule {
 
   int devices() const { return stages / virtual_stages; }
   int device_of(int stage) const { return stage % devices(); }
+  // True when `stage` runs B (kBackward) and W (kWeight) apart.
+  bool splits(int stage) const {
+    return kind == ScheduleKind::kZeroBubbleH1 && weight_delays[stage] != kWholeBackward;
+  }
 };
 
 // Builds the schedule for `stages` stages and `chunks` micro-batches; with kInterleaved,
@@ -84,7 +92,8 @@ struct Schedule {
 // virtual_stages is not 1 for GPipe and 1F1B, for interleaved when stages is not a multiple of
 // virtual_stages or chunks (above 1) not a multiple of the devices (the order needs whole rounds
 // of micro-batches), and when weight delays are given to another schedule, are not one per
-// stage or one is negative. A delay above `chunks` is `chunks`: every W after the last B.
+// stage or one is below kWholeBackward. A delay above `chunks` is `chunks`: every W after the
+// last B.
 Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode checkpoint,
                        int virtual_stages = 1, const std::vector<int>& weight_delays = {});
 
@@ -93,7 +102,8 @@ Schedule make_schedule(ScheduleKind kind, int stages, int chunks, CheckpointMode
 // min(stages, chunks) micro-batches.
 std::vector<int> h1_weight_delays(int stages, int chunks);
 
-// True when `kind` splits each backward into B (kBackward) and W (kWeight).
+// True when `kind` splits backwards into B (kBackward) and W (kWeight), on every stage but those
+// whose W delay is kWholeBackward (Schedule::splits).
 inline bool splits_backward(ScheduleKind kind) {
   return kind == ScheduleKind::kZeroBubbleH1;
 }

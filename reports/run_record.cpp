@@ -122,7 +122,7 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
             .integer(1, std::max<int64_t>(1, static_cast<int64_t>(run.balance.size()))));
   }
   for (int64_t delay : r.has("weight_delays")
-                           ? r.at("weight_delays").integers(0, kMaxTimelineMicroBatches)
+                           ? r.at("weight_delays").integers(-1, kMaxTimelineMicroBatches)
                            : std::vector<int64_t>{}) {
     run.weight_delays.push_back(static_cast<int>(delay));
   }

@@ -82,17 +82,18 @@ CLI::Option* add_weight_delays_option(CLI::App& cmd, std::string& delays) {
   return cmd.add_option(
       "--weight-delays", delays,
       "with --schedule zb-h1: per stage, how many micro-batches later than its B each W runs, "
-      "e.g. 0,1 (default: a plan's, which keep 1F1B's peak memory or the caps; else H1's "
-      "0,1,2,...)");
+      "e.g. 0,1, or -1 for the whole backward in B (default: a plan's, which keep 1F1B's peak "
+      "memory or the caps; else H1's 0,1,2,...)");
 }
 
 std::vector<int> parse_weight_delays(const std::string& text) {
   const auto delays = parse_integer_list(text);
-  if (!delays || std::any_of(delays->begin(), delays->end(),
-                             [](int64_t d) { return d < 0 || d > pipeline::kMaxChunks; })) {
+  if (!delays || std::any_of(delays->begin(), delays->end(), [](int64_t d) {
+        return d < pipeline::kWholeBackward || d > pipeline::kMaxChunks;
+      })) {
     throw std::invalid_argument(fmt::format(
         "W delays '{}': expected a count of micro-batches per stage separated by commas, e.g. "
-        "0,1",
+        "0,1 (-1: that stage's backward whole)",
         text));
   }
   return {delays->begin(), delays->end()};

@@ -152,10 +152,10 @@ TEST(Conformance, EngineRunsTheSimulatorsScheduleForEveryConfiguration) {
         }
       }
     }
-    // zb-h1 with W right after B on every stage, and with every W at the end.
+    // zb-h1 with every backward whole, W right after B, and every W at the end.
     for (int stages = 2; stages <= 4; ++stages) {
       for (int chunks : {1, 3, 8}) {
-        for (int delay : {0, chunks}) {
+        for (int delay : {kWholeBackward, 0, chunks}) {
           run_and_compare(ScheduleKind::kZeroBubbleH1, checkpoint, stages, chunks, 1,
                           std::vector<int>(stages, delay));
         }

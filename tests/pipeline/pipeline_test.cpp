@@ -121,6 +121,8 @@ std::vector<Config> transparency_configs() {
     // zb-h1 with W right after B, and with delays of their own per stage.
     configs.push_back({ScheduleKind::kZeroBubbleH1, checkpoint, {3, 3, 2}, 3, 1, {0, 0, 0}});
     configs.push_back({ScheduleKind::kZeroBubbleH1, checkpoint, {3, 3, 2}, 7, 1, {2, 0, 1}});
+    configs.push_back(
+        {ScheduleKind::kZeroBubbleH1, checkpoint, {3, 3, 2}, 3, 1, {kWholeBackward, 1, 0}});
   }
   return configs;
 }

@@ -150,6 +150,19 @@ TEST(Schedule, ZeroBubbleWeightDelaysPlaceEachWAfterTheBOfThatManyMicroBatchesLa
   }
 }
 
+// A stage whose delay is kWholeBackward runs 1F1B's order, B the whole backward, no W.
+TEST(Schedule, ZeroBubbleStageWithTheWholeBackwardRunsOneFOneBsOrder) {
+  const Schedule s = make_schedule(ScheduleKind::kZeroBubbleH1, 3, 5, CheckpointMode::kExceptLast,
+                                   1, {kWholeBackward, 1, kWholeBackward});
+  const Schedule one = make_schedule(ScheduleKind::kOneFOneB, 3, 5, CheckpointMode::kExceptLast);
+  EXPECT_EQ(s.actions[0], one.actions[0]);
+  EXPECT_EQ(s.actions[2], one.actions[2]);
+  EXPECT_NE(s.actions[1], one.actions[1]);
+  EXPECT_FALSE(s.splits(0));
+  EXPECT_TRUE(s.splits(1));
+  EXPECT_FALSE(one.splits(1));
+}
+
 TEST(Schedule, ZeroBubbleDefaultsToH1sDelaysAndChecksGivenOnes) {
   const Schedule h1 = make_schedule(ScheduleKind::kZeroBubbleH1, 4, 2, CheckpointMode::kNever);
   EXPECT_EQ(h1.weight_delays, (std::vector<int>{0, 1, 2, 2}));
@@ -166,7 +179,7 @@ TEST(Schedule, ZeroBubbleDefaultsToH1sDelaysAndChecksGivenOnes) {
   };
   refused(ScheduleKind::kOneFOneB, {0, 1}, "W delays go with zb-h1, not 1f1b");
   refused(ScheduleKind::kZeroBubbleH1, {0, 1, 1}, "3 W delays for 2 stages");
-  refused(ScheduleKind::kZeroBubbleH1, {0, -1}, "stage 1's W delay is -1, expected 0 to 65536");
+  refused(ScheduleKind::kZeroBubbleH1, {0, -2}, "stage 1's W delay is -2, expected 0 to 65536");
   // Longer than the micro-batches: every W after the last B.
   EXPECT_EQ(make_schedule(ScheduleKind::kZeroBubbleH1, 2, 4, CheckpointMode::kNever, 1, {9, 0})
                 .weight_delays,

@@ -129,6 +129,7 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/ok.json --stages 2 --memory-cap 1", "no partition of 3 layers into 2 stages"},
     {"balance {dir}/ok.json --stages 2 --schedule zb-h1 --weight-delays 0,x",
      "W delays '0,x': expected a count of micro-batches per stage"},
+    {"balance {dir}/ok.json --stages 2 --schedule zb-h1 --weight-delays 0,-2", "W delays '0,-2'"},
     {"balance {dir}/ok.json --stages 2 --schedule zb-h1 --weight-delays 0,1,1",
      "3 W delays for 2 stages"},
     {"balance {dir}/ok.json --stages 2 --weight-delays 0,1", "W delays go with zb-h1, not gpipe"},

@@ -156,12 +156,16 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
   ASSERT_EQ(r.status, 0) << r.err;
   const json plan = json::parse(read_text(dir + "/plan.json"));
   EXPECT_EQ(plan["schedule"], "zb-h1");
-  // Stage 0 runs each W right after its B; stage 1 defers by at most H1's one micro-batch.
+  // Stage 0 runs each W right after its B or its backward whole (-1); stage 1 defers by at most
+  // H1's one micro-batch.
   const std::vector<int> delays = plan["weight_delays"].get<std::vector<int>>();
   ASSERT_EQ(delays.size(), 2u);
-  EXPECT_EQ(delays[0], 0);
+  EXPECT_GE(delays[0], -1);
+  EXPECT_LE(delays[0], 0);
+  EXPECT_GE(delays[1], -1);
   EXPECT_LE(delays[1], 1);
-  // The W of micro-batch k follows the B of k + delay (or the last B) on each stage.
+  // The W of micro-batch k follows the B of k + delay (or the last B) on each stage; a stage
+  // with the whole backward runs no W.
   const auto expect_delays = [](const json& run, const std::vector<int>& expected) {
     EXPECT_EQ(run["weight_delays"].get<std::vector<int>>(), expected);
     for (int s = 0; s < 2; ++s) {
@@ -176,6 +180,13 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
                        [](const auto& a, const auto& b) { return a.first < b.first; });
       std::vector<std::string> order;
       for (const auto& [start, name] : timed) order.push_back(name);
+      if (expected[s] == -1) {
+        EXPECT_EQ(std::count_if(order.begin(), order.end(),
+                                [](const std::string& a) { return a[0] == 'W'; }),
+                  0)
+            << "stage " << s;
+        continue;
+      }
       for (int k = 0; k < 4; ++k) {
         const auto w = std::find(order.begin(), order.end(), "W" + std::to_string(k));
         ASSERT_NE(w, order.end()) << "stage " << s;
@@ -196,10 +207,11 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
   EXPECT_EQ(run["schedule"], "zb-h1");
   int weights = 0;
   for (const json& action : run["timeline"]) weights += action["action"] == "W";
-  EXPECT_EQ(weights, 2 * 4) << "one W per stage and micro-batch";
+  const int splitting = (delays[0] >= 0) + (delays[1] >= 0);
+  EXPECT_EQ(weights, splitting * 4) << "one W per splitting stage and micro-batch";
   expect_delays(run, delays);
   // Given on the command line, the delays override the plan's.
-  const std::vector<int> other = {delays[0] == 0 ? 2 : 0, delays[1] == 0 ? 1 : 0};
+  const std::vector<int> other = {delays[0] == 2 ? -1 : 2, delays[1] == 0 ? 1 : 0};
   r = run_pipebal("train --plan " + dir + "/plan.json --steps 1 --warmup-steps 0 " +
                   "--weight-delays " + std::to_string(other[0]) + "," + std::to_string(other[1]) +
                   " -o " + dir + "/run.json");
