@@ -8,7 +8,8 @@ times; each run's time is the median of --steps steps, and each number reported 
 over rounds. Goals (issue 12): interleaved and zb-h1 beat 1F1B's measured step where the
 simulator says they should, by at least half the predicted gain; every prediction within 10%;
 zb-h1's peak memory within 10% of 1F1B's. zb-h1 runs with the W delays `balance` chooses within
-1F1B's memory, and beside it with H1's (0, 1), which hold more.
+1F1B's memory (-1: that stage's backward whole), and beside it with W right after B on both
+stages (0, 0) and with H1's (0, 1), which hold more.
 
 Writes reports/schedules-raw.json and reports/schedules.md.
 Usage: bench/schedules.py [--build build] [--rounds 3] [--steps 5] [--allow-dirty]"""
@@ -25,7 +26,9 @@ CHUNKS = [4, 8]
 SCHEDULES = [("gpipe", ["--schedule", "gpipe"]), ("1f1b", ["--schedule", "1f1b"]),
              ("interleaved 2", ["--schedule", "interleaved", "--virtual", "2"]),
              ("zb-h1", ["--schedule", "zb-h1"]),
-             # H1's own W delays (stage s defers by s), beyond 1F1B's memory where they must go.
+             # Every stage split with W right after B, and H1's own W delays (stage s defers by
+             # s): beyond 1F1B's memory where they must go.
+             ("zb-h1, delays 0,0", ["--schedule", "zb-h1", "--weight-delays", "0,0"]),
              ("zb-h1, H1 delays", ["--schedule", "zb-h1", "--weight-delays", "0,1"])]
 DEVICES = 2
 
@@ -91,7 +94,8 @@ def main():
         f"{made['date']}; raw data: `schedules-raw.json`. Zoo models at their default inputs, "
         f"one profile per micro-batch count, a dp balance per schedule on {DEVICES} devices of "
         f"one thread (interleaved: 2 stages per device; zb-h1 with the W delays `balance` "
-        f"chooses within 1F1B's memory, and with H1's), each schedule trained as planned, the "
+        f"chooses within 1F1B's memory, -1 meaning that stage's backward whole, then with 0,0 "
+        f"and H1's 0,1), each schedule trained as planned, the "
         f"{len(SCHEDULES)} in turn, {args.rounds} rounds; a run's time is the median of "
         f"{args.steps} steps, each number the median over rounds. Memory: the busiest device's "
         "peak (predicted by the cost model; measured: bytes the stages' workers allocated and "
