@@ -120,7 +120,8 @@ TEST(InterleavedPartition, KeepsEachDevicesStagesWithinItsCap) {
     options.schedule = pipeline::ScheduleKind::kInterleaved;
     options.virtual_stages = 2;
     options.chunks = 2;
-    options.memory_caps_bytes = {30000 + 2000 * static_cast<int64_t>(rng() % 12), 50000};
+    options.memory_caps_bytes =
+        std::vector<int64_t>{30000 + 2000 * static_cast<int64_t>(rng() % 12), 50000};
     const CostModel model(costs, 4, options);
     double best = std::numeric_limits<double>::infinity(), unconstrained = best;
     std::vector<int> prefix;
@@ -155,7 +156,7 @@ TEST(InterleavedPartition, RefusesAnotherScheduleAndSaysWhenNothingFits) {
   options.schedule = pipeline::ScheduleKind::kInterleaved;
   options.virtual_stages = 2;
   options.chunks = 2;
-  options.memory_caps_bytes = {3000};  // each stage needs 2000, a device holds two
+  options.memory_caps_bytes = std::vector<int64_t>{3000};  // each stage needs 2000, a device holds two
   const CostModel tight(costs, 4, options);
   try {
     interleaved_partition(tight, dp_partition(tight));
