@@ -33,6 +33,8 @@ constexpr const char* kFooter =
     "--compare\n"
     "  pipebal balance profile.json --stages 2 --format pippy   # for a Python pipeline\n"
     "  pipebal balance profile.json --stages 2 --schedule interleaved --virtual 2 --chunks 4\n"
+    "  pipebal balance profile.json --stages 4 --schedule zb-h1 --chunks 8   # W delays within "
+    "1F1B's memory\n"
     "Sizes: K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000.";
 
 balance::CostOptions cost_options(const BalanceParams& params,
