@@ -68,6 +68,12 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
                        plan.stages.size() / plan.virtual_stages, plan.virtual_stages,
                        plan.stages.size() / plan.virtual_stages);
   }
+  if (!plan.weight_delays.empty()) {
+    out << fmt::format(
+        "W delays [{}]: each stage runs a micro-batch's W that many B's after its own (-1: its "
+        "backward whole)\n",
+        fmt::join(plan.weight_delays, ","));
+  }
   out << fmt::format(
       "algorithm {}, balance [{}]{}\n\n", plan.algorithm, fmt::join(plan.balance, ","),
       plan.search_nodes == 0 ? ""

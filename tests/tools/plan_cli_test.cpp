@@ -156,6 +156,10 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
   ASSERT_EQ(r.status, 0) << r.err;
   const json plan = json::parse(read_text(dir + "/plan.json"));
   EXPECT_EQ(plan["schedule"], "zb-h1");
+  EXPECT_NE(r.out.find("W delays [" + std::to_string(plan["weight_delays"][0].get<int>()) + "," +
+                       std::to_string(plan["weight_delays"][1].get<int>()) + "]"),
+            std::string::npos)
+      << r.out;
   // Stage 0 runs each W right after its B or its backward whole (-1); stage 1 defers by at most
   // H1's one micro-batch.
   const std::vector<int> delays = plan["weight_delays"].get<std::vector<int>>();
