@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -97,6 +98,17 @@ std::vector<int> parse_weight_delays(const std::string& text) {
         text));
   }
   return {delays->begin(), delays->end()};
+}
+
+std::string oversubscription_warning(int devices, int threads) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // One thread per stage only time-shares; intra-op pools past the cores also make OpenMP's idle
+  // threads sleep between parallel regions.
+  if (threads < 2 || int64_t{devices} * threads <= cores) return "";
+  return fmt::format(
+      "pipebal: warning: {} stages x {} intra-op threads need {} cores, this machine has {}: "
+      "they share cores and run slower than their profile predicts (use fewer --threads)\n",
+      devices, threads, int64_t{devices} * threads, cores);
 }
 
 int stages_per_device(pipeline::ScheduleKind schedule, int given) {

@@ -35,6 +35,10 @@ std::vector<int> parse_weight_delays(const std::string& text);
 // The stages per device `schedule` runs with `--virtual given`: 2 by default for interleaved, 1
 // for the others; throws std::invalid_argument for --virtual with another schedule or below 1.
 int stages_per_device(pipeline::ScheduleKind schedule, int given);
+// A warning line (with its newline) when `devices` devices of `threads` (2 or more) intra-op
+// threads each need more cores than this machine has, empty otherwise: their threads then share
+// cores and the steps run slower than a profile of one device predicts.
+std::string oversubscription_warning(int devices, int threads);
 // Seconds a training step may take (0: no limit).
 CLI::Option* add_step_timeout_option(CLI::App& cmd, double& seconds);
 

@@ -1,6 +1,7 @@
 // See train_command.h.
 #include "tools/train_command.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -136,8 +137,18 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   const bool reports = !settings.launch || settings.launch->rank == 0;
   Progress progress(std::cerr, Progress::mode_for_stderr(p.quiet || !reports));
   const int warmup = settings.warmup_steps;
-  const reports::RunRecord run =
-      run_training(settings, [&progress, warmup](int step, int total, double ms, double loss) {
+  // Said once the run is made (bad input gets its one line alone): processes on this host, or
+  // this process's devices (a device's stages take turns).
+  std::string warning = !reports ? ""
+                                 : oversubscription_warning(
+                                       settings.launch ? settings.launch->local_world_size
+                                                       : static_cast<int>(settings.balance.size()) /
+                                                             std::max(1, settings.virtual_stages),
+                                       settings.threads_per_stage);
+  const reports::RunRecord run = run_training(
+      settings, [&progress, &warning, warmup](int step, int total, double ms, double loss) {
+        std::cerr << warning;
+        warning.clear();
         const bool warming_up = step < warmup;
         progress.update(
             warming_up ? "warm-up step" : "step", warming_up ? step + 1 : step + 1 - warmup,

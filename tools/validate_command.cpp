@@ -71,10 +71,15 @@ void run_auto_validate(const workflow::AutoValidateSettings& settings) {
 }  // namespace
 
 void run_validate(const ValidateParams& params) {
-  const reports::ValidationRecord record = workflow::validate(params, [](const std::string& line) {
-    fmt::print("{}\n", line);
-    std::fflush(stdout);
-  });
+  // Said with the first status line, once the settings passed their checks.
+  std::string warning = oversubscription_warning(params.stages, params.threads);
+  const reports::ValidationRecord record =
+      workflow::validate(params, [&warning](const std::string& line) {
+        fmt::print(stderr, "{}", warning);
+        warning.clear();
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+      });
   print_table(record);
   // The prediction says pipelining loses: say so where the user cannot miss it.
   const reports::Candidate& dp = record.candidates.front();

@@ -1,5 +1,7 @@
 // `pipebal train` end to end: the run document, the Chrome trace, and bad input.
+#include <algorithm>
 #include <map>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +93,27 @@ TEST(TrainCli, ValidateMeasuresMemoryAsTrainAloneDoes) {
                 0.01 * expected)
         << "stage " << s;
   }
+}
+
+// Stages whose threads need more cores than the machine has are trained, with one warning line.
+TEST(TrainCli, WarnsWhenItsStagesNeedMoreCoresThanTheMachineHas) {
+  const std::string dir = fresh_dir("train_oversubscribed");
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (cores < 2) GTEST_SKIP() << "one core: one intra-op thread per stage is all there is";
+  const std::string run =
+      " --model mlp:layers=2,width=8 --input-shape 4,8 --steps 1 "
+      "--warmup-steps 0 -q -o " +
+      dir + "/run.json";
+  CliResult r = run_pipebal("train --balance 2,1 --threads " + std::to_string(cores) + run);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("pipebal: warning: 2 stages x " + std::to_string(cores) +
+                       " intra-op threads need " + std::to_string(2 * cores) + " cores"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  r = run_pipebal("train --balance 3 --threads 1" + run);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
 }
 
 TEST(TrainCli, BadInputIsOneLineExitTwoAndNoOutputFile) {
