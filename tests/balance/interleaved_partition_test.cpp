@@ -156,7 +156,8 @@ TEST(InterleavedPartition, RefusesAnotherScheduleAndSaysWhenNothingFits) {
   options.schedule = pipeline::ScheduleKind::kInterleaved;
   options.virtual_stages = 2;
   options.chunks = 2;
-  options.memory_caps_bytes = std::vector<int64_t>{3000};  // each stage needs 2000, a device holds two
+  options.memory_caps_bytes =
+      std::vector<int64_t>{3000};  // each stage needs 2000, a device holds two
   const CostModel tight(costs, 4, options);
   try {
     interleaved_partition(tight, dp_partition(tight));

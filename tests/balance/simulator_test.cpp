@@ -249,14 +249,7 @@ TEST(Simulator, PeakMemoryEqualsTheCostModel) {
     const int k = 1 + static_cast<int>(rng() % std::min(6, n));
     const CostModel model(testing::random_layers(rng, n, false), k,
                           testing::random_options(rng, k, false, false));
-    // A random partition: cut points drawn without replacement.
-    std::vector<int> cuts;
-    for (int c = 1; c < n; ++c) cuts.push_back(c);
-    std::shuffle(cuts.begin(), cuts.end(), rng);
-    cuts.resize(k - 1);
-    cuts.push_back(0);
-    cuts.push_back(n);
-    std::sort(cuts.begin(), cuts.end());
+    const std::vector<int> cuts = testing::random_cuts(rng, n, k);
     std::vector<StageDurations> durations;
     std::vector<StageMemory> memory;
     std::vector<double> transfer_ms;

@@ -2,6 +2,7 @@
 // enumerate every partition, written for clarity rather than speed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -91,6 +92,19 @@ inline std::vector<LayerCost> random_layers(std::mt19937& rng, int n, bool integ
     l.weight_held_bytes = rng() % 4 == 0 ? -1 : bytes(rng);
   }
   return layers;
+}
+
+// A random partition of `n` layers into `k` non-empty stages as its k + 1 boundaries: 0, the
+// cut points drawn without replacement, n.
+inline std::vector<int> random_cuts(std::mt19937& rng, int n, int k) {
+  std::vector<int> cuts;
+  for (int c = 1; c < n; ++c) cuts.push_back(c);
+  std::shuffle(cuts.begin(), cuts.end(), rng);
+  cuts.resize(k - 1);
+  cuts.push_back(0);
+  cuts.push_back(n);
+  std::sort(cuts.begin(), cuts.end());
+  return cuts;
 }
 
 // Random schedule (zb-h1 with H1's W delays or random ones), checkpointing and micro-batch

@@ -24,17 +24,12 @@ int64_t peak_at_delay(const CostModel& model, int stage, int delay, int first, i
   return CostModel(model.layers(), model.stage_count(), options).memory_bytes(stage, first, end);
 }
 
-std::vector<int> random_balance(std::mt19937& rng, int n, int k) {
-  std::vector<int> cuts;
-  for (int c = 1; c < n; ++c) cuts.push_back(c);
-  std::shuffle(cuts.begin(), cuts.end(), rng);
-  cuts.resize(k - 1);
-  cuts.push_back(0);
-  cuts.push_back(n);
-  std::sort(cuts.begin(), cuts.end());
-  std::vector<int> balance;
-  for (int s = 0; s < k; ++s) balance.push_back(cuts[s + 1] - cuts[s]);
-  return balance;
+// zb-h1 whose delays are to be chosen, with random checkpointing and micro-batches.
+CostOptions random_zero_bubble_options(std::mt19937& rng, int k) {
+  CostOptions options = testing::random_options(rng, k, false, false);
+  options.schedule = ScheduleKind::kZeroBubbleH1;
+  options.weight_delays.clear();
+  return options;
 }
 
 TEST(WeightDelays, EachStageGetsTheLongestDelayWithinItsBudget) {
@@ -42,16 +37,14 @@ TEST(WeightDelays, EachStageGetsTheLongestDelayWithinItsBudget) {
   for (int t = 0; t < 300; ++t) {
     const int n = 1 + static_cast<int>(rng() % 12);
     const int k = 1 + static_cast<int>(rng() % std::min(5, n));
-    CostOptions options = testing::random_options(rng, k, false, false);
-    options.schedule = ScheduleKind::kZeroBubbleH1;
-    options.weight_delays.clear();
+    CostOptions options = random_zero_bubble_options(rng, k);
     options.chunks = 1 + static_cast<int>(rng() % 6);
     const bool capped = rng() % 2 == 0;
     if (capped) options.memory_caps_bytes = {int64_t{1000} + static_cast<int64_t>(rng() % 8000)};
     const CostModel model(testing::random_layers(rng, n, false), k, options);
-    const std::vector<int> balance = random_balance(rng, n, k);
-    std::vector<int> first{0};
-    for (int b : balance) first.push_back(first.back() + b);
+    const std::vector<int> first = testing::random_cuts(rng, n, k);
+    std::vector<int> balance;
+    for (int s = 0; s < k; ++s) balance.push_back(first[s + 1] - first[s]);
 
     // The budget by hand: the cap, or 1F1B's busiest stage on this balance.
     int64_t budget = capped ? options.memory_caps_bytes[0] : 0;
@@ -112,9 +105,7 @@ TEST(WeightDelays, PartitionChoosesThemUnlessGivenAndKeepsOneFOneBsPeak) {
   for (int t = 0; t < 100; ++t) {
     const int n = 2 + static_cast<int>(rng() % 10);
     const int k = 1 + static_cast<int>(rng() % std::min(4, n));
-    CostOptions options = testing::random_options(rng, k, false, false);
-    options.schedule = ScheduleKind::kZeroBubbleH1;
-    options.weight_delays.clear();
+    CostOptions options = random_zero_bubble_options(rng, k);
     std::vector<LayerCost> layers = testing::random_layers(rng, n, false);
     const CostModel model(layers, k, options);
     const Plan plan = partition(model, Algorithm::kDp);
