@@ -2,19 +2,27 @@
 #include "balance/weight_delays.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace pipebal::balance {
 namespace {
 
+// `model`'s layers and options under another one-stage-per-device schedule.
+CostModel repriced(const CostModel& model, pipeline::ScheduleKind schedule,
+                   std::vector<int> weight_delays = {}) {
+  CostOptions options = model.options();
+  options.schedule = schedule;
+  options.virtual_stages = 1;
+  options.weight_delays = std::move(weight_delays);
+  return CostModel(model.layers(), model.stage_count(), options);
+}
+
 // `model` as zb-h1 with every stage's delay min(delay, s): stage s's memory depends on its
 // own delay alone, so one model per delay prices every stage at that delay.
 CostModel zero_bubble_model(const CostModel& model, int delay) {
-  CostOptions options = model.options();
-  options.schedule = pipeline::ScheduleKind::kZeroBubbleH1;
-  options.virtual_stages = 1;
-  options.weight_delays.clear();
-  for (int s = 0; s < model.stage_count(); ++s) options.weight_delays.push_back(std::min(delay, s));
-  return CostModel(model.layers(), model.stage_count(), options);
+  std::vector<int> delays;
+  for (int s = 0; s < model.stage_count(); ++s) delays.push_back(std::min(delay, s));
+  return repriced(model, pipeline::ScheduleKind::kZeroBubbleH1, std::move(delays));
 }
 
 }  // namespace
@@ -29,11 +37,7 @@ std::vector<int> bounded_weight_delays(const CostModel& model, const std::vector
   if (model.has_memory_caps()) {
     for (int s = 0; s < stages; ++s) budget[s] = model.memory_cap_bytes(s);
   } else {
-    CostOptions options = model.options();
-    options.schedule = pipeline::ScheduleKind::kOneFOneB;
-    options.virtual_stages = 1;
-    options.weight_delays.clear();
-    const CostModel one_f_one_b(model.layers(), stages, options);
+    const CostModel one_f_one_b = repriced(model, pipeline::ScheduleKind::kOneFOneB);
     int64_t busiest = 0;
     for (int s = 0; s < stages; ++s) {
       busiest = std::max(busiest, one_f_one_b.memory_bytes(s, first[s], first[s + 1]));
