@@ -20,6 +20,7 @@
 #include "profiler/co_runner.h"
 #include "profiler/device.h"
 #include "profiler/memory_meter.h"
+#include "profiler/profile_merge.h"
 #include "profiler/statistics.h"
 
 namespace pipebal::profiler {
@@ -346,16 +347,6 @@ void check_options(const ProfileOptions& options) {
   }
 }
 
-void summarise(LayerProfile& profile) {
-  profile.forward_ms = median(profile.forward_samples_ms);
-  profile.forward_p10_ms = percentile(profile.forward_samples_ms, 10);
-  profile.forward_p90_ms = percentile(profile.forward_samples_ms, 90);
-  profile.backward_ms = median(profile.backward_samples_ms);
-  profile.backward_p10_ms = percentile(profile.backward_samples_ms, 10);
-  profile.backward_p90_ms = percentile(profile.backward_samples_ms, 90);
-  if (!profile.weight_samples_ms.empty()) profile.weight_ms = median(profile.weight_samples_ms);
-}
-
 Batch detached(const Batch& batch) {
   return as_leaves(batch, /*requires_grad=*/false);
 }
@@ -454,7 +445,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   for (int r = 0; r < std::max(1, timed_passes / 2); ++r) {
     passes.run(timer.get(), &profile.layers, /*split=*/true);
   }
-  for (LayerProfile& lp : profile.layers) summarise(lp);
+  for (LayerProfile& lp : profile.layers) summarise_samples(lp);
   return profile;
 }
 

@@ -130,6 +130,11 @@ void add_validate_command(CLI::App& app) {
                 "plan's best configurations, the plain model and yours (--stages ... if given)");
   cmd->add_option("--devices", automatic->devices, "--auto: devices (CPU stages) to plan for")
       ->capture_default_str();
+  cmd->add_option("--profile-rounds", automatic->profile_rounds,
+                  "--auto: profile in this many rounds spread over time, pooled (a few slow "
+                  "seconds of a shared machine skew one round, not the profile); "
+                  "--profile-repeat passes split among them")
+      ->capture_default_str();
   cmd->add_option("--top", automatic->top,
                   "--auto: the plan's best configurations trained (0: every one searched)")
       ->capture_default_str();
@@ -187,9 +192,10 @@ void add_validate_command(CLI::App& app) {
       return;
     }
     if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
-            cmd->count("--checkpoints") >
+            cmd->count("--checkpoints") + cmd->count("--profile-rounds") >
         0) {
-      throw std::invalid_argument("--devices, --top, --schedules and --checkpoints go with --auto");
+      throw std::invalid_argument(
+          "--devices, --top, --schedules, --checkpoints and --profile-rounds go with --auto");
     }
     ValidateParams params = *p;
     params.virtual_stages = stages_per_device(params.schedule, *virtual_given);

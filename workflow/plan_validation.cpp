@@ -21,6 +21,7 @@
 #include "models/synthetic.h"
 #include "profiler/device.h"
 #include "profiler/profile_json.h"
+#include "profiler/profile_merge.h"
 #include "reports/validation_record.h"
 #include "workflow/profiling.h"
 #include "workflow/training_run.h"
@@ -45,6 +46,14 @@ void check(const AutoValidateSettings& p) {
   }
   if (p.devices < 1 || p.devices > 64) {
     throw std::invalid_argument(fmt::format("--devices must be from 1 to 64, got {}", p.devices));
+  }
+  if (p.profile_repeat < 1) {
+    throw std::invalid_argument(
+        fmt::format("--profile-repeat must be at least 1, got {}", p.profile_repeat));
+  }
+  if (p.profile_rounds < 1) {
+    throw std::invalid_argument(
+        fmt::format("--profile-rounds must be at least 1, got {}", p.profile_rounds));
   }
   if (p.top < 0) {
     throw std::invalid_argument(fmt::format("--top must be at least 0, got {}", p.top));
@@ -171,40 +180,52 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   micro_batch_sizes(chunks, shape[0]);  // checks them before any work
   StagedDirectory output(p.output, plan_validation_files());
 
-  // 1. Profile every size; micro-batches that overlap run beside the other stages' work.
-  say(fmt::format("profiling {} at micro-batch sizes for {} chunks ...", p.model,
-                  fmt::join(chunks, ", ")));
+  // 1. Profile every size, in rounds spread over time; micro-batches that overlap run beside the
+  // other stages' work. The honest alternative on CPUs, the plain model with every device's
+  // threads, is profiled in each round too.
+  const int wide_threads = p.devices * p.threads;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool profile_wide = p.devices > 1 && wide_threads <= cores;
+  const int rounds = std::min(p.profile_rounds, p.profile_repeat);  // a pass each at least
   profiler::ProfileOptions options;
-  options.repeat = p.profile_repeat;
+  options.repeat = (p.profile_repeat + rounds - 1) / rounds;
   Watchdog watchdog(p.step_timeout_s, "profiling the first layer");
   const auto co_runners = [&p](int m) { return m > 1 ? p.devices - 1 : 0; };
   const auto beat = [&watchdog](int64_t size, const profiler::ProfileProgress& progress) {
     watchdog.beat(fmt::format("profiling at micro-batch size {}, {} of {}", size, progress.done,
                               progress.total));
   };
-  profiler::Profile profile =
-      profile_at_sizes(model, inputs, chunks, p.seed, options, co_runners, beat);
-  if (!p.inputs.empty()) profile.inputs = models::to_strings(inputs);
-  const nlohmann::json profile_doc = profiler::profile_to_json(profile);
-  write_file_atomically(output.staging() + "/profile.json", profile_doc.dump(2) + "\n");
-  // The honest alternative on CPUs: the plain model with every device's threads.
-  const int wide_threads = p.devices * p.threads;
-  std::optional<profiler::Profile> wide;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (p.devices > 1 && wide_threads <= cores) {
-    say(fmt::format("profiling the plain model on {} threads ...", wide_threads));
+  std::vector<profiler::Profile> sized_rounds, wide_rounds;
+  for (int round = 1; round <= rounds; ++round) {
+    say(fmt::format("profiling {} at micro-batch sizes for {} chunks{}{} ...", p.model,
+                    fmt::join(chunks, ", "),
+                    profile_wide ? fmt::format(" and on {} threads", wide_threads) : "",
+                    rounds > 1 ? fmt::format(" (round {} of {})", round, rounds) : ""));
+    if (round == 2) options.warmup = 1;  // caches and allocator pools are warm
+    sized_rounds.push_back(
+        profile_at_sizes(model, inputs, chunks, p.seed, options, co_runners, beat));
+    if (!profile_wide) continue;
     profiler::ProfileOptions wide_options = options;
     wide_options.co_runners = 0;
     // On a thread of its own, which takes its OpenMP pool with it when it ends. A pool outliving
     // its use counts against the cores: once a process's pools hold more threads than there are
     // cores, libgomp's idle threads sleep almost at once instead of polling, and every parallel
     // region must wake them (the 2-thread run measured at 2.5x its profile on the 2-core VM).
-    wide = std::async(std::launch::async, [&] {
-             at::internal::lazy_init_num_threads();
-             at::set_num_threads(wide_threads);
-             return profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {}, beat);
-           }).get();
-    at::set_num_threads(p.threads);
+    wide_rounds.push_back(std::async(std::launch::async, [&] {
+                            at::internal::lazy_init_num_threads();
+                            at::set_num_threads(wide_threads);
+                            return profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {},
+                                                    beat);
+                          }).get());
+    at::set_num_threads(p.threads);  // ATen's default for new threads, which the pool set
+  }
+  profiler::Profile profile = profiler::merge_profiles(sized_rounds);
+  if (!p.inputs.empty()) profile.inputs = models::to_strings(inputs);
+  write_file_atomically(output.staging() + "/profile.json",
+                        profiler::profile_to_json(profile).dump(2) + "\n");
+  std::optional<profiler::Profile> wide;
+  if (profile_wide) {
+    wide = profiler::merge_profiles(wide_rounds);
     write_file_atomically(output.staging() + "/profile-threads.json",
                           profiler::profile_to_json(*wide).dump(2) + "\n");
   }

@@ -47,7 +47,11 @@ struct AutoValidateSettings {
   std::optional<UserConfiguration> user;
   int steps = 5;
   int warmup_steps = 2;
-  int profile_repeat = 10;
+  int profile_repeat = 10;  // timed passes per layer and size, split among the rounds
+  // The profile is taken in this many rounds, one after the other, each every size and the plain
+  // model on all threads, then pooled (profiler/profile_merge.h): a few slow seconds of a shared
+  // machine then skew one round's passes, not the whole profile. At most profile_repeat rounds.
+  int profile_rounds = 3;
   int threads = 1;
   uint64_t seed = 0;
   double step_timeout_s = 0;

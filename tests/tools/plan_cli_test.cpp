@@ -254,10 +254,12 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
   const std::string dir = fresh_dir("plan_validate_auto");
   const CliResult r = run_pipebal("validate " + kModel +
                                   " --auto --devices 2 --top 2 --stages 2 --chunks 4 "
-                                  "--steps 2 --warmup-steps 1 --profile-repeat 2 -o " +
+                                  "--steps 2 --warmup-steps 1 --profile-repeat 3 "
+                                  "--profile-rounds 2 -o " +
                                   dir + "/out");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("the plan's pick measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(round 2 of 2)"), std::string::npos) << r.out;
   const json v = json::parse(read_text(dir + "/out/plan-validation.json"));
   EXPECT_EQ(v["schema"], "pipebal.plan-validation/1");
   EXPECT_EQ(v["devices"], 2);
@@ -287,7 +289,20 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
   EXPECT_EQ(configs[0]["predicted_rank"], 1);
   // The plan written is the plan's pick, and the profile holds the sizes it was chosen from.
   EXPECT_EQ(json::parse(read_text(dir + "/out/plan.json"))["balance"], configs[0]["balance"]);
-  EXPECT_EQ(json::parse(read_text(dir + "/out/profile.json"))["sizes"].size(), 5u);  // 1..16
+  const json profile = json::parse(read_text(dir + "/out/profile.json"));
+  EXPECT_EQ(profile["sizes"].size(), 5u);  // 1..16
+  // Two rounds of ceil(3 / 2) passes each, pooled: 4 samples per layer where one round has 3
+  // (profile.json keeps the samples of the profile's own size).
+  const auto expect_pooled = [](const json& layers) {
+    for (const json& layer : layers) {
+      EXPECT_EQ(layer["forward_samples_ms"].size(), 4u) << layer.dump();
+      EXPECT_EQ(layer["backward_samples_ms"].size(), 4u) << layer.dump();
+    }
+  };
+  expect_pooled(profile["layers"]);
+  if (std::thread::hardware_concurrency() >= 2) {
+    expect_pooled(json::parse(read_text(dir + "/out/profile-threads.json"))["layers"]);
+  }
 }
 
 // 32 micro-batches of 2 samples through a tiny model: each call's fixed cost dwarfs its work, so
@@ -308,7 +323,8 @@ TEST(PlanCli, ValidateAutoRefusesWhatDoesNotGoTogether) {
   const std::string dir = fresh_dir("plan_validate_bad");
   CliResult r = run_pipebal("validate " + kModel + " --devices 2 -o " + dir + "/a");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--devices, --top, --schedules and --checkpoints go with --auto"),
+  EXPECT_NE(r.err.find(
+                "--devices, --top, --schedules, --checkpoints and --profile-rounds go with --auto"),
             std::string::npos)
       << r.err;
   r = run_pipebal("validate " + kModel + " --auto --processes 2 -o " + dir + "/b");

@@ -1,0 +1,28 @@
+// Profiles of one model taken at different times, pooled into one. On a shared machine the
+// cores slow down and recover over seconds: the passes of one profile, run back to back, all see
+// the same moment, so a profile taken while the machine is slow is slow throughout. Several
+// short rounds spread over time, pooled, take the median over moments instead, which is what a
+// training run of many steps measures.
+//
+//   std::vector<profiler::Profile> rounds;
+//   for (int r = 0; r < 3; ++r) rounds.push_back(profiler::profile_model(layers, sample, options));
+//   const profiler::Profile pooled = profiler::merge_profiles(rounds);
+#pragma once
+
+#include <vector>
+
+#include "profiler/profiler.h"
+
+namespace pipebal::profiler {
+
+// Recomputes a layer's medians and percentiles from its timing samples.
+void summarise_samples(LayerProfile& layer);
+
+// One profile holding every round's timing samples (forward, backward and W), per layer and per
+// micro-batch size, with medians and percentiles recomputed over them; everything else (memory,
+// shapes, environment) is the first round's. The rounds must profile the same layers (count,
+// names and types) at the same micro-batch sizes; std::invalid_argument names the first
+// difference, and an empty list.
+Profile merge_profiles(const std::vector<Profile>& rounds);
+
+}  // namespace pipebal::profiler

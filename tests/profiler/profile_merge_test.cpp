@@ -1,0 +1,94 @@
+// Pooling profile rounds: medians over every round's samples, per layer and per size, and one
+// clear error when the rounds profiled different things.
+#include "profiler/profile_merge.h"
+
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace pipebal::profiler {
+namespace {
+
+LayerProfile layer(const std::string& name, std::vector<double> forward,
+                   std::vector<double> backward, int64_t activation_bytes) {
+  LayerProfile l;
+  l.name = name;
+  l.type = "Linear";
+  l.forward_samples_ms = std::move(forward);
+  l.backward_samples_ms = std::move(backward);
+  l.activation_bytes = activation_bytes;
+  summarise_samples(l);
+  return l;
+}
+
+// Two layers at the profile's size and at one more size; `slow` scales every time.
+Profile round(double slow, int64_t activation_bytes) {
+  Profile p;
+  p.model = "m";
+  p.layers = {layer("0", {1 * slow, 2 * slow}, {3 * slow}, activation_bytes),
+              layer("1", {10 * slow}, {20 * slow, 40 * slow}, activation_bytes)};
+  p.sizes = {{4, 8, {layer("0", {5 * slow}, {6 * slow}, 0), layer("1", {7 * slow}, {8 * slow}, 0)}},
+             {2, 16, p.layers}};
+  return p;
+}
+
+TEST(ProfileMerge, MediansAreOverEveryRoundsSamples) {
+  // A quick round, a round at half speed, another quick one: the slow round is outvoted.
+  const Profile pooled = merge_profiles({round(1, 100), round(2, 200), round(1, 300)});
+  ASSERT_EQ(pooled.layers.size(), 2u);
+  EXPECT_EQ(pooled.layers[0].forward_samples_ms, (std::vector<double>{1, 2, 2, 4, 1, 2}));
+  EXPECT_DOUBLE_EQ(pooled.layers[0].forward_ms, 2);    // of 1 1 2 2 2 4
+  EXPECT_DOUBLE_EQ(pooled.layers[0].backward_ms, 3);   // of 3 6 3
+  EXPECT_DOUBLE_EQ(pooled.layers[1].forward_ms, 10);   // of 10 20 10
+  EXPECT_DOUBLE_EQ(pooled.layers[1].backward_ms, 40);  // of 20 40 40 80 20 40
+  // NumPy's percentiles of the pooled samples 1 1 2 2 2 4.
+  EXPECT_DOUBLE_EQ(pooled.layers[0].forward_p10_ms, 1);
+  EXPECT_DOUBLE_EQ(pooled.layers[0].forward_p90_ms, 3);
+  // Every size pooled too.
+  ASSERT_EQ(pooled.sizes.size(), 2u);
+  EXPECT_EQ(pooled.sizes[0].layers[1].backward_samples_ms, (std::vector<double>{8, 16, 8}));
+  EXPECT_DOUBLE_EQ(pooled.sizes[0].layers[1].backward_ms, 8);
+  EXPECT_DOUBLE_EQ(pooled.sizes[1].layers[1].backward_ms, 40);
+  // Memory is the first round's.
+  EXPECT_EQ(pooled.layers[0].activation_bytes, 100);
+}
+
+TEST(ProfileMerge, OneRoundIsItself) {
+  const Profile pooled = merge_profiles({round(1, 100)});
+  EXPECT_EQ(pooled.layers[1].backward_samples_ms, (std::vector<double>{20, 40}));
+  EXPECT_DOUBLE_EQ(pooled.layers[1].backward_ms, 30);
+}
+
+TEST(ProfileMerge, RoundsOfDifferentThingsAreRefused) {
+  EXPECT_THROW(merge_profiles({}), std::invalid_argument);
+  Profile fewer = round(1, 0);
+  fewer.layers.pop_back();
+  Profile renamed = round(1, 0);
+  renamed.layers[1].name = "other";
+  Profile resized = round(1, 0);
+  resized.sizes[1].micro_batch_size = 32;
+  Profile fewer_sizes = round(1, 0);
+  fewer_sizes.sizes.pop_back();
+  Profile layer_missing_at_a_size = round(1, 0);
+  layer_missing_at_a_size.sizes[0].layers.pop_back();
+  const std::vector<std::pair<Profile, std::string>> cases = {
+      {fewer, "profile round 2 has 1 layers, round 1 has 2"},
+      {renamed, "profile round 2 has layer 1 'other' (Linear), round 1 has '1' (Linear)"},
+      {resized, "profile round 2 has micro-batch size 32 where round 1 has 16"},
+      {fewer_sizes, "profile round 2 has 1 micro-batch sizes, round 1 has 2"},
+      {layer_missing_at_a_size,
+       "profile round 2 has 1 layers at micro-batch size 8, round 1 has 2"},
+  };
+  for (const auto& [second, message] : cases) {
+    try {
+      merge_profiles({round(1, 0), second});
+      ADD_FAILURE() << "no error for: " << message;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipebal::profiler
