@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Are this machine's cores independent? A pipeline of 2 CPU stages, and the plain model on 2
+intra-op threads, assume that 2 cores give about twice the work of one. On a virtual machine the
+host may run both virtual CPUs on one physical core (hyperthread siblings, or time-sliced) for
+seconds at a time; every measurement that uses both cores is then slow, and no profile taken a
+minute earlier can predict it.
+
+Each trial profiles the same compute-bound model (`pipebal profile`, 1 micro-batch) three ways,
+in a rotating order: one single-thread process alone, two single-thread processes side by side,
+and one process on 2 threads. It reports per trial the pair's throughput over the lone process's
+(2.0: independent cores; 1.0: one core's worth) and the 2-thread speed-up, and how many trials
+found the cores shared.
+
+Writes the raw totals (JSON) and the markdown summary made from them.
+Usage: bench/core-pairing.py [--build build] [--trials 16]
+       [--raw reports/core-pairing-raw.json] [--md reports/core-pairing.md]
+Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import bench_support
+
+MODEL = "mlp:layers=16,width=512"
+SHAPE = "256,512"
+# Below this pair throughput (of 2.0) the two cores did not give two cores' work.
+SHARED_BELOW = 1.3
+
+
+def profile_cmd(pipebal, threads, out):
+    return [pipebal, "profile", "--model", MODEL, "--input-shape", SHAPE, "--chunks", "1",
+            "--threads", str(threads), "--repeat", "10", "-o", out]
+
+
+def total_ms(path):
+    """The whole forward and backward: the sum of the layers' median times."""
+    with open(path) as f:
+        layers = json.load(f)["layers"]
+    return sum(layer["forward_ms"] + layer["backward_ms"] for layer in layers)
+
+
+def run_together(cmds):
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for c in cmds]
+    for p, c in zip(procs, cmds):
+        _, err = p.communicate()
+        if p.returncode != 0:
+            sys.exit(f"failed ({p.returncode}): {' '.join(c)}\n{err}")
+
+
+def trial(pipebal, work, order):
+    paths = {name: os.path.join(work, name + ".json") for name in ("alone", "pair0", "pair1", "wide")}
+    for what in order:
+        if what == "alone":
+            run_together([profile_cmd(pipebal, 1, paths["alone"])])
+        elif what == "pair":
+            run_together([profile_cmd(pipebal, 1, paths["pair0"]),
+                          profile_cmd(pipebal, 1, paths["pair1"])])
+        else:
+            run_together([profile_cmd(pipebal, 2, paths["wide"])])
+    return {"order": order,
+            "alone_ms": total_ms(paths["alone"]),
+            "pair_ms": [total_ms(paths["pair0"]), total_ms(paths["pair1"])],
+            "two_threads_ms": total_ms(paths["wide"])}
+
+
+def summarise(doc):
+    rows, pair_throughputs, speedups = [], [], []
+    for k, t in enumerate(doc["trials"]):
+        pair_throughput = sum(t["alone_ms"] / ms for ms in t["pair_ms"])
+        speedup = t["alone_ms"] / t["two_threads_ms"]
+        pair_throughputs.append(pair_throughput)
+        speedups.append(speedup)
+        rows.append(f"| {k + 1} | {', '.join(t['order'])} | {t['alone_ms']:.1f} | "
+                    f"{t['pair_ms'][0]:.1f}, {t['pair_ms'][1]:.1f} | {pair_throughput:.2f} | "
+                    f"{t['two_threads_ms']:.1f} | {speedup:.2f} |")
+    shared = sum(1 for x in pair_throughputs if x < SHARED_BELOW)
+    slow_wide = sum(1 for x in speedups if x < SHARED_BELOW)
+    lines = [
+        "# Are the cores independent?",
+        "",
+        f"Made by `bench/core-pairing.py` at commit `{doc['commit']}` on {doc['machine']}, "
+        f"{doc['date']}; raw data: `core-pairing-raw.json`. Each trial profiled `{MODEL}` on "
+        f"[{SHAPE}] (`pipebal profile --chunks 1 --repeat 10`: the sum of its layers' median "
+        "forward and backward times) as one single-thread process alone, as two single-thread "
+        "processes side by side, and as one process on 2 intra-op threads, in a rotating order. "
+        "Pair throughput: the two side-by-side processes' work per second over the lone "
+        "process's (2.0 when the cores are independent, 1.0 when they give one core's work); "
+        "2-thread speed-up: the lone process's time over the 2-thread one's.",
+        "",
+        f"Over {len(pair_throughputs)} trials the pair throughput had median "
+        f"{statistics.median(pair_throughputs):.2f} (from {min(pair_throughputs):.2f} to "
+        f"{max(pair_throughputs):.2f}) and the 2-thread speed-up median "
+        f"{statistics.median(speedups):.2f} (from {min(speedups):.2f} to {max(speedups):.2f}). "
+        f"In {shared} of {len(pair_throughputs)} trials the two processes together did less than "
+        f"{SHARED_BELOW} times one core's work, and in {slow_wide} the 2 threads were less than "
+        f"{SHARED_BELOW} times as fast as one."
+        + (" In those trials the machine gave about one core's work although both processes (or "
+           "threads) ran: each profile's passes are taken back to back within a second or two, "
+           "so such a state covers a whole profile, and a configuration that needs both cores "
+           "measures slower than its prediction (or its profile slower than its run) by the "
+           "ratio above whenever one of the two falls into it." if shared + slow_wide else ""),
+        "",
+        "| trial | order | alone ms | side by side ms | pair throughput | 2 threads ms | "
+        "2-thread speed-up |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ] + rows
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--trials", type=int, default=16)
+    ap.add_argument("--raw", default="reports/core-pairing-raw.json")
+    ap.add_argument("--md", default="reports/core-pairing.md")
+    ap.add_argument("--allow-dirty", action="store_true")
+    args = ap.parse_args()
+    pipebal = bench_support.binary(args.build, "tools/pipebal")
+    doc = dict(bench_support.meta(args.allow_dirty), model=MODEL, input_shape=SHAPE, trials=[])
+    orders = [["alone", "pair", "wide"], ["pair", "wide", "alone"], ["wide", "alone", "pair"]]
+    with tempfile.TemporaryDirectory(prefix="pipebal-core-pairing-") as work:
+        for k in range(args.trials):
+            doc["trials"].append(trial(pipebal, work, orders[k % len(orders)]))
+            t = doc["trials"][-1]
+            print(f"trial {k + 1}/{args.trials}: alone {t['alone_ms']:.1f} ms, side by side "
+                  f"{t['pair_ms'][0]:.1f}/{t['pair_ms'][1]:.1f} ms, 2 threads "
+                  f"{t['two_threads_ms']:.1f} ms", file=sys.stderr, flush=True)
+    bench_support.write_json(args.raw, doc)
+    bench_support.write_text(args.md, summarise(doc))
+
+
+if __name__ == "__main__":
+    main()
