@@ -1,15 +1,14 @@
 #!/usr/bin/env python3
 """Are this machine's cores independent? A pipeline of 2 CPU stages, and the plain model on 2
-intra-op threads, assume that 2 cores give about twice the work of one. On a virtual machine the
-host may run both virtual CPUs on one physical core (hyperthread siblings, or time-sliced) for
-seconds at a time; every measurement that uses both cores is then slow, and no profile taken a
-minute earlier can predict it.
+intra-op threads, assume that 2 cores give about twice the work of one. On a virtual machine
+they need not at every moment, and a stretch of seconds in which they do not makes every
+measurement that uses both cores slow, which no profile taken earlier can predict.
 
 Each trial profiles the same compute-bound model (`pipebal profile`, 1 micro-batch) three ways,
 in a rotating order: one single-thread process alone, two single-thread processes side by side,
 and one process on 2 threads. It reports per trial the pair's throughput over the lone process's
 (2.0: independent cores; 1.0: one core's worth) and the 2-thread speed-up, and how many trials
-found the cores shared.
+fell short of either.
 
 Writes the raw totals (JSON) and the markdown summary made from them.
 Usage: bench/core-pairing.py [--build build] [--trials 16]
@@ -80,6 +79,8 @@ def summarise(doc):
                     f"{t['two_threads_ms']:.1f} | {speedup:.2f} |")
     shared = sum(1 for x in pair_throughputs if x < SHARED_BELOW)
     slow_wide = sum(1 for x in speedups if x < SHARED_BELOW)
+    pair_when_slow = ", ".join(f"{p:.2f}" for p, x in zip(pair_throughputs, speedups)
+                               if x < SHARED_BELOW)
     lines = [
         "# Are the cores independent?",
         "",
@@ -99,11 +100,11 @@ def summarise(doc):
         f"In {shared} of {len(pair_throughputs)} trials the two processes together did less than "
         f"{SHARED_BELOW} times one core's work, and in {slow_wide} the 2 threads were less than "
         f"{SHARED_BELOW} times as fast as one."
-        + (" In those trials the machine gave about one core's work although both processes (or "
-           "threads) ran: each profile's passes are taken back to back within a second or two, "
-           "so such a state covers a whole profile, and a configuration that needs both cores "
-           "measures slower than its prediction (or its profile slower than its run) by the "
-           "ratio above whenever one of the two falls into it." if shared + slow_wide else ""),
+        + (f" In those trials the run stayed slow through all its passes (a few seconds), while "
+           f"the pair of processes in the same trials did {pair_when_slow} times one core's "
+           "work: whatever the host does, a configuration that needs both cores measures (or "
+           "profiles) up to about twice as slow whenever it falls into such a stretch, which no "
+           "profile taken before can foresee." if slow_wide else ""),
         "",
         "| trial | order | alone ms | side by side ms | pair throughput | 2 threads ms | "
         "2-thread speed-up |",
