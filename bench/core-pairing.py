@@ -42,6 +42,15 @@ def total_ms(path):
     return sum(layer["forward_ms"] + layer["backward_ms"] for layer in layers)
 
 
+def pass_ms(path):
+    """Each timed pass's whole forward and backward."""
+    with open(path) as f:
+        layers = json.load(f)["layers"]
+    passes = len(layers[0]["forward_samples_ms"])
+    return [sum(layer["forward_samples_ms"][k] + layer["backward_samples_ms"][k]
+                for layer in layers) for k in range(passes)]
+
+
 def run_together(cmds):
     procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
              for c in cmds]
@@ -64,7 +73,8 @@ def trial(pipebal, work, order):
     return {"order": order,
             "alone_ms": total_ms(paths["alone"]),
             "pair_ms": [total_ms(paths["pair0"]), total_ms(paths["pair1"])],
-            "two_threads_ms": total_ms(paths["wide"])}
+            "two_threads_ms": total_ms(paths["wide"]),
+            "passes_ms": {name: pass_ms(path) for name, path in paths.items()}}
 
 
 def summarise(doc):
@@ -81,6 +91,13 @@ def summarise(doc):
     slow_wide = sum(1 for x in speedups if x < SHARED_BELOW)
     pair_when_slow = ", ".join(f"{p:.2f}" for p, x in zip(pair_throughputs, speedups)
                                if x < SHARED_BELOW)
+    # How much faster than its median the quickest pass of each short-falling run was.
+    slow_runs = [t["passes_ms"][name] for t, p, x in zip(doc["trials"], pair_throughputs, speedups)
+                 for name in (["pair0", "pair1"] if p < SHARED_BELOW else [])
+                 + (["wide"] if x < SHARED_BELOW else [])]
+    quickest = max((1 - min(r) / statistics.median(r) for r in slow_runs), default=0)
+    wide_when_shared = ", ".join(f"{x:.2f}" for p, x in zip(pair_throughputs, speedups)
+                                 if p < SHARED_BELOW)
     lines = [
         "# Are the cores independent?",
         "",
@@ -100,11 +117,14 @@ def summarise(doc):
         f"In {shared} of {len(pair_throughputs)} trials the two processes together did less than "
         f"{SHARED_BELOW} times one core's work, and in {slow_wide} the 2 threads were less than "
         f"{SHARED_BELOW} times as fast as one."
-        + (f" In those trials the run stayed slow through all its passes (a few seconds), while "
-           f"the pair of processes in the same trials did {pair_when_slow} times one core's "
-           "work: whatever the host does, a configuration that needs both cores measures (or "
-           "profiles) up to about twice as slow whenever it falls into such a stretch, which no "
-           "profile taken before can foresee." if slow_wide else ""),
+        + (" Each run that fell short did so through all its passes (a few seconds: the "
+           f"quickest pass of any was at most {100 * quickest:.0f}% under its run's median), while the other way of using both cores "
+           f"in the same trial did not necessarily (pair throughput beside the slow 2-thread "
+           f"runs: {pair_when_slow or 'none'}; 2-thread speed-up beside the slow pairs: "
+           f"{wide_when_shared or 'none'}): whatever the host does, a configuration that needs "
+           "both cores measures (or profiles) up to about twice as slow whenever it falls into "
+           "such a stretch, which no profile taken before can foresee." if shared + slow_wide
+           else ""),
         "",
         "| trial | order | alone ms | side by side ms | pair throughput | 2 threads ms | "
         "2-thread speed-up |",
