@@ -15,7 +15,6 @@ Run it on an otherwise idle machine, from a clean checkout (the summary names th
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 
@@ -83,7 +82,7 @@ def main():
     chosen = args.models.split(",")
 
     raw = {"commit": commit, "pipebal": version,
-           "machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+           "machine": bench_support.machine(), "date": bench_support.today(),
            "steps": args.steps, "models": []}
     for name, spec, shape in MODELS:
         if name not in chosen:
@@ -102,10 +101,11 @@ def main():
     lines = [
         "# The planner against the grid it searched",
         "",
-        f"Made by `bench/planner-grid.py` at commit `{commit}` on {raw['machine']} "
-        f"({raw['cores']} cores); raw data: `planner-grid-raw.json` (every configuration's "
+        f"Made by `bench/planner-grid.py` at commit `{commit}` on {raw['machine']}, "
+        f"{raw['date']}; raw data: `planner-grid-raw.json` (every configuration's "
         "`pipebal.plan-validation/1` entry). For each model `pipebal validate --auto --top 0` "
-        "profiled micro-batch counts 1-16 at one thread (and the plain model at two), planned for "
+        "profiled micro-batch counts 1-16 at one thread (and the plain model at two; 3 rounds, "
+        "pooled), planned for "
         "2 devices, and trained every configuration searched -- stages 1-2, chunks 1-16, gpipe and "
         "1f1b, checkpoint never and except_last, and the plain model on 2 threads -- side by side, "
         f"one step of each in turn, {args.steps} measured rounds after 2 warm-up rounds; times are "
