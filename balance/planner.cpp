@@ -96,17 +96,8 @@ int64_t peak_bytes(const Plan& plan) {
   return *std::max_element(held.begin(), held.end());
 }
 
-// Costs one configuration with dp's balance; false when no partition fits the caps.
-bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostOptions options,
-                        int64_t replica_batch, Configuration& config) {
-  options.chunks = config.chunks;
-  options.schedule = config.schedule;
-  options.virtual_stages = config.virtual_stages;
-  options.checkpoint = config.checkpoint;
-  options.replicas = config.replicas;
-  options.memory_caps_bytes = first_devices(options.memory_caps_bytes, config.stages);
-  options.device_speeds = first_devices(options.device_speeds, config.stages);
-  const CostModel model(at.layers, config.stages * config.virtual_stages, options);
+// dp's balance for `config`, planned into config.plan; false when no partition fits the caps.
+bool choose_balance(const CostModel& model, Configuration& config) {
   std::vector<int> balance;
   try {
     // Interleaved searches on from dp's balance below; zb-h1 is balanced before its delays.
@@ -128,6 +119,27 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   if (search) {
     config.plan.search_nodes = search->nodes;
     config.plan.search_exhaustive = search->exhaustive;
+  }
+  return true;
+}
+
+// Costs one configuration with dp's balance, or with `fixed`'s balance and W delays when given;
+// false when no partition fits the caps.
+bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostOptions options,
+                        int64_t replica_batch, Configuration& config, const Plan* fixed = nullptr) {
+  options.chunks = config.chunks;
+  options.schedule = config.schedule;
+  options.virtual_stages = config.virtual_stages;
+  options.checkpoint = config.checkpoint;
+  options.replicas = config.replicas;
+  options.memory_caps_bytes = first_devices(options.memory_caps_bytes, config.stages);
+  options.device_speeds = first_devices(options.device_speeds, config.stages);
+  if (fixed) options.weight_delays = fixed->weight_delays;
+  const CostModel model(at.layers, config.stages * config.virtual_stages, options);
+  if (fixed) {
+    config.plan = plan_balance(model, fixed->balance, fixed->algorithm);
+  } else if (!choose_balance(model, config)) {
+    return false;
   }
   config.plan.model = profile.model;
   config.plan.dtype = profile.dtype;
@@ -234,6 +246,31 @@ std::optional<Configuration> configure(const CostProfile& profile, const CostOpt
   if (!cost_configuration(profile, at, costs, replica_batch, config)) return std::nullopt;
   rate(config, plain, batch);
   return config;
+}
+
+Configuration reprice(const CostProfile& profile, const CostOptions& costs,
+                      const Configuration& config, const Configuration& plain) {
+  const int64_t batch = profile.mini_batch_size();
+  if (config.threads_per_stage > 1) {  // `profile` is that thread count's
+    Configuration wide = plain_model(profile, costs);
+    wide.threads_per_stage = wide.plan.threads_per_stage = config.threads_per_stage;
+    wide.devices = config.devices;
+    rate(wide, plain, batch);
+    return wide;
+  }
+  if (batch <= 0 || batch % config.replicas != 0) {
+    throw std::invalid_argument(fmt::format(
+        "{} replicas do not divide the profiled mini-batch of {} samples", config.replicas, batch));
+  }
+  const int64_t replica_batch = batch / config.replicas;
+  Configuration priced = config;
+  const CostsAtSize at =
+      costs_at_micro_batch_size(profile, micro_batch_size(replica_batch, config.chunks));
+  CostOptions unlimited = costs;
+  unlimited.memory_caps_bytes.clear();  // the configuration ran: price it, fitting or not
+  cost_configuration(profile, at, unlimited, replica_batch, priced, &config.plan);
+  rate(priced, plain, batch);
+  return priced;
 }
 
 PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& search) {

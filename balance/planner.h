@@ -102,6 +102,14 @@ Configuration plain_model(const CostProfile& profile, const CostOptions& costs);
 std::optional<Configuration> configure(const CostProfile& profile, const CostOptions& costs,
                                        const Configuration& shape, const Configuration& plain);
 
+// `config` as another profile of the same model prices it: its stages, chunks, schedule,
+// checkpoint and replicas, and its plan's balance and W delays kept (no new balance, memory caps
+// not enforced), its speed-up over `plain`. For the plain model on several threads, `profile` is
+// that thread count's. What validate --auto predicts from the profile it takes in turns with the
+// runs. Throws std::invalid_argument when the replicas do not divide the profiled mini-batch.
+Configuration reprice(const CostProfile& profile, const CostOptions& costs,
+                      const Configuration& config, const Configuration& plain);
+
 // "2 stages, 8 micro-batches, 1f1b, checkpoint never", "the plain model on one device", ...
 std::string describe(const Configuration& config);
 

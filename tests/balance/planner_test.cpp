@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "balance/dp_partition.h"
+#include "balance/micro_batch_costs.h"
+#include "balance/plan.h"
 
 namespace pipebal::balance {
 namespace {
@@ -221,6 +223,77 @@ TEST(Planner, WeighsThePlainModelOnMoreThreads) {
   search.devices = 2;
   search.plain_profiles = {profile_of({1, 1}, 0, 8)};
   EXPECT_THROW(search_plans(profile, search), std::invalid_argument);
+}
+
+// Repricing: the same profile gives back every configuration's prediction exactly; a profile
+// twice as slow in every layer (free links) twice its step; the balance stays the one it had,
+// where dp on the new costs would cut elsewhere.
+TEST(Planner, RepricesAConfigurationUnderAnotherProfileKeepingItsBalance) {
+  const CostProfile profile = profile_of({1, 2, 1, 3, 1, 2}, 0.2, 8);
+  CostProfile wide = profile_of({0.6, 1.1, 0.6, 1.6, 0.6, 1.1}, 0.1, 8);
+  wide.threads = 2;
+  PlanSearch search = on_devices(3);
+  search.plain_profiles = {wide};
+  search.schedules = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved,
+                      ScheduleKind::kZeroBubbleH1};
+  search.keep_dominated = true;
+  const PlanSearchResult result = search_plans(profile, search);
+  ASSERT_GT(result.ranked.size(), 20u);
+  const auto scaled = [](CostProfile p, double factor) {
+    const auto scale = [factor](std::vector<LayerCost>& layers) {
+      for (LayerCost& l : layers) {
+        l.forward_ms *= factor;
+        l.backward_ms *= factor;
+        l.weight_ms *= factor;
+      }
+    };
+    scale(p.layers);
+    for (SizedCosts& size : p.sizes) scale(size.layers);
+    return p;
+  };
+  const CostProfile twice = scaled(profile, 2), wide_twice = scaled(wide, 2);
+  const Configuration plain_twice = plain_model(twice, search.costs);
+  for (const Configuration& config : result.ranked) {
+    const bool threads = config.threads_per_stage > 1;
+    const Configuration same =
+        reprice(threads ? wide : profile, search.costs, config, result.plain);
+    EXPECT_NEAR(same.step_ms, config.step_ms, 1e-9) << describe(config);
+    EXPECT_NEAR(same.speedup, config.speedup, 1e-12) << describe(config);
+    EXPECT_EQ(same.plan.balance, config.plan.balance) << describe(config);
+    EXPECT_EQ(same.plan.weight_delays, config.plan.weight_delays) << describe(config);
+    const Configuration slower =
+        reprice(threads ? wide_twice : twice, search.costs, config, plain_twice);
+    EXPECT_NEAR(slower.step_ms, 2 * config.step_ms, 1e-9) << describe(config);
+    EXPECT_EQ(slower.plan.balance, config.plan.balance) << describe(config);
+  }
+  // Only the last layer slower: dp would move the cut, the repriced plan keeps it.
+  const Configuration two_stages = *configure(
+      profile, search.costs,
+      [] {
+        Configuration shape;
+        shape.stages = 2;
+        shape.chunks = 4;
+        return shape;
+      }(),
+      result.plain);
+  CostProfile last_slow = profile;
+  for (SizedCosts& size : last_slow.sizes) size.layers.back().forward_ms *= 10;
+  last_slow.layers.back().forward_ms *= 10;
+  const Configuration rebalanced =
+      *configure(last_slow, search.costs, two_stages, plain_model(last_slow, search.costs));
+  ASSERT_NE(rebalanced.plan.balance, two_stages.plan.balance);
+  const Configuration kept =
+      reprice(last_slow, search.costs, two_stages, plain_model(last_slow, search.costs));
+  EXPECT_EQ(kept.plan.balance, two_stages.plan.balance);
+  // The reference: the old balance simulated on the new costs.
+  CostOptions options = search.costs;
+  options.chunks = 4;
+  options.schedule = two_stages.schedule;
+  options.checkpoint = two_stages.checkpoint;
+  const CostModel model(layers_for_chunks(last_slow, 4), 2, options);
+  EXPECT_NEAR(kept.step_ms, make_plan(model, two_stages.plan.balance, "dp").prediction.step_ms,
+              1e-9);
+  EXPECT_GT(kept.step_ms, two_stages.step_ms);
 }
 
 TEST(Planner, KeepsEveryStageWithinItsMemoryCap) {
