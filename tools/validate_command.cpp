@@ -55,6 +55,13 @@ void print_auto_table(const workflow::AutoValidation& v) {
                100 * (pick.measured_step_ms / fastest->measured_step_ms - 1),
                fmt::join(fastest->labels, ", "), balance::describe(fastest->config));
   }
+  if (pick.predicted_in_turns_ms > 0) {
+    fmt::print(
+        "predicted from the profile taken in turns with the runs: {:.1f} ms for the pick "
+        "({:+.1f}%)\n",
+        pick.predicted_in_turns_ms,
+        100 * reports::relative_error(pick.predicted_in_turns_ms, pick.measured_step_ms));
+  }
 }
 
 void run_auto_validate(const workflow::AutoValidateSettings& settings) {
@@ -135,6 +142,9 @@ void add_validate_command(CLI::App& app) {
                   "seconds of a shared machine skew one round, not the profile); "
                   "--profile-repeat passes split among them")
       ->capture_default_str();
+  cmd->add_flag("--profile-in-turns", automatic->profile_in_turns,
+                "--auto: also profile after each round of measured steps and predict every "
+                "configuration again from that profile (how much the machine changed)");
   cmd->add_option("--top", automatic->top,
                   "--auto: the plan's best configurations trained (0: every one searched)")
       ->capture_default_str();
@@ -192,10 +202,12 @@ void add_validate_command(CLI::App& app) {
       return;
     }
     if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
-            cmd->count("--checkpoints") + cmd->count("--profile-rounds") >
+            cmd->count("--checkpoints") + cmd->count("--profile-rounds") +
+            cmd->count("--profile-in-turns") >
         0) {
       throw std::invalid_argument(
-          "--devices, --top, --schedules, --checkpoints and --profile-rounds go with --auto");
+          "--devices, --top, --schedules, --checkpoints, --profile-rounds and "
+          "--profile-in-turns go with --auto");
     }
     ValidateParams params = *p;
     params.virtual_stages = stages_per_device(params.schedule, *virtual_given);

@@ -83,7 +83,7 @@ void add(std::vector<CheckedConfiguration>& list, const balance::Configuration& 
       return;
     }
   }
-  list.push_back({{label}, config, 0, 0, 0});
+  list.push_back({{label}, config, 0, 0, 0, 0});
 }
 
 // 1 for the smallest step time, 2 for the next, ... Times equal to a nanosecond are ties that
@@ -123,20 +123,43 @@ TrainSettings train_settings(const AutoValidateSettings& p,
 
 nlohmann::json configuration_json(const CheckedConfiguration& c) {
   const balance::Configuration& x = c.config;
-  return {{"labels", c.labels},
-          {"stages", x.stages},
-          {"chunks", x.chunks},
-          {"threads_per_stage", x.threads_per_stage},
-          {"schedule", pipeline::to_string(x.schedule)},
-          {"checkpoint", pipeline::to_string(x.checkpoint)},
-          {"micro_batch_size", x.micro_batch_size},
-          {"costs", balance::to_string(x.costs)},
-          {"balance", x.plan.balance},
-          {"predicted_step_ms", x.step_ms},
-          {"measured_step_ms", c.measured_step_ms},
-          {"step_error", reports::relative_error(x.step_ms, c.measured_step_ms)},
-          {"predicted_rank", c.predicted_rank},
-          {"measured_rank", c.measured_rank}};
+  nlohmann::json json = {{"labels", c.labels},
+                         {"stages", x.stages},
+                         {"chunks", x.chunks},
+                         {"threads_per_stage", x.threads_per_stage},
+                         {"schedule", pipeline::to_string(x.schedule)},
+                         {"checkpoint", pipeline::to_string(x.checkpoint)},
+                         {"micro_batch_size", x.micro_batch_size},
+                         {"costs", balance::to_string(x.costs)},
+                         {"balance", x.plan.balance},
+                         {"predicted_step_ms", x.step_ms},
+                         {"measured_step_ms", c.measured_step_ms},
+                         {"step_error", reports::relative_error(x.step_ms, c.measured_step_ms)},
+                         {"predicted_rank", c.predicted_rank},
+                         {"measured_rank", c.measured_rank}};
+  if (c.predicted_in_turns_ms > 0) {
+    json["predicted_in_turns_step_ms"] = c.predicted_in_turns_ms;
+    json["step_error_in_turns"] =
+        reports::relative_error(c.predicted_in_turns_ms, c.measured_step_ms);
+  }
+  return json;
+}
+
+// Every configuration predicted again from the profile rounds taken in turns with the runs.
+void predict_in_turns(std::vector<CheckedConfiguration>& list,
+                      const std::vector<profiler::Profile>& sized_rounds,
+                      const std::vector<profiler::Profile>& wide_rounds,
+                      const balance::CostOptions& costs) {
+  const balance::CostProfile sized = profiler::cost_profile(profiler::merge_profiles(sized_rounds));
+  std::optional<balance::CostProfile> wide;
+  if (!wide_rounds.empty()) wide = profiler::cost_profile(profiler::merge_profiles(wide_rounds));
+  const balance::Configuration plain = balance::plain_model(sized, costs);
+  for (CheckedConfiguration& c : list) {
+    const bool threads = c.config.threads_per_stage > 1;
+    if (threads && !wide) continue;
+    c.predicted_in_turns_ms =
+        balance::reprice(threads ? *wide : sized, costs, c.config, plain).step_ms;
+  }
 }
 
 }  // namespace
@@ -196,16 +219,11 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                               progress.total));
   };
   std::vector<profiler::Profile> sized_rounds, wide_rounds;
-  for (int round = 1; round <= rounds; ++round) {
-    say(fmt::format("profiling {} at micro-batch sizes for {} chunks{}{} ...", p.model,
-                    fmt::join(chunks, ", "),
-                    profile_wide ? fmt::format(" and on {} threads", wide_threads) : "",
-                    rounds > 1 ? fmt::format(" (round {} of {})", round, rounds) : ""));
-    if (round == 2) options.warmup = 1;  // caches and allocator pools are warm
-    sized_rounds.push_back(
-        profile_at_sizes(model, inputs, chunks, p.seed, options, co_runners, beat));
-    if (!profile_wide) continue;
-    profiler::ProfileOptions wide_options = options;
+  // One round: every size, then the plain model on every device's threads.
+  const auto profile_round = [&](const profiler::ProfileOptions& at) {
+    sized_rounds.push_back(profile_at_sizes(model, inputs, chunks, p.seed, at, co_runners, beat));
+    if (!profile_wide) return;
+    profiler::ProfileOptions wide_options = at;
     wide_options.co_runners = 0;
     // On a thread of its own, which takes its OpenMP pool with it when it ends. A pool outliving
     // its use counts against the cores: once a process's pools hold more threads than there are
@@ -218,6 +236,14 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                                                     beat);
                           }).get());
     at::set_num_threads(p.threads);  // ATen's default for new threads, which the pool set
+  };
+  for (int round = 1; round <= rounds; ++round) {
+    say(fmt::format("profiling {} at micro-batch sizes for {} chunks{}{} ...", p.model,
+                    fmt::join(chunks, ", "),
+                    profile_wide ? fmt::format(" and on {} threads", wide_threads) : "",
+                    rounds > 1 ? fmt::format(" (round {} of {})", round, rounds) : ""));
+    if (round == 2) options.warmup = 1;  // caches and allocator pools are warm
+    profile_round(options);
   }
   profiler::Profile profile = profiler::merge_profiles(sized_rounds);
   if (!p.inputs.empty()) profile.inputs = models::to_strings(inputs);
@@ -266,8 +292,16 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   // 3. Train them all side by side.
   std::vector<TrainSettings> runs;
   for (const CheckedConfiguration& c : list) runs.push_back(train_settings(p, inputs, c.config));
-  say(fmt::format("training {} configurations, step by step in turns ...", runs.size()));
-  const std::vector<reports::RunRecord> measured = run_interleaved(runs);
+  say(fmt::format("training {} configurations, step by step in turns{} ...", runs.size(),
+                  p.profile_in_turns ? ", profiling after each round" : ""));
+  sized_rounds.clear();
+  wide_rounds.clear();
+  options.warmup = 1;
+  options.repeat = 1;
+  std::function<void(int)> profile_in_turns;
+  if (p.profile_in_turns) profile_in_turns = [&](int) { profile_round(options); };
+  const std::vector<reports::RunRecord> measured = run_interleaved(runs, profile_in_turns);
+  if (p.profile_in_turns) predict_in_turns(list, sized_rounds, wide_rounds, search.costs);
   std::vector<double> predicted_ms, measured_ms;
   for (size_t k = 0; k < list.size(); ++k) {
     list[k].measured_step_ms = measured[k].median_step_ms;

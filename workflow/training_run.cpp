@@ -527,7 +527,8 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
   return run.finish();
 }
 
-std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings) {
+std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings,
+                                                const std::function<void(int round)>& after_round) {
   std::vector<std::unique_ptr<TrainingRun>> runs;
   int tag_base = 0;
   for (TrainSettings s : settings) {
@@ -539,13 +540,15 @@ std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>
   for (auto& run : runs) {
     while (run->warming_up()) run->step();
   }
-  for (bool stepped = true; stepped;) {
-    stepped = false;
+  for (int round = 0;; ++round) {
+    bool stepped = false;
     for (auto& run : runs) {
       if (run->done()) continue;
       run->step();
       stepped = true;
     }
+    if (!stepped) break;
+    if (after_round) after_round(round);
   }
   std::vector<reports::RunRecord> records;
   for (auto& run : runs) records.push_back(run->finish());

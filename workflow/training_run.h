@@ -114,8 +114,11 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
 // ratios of their step times stay fair (validate's pipelined and one-micro-batch runs). Each
 // rehearses its measured steps (TrainSettings::rehearse): the other runs' turns in between
 // would otherwise leave its caches cold, which slows the configurations with the most threads
-// and the smallest steps the most.
-std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings);
+// and the smallest steps the most. `after_round` (when set) runs after each round of measured
+// steps, given its index from 0: work to be measured in turns with the runs.
+std::vector<reports::RunRecord> run_interleaved(
+    const std::vector<TrainSettings>& settings,
+    const std::function<void(int round)>& after_round = {});
 
 // "3,3,2" -> {3, 3, 2}; throws std::invalid_argument for anything else.
 std::vector<int> parse_balance(const std::string& text);

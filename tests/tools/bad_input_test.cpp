@@ -143,7 +143,7 @@ const std::vector<BadInput> kTable = {
      "-o {dir}/v",
      "--profile-rounds must be at least 1, got 0"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --profile-rounds 2 -o {dir}/v",
-     "--profile-rounds go with --auto"},
+     "--profile-rounds and --profile-in-turns go with --auto"},
     {"balance {dir}/sized.json --stages 2 --chunks 8", "outside the profiled sizes 4 to 8"},
     {"plan {dir}/ok.json --devices 2", "the profile does not say its mini-batch"},
     {"plan {dir}/sized.json --devices 0", "devices must be from 1 to 4096, got 0"},

@@ -255,11 +255,14 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
   const CliResult r = run_pipebal("validate " + kModel +
                                   " --auto --devices 2 --top 2 --stages 2 --chunks 4 "
                                   "--steps 2 --warmup-steps 1 --profile-repeat 3 "
-                                  "--profile-rounds 2 -o " +
+                                  "--profile-rounds 2 --profile-in-turns -o " +
                                   dir + "/out");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("the plan's pick measured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(round 2 of 2)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("predicted from the profile taken in turns with the runs"),
+            std::string::npos)
+      << r.out;
   const json v = json::parse(read_text(dir + "/out/plan-validation.json"));
   EXPECT_EQ(v["schema"], "pipebal.plan-validation/1");
   EXPECT_EQ(v["devices"], 2);
@@ -271,6 +274,10 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
     predicted_ranks.insert(c["predicted_rank"].get<int>());
     measured_ranks.insert(c["measured_rank"].get<int>());
     EXPECT_GT(c["measured_step_ms"].get<double>(), 0);
+    // Predicted again from the profile taken after each round: other samples, other times.
+    EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
+    EXPECT_NE(c["predicted_in_turns_step_ms"], c["predicted_step_ms"]) << c.dump();
+    EXPECT_TRUE(c.contains("step_error_in_turns")) << c.dump();
     int layers = 0;
     for (const json& n : c["balance"]) layers += n.get<int>();
     EXPECT_EQ(layers, 5);
@@ -323,8 +330,8 @@ TEST(PlanCli, ValidateAutoRefusesWhatDoesNotGoTogether) {
   const std::string dir = fresh_dir("plan_validate_bad");
   CliResult r = run_pipebal("validate " + kModel + " --devices 2 -o " + dir + "/a");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find(
-                "--devices, --top, --schedules, --checkpoints and --profile-rounds go with --auto"),
+  EXPECT_NE(r.err.find("--devices, --top, --schedules, --checkpoints, --profile-rounds and "
+                       "--profile-in-turns go with --auto"),
             std::string::npos)
       << r.err;
   r = run_pipebal("validate " + kModel + " --auto --processes 2 -o " + dir + "/b");
