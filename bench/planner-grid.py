@@ -15,6 +15,7 @@ Run it on an otherwise idle machine, from a clean checkout (the summary names th
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 
@@ -60,8 +61,22 @@ def summary_row(name, spec, shape, doc):
     def ms(c):
         return f"{c['measured_step_ms']:.1f}" if c else "-"
 
+    # The configurations profiled in turns: all but the plain model on several threads.
+    in_turns = [c for c in configs if "step_error_in_turns" in c]
+
+    def median_abs(key):
+        return f"{100 * statistics.median(abs(c[key]) for c in in_turns):.1f}%"
+
+    def in_turns_of(c):
+        if "predicted_in_turns_step_ms" not in c:
+            return "- | -"
+        return f"{c['predicted_in_turns_step_ms']:.1f} | {100 * c['step_error_in_turns']:+.1f}%"
+
     return (f"| {name} | {len(configs)} | {describe(pick)} | {pick['predicted_step_ms']:.1f} | "
-            f"{ms(pick)} | {100 * pick['step_error']:+.1f}% | {describe(best)} | {ms(best)} | "
+            f"{ms(pick)} | {100 * pick['step_error']:+.1f}% | "
+            f"{in_turns_of(pick)} | "
+            f"{median_abs('step_error')} / {median_abs('step_error_in_turns')} | "
+            f"{describe(best)} | {ms(best)} | "
             f"{100 * (pick['measured_step_ms'] / best['measured_step_ms'] - 1):.1f}% | "
             f"{ms(default)} | {ms(chunks8)} | {ms(plain)} |")
 
@@ -92,7 +107,7 @@ def main():
         run([pipebal, "validate", "--model", spec, "--input-shape", shape, "--auto",
              "--devices", "2", "--top", "0", "--schedules", "gpipe,1f1b",
              "--checkpoints", "never,except_last", "--stages", "2", "--chunks", "4",
-             "--steps", str(args.steps), "--warmup-steps", "2", "-o", out])
+             "--steps", str(args.steps), "--warmup-steps", "2", "--profile-in-turns", "-o", out])
         doc = json.load(open(os.path.join(out, "plan-validation.json")))
         raw["models"].append({"name": name, "spec": spec, "input_shape": shape, "result": doc})
         with open(args.raw, "w") as f:  # after every model: a long run keeps what it measured
@@ -109,12 +124,19 @@ def main():
         "2 devices, and trained every configuration searched -- stages 1-2, chunks 1-16, gpipe and "
         "1f1b, checkpoint never and except_last, and the plain model on 2 threads -- side by side, "
         f"one step of each in turn, {args.steps} measured rounds after 2 warm-up rounds; times are "
-        "each configuration's median step.",
+        "each configuration's median step. After each measured round the model was profiled once "
+        "more (`--profile-in-turns`), and every configuration predicted again from that profile "
+        "with its balance kept (all but the plain model on several threads, whose profile the runs' "
+        "own thread pools would slow): \"in turns\" below, and the median absolute error of "
+        "those configurations both ways; the difference between the two predictions is what the "
+        "machine changed between the profile and the runs.",
         "",
         "| model | configurations | planner's pick | predicted ms | measured ms | prediction error "
+        "| predicted in turns ms | its error | median abs error (up front / in turns) "
         "| fastest measured | its ms | pick vs fastest | default (2 st, 4 mb) ms | chunks 8 ms "
         "| plain (1 thread) ms |",
-        "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
+        "| ---: | ---: |",
     ]
     for entry in raw["models"]:
         lines.append(summary_row(entry["name"], entry["spec"], entry["input_shape"],

@@ -55,7 +55,7 @@ void print_auto_table(const workflow::AutoValidation& v) {
                100 * (pick.measured_step_ms / fastest->measured_step_ms - 1),
                fmt::join(fastest->labels, ", "), balance::describe(fastest->config));
   }
-  if (pick.predicted_in_turns_ms > 0) {
+  if (pick.predicted_in_turns_ms > 0) {  // not for the plain model on several threads
     fmt::print(
         "predicted from the profile taken in turns with the runs: {:.1f} ms for the pick "
         "({:+.1f}%)\n",

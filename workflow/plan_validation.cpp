@@ -145,20 +145,16 @@ nlohmann::json configuration_json(const CheckedConfiguration& c) {
   return json;
 }
 
-// Every configuration predicted again from the profile rounds taken in turns with the runs.
+// Every configuration of the stages' own thread count predicted again from the profile rounds
+// taken in turns with the runs.
 void predict_in_turns(std::vector<CheckedConfiguration>& list,
-                      const std::vector<profiler::Profile>& sized_rounds,
-                      const std::vector<profiler::Profile>& wide_rounds,
+                      const std::vector<profiler::Profile>& rounds,
                       const balance::CostOptions& costs) {
-  const balance::CostProfile sized = profiler::cost_profile(profiler::merge_profiles(sized_rounds));
-  std::optional<balance::CostProfile> wide;
-  if (!wide_rounds.empty()) wide = profiler::cost_profile(profiler::merge_profiles(wide_rounds));
+  const balance::CostProfile sized = profiler::cost_profile(profiler::merge_profiles(rounds));
   const balance::Configuration plain = balance::plain_model(sized, costs);
   for (CheckedConfiguration& c : list) {
-    const bool threads = c.config.threads_per_stage > 1;
-    if (threads && !wide) continue;
-    c.predicted_in_turns_ms =
-        balance::reprice(threads ? *wide : sized, costs, c.config, plain).step_ms;
+    if (c.config.threads_per_stage > 1) continue;
+    c.predicted_in_turns_ms = balance::reprice(sized, costs, c.config, plain).step_ms;
   }
 }
 
@@ -220,9 +216,9 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   };
   std::vector<profiler::Profile> sized_rounds, wide_rounds;
   // One round: every size, then the plain model on every device's threads.
-  const auto profile_round = [&](const profiler::ProfileOptions& at) {
+  const auto profile_round = [&](const profiler::ProfileOptions& at, bool with_wide) {
     sized_rounds.push_back(profile_at_sizes(model, inputs, chunks, p.seed, at, co_runners, beat));
-    if (!profile_wide) return;
+    if (!with_wide) return;
     profiler::ProfileOptions wide_options = at;
     wide_options.co_runners = 0;
     // On a thread of its own, which takes its OpenMP pool with it when it ends. A pool outliving
@@ -243,7 +239,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                     profile_wide ? fmt::format(" and on {} threads", wide_threads) : "",
                     rounds > 1 ? fmt::format(" (round {} of {})", round, rounds) : ""));
     if (round == 2) options.warmup = 1;  // caches and allocator pools are warm
-    profile_round(options);
+    profile_round(options, profile_wide);
   }
   profiler::Profile profile = profiler::merge_profiles(sized_rounds);
   if (!p.inputs.empty()) profile.inputs = models::to_strings(inputs);
@@ -295,13 +291,17 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   say(fmt::format("training {} configurations, step by step in turns{} ...", runs.size(),
                   p.profile_in_turns ? ", profiling after each round" : ""));
   sized_rounds.clear();
-  wide_rounds.clear();
-  options.warmup = 1;
-  options.repeat = 1;
+  // Each round in turns starts where the other runs' turns left caches, pools and threads cold:
+  // whole passes warm them first, as each measured step's rehearsal does.
+  options.warmup = 3;
+  options.repeat = 2;
   std::function<void(int)> profile_in_turns;
-  if (p.profile_in_turns) profile_in_turns = [&](int) { profile_round(options); };
+  // Not the plain model on several threads: the runs' own several-thread pools, alive in turns,
+  // would push the process past the cores, and its threads would sleep between parallel regions
+  // (2.5x its run on ResNet-18 on the 2-core VM).
+  if (p.profile_in_turns) profile_in_turns = [&](int) { profile_round(options, false); };
   const std::vector<reports::RunRecord> measured = run_interleaved(runs, profile_in_turns);
-  if (p.profile_in_turns) predict_in_turns(list, sized_rounds, wide_rounds, search.costs);
+  if (p.profile_in_turns) predict_in_turns(list, sized_rounds, search.costs);
   std::vector<double> predicted_ms, measured_ms;
   for (size_t k = 0; k < list.size(); ++k) {
     list[k].measured_step_ms = measured[k].median_step_ms;

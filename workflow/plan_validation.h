@@ -54,7 +54,8 @@ struct AutoValidateSettings {
   int profile_rounds = 3;
   // Also profile once more after each round of measured steps, in turns with the runs, and
   // predict every configuration trained again from that profile (its balance kept): how far the
-  // prediction was off because the machine changed between profile and runs.
+  // prediction was off because the machine changed between profile and runs. Not the plain model
+  // on several threads: the runs' own pools would slow its profile.
   bool profile_in_turns = false;
   int threads = 1;
   uint64_t seed = 0;
@@ -66,7 +67,8 @@ struct CheckedConfiguration {
   std::vector<std::string> labels;  // "plan 1", "plain", "yours"
   balance::Configuration config;
   double measured_step_ms = 0;
-  // Predicted from the profile taken in turns with the runs (profile_in_turns); 0: not taken.
+  // Predicted from the profile taken in turns with the runs (profile_in_turns); 0: not taken, or
+  // the plain model on several threads.
   double predicted_in_turns_ms = 0;
   int predicted_rank = 0;  // among the configurations trained, 1: fastest
   int measured_rank = 0;

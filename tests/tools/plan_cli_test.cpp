@@ -260,9 +260,6 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("the plan's pick measured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(round 2 of 2)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("predicted from the profile taken in turns with the runs"),
-            std::string::npos)
-      << r.out;
   const json v = json::parse(read_text(dir + "/out/plan-validation.json"));
   EXPECT_EQ(v["schema"], "pipebal.plan-validation/1");
   EXPECT_EQ(v["devices"], 2);
@@ -274,10 +271,15 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
     predicted_ranks.insert(c["predicted_rank"].get<int>());
     measured_ranks.insert(c["measured_rank"].get<int>());
     EXPECT_GT(c["measured_step_ms"].get<double>(), 0);
-    // Predicted again from the profile taken after each round: other samples, other times.
-    EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
-    EXPECT_NE(c["predicted_in_turns_step_ms"], c["predicted_step_ms"]) << c.dump();
-    EXPECT_TRUE(c.contains("step_error_in_turns")) << c.dump();
+    // Predicted again from the profile taken after each round (other samples, other times),
+    // except the plain model on several threads, which is not profiled in turns.
+    if (c["threads_per_stage"].get<int>() > 1) {
+      EXPECT_FALSE(c.contains("predicted_in_turns_step_ms")) << c.dump();
+    } else {
+      EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
+      EXPECT_NE(c["predicted_in_turns_step_ms"], c["predicted_step_ms"]) << c.dump();
+      EXPECT_TRUE(c.contains("step_error_in_turns")) << c.dump();
+    }
     int layers = 0;
     for (const json& n : c["balance"]) layers += n.get<int>();
     EXPECT_EQ(layers, 5);
