@@ -12,7 +12,6 @@ Run it on an otherwise idle machine, from a clean checkout (the summary names th
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -49,15 +48,18 @@ def main():
                   "-o", link_file])
     link = json.load(open(link_file))
 
-    raw = {"commit": commit, "machine": platform.processor() or platform.machine(),
+    raw = {"commit": commit, "machine": bench_support.machine(), "date": bench_support.today(),
            "cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "link": link,
            "cases": []}
     for name, spec, shape in MODELS:
         for chunks in CHUNKS:
             print(f"{name}, {chunks} micro-batches: profile and balance ...", file=sys.stderr)
             profile = os.path.join(work, f"{name}-{chunks}.json")
+            # One thread, as each stage trains; with several micro-batches the other stage
+            # keeps the other core busy meanwhile, so a co-runner does while layers are timed.
             run([pipebal, "profile", "--model", spec, "--input-shape", shape, "--chunks",
-                 str(chunks), "-q", "-o", profile])
+                 str(chunks), "--threads", "1", "--co-runners", "1" if chunks > 1 else "0", "-q",
+                 "-o", profile])
             plan_threads = json.loads(run([pipebal, "balance", profile, "--stages", "2",
                                            "--json"]))
             doc = json.load(open(profile))
@@ -90,10 +92,12 @@ def summary(raw, raw_path):
         "# Threads vs processes",
         "",
         f"Made by `bench/processes-vs-threads.py` at commit `{raw['commit']}` on "
-        f"{raw['machine']} ({raw['cores']} cores); raw data: `{os.path.basename(raw_path)}`. "
+        f"{raw['machine']}, {raw['date']}; raw data: `{os.path.basename(raw_path)}`. "
         f"Each case alternates a 2-thread run and a 2-process run (Gloo, loopback) "
         f"{raw['rounds']} times, {raw['steps']} measured steps each; the ratio is per round "
-        "(processes / threads), its median reported. Predictions come from the profile by the "
+        "(processes / threads), its median reported. Predictions come from a one-thread profile "
+        "(with a co-runner thread training the model alongside at more than one micro-batch, as "
+        "the other stage does) by the "
         "simulator, with free transfers and with the link measured by `pipebal link`.",
         "",
         "| model | micro-batches | balance | threads ms | processes ms | processes / threads "

@@ -57,8 +57,9 @@ def main():
         for label, model in MODELS:
             for chunks in CHUNKS:
                 profile = os.path.join(work, "profile.json")
-                run([pipebal, "profile", "--model", model, "--chunks", str(chunks), "-q",
-                     "-o", profile])
+                # One thread, as each device trains, with the other devices' work beside it.
+                run([pipebal, "profile", "--model", model, "--chunks", str(chunks), "--threads",
+                     "1", "--co-runners", str(DEVICES - 1), "-q", "-o", profile])
                 case = {"model": label, "spec": model, "chunks": chunks, "schedules": {}}
                 for name, flags in SCHEDULES:
                     plan_path = os.path.join(work, f"{name}.json".replace(" ", "-"))
@@ -92,7 +93,9 @@ def main():
         "# Schedules: predicted beside measured", "",
         f"Made by `bench/schedules.py` at commit `{made['commit']}` on {made['machine']}, "
         f"{made['date']}; raw data: `schedules-raw.json`. Zoo models at their default inputs, "
-        f"one profile per micro-batch count, a dp balance per schedule on {DEVICES} devices of "
+        f"one profile per micro-batch count (one thread, {DEVICES - 1} co-runner thread(s) "
+        f"training the model alongside as the other devices do), a dp balance per schedule on "
+        f"{DEVICES} devices of "
         f"one thread (interleaved: 2 stages per device; zb-h1 with the W delays `balance` "
         f"chooses within 1F1B's memory, -1 meaning that stage's backward whole, then with 0,0 "
         f"and H1's 0,1), each schedule trained as planned, the "
