@@ -167,6 +167,8 @@ void add_validate_command(CLI::App& app) {
       "-o out/\n"
       "  pipebal validate --model mlp:layers=8,width=256 --input-shape 64,256 --auto "
       "--devices 2 -o out/\n"
+      "  pipebal validate --model gpt:layers=4,dim=64,heads=4,seq=32 --auto --top 0 "
+      "--profile-in-turns -o out/\n"
       "  pipebal report out/");
   cmd->callback([p, automatic, searched, cmd, virtual_given, weight_delays] {
     if (cmd->count("--auto") > 0) {
