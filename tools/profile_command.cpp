@@ -30,12 +30,16 @@ constexpr const char* kFooter =
     "  pipebal profile --model resnet:depth=18 --input-shape 32,3,64,64 --chunks 4 -o "
     "profile.json\n"
     "  pipebal profile --model mlp:layers=4,width=256 --repeat 20 --threads 1 -o profile.json\n"
+    "  pipebal profile --model gpt:layers=4 --chunks 8 --threads 1 --co-runners 1 -o "
+    "profile.json   # 2 CPU stages\n"
     "  pipebal profile --model lm.pt --input 'int64[32,128]:50000' -o profile.json   # token ids\n"
     "  pipebal profile --model gpt:layers=4 --chunks 1,2,4,8 -o profile.json   # for `pipebal "
     "plan`\n"
     "Times are medians after warm-up; the profile is measured at the micro-batch size\n"
     "ceil(batch / chunks), which is what `pipebal balance --chunks` expects. Several counts\n"
-    "measure several sizes (the first is the profile's own); balance interpolates between them.";
+    "measure several sizes (the first is the profile's own); balance interpolates between them.\n"
+    "For stages that share a CPU, --co-runners (stages - 1) times each layer with the other\n"
+    "cores as busy as the other stages will keep them.";
 
 profiler::ProfileOptions profile_options(const ProfileParams& params) {
   profiler::ProfileOptions options;
