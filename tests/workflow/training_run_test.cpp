@@ -1,5 +1,6 @@
 // workflow::TrainingRun: its rehearsal (what run_interleaved turns on) leaves the training as it
-// was, and it does run; the constructing thread gives the cores to the stages while a run lives.
+// was, and it does run; the constructing thread gives the cores to the stages while a run lives;
+// run_interleaved calls back after each round of measured steps.
 #include "workflow/training_run.h"
 
 #include <ATen/Parallel.h>
@@ -72,6 +73,21 @@ TEST(TrainingRun, TheConstructingThreadRunsOneIntraOpThreadWhileTheRunLives) {
   settings.balance = {2, 3};
   EXPECT_THROW(TrainingRun{settings}, std::invalid_argument);
   EXPECT_EQ(at::get_num_threads(), 2);
+}
+
+TEST(RunInterleaved, CallsBackAfterEachRoundOfMeasuredStepsOnly) {
+  TrainSettings three = two_stages("mlp:layers=3,width=16", {16, 16}, {2, 2});
+  TrainSettings five = three;
+  five.steps = 5;
+  five.warmup_steps = 2;
+  std::vector<int> rounds;
+  const std::vector<reports::RunRecord> runs =
+      run_interleaved({three, five}, [&rounds](int round) { rounds.push_back(round); });
+  // One call per round while any run still steps, none during the warm-up.
+  EXPECT_EQ(rounds, (std::vector<int>{0, 1, 2, 3, 4}));
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].steps.size(), 3u);
+  EXPECT_EQ(runs[1].steps.size(), 5u);
 }
 
 }  // namespace
