@@ -228,6 +228,20 @@ Configuration plain_model(const CostProfile& profile, const CostOptions& costs) 
   return plain;
 }
 
+namespace {
+
+// The plain model on `threads` intra-op threads, one stage using as many devices; `profile` is
+// that thread count's.
+Configuration plain_on_threads(const CostProfile& profile, const CostOptions& costs, int threads) {
+  Configuration config = plain_model(profile, costs);
+  config.threads_per_stage = threads;
+  config.plan.threads_per_stage = threads;
+  config.devices = threads;
+  return config;
+}
+
+}  // namespace
+
 std::optional<Configuration> configure(const CostProfile& profile, const CostOptions& costs,
                                        const Configuration& shape, const Configuration& plain) {
   const int64_t batch = profile.mini_batch_size();
@@ -252,9 +266,7 @@ Configuration reprice(const CostProfile& profile, const CostOptions& costs,
                       const Configuration& config, const Configuration& plain) {
   const int64_t batch = profile.mini_batch_size();
   if (config.threads_per_stage > 1) {  // `profile` is that thread count's
-    Configuration wide = plain_model(profile, costs);
-    wide.threads_per_stage = wide.plan.threads_per_stage = config.threads_per_stage;
-    wide.devices = config.devices;
+    Configuration wide = plain_on_threads(profile, costs, config.threads_per_stage);
     rate(wide, plain, batch);
     return wide;
   }
@@ -346,10 +358,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
     }
     if (wide.threads < 2 || wide.threads > search.devices) continue;
     ++result.searched;
-    Configuration config = plain_model(wide, search.costs);
-    config.threads_per_stage = wide.threads;
-    config.plan.threads_per_stage = wide.threads;
-    config.devices = wide.threads;
+    Configuration config = plain_on_threads(wide, search.costs, wide.threads);
     if (!config.plan.fits_memory()) {
       ++result.over_memory;
       continue;
