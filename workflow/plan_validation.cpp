@@ -215,22 +215,24 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                               progress.total));
   };
   std::vector<profiler::Profile> sized_rounds, wide_rounds;
-  // One round: every size, then the plain model on every device's threads.
-  const auto profile_round = [&](const profiler::ProfileOptions& at, bool with_wide) {
-    sized_rounds.push_back(profile_at_sizes(model, inputs, chunks, p.seed, at, co_runners, beat));
-    if (!with_wide) return;
+  // One round: every size into `sized`, then (`wide` given) the plain model on every device's
+  // threads.
+  const auto profile_round = [&](const profiler::ProfileOptions& at,
+                                 std::vector<profiler::Profile>& sized,
+                                 std::vector<profiler::Profile>* wide) {
+    sized.push_back(profile_at_sizes(model, inputs, chunks, p.seed, at, co_runners, beat));
+    if (!wide) return;
     profiler::ProfileOptions wide_options = at;
     wide_options.co_runners = 0;
     // On a thread of its own, which takes its OpenMP pool with it when it ends. A pool outliving
     // its use counts against the cores: once a process's pools hold more threads than there are
     // cores, libgomp's idle threads sleep almost at once instead of polling, and every parallel
     // region must wake them (the 2-thread run measured at 2.5x its profile on the 2-core VM).
-    wide_rounds.push_back(std::async(std::launch::async, [&] {
-                            at::internal::lazy_init_num_threads();
-                            at::set_num_threads(wide_threads);
-                            return profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {},
-                                                    beat);
-                          }).get());
+    wide->push_back(std::async(std::launch::async, [&] {
+                      at::internal::lazy_init_num_threads();
+                      at::set_num_threads(wide_threads);
+                      return profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {}, beat);
+                    }).get());
     at::set_num_threads(p.threads);  // ATen's default for new threads, which the pool set
   };
   for (int round = 1; round <= rounds; ++round) {
@@ -239,7 +241,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                     profile_wide ? fmt::format(" and on {} threads", wide_threads) : "",
                     rounds > 1 ? fmt::format(" (round {} of {})", round, rounds) : ""));
     if (round == 2) options.warmup = 1;  // caches and allocator pools are warm
-    profile_round(options, profile_wide);
+    profile_round(options, sized_rounds, profile_wide ? &wide_rounds : nullptr);
   }
   profiler::Profile profile = profiler::merge_profiles(sized_rounds);
   if (!p.inputs.empty()) profile.inputs = models::to_strings(inputs);
@@ -290,18 +292,21 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   for (const CheckedConfiguration& c : list) runs.push_back(train_settings(p, inputs, c.config));
   say(fmt::format("training {} configurations, step by step in turns{} ...", runs.size(),
                   p.profile_in_turns ? ", profiling after each round" : ""));
-  sized_rounds.clear();
   // Each round in turns starts where the other runs' turns left caches, pools and threads cold:
   // whole passes warm them first, as each measured step's rehearsal does.
-  options.warmup = 3;
-  options.repeat = 2;
+  profiler::ProfileOptions in_turns = options;
+  in_turns.warmup = 3;
+  in_turns.repeat = 2;
+  std::vector<profiler::Profile> in_turns_rounds;
   std::function<void(int)> profile_in_turns;
   // Not the plain model on several threads: the runs' own several-thread pools, alive in turns,
   // would push the process past the cores, and its threads would sleep between parallel regions
   // (2.5x its run on ResNet-18 on the 2-core VM).
-  if (p.profile_in_turns) profile_in_turns = [&](int) { profile_round(options, false); };
+  if (p.profile_in_turns) {
+    profile_in_turns = [&](int) { profile_round(in_turns, in_turns_rounds, nullptr); };
+  }
   const std::vector<reports::RunRecord> measured = run_interleaved(runs, profile_in_turns);
-  if (p.profile_in_turns) predict_in_turns(list, sized_rounds, search.costs);
+  if (p.profile_in_turns) predict_in_turns(list, in_turns_rounds, search.costs);
   std::vector<double> predicted_ms, measured_ms;
   for (size_t k = 0; k < list.size(); ++k) {
     list[k].measured_step_ms = measured[k].median_step_ms;
