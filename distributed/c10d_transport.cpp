@@ -2,48 +2,29 @@
 #include "distributed/c10d_transport.h"
 
 #include <atomic>
+#include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "distributed/tags.h"
+#include "distributed/wire_message.h"
 
 namespace pipebal::distributed {
 namespace {
 
-// A message is three sends with the micro-batch's tag: the length of its description, the
-// description (int64 words), then the data of each defined, non-empty tensor.
-//   description = tensor count, skip count, each tensor's layout, then per skip tensor: name
-//   length, the name's bytes (one per word), its layout;
-//   layout = 0 for an undefined tensor, else 1, dtype, dims, sizes.
-void describe(const at::Tensor& tensor, std::vector<int64_t>& words) {
-  if (!tensor.defined()) {
-    words.push_back(0);
-    return;
-  }
-  words.push_back(1);
-  words.push_back(static_cast<int64_t>(tensor.scalar_type()));
-  words.push_back(tensor.dim());
-  for (int64_t size : tensor.sizes()) words.push_back(size);
-}
+// Capacity of a micro-batch's first message on a channel: later ones get the size of the last.
+constexpr int64_t kFirstCapacityBytes = 4096;
 
-struct Reader {
-  const int64_t* word;
-  const int64_t* end;
-  int64_t next() {
-    if (word == end) throw std::runtime_error("malformed message description (too short)");
-    return *word++;
-  }
-  at::Tensor layout() {
-    if (next() == 0) return {};
-    const auto dtype = static_cast<at::ScalarType>(next());
-    std::vector<int64_t> sizes(static_cast<size_t>(next()));
-    for (auto& size : sizes) size = next();
-    return at::empty(sizes, at::TensorOptions().dtype(dtype));
-  }
-};
-
+// One micro-batch's message per step, as a pipeline::Channel. Gloo sends a message only once its
+// receive is posted, and answering a receive that comes later falls to the sender's I/O thread,
+// which the kernel may leave waiting for milliseconds behind the sender's own computation. So the
+// receiver posts its receives ahead (expect()), each a buffer of the micro-batch's capacity, and
+// a message that fits travels as one send into it, leaving at once. The capacity of a message is
+// the size of the previous message of the same micro-batch on the channel, which both ends know;
+// a message that does not fit sends a capacity-sized notice of its size, then itself.
 class C10dChannel : public pipeline::Channel {
  public:
   // From stage `from` on rank `from_rank` to its neighbour `to` on `to_rank`.
@@ -56,53 +37,45 @@ class C10dChannel : public pipeline::Channel {
 
   void post(int micro_batch, pipeline::Parcel parcel) override {
     pipeline::synchronize(parcel.stream);  // the batch is computed before it is read
-    std::vector<at::Tensor> data;
-    std::vector<int64_t> words{static_cast<int64_t>(parcel.batch.tensors.size()),
-                               static_cast<int64_t>(parcel.batch.skips.size())};
-    auto add = [&](const at::Tensor& tensor) {
-      at::Tensor host = tensor.defined() ? tensor.detach().to(at::kCPU).contiguous() : tensor;
-      describe(host, words);
-      if (host.defined() && host.numel() > 0) data.push_back(host);
-    };
-    for (const auto& tensor : parcel.batch.tensors) add(tensor);
-    for (const auto& [name, tensor] : parcel.batch.skips) {
-      words.push_back(static_cast<int64_t>(name.size()));
-      for (unsigned char c : name) words.push_back(c);
-      add(tensor);
-    }
+    int64_t& capacity = capacity_of(micro_batch);
+    at::Tensor message = pack_message(parcel.batch, capacity);
+    const int64_t size = message_size(message);
     const int tag = data_tag(micro_batch, from_stage_, to_stage_);
-    send(at::tensor({static_cast<int64_t>(words.size())}, at::kLong), tag);
-    send(at::tensor(words, at::kLong), tag);
-    for (auto& tensor : data) send(tensor, tag);
+    if (size > capacity) {
+      at::Tensor notice = at::zeros({capacity}, at::kByte);
+      std::memcpy(notice.data_ptr<uint8_t>(), &size, sizeof size);
+      send(std::move(notice), tag);
+    }
+    send(std::move(message), tag);
+    capacity = size;
+  }
+
+  void expect(const std::vector<int>& micro_batches) override {
+    for (int micro_batch : micro_batches) {
+      if (posted_.count(micro_batch) == 0) posted_.emplace(micro_batch, post_receive(micro_batch));
+    }
   }
 
   pipeline::Parcel take(int micro_batch) override {
     if (cancelled_) throw pipeline::ChannelCancelled();
-    const int tag = data_tag(micro_batch, from_stage_, to_stage_);
-    at::Tensor length = at::empty({1}, at::kLong);
-    receive(length, tag, micro_batch);
-    const int64_t count = length.item<int64_t>();
-    if (count < 2 || count > (int64_t{1} << 24)) {
-      throw std::runtime_error(
-          fmt::format("{}: malformed message (description of {} words)", what(micro_batch), count));
+    Receive first;
+    if (auto it = posted_.find(micro_batch); it != posted_.end()) {
+      first = std::move(it->second);
+      posted_.erase(it);
+    } else {
+      first = post_receive(micro_batch);
     }
-    at::Tensor words = at::empty({count}, at::kLong);
-    receive(words, tag, micro_batch);
-    Reader reader{words.data_ptr<int64_t>(), words.data_ptr<int64_t>() + count};
-    pipeline::Batch batch;
-    const int64_t tensors = reader.next();
-    const int64_t skips = reader.next();
-    auto fill = [&](at::Tensor tensor) {
-      if (tensor.defined() && tensor.numel() > 0) receive(tensor, tag, micro_batch);
-      return tensor;
-    };
-    for (int64_t t = 0; t < tensors; ++t) batch.tensors.push_back(fill(reader.layout()));
-    for (int64_t k = 0; k < skips; ++k) {
-      std::string name(static_cast<size_t>(reader.next()), '\0');
-      for (auto& c : name) c = static_cast<char>(reader.next());
-      batch.skips[name] = fill(reader.layout());
+    group_->wait(*first.work, what(micro_batch));
+    at::Tensor message = first.buffer;
+    const int64_t size = checked(micro_batch, [&] { return message_size(message); });
+    if (size > message.numel()) {  // a notice: the message follows
+      message = at::empty({size}, at::kByte);
+      std::vector<at::Tensor> into{message};
+      const int tag = data_tag(micro_batch, from_stage_, to_stage_);
+      group_->wait(*group_->process_group().recv(into, from_, tag), what(micro_batch));
     }
-    return pipeline::Parcel(std::move(batch));
+    capacity_of(micro_batch) = size;
+    return pipeline::Parcel(checked(micro_batch, [&] { return unpack_message(message); }));
   }
 
   void cancel() override { cancelled_ = true; }
@@ -121,16 +94,41 @@ class C10dChannel : public pipeline::Channel {
   }
 
  private:
+  struct Receive {
+    c10::intrusive_ptr<c10d::Work> work;
+    at::Tensor buffer;
+  };
+
+  int64_t& capacity_of(int micro_batch) {
+    if (static_cast<size_t>(micro_batch) >= capacity_.size()) {
+      capacity_.resize(static_cast<size_t>(micro_batch) + 1, kFirstCapacityBytes);
+    }
+    return capacity_[static_cast<size_t>(micro_batch)];
+  }
+
+  Receive post_receive(int micro_batch) {
+    Receive receive;
+    receive.buffer = at::empty({capacity_of(micro_batch)}, at::kByte);
+    std::vector<at::Tensor> into{receive.buffer};
+    receive.work =
+        group_->process_group().recv(into, from_, data_tag(micro_batch, from_stage_, to_stage_));
+    return receive;
+  }
+
   void send(at::Tensor tensor, int tag) {
     std::vector<at::Tensor> message{tensor};
     sending_.push_back(group_->process_group().send(message, to_, tag));
     kept_.push_back(std::move(tensor));  // alive until the send completed
   }
 
-  void receive(at::Tensor& tensor, int tag, int micro_batch) {
-    std::vector<at::Tensor> message{tensor};
-    auto work = group_->process_group().recv(message, from_, tag);
-    group_->wait(*work, what(micro_batch));
+  // `read()`, with a malformed message's error naming the channel.
+  template <typename Read>
+  auto checked(int micro_batch, Read read) const -> decltype(read()) {
+    try {
+      return read();
+    } catch (const std::runtime_error& error) {
+      throw std::runtime_error(fmt::format("{}: {}", what(micro_batch), error.what()));
+    }
   }
 
   std::string what(int micro_batch) const {
@@ -145,6 +143,8 @@ class C10dChannel : public pipeline::Channel {
   int from_;
   int to_;
   std::atomic<bool> cancelled_{false};
+  std::vector<int64_t> capacity_;  // by micro-batch: the size of its next message
+  std::map<int, Receive> posted_;  // receives posted ahead, by micro-batch
   std::vector<c10::intrusive_ptr<c10d::Work>> sending_;
   std::vector<at::Tensor> kept_;
 };

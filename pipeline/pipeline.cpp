@@ -59,6 +59,17 @@ const char* action_name(ActionKind kind) {
   return "action";
 }
 
+// Tells a stage's incoming channels (null: none) which micro-batches it will take, in order.
+void expect_inputs(const std::vector<Action>& actions, Channel* activations, Channel* gradients) {
+  std::vector<int> forward, backward;
+  for (const Action& action : actions) {
+    if (action.kind == ActionKind::kForward) forward.push_back(action.micro_batch);
+    if (action.kind == ActionKind::kBackward) backward.push_back(action.micro_batch);
+  }
+  if (activations) activations->expect(forward);
+  if (gradients) gradients->expect(backward);
+}
+
 }  // namespace
 
 // Whose turn it is on each device whose stages share it (the interleaved schedule): a stage
@@ -348,6 +359,8 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
   std::atomic<uint64_t>& activity = work.activity[s];
   DeviceTurns* turns = links.turns.get();
   const int device = s % work.devices;
+  expect_inputs(work.actions[s], s > 0 ? links.forward[s - 1].get() : nullptr,
+                last ? nullptr : links.backward[s].get());
   for (size_t k = 0; k < work.actions[s].size(); ++k) {
     const Action& action = work.actions[s][k];
     const int i = action.micro_batch;
@@ -491,6 +504,11 @@ Batch Pipeline::forward(const Batch& input) {
     Stage& stage = *work->stages[s];
     CurrentStream on_stage_stream(stage.stream());
     const int stages = static_cast<int>(work->stages.size());
+    if (s > 0) {
+      std::vector<int> micro_batches(work->inputs.size());
+      std::iota(micro_batches.begin(), micro_batches.end(), 0);
+      work->links->forward[s - 1]->expect(micro_batches);
+    }
     for (size_t i = 0; i < work->inputs.size(); ++i) {
       work->activity[s] = 0;  // waiting for its input
       Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1]->take(int(i));

@@ -21,6 +21,9 @@ class Channel {
  public:
   virtual ~Channel() = default;
   virtual void post(int micro_batch, Parcel parcel) = 0;
+  // Before a run, on the receiving side: the micro-batches it will take(), in order. A remote
+  // channel posts their receives ahead, so that each message can leave as soon as it is posted.
+  virtual void expect(const std::vector<int>& micro_batches) { (void)micro_batches; }
   // Throws ChannelCancelled after cancel(), or an error naming the peer when it is lost.
   virtual Parcel take(int micro_batch) = 0;
   // Wakes every take() with ChannelCancelled, until reset().

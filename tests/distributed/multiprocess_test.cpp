@@ -4,7 +4,8 @@
 //  - Transparency: every step's loss and each stage's gradients equal the plain model's to
 //    1e-10 (transparency_rank.cpp checks them in each rank) for 2 and 3 processes, GPipe and
 //    1F1B, every checkpoint mode, skip tensors and deferred batch norm, zb-h1, and the
-//    interleaved schedule with 2 and 3 stages per process.
+//    interleaved schedule with 2 and 3 stages per process; batches whose size changes from step
+//    to step (a message larger or smaller than the receive posted for it).
 //  - Failure: a rank that throws, is killed with SIGKILL or hangs ends every rank, each with
 //    one line that names the failed rank; a launch exits with the failed rank's status.
 // Every run is bounded by `timeout`, so a hang fails the test instead of stalling the suite.
@@ -49,7 +50,8 @@ struct Config {
   int chunks;
   bool batch_norm = false;
   int replicas = 1;
-  int virtual_stages = 1;  // interleaved: stages per process
+  int virtual_stages = 1;     // interleaved: stages per process
+  bool vary_samples = false;  // batches of 11, 14, 7 samples: messages grow, then shrink
 };
 
 void PrintTo(const Config& c, std::ostream* os) {
@@ -57,7 +59,8 @@ void PrintTo(const Config& c, std::ostream* os) {
       << c.chunks << " chunks" << (c.batch_norm ? ", deferred batch norm" : "")
       << (c.replicas > 1 ? ", " + std::to_string(c.replicas) + " replicas" : "")
       << (c.virtual_stages > 1 ? ", " + std::to_string(c.virtual_stages) + " stages per process"
-                               : "");
+                               : "")
+      << (c.vary_samples ? ", batches of 11, 14, 7 samples" : "");
 }
 
 class AcrossProcesses : public ::testing::TestWithParam<Config> {};
@@ -71,7 +74,8 @@ TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
       launch(processes,
              fmt::format("--schedule {} --checkpoint {} --balance {} --chunks {}{}", c.schedule,
                          c.checkpoint, c.balance, c.chunks, c.batch_norm ? " --batch-norm" : "") +
-                 fmt::format(" --replicas {} --virtual {}", c.replicas, c.virtual_stages));
+                 fmt::format(" --replicas {} --virtual {}{}", c.replicas, c.virtual_stages,
+                             c.vary_samples ? " --vary-samples" : ""));
   EXPECT_EQ(run.status, 0) << run.err;
   EXPECT_EQ(count_lines(read_text(scratch_path("launch.out"))), processes)
       << "each rank says its steps matched";
@@ -87,6 +91,9 @@ std::vector<Config> configs() {
     all.push_back({schedule, "except_last", "2,3", 3, true});
     all.push_back({schedule, "except_last", "4,4", 3, false, 2});  // 2 stages x 2 replicas
   }
+  // A micro-batch's message larger, then smaller than its last: sent with a notice of its size,
+  // then into a receive posted ahead with room to spare.
+  all.push_back({"1f1b", "except_last", "3,3,2", 4, false, 1, 1, true});
   // Zero-bubble H1: W's run on each process between its B's, replicas all-reduce after them.
   all.push_back({"zb-h1", "except_last", "3,3,2", 4});
   all.push_back({"zb-h1", "never", "4,4", 3, false, 2});

@@ -95,7 +95,7 @@ int run(int argc, char** argv) {
   std::string schedule = "gpipe", checkpoint = "never", balance_text = "4,4";
   int chunks = 3, steps = 3, fail_rank = -1, replicas = 1, virtual_stages = 1;
   double timeout_s = 60;
-  bool batch_norm = false;
+  bool batch_norm = false, vary_samples = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] {
@@ -114,6 +114,8 @@ int run(int argc, char** argv) {
       steps = std::stoi(value());
     else if (arg == "--batch-norm")
       batch_norm = true;
+    else if (arg == "--vary-samples")
+      vary_samples = true;
     else if (arg == "--replicas")
       replicas = std::stoi(value());
     else if (arg == "--virtual")
@@ -134,6 +136,7 @@ int run(int argc, char** argv) {
   const distributed::Placement placement = distributed::place(
       env->world_size, static_cast<int>(parse_list(balance_text).size()), replicas, virtual_stages);
   const int replica = placement.replica_of(rank);
+  if (vary_samples && replicas > 1) throw std::invalid_argument("--vary-samples takes one replica");
 
   std::vector<int> balance = parse_list(balance_text);
   const int fail_stage = g_failure.empty() ? -1 : fail_rank;
@@ -144,9 +147,11 @@ int run(int argc, char** argv) {
   LayerSeq threaded = build(batch_norm, same_balance, fail_stage);
 
   // The whole batch, which the plain model and the threaded pipeline train on; each replica of
-  // the c10d pipeline trains on its slice of `samples`.
+  // the c10d pipeline trains on its slice of `samples`. With --vary-samples, step k trains on the
+  // first kVaried[k % 3] samples: each micro-batch's messages grow, then shrink.
   torch::manual_seed(42);
-  const int64_t samples = 11;
+  constexpr int64_t kVaried[] = {11, 14, 7};
+  const int64_t samples = vary_samples ? 14 : 11;
   const int64_t all = samples * replicas;
   Batch input = batch_norm
                     ? Batch(torch::randn({all, 6}, torch::kDouble) * 3 + 1)
@@ -214,10 +219,16 @@ int run(int argc, char** argv) {
     plain_sgd.zero_grad();
     piped_sgd.zero_grad();
     threaded_sgd.zero_grad();
-    const auto plain_result = pipeline::testing::plain_step(plain, input, target);
-    const auto threaded_result = threads.step(input, target, pipeline::testing::mse);
+    const int64_t used = vary_samples ? kVaried[step % 3] : all;
+    Batch step_input;
+    for (const auto& t : input.tensors) step_input.tensors.push_back(t.narrow(0, 0, used));
+    const at::Tensor step_target = target.narrow(0, 0, used);
+    const auto plain_result = pipeline::testing::plain_step(plain, step_input, step_target);
+    const auto threaded_result = threads.step(step_input, step_target, pipeline::testing::mse);
     g_armed = step == 1 && rank == fail_rank;
-    const pipeline::StepResult result = pipe.step(mine, my_target, pipeline::testing::mse);
+    const pipeline::StepResult result =
+        vary_samples ? pipe.step(step_input, step_target, pipeline::testing::mse)
+                     : pipe.step(mine, my_target, pipeline::testing::mse);
     g_armed = false;
     averager.average(mine_piped);
     auto expect_loss = [&](double expected, const std::string& name) {

@@ -1,0 +1,36 @@
+// A pipeline message as it travels between ranks: one byte buffer that describes itself, so the
+// receiver needs to know nothing in advance. Layout (int64 words, then bytes):
+//   word 0       the message's size in bytes
+//   word 1       D, the description's length in words
+//   words 2..    the description: tensor count, skip count, each tensor's layout, then per skip
+//                tensor: name length, the name's bytes (one per word), its layout;
+//                layout = 0 for an undefined tensor, else 1, dtype, dims, sizes
+//   then         each defined, non-empty tensor's bytes, at 64-byte aligned offsets, in the
+//                description's order.
+// Packing copies the tensors into the buffer (from any device); unpacking makes views of it.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "pipeline/batch.h"
+
+namespace pipebal::distributed {
+
+// The smallest message: its size and an empty description's two words.
+constexpr int64_t kMinMessageBytes = 4 * 8;
+
+// The message of `batch`, in a uint8 CPU tensor of at least `min_bytes` (its tail then unused)
+// whose word 0 is the message's own size.
+at::Tensor pack_message(const pipeline::Batch& batch, int64_t min_bytes = 0);
+
+// Word 0 of a buffer that begins with a message (or only with its size: see C10dChannel).
+// Throws std::runtime_error when the buffer is too short or the size is out of range.
+int64_t message_size(const at::Tensor& bytes);
+
+// The batch a buffer holds; its tensors are views of `bytes`. Throws std::runtime_error naming
+// what is malformed.
+pipeline::Batch unpack_message(const at::Tensor& bytes);
+
+}  // namespace pipebal::distributed
