@@ -64,6 +64,12 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
     throw std::invalid_argument(
         fmt::format("link latency must be from 0 to 1e6 ms, got {}", options.latency_ms));
   }
+  for (const double ms : {options.engine.step_ms, options.engine.action_ms}) {
+    if (!(ms >= 0 && ms <= 1e6)) {
+      throw std::invalid_argument(
+          fmt::format("the engine's costs must be from 0 to 1e6 ms, got {}", ms));
+    }
+  }
   if (options.replicas < 1 || options.replicas > 4096) {
     throw std::invalid_argument(
         fmt::format("replicas must be from 1 to 4096, got {}", options.replicas));
@@ -107,6 +113,9 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     checkpointed += pipeline::is_checkpointed(options_.checkpoint, i, options_.chunks) ? 1 : 0;
   }
   const double recompute_share = static_cast<double>(checkpointed) / options_.chunks;
+  for (int s = 0; s < stages_; ++s) {
+    actions_.push_back(2.0 + recompute_share + (schedule_.splits(s) ? 1.0 : 0.0));
+  }
 
   const size_t n = layers_.size();
   forward_prefix_ms_.assign(n + 1, 0.0);
@@ -208,14 +217,18 @@ int64_t CostModel::memory_bytes(int stage, int first, int end) const {
   return total >= kUnlimitedBytes ? kUnlimitedBytes : static_cast<int64_t>(total);
 }
 
-StageDurations CostModel::durations(int stage, int first, int end) const {
+StageDurations CostModel::durations(int stage, int first, int end, double compute_scale) const {
+  const double scale = compute_scale / speeds_[stage];
+  const double action = options_.engine.action_ms;
   StageDurations d;
-  d.forward_ms = (forward_prefix_ms_[end] - forward_prefix_ms_[first]) / speeds_[stage];
+  d.forward_ms = (forward_prefix_ms_[end] - forward_prefix_ms_[first]) * scale + action;
   d.recompute_ms = d.forward_ms;
-  d.backward_ms = (backward_prefix_ms_[end] - backward_prefix_ms_[first]) / speeds_[stage];
+  const double backward = (backward_prefix_ms_[end] - backward_prefix_ms_[first]) * scale;
+  d.backward_ms = backward + action;
   if (schedule_.splits(stage)) {
-    d.weight_ms = (weight_prefix_ms_[end] - weight_prefix_ms_[first]) / speeds_[stage];
-    d.backward_ms = std::max(0.0, d.backward_ms - d.weight_ms);
+    const double weight = (weight_prefix_ms_[end] - weight_prefix_ms_[first]) * scale;
+    d.weight_ms = weight + action;
+    d.backward_ms = std::max(0.0, backward - weight) + action;
   }
   return d;
 }

@@ -40,6 +40,8 @@ struct CostOptions {
   // gradients over its replicas at this bandwidth (0: free).
   int replicas = 1;
   double allreduce_bytes_per_ms = 0;
+  // What the engine adds per step and per action (a profile's "engine"); 0: nothing.
+  EngineCost engine;
 };
 
 class CostModel {
@@ -63,26 +65,32 @@ class CostModel {
 
   // Compute time per micro-batch: forward + backward, plus the recomputed forward averaged over
   // the micro-batches that are checkpointed, divided by the stage's speed. Monotone in the extent.
+  // Additive: time_ms(s, a, c) = time_ms(s, a, b) + time_ms(s, b, c).
   double time_ms(int stage, int first, int end) const;
+  // The engine's cost of a stage's actions per micro-batch (F, B, R averaged over the
+  // micro-batches that are checkpointed, W where the backward is split): the same for any extent.
+  double overhead_ms(int stage) const { return options_.engine.action_ms * actions_[stage]; }
   // Time to send the output of layer end-1 to the next stage (one way); 0 after the last layer.
   double transfer_ms(int end) const { return transfer_ms_[end]; }
   // Time of the stage's gradient all-reduce over its replicas after the step (a ring: each
   // replica sends and receives 2 (R - 1) / R of the gradient bytes); 0 with one replica.
   double allreduce_ms(int first, int end) const;
-  // What the partitioners minimise the maximum of: time_ms + transfer_ms(end), plus the
-  // stage's all-reduce spread over the step's micro-batches (it runs once per step: a stage's
-  // share of the step is chunks x this cost).
+  // What the partitioners minimise the maximum of: time_ms + overhead_ms + transfer_ms(end),
+  // plus the stage's all-reduce spread over the step's micro-batches (it runs once per step: a
+  // stage's share of the step is chunks x this cost).
   double cost_ms(int stage, int first, int end) const {
-    return time_ms(stage, first, end) + transfer_ms(end) +
+    return time_ms(stage, first, end) + overhead_ms(stage) + transfer_ms(end) +
            allreduce_ms(first, end) / options_.chunks;
   }
   // Peak bytes: parameters * param_scale plus the activations the schedule keeps alive on this
   // stage. Equals simulate()'s peak for memory_terms(); monotone in `end` for a fixed `first`.
   int64_t memory_bytes(int stage, int first, int end) const;
 
-  // Per-action durations and memory terms for simulate(). The stage input of stage 0 is 0 bytes:
-  // the input batch belongs to the data loader, not to the pipeline.
-  StageDurations durations(int stage, int first, int end) const;
+  // Per-action durations and memory terms for simulate(): compute times scaled by
+  // `compute_scale` (micro-batches of another size than the profiled one), plus the engine's
+  // action cost. The stage input of stage 0 is 0 bytes: the input batch belongs to the data
+  // loader, not to the pipeline.
+  StageDurations durations(int stage, int first, int end, double compute_scale = 1.0) const;
   StageMemory memory_terms(int stage, int first, int end) const;
 
  private:
@@ -108,6 +116,7 @@ class CostModel {
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
   std::vector<double> transfer_ms_;                // by end layer, n + 1 entries
+  std::vector<double> actions_;                    // [stage]: actions per micro-batch
   std::vector<std::vector<LiveCounts>> peaks_;     // [stage], Pareto-maximal counts
 };
 

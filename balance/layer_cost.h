@@ -32,6 +32,15 @@ struct LayerCost {
   int64_t weight_held_bytes = -1;
 };
 
+// What pipebal's engine adds to a step beyond its layers' costs, measured by the profiler on a
+// trivial model (profiler/engine_overhead.h): once per step (handing the step to the stages'
+// threads and collecting them) and once per action of a stage (taking and posting its messages,
+// the autograd call, the timeline). Host time: it does not scale with a device's speed.
+struct EngineCost {
+  double step_ms = 0;
+  double action_ms = 0;
+};
+
 // The same layers measured at another micro-batch size (`pipebal profile --chunks 1,2,4,8`):
 // times and activation/output bytes change with the size, names and parameters do not.
 struct SizedCosts {
@@ -61,7 +70,8 @@ struct CostProfile {
   // Every micro-batch size measured, ascending, the one of `layers` included; empty when only
   // batch_size was (balance/micro_batch_costs.h interpolates between them).
   std::vector<SizedCosts> sizes;
-  std::optional<LinkModel> link;  // measured between two ranks (`pipebal link`), if it was
+  std::optional<LinkModel> link;     // measured between two ranks (`pipebal link`), if it was
+  std::optional<EngineCost> engine;  // measured with the layers, if it was
 
   // The mini-batch size, input_shape[0]; 0 when not said.
   int64_t mini_batch_size() const { return input_shape.empty() ? 0 : input_shape[0]; }

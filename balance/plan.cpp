@@ -100,14 +100,13 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
   std::vector<StageDurations> durations;
   std::vector<StageMemory> memory;
   std::vector<double> transfer_ms;
-  std::vector<double> allreduce_ms;
+  std::vector<double> finish_ms;
   int first = 0;
   for (int s = 0; s < model.stage_count(); ++s) {
     const int end = first + balance[s];
-    allreduce_ms.push_back(model.allreduce_ms(first, end));
-    StageDurations d = model.durations(s, first, end);
-    durations.push_back(
-        {d.forward_ms * scale, d.recompute_ms * scale, d.backward_ms * scale, d.weight_ms * scale});
+    // The engine's cost per step counts once, after every stage's last action.
+    finish_ms.push_back(model.allreduce_ms(first, end) + options.engine.step_ms);
+    durations.push_back(model.durations(s, first, end, scale));
     StageMemory m = model.memory_terms(s, first, end);
     memory.push_back(
         {m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes), scaled(m.weight_bytes)});
@@ -118,7 +117,7 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     }
     first = end;
   }
-  return simulate(schedule, durations, transfer_ms, memory, allreduce_ms);
+  return simulate(schedule, durations, transfer_ms, memory, finish_ms);
 }
 
 Plan make_plan(const CostModel& model, const std::vector<int>& balance,

@@ -135,6 +135,7 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   options.memory_caps_bytes = first_devices(options.memory_caps_bytes, config.stages);
   options.device_speeds = first_devices(options.device_speeds, config.stages);
   if (fixed) options.weight_delays = fixed->weight_delays;
+  if (profile.engine) options.engine = *profile.engine;
   const CostModel model(at.layers, config.stages * config.virtual_stages, options);
   if (fixed) {
     config.plan = plan_balance(model, fixed->balance, fixed->algorithm);

@@ -123,6 +123,13 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
           fmt::format("lacks the batch_size {} its layers were measured at", profile.batch_size));
     }
   }
+  if (r.has("engine")) {
+    const JsonReader engine = r.at("engine");
+    profile.engine = EngineCost{engine.at("step_ms").number(0), engine.at("action_ms").number(0)};
+    for (const char* key : {"step_ms", "action_ms"}) {
+      if (engine.at(key).number(0) > kMaxLayerMs) engine.at(key).fail("is beyond any real step");
+    }
+  }
   if (r.has("link")) {
     const JsonReader link = r.at("link");
     try {

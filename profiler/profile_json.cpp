@@ -89,6 +89,10 @@ nlohmann::json profile_to_json(const Profile& profile) {
   if (!profile.sizes.empty()) doc["sizes"] = sizes_to_json(profile.sizes);
   if (!profile.skipped_sizes.empty()) doc["skipped_sizes"] = profile.skipped_sizes;
   if (!profile.inputs.empty()) doc["inputs"] = profile.inputs;
+  if (profile.engine) {
+    doc["engine"] = {{"step_ms", profile.engine->step_ms},
+                     {"action_ms", profile.engine->action_ms}};
+  }
   return doc;
 }
 

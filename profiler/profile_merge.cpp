@@ -68,6 +68,13 @@ Profile merge_profiles(const std::vector<Profile>& rounds) {
                   fmt::format(" at micro-batch size {}", size.micro_batch_size));
     }
   }
+  std::vector<double> step_ms, action_ms;
+  for (const Profile& round : rounds) {
+    if (!round.engine) continue;
+    step_ms.push_back(round.engine->step_ms);
+    action_ms.push_back(round.engine->action_ms);
+  }
+  if (!step_ms.empty()) pooled.engine = balance::EngineCost{median(step_ms), median(action_ms)};
   for (LayerProfile& layer : pooled.layers) summarise_samples(layer);
   for (Profile::Size& size : pooled.sizes) {
     for (LayerProfile& layer : size.layers) summarise_samples(layer);

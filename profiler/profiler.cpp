@@ -19,6 +19,7 @@
 #include "pipeline/split_backward.h"
 #include "profiler/co_runner.h"
 #include "profiler/device.h"
+#include "profiler/engine_overhead.h"
 #include "profiler/memory_meter.h"
 #include "profiler/profile_merge.h"
 #include "profiler/statistics.h"
@@ -446,6 +447,9 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     passes.run(timer.get(), &profile.layers, /*split=*/true);
   }
   for (LayerProfile& lp : profile.layers) summarise_samples(lp);
+  if (options.measure_engine && options.device.is_cpu()) {
+    profile.engine = measure_engine_cost(std::max(20, options.repeat));
+  }
   return profile;
 }
 

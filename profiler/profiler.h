@@ -16,6 +16,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "balance/layer_cost.h"
 #include "pipeline/batch.h"
 #include "pipeline/layer_seq.h"
 #include "profiler/environment.h"
@@ -42,6 +43,8 @@ struct ProfileOptions {
   // layer's backward time includes the loss and its gradient; unset, the backward starts from a
   // gradient of ones.
   std::function<at::Tensor(const at::Tensor& output)> loss;
+  // Also measure what the engine adds per step and per action (engine_overhead.h). CPU only.
+  bool measure_engine = true;
 };
 
 struct LayerProfile {
@@ -106,6 +109,8 @@ struct Profile {
   // Sizes asked for but not measured: the cost per sample was already linear around them
   // (workflow::profile_at_sizes), so the cost model interpolates them from the sizes beside.
   std::vector<int64_t> skipped_sizes;
+  // The engine's own costs on this device and thread count (ProfileOptions::measure_engine).
+  std::optional<balance::EngineCost> engine;
 };
 
 // Where a profile stands, reported as it goes: first each layer on its own (warm-up and memory),
@@ -125,7 +130,7 @@ using ProgressFn = std::function<void(const ProfileProgress& progress)>;
 // output with a gradient of ones; the last layer's from ProfileOptions::loss when it is set)
 // are timed separately; memory is measured on one extra
 // repetition between warm-up and the measured ones. Runs on clones in training mode: `model`,
-// its parameters, buffers and gradients are untouched.
+// its parameters, buffers and gradients are untouched. Then, on a CPU, the engine's own costs.
 //
 // Throws std::invalid_argument for bad options, an empty model or batch, and a layer that
 // fails (naming its index, name, type and the shapes it got); std::runtime_error when a timer

@@ -49,6 +49,7 @@ void apply_device_params(const DeviceParams& params, const balance::CostProfile&
     options.bandwidth_bytes_per_ms = profile.link->bandwidth_bytes_per_ms;
     options.latency_ms = profile.link->latency_ms;
   }
+  if (profile.engine) options.engine = *profile.engine;
   options.allreduce_bytes_per_ms =
       params.allreduce_bandwidth.empty()
           ? options.bandwidth_bytes_per_ms

@@ -317,12 +317,14 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   const auto [profile_doc, batch_profile_doc] = profile_phase(run);
 
   // 2. Balance: dp and the baselines, each distinct balance once.
-  const balance::CostModel cost_model(balance::profile_from_json(profile_doc).layers, stages,
-                                      cost_options);
+  const balance::CostProfile profile = balance::profile_from_json(profile_doc);
+  const balance::CostProfile batch_profile = balance::profile_from_json(batch_profile_doc);
+  if (profile.engine) cost_options.engine = *profile.engine;
+  const balance::CostModel cost_model(profile.layers, stages, cost_options);
   balance::CostOptions naive_options = cost_options;
   naive_options.chunks = 1;
-  const balance::CostModel naive_cost_model(balance::profile_from_json(batch_profile_doc).layers,
-                                            stages, naive_options);
+  if (batch_profile.engine) naive_options.engine = *batch_profile.engine;
+  const balance::CostModel naive_cost_model(batch_profile.layers, stages, naive_options);
   const auto plans = candidate_plans(cost_model);
   balance::Plan best = plans.front().first;
   best.model = run.model.layers.name();

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "balance/plan.h"
+
 namespace pipebal::balance {
 namespace {
 
@@ -82,6 +84,42 @@ TEST(CostModel, AllReduceIsARingOverTheReplicasSpreadOverTheMicroBatches) {
   options.replicas = 2;
   options.allreduce_bytes_per_ms = -1;
   EXPECT_THROW(CostModel(three_layers(), 2, options), std::invalid_argument);
+}
+
+TEST(CostModel, EngineCostsAddToEveryActionAndOnceToTheStep) {
+  CostOptions options = options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4);
+  options.device_speeds = {0.5};  // the engine's host time does not scale with the device
+  options.engine = {0.3, 0.1};
+  const CostModel model(three_layers(), 1, options);
+  const StageDurations d = model.durations(0, 0, 3);
+  EXPECT_DOUBLE_EQ(d.forward_ms, 12 + 0.1);
+  EXPECT_DOUBLE_EQ(d.recompute_ms, 12 + 0.1);
+  EXPECT_DOUBLE_EQ(d.backward_ms, 12 + 0.1);
+  EXPECT_DOUBLE_EQ(d.weight_ms, 0);
+  // Half-size micro-batches halve the compute, not the engine's part.
+  EXPECT_DOUBLE_EQ(model.durations(0, 0, 3, 0.5).forward_ms, 6 + 0.1);
+  // time_ms stays the compute alone (additive over layers); cost_ms adds F, R and B's share.
+  EXPECT_DOUBLE_EQ(model.time_ms(0, 0, 3), 36);
+  EXPECT_DOUBLE_EQ(model.overhead_ms(0), 3 * 0.1);
+  EXPECT_DOUBLE_EQ(model.cost_ms(0, 0, 3), 36 + 0.3);
+  // One stage runs its 12 actions back to back, then the step's fixed cost.
+  EXPECT_DOUBLE_EQ(simulate_balance(model, {3}, 4).step_ms, 4 * (3 * 12.1) + 0.3);
+
+  // zb-h1 splits the backward: W is an action of its own.
+  std::vector<LayerCost> layers = three_layers();
+  for (auto& layer : layers) layer.weight_ms = 0.5;
+  CostOptions zb = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 4);
+  zb.engine = {0, 0.1};
+  const CostModel split(layers, 2, zb);
+  const StageDurations s = split.durations(0, 0, 2);
+  EXPECT_DOUBLE_EQ(s.backward_ms, 4 - 1 + 0.1);
+  EXPECT_DOUBLE_EQ(s.weight_ms, 1 + 0.1);
+  EXPECT_DOUBLE_EQ(split.overhead_ms(0), 3 * 0.1);
+
+  options.engine = {-1, 0};
+  EXPECT_THROW(CostModel(three_layers(), 1, options), std::invalid_argument);
+  options.engine = {0, std::numeric_limits<double>::quiet_NaN()};
+  EXPECT_THROW(CostModel(three_layers(), 1, options), std::invalid_argument);
 }
 
 TEST(CostModel, GPipeKeepsEveryMicroBatch) {

@@ -54,6 +54,25 @@ CostProfile profile_of(const std::vector<double>& per_sample_ms, double fixed_ms
   return profile;
 }
 
+// The profile's engine costs count in every configuration: once per step, once per action.
+TEST(Planner, ChargesTheProfilesEngineCosts) {
+  const CostProfile bare = profile_of({1, 2, 3, 4}, 0.5, 8);
+  CostProfile measured = bare;
+  measured.engine = EngineCost{0.4, 0.05};
+  const PlanSearch search = on_devices(2);
+  // The plain model: one stage, one micro-batch, F and B.
+  EXPECT_NEAR(plain_model(measured, search.costs).step_ms,
+              plain_model(bare, search.costs).step_ms + 0.4 + 2 * 0.05, 1e-9);
+  // One stage at 4 micro-batches without recomputation: 8 actions.
+  Configuration shape;
+  shape.stages = 1;
+  shape.chunks = 4;
+  shape.checkpoint = pipeline::CheckpointMode::kNever;
+  const Configuration plain = plain_model(bare, search.costs);
+  EXPECT_NEAR(configure(measured, search.costs, shape, plain)->step_ms,
+              configure(bare, search.costs, shape, plain)->step_ms + 0.4 + 8 * 0.05, 1e-9);
+}
+
 TEST(Planner, MatchesAnExhaustiveEnumerationOfConfigurations) {
   std::mt19937 random(7);
   std::uniform_real_distribution<double> cost(0.1, 2.0);

@@ -100,6 +100,22 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   expect_error(doc, "layers[0] is not an object (number)");
 }
 
+TEST(ProfileReader, ReadsTheEnginesCostsWhenTheProfileHasThem) {
+  EXPECT_FALSE(profile_from_json(profile()).engine.has_value());
+  json doc = profile();
+  doc["engine"] = {{"step_ms", 0.25}, {"action_ms", 0.125}};
+  const CostProfile p = profile_from_json(doc);
+  ASSERT_TRUE(p.engine.has_value());
+  EXPECT_DOUBLE_EQ(p.engine->step_ms, 0.25);
+  EXPECT_DOUBLE_EQ(p.engine->action_ms, 0.125);
+  doc["engine"]["action_ms"] = -1;
+  expect_error(doc, "engine.action_ms is -1, expected a finite number >= 0");
+  doc["engine"] = {{"step_ms", 1e13}, {"action_ms", 0}};
+  expect_error(doc, "engine.step_ms is beyond any real step");
+  doc["engine"] = {{"step_ms", 0}};
+  expect_error(doc, "missing \"engine.action_ms\"");
+}
+
 TEST(ProfileReader, RejectsDocumentsWithoutLayers) {
   expect_error(json::array(), "expected a JSON object");
   expect_error(json{{"model", "x"}}, "missing \"layers\"");

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -172,6 +173,12 @@ TEST(Profiler, KeepsSamplesAndSpread) {
   EXPECT_EQ(p.environment.repeat, 5);
   EXPECT_FALSE(p.environment.libtorch_version.empty());
   EXPECT_FALSE(p.environment.gpu_name.has_value());
+  // On a CPU the engine's own costs are measured too, unless switched off.
+  ASSERT_TRUE(p.engine.has_value());
+  EXPECT_TRUE(std::isfinite(p.engine->step_ms) && p.engine->step_ms >= 0);
+  EXPECT_TRUE(std::isfinite(p.engine->action_ms) && p.engine->action_ms >= 0);
+  options.measure_engine = false;
+  EXPECT_FALSE(profile_model(seq, Batch(torch::randn({4, 8})), options).engine.has_value());
 }
 
 // The last stage computes the loss inside its backward action; so does the profile of the
