@@ -34,6 +34,11 @@ TEST(ProfileCommand, WritesAProfileTheBalancerReads) {
   const pipebal::balance::CostProfile cost = pipebal::balance::read_profile(path);
   EXPECT_EQ(cost.layers.size(), 3u);
   EXPECT_EQ(cost.batch_size, 4);
+  // On the CPU the engine's own costs come with the layers, and the summary says them.
+  ASSERT_TRUE(cost.engine.has_value());
+  EXPECT_GE(cost.engine->step_ms, 0.0);
+  EXPECT_GE(cost.engine->action_ms, 0.0);
+  EXPECT_NE(r.out.find("the engine's own costs:"), std::string::npos) << r.out;
 }
 
 TEST(ProfileCommand, HelpHasAnExample) {
