@@ -1,8 +1,10 @@
 // See c10d_transport.h.
 #include "distributed/c10d_transport.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <map>
 
 #include <fmt/format.h>
@@ -17,12 +19,16 @@ namespace {
 
 // Capacity of a micro-batch's first message on a channel: later ones get the size of the last.
 constexpr int64_t kFirstCapacityBytes = 4096;
+// Receives a channel keeps posted ahead of the ones taken: enough that the sender's next message
+// finds its receive waiting, few enough that a 1F1B stage holds no more buffers than it uses.
+constexpr size_t kReceivesAhead = 2;
 
 // One micro-batch's message per step, as a pipeline::Channel. Gloo sends a message only once its
 // receive is posted, and answering a receive that comes later falls to the sender's I/O thread,
 // which the kernel may leave waiting for milliseconds behind the sender's own computation. So the
-// receiver posts its receives ahead (expect()), each a buffer of the micro-batch's capacity, and
-// a message that fits travels as one send into it, leaving at once. The capacity of a message is
+// receiver keeps the receives of its next messages posted (expect(): kReceivesAhead of them, in
+// the order it will take them), each a buffer of the micro-batch's capacity, and a message that
+// fits travels as one send into it, leaving at once. The capacity of a message is
 // the size of the previous message of the same micro-batch on the channel, which both ends know;
 // a message that does not fit sends a capacity-sized notice of its size, then itself.
 class C10dChannel : public pipeline::Channel {
@@ -51,9 +57,8 @@ class C10dChannel : public pipeline::Channel {
   }
 
   void expect(const std::vector<int>& micro_batches) override {
-    for (int micro_batch : micro_batches) {
-      if (posted_.count(micro_batch) == 0) posted_.emplace(micro_batch, post_receive(micro_batch));
-    }
+    expected_.assign(micro_batches.begin(), micro_batches.end());
+    post_ahead();
   }
 
   pipeline::Parcel take(int micro_batch) override {
@@ -65,6 +70,10 @@ class C10dChannel : public pipeline::Channel {
     } else {
       first = post_receive(micro_batch);
     }
+    if (auto it = std::find(expected_.begin(), expected_.end(), micro_batch);
+        it != expected_.end()) {
+      expected_.erase(it);
+    }
     group_->wait(*first.work, what(micro_batch));
     at::Tensor message = first.buffer;
     const int64_t size = checked(micro_batch, [&] { return message_size(message); });
@@ -75,6 +84,7 @@ class C10dChannel : public pipeline::Channel {
       group_->wait(*group_->process_group().recv(into, from_, tag), what(micro_batch));
     }
     capacity_of(micro_batch) = size;
+    post_ahead();
     return pipeline::Parcel(checked(micro_batch, [&] { return unpack_message(message); }));
   }
 
@@ -86,15 +96,18 @@ class C10dChannel : public pipeline::Channel {
   }
 
   void flush() override {
-    for (auto& work : sending_) {
-      group_->wait(*work, fmt::format("sending to rank {}", to_));
+    for (Sending& sending : sending_) {
+      group_->wait(*sending.work, fmt::format("sending to rank {}", to_));
     }
     sending_.clear();
-    kept_.clear();
   }
 
  private:
   struct Receive {
+    c10::intrusive_ptr<c10d::Work> work;
+    at::Tensor buffer;
+  };
+  struct Sending {
     c10::intrusive_ptr<c10d::Work> work;
     at::Tensor buffer;
   };
@@ -104,6 +117,15 @@ class C10dChannel : public pipeline::Channel {
       capacity_.resize(static_cast<size_t>(micro_batch) + 1, kFirstCapacityBytes);
     }
     return capacity_[static_cast<size_t>(micro_batch)];
+  }
+
+  // Posts the receives of the next expected messages, up to kReceivesAhead.
+  void post_ahead() {
+    for (size_t k = 0; k < expected_.size() && posted_.size() < kReceivesAhead; ++k) {
+      if (posted_.count(expected_[k]) == 0) {
+        posted_.emplace(expected_[k], post_receive(expected_[k]));
+      }
+    }
   }
 
   Receive post_receive(int micro_batch) {
@@ -117,8 +139,12 @@ class C10dChannel : public pipeline::Channel {
 
   void send(at::Tensor tensor, int tag) {
     std::vector<at::Tensor> message{tensor};
-    sending_.push_back(group_->process_group().send(message, to_, tag));
-    kept_.push_back(std::move(tensor));  // alive until the send completed
+    // Sends that are done need their buffers no more (waiting on one says if it failed).
+    while (!sending_.empty() && sending_.front().work->isCompleted()) {
+      group_->wait(*sending_.front().work, fmt::format("sending to rank {}", to_));
+      sending_.pop_front();
+    }
+    sending_.push_back({group_->process_group().send(message, to_, tag), std::move(tensor)});
   }
 
   // `read()`, with a malformed message's error naming the channel.
@@ -144,9 +170,9 @@ class C10dChannel : public pipeline::Channel {
   int to_;
   std::atomic<bool> cancelled_{false};
   std::vector<int64_t> capacity_;  // by micro-batch: the size of its next message
+  std::deque<int> expected_;       // micro-batches still to take, in order
   std::map<int, Receive> posted_;  // receives posted ahead, by micro-batch
-  std::vector<c10::intrusive_ptr<c10d::Work>> sending_;
-  std::vector<at::Tensor> kept_;
+  std::deque<Sending> sending_;    // in flight, in order; each buffer alive until its send is done
 };
 
 class C10dTransport : public pipeline::Transport {
