@@ -2,8 +2,10 @@
 #include "profiler/engine_overhead.h"
 
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "pipeline/module_layer.h"
@@ -27,9 +29,32 @@ at::Tensor mse(const at::Tensor& output, const at::Tensor& target) {
   return torch::mse_loss(output, target);
 }
 
+// The calibration's weights and data draw from ATen's default generator: it leaves the stream
+// where it found it, so a profile changes nothing a caller seeded.
+class KeepDefaultGenerator {
+ public:
+  KeepDefaultGenerator() {
+    at::Generator default_generator = generator();
+    std::lock_guard<std::mutex> lock(default_generator.mutex());
+    state_ = default_generator.get_state();
+  }
+  ~KeepDefaultGenerator() {
+    at::Generator default_generator = generator();
+    std::lock_guard<std::mutex> lock(default_generator.mutex());
+    default_generator.set_state(state_);
+  }
+  KeepDefaultGenerator(const KeepDefaultGenerator&) = delete;
+  KeepDefaultGenerator& operator=(const KeepDefaultGenerator&) = delete;
+
+ private:
+  static at::Generator generator() { return at::detail::getDefaultCPUGenerator(); }
+  at::Tensor state_;
+};
+
 }  // namespace
 
 balance::EngineCost measure_engine_cost(int rounds) {
+  const KeepDefaultGenerator keep;
   rounds = std::max(rounds, 3);
   const at::Tensor input = torch::randn({kChunks, kWidth});
   const at::Tensor target = torch::randn({kChunks, kWidth});

@@ -14,6 +14,7 @@
 #include "models/zoo.h"
 #include "pipeline/batch_norm.h"
 #include "pipeline/module_layer.h"
+#include "profiler/engine_overhead.h"
 
 namespace pipebal::profiler {
 namespace {
@@ -179,6 +180,18 @@ TEST(Profiler, KeepsSamplesAndSpread) {
   EXPECT_TRUE(std::isfinite(p.engine->action_ms) && p.engine->action_ms >= 0);
   options.measure_engine = false;
   EXPECT_FALSE(profile_model(seq, Batch(torch::randn({4, 8})), options).engine.has_value());
+}
+
+// Measuring the engine's costs builds and trains a small model, whose weights and data draw from
+// ATen's default generator: the draws after it are those a caller seeded.
+TEST(Profiler, MeasuringTheEngineLeavesTheSeededStreamAlone) {
+  torch::manual_seed(11);
+  const at::Tensor expected = torch::randn({4});
+  torch::manual_seed(11);
+  const balance::EngineCost cost = measure_engine_cost(3);
+  EXPECT_TRUE(torch::equal(torch::randn({4}), expected));
+  EXPECT_GE(cost.step_ms, 0.0);
+  EXPECT_GE(cost.action_ms, 0.0);
 }
 
 // The last stage computes the loss inside its backward action; so does the profile of the
