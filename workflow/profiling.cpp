@@ -71,7 +71,10 @@ profiler::Profile profile_at_sizes(const models::Model& model,
     const models::SyntheticData data =
         models::make_synthetic_data(model, models::with_batch_size(inputs, sizes[k]), seed);
     profiler::ProfileOptions at_size = options;
-    if (measured++ > 0) at_size.warmup = std::min(options.warmup, 1);  // caches are warm
+    if (measured++ > 0) {
+      at_size.warmup = std::min(options.warmup, 1);  // caches are warm
+      at_size.measure_engine = false;  // the engine's costs do not depend on the size: once
+    }
     if (co_runners) at_size.co_runners = co_runners(chunks[k]);
     at_size.loss = models::loss_against(model.info.loss, data.target);
     const int64_t size = sizes[k];
