@@ -300,8 +300,8 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   std::vector<profiler::Profile> in_turns_rounds;
   std::function<void(int)> profile_in_turns;
   // Not the plain model on several threads: the runs' own several-thread pools, alive in turns,
-  // would push the process past the cores, and its threads would sleep between parallel regions
-  // (2.5x its run on ResNet-18 on the 2-core VM).
+  // would push the process past the cores, and its threads would sleep between parallel regions,
+  // measuring it far slower than it runs.
   if (p.profile_in_turns) {
     profile_in_turns = [&](int) { profile_round(in_turns, in_turns_rounds, nullptr); };
   }
