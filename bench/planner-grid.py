@@ -10,7 +10,8 @@ default configuration (2 stages, 4 micro-batches, gpipe, except_last) and the us
 
 Writes the raw plan-validation documents (JSON) and the markdown summary made from them.
 Usage: bench/planner-grid.py [--build build] [--steps 5] [--models unet,gpt]
-       [--raw reports/planner-grid-raw.json] [--md reports/planner-grid.md]
+       [--raw reports/planner-grid-raw.json] [--md reports/planner-grid.md] [--from-raw]
+(--from-raw writes the summary again from the committed raw data, measuring nothing.)
 Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
 import argparse
 import json
@@ -96,13 +97,18 @@ def summary_row(name, spec, shape, doc):
             return "- | -"
         return f"{c['predicted_in_turns_step_ms']:.1f} | {error(c['predicted_in_turns_step_ms'])}"
 
+    # How far apart runs of the same work measured: the noise the comparisons sit in.
+    slow, fast = max(((max(v), min(v)) for v in groups.values() if len(v) > 1),
+                     key=lambda pair: pair[0] / pair[1], default=(0, 0))
+    apart = f"{slow / fast:.2f} ({fast:.1f}-{slow:.1f})" if fast else "-"
+
     return (f"| {name} | {len(groups)} | {describe(pick)} | {pick['predicted_step_ms']:.1f} | "
             f"{ms(pick)} | {error(pick['predicted_step_ms'])} | "
             f"{in_turns_of(pick)} | "
             f"{median_abs('step_error')} / {median_abs('step_error_in_turns')} | "
             f"{describe(best)} | {ms(best)} | "
             f"{100 * (measured_ms(pick) / measured_ms(best) - 1):.1f}% | "
-            f"{ms(default)} | {ms(chunks8)} | {ms(plain)} |")
+            f"{ms(default)} | {ms(chunks8)} | {ms(plain)} | {apart} |")
 
 
 def main():
@@ -113,7 +119,18 @@ def main():
     ap.add_argument("--raw", default="reports/planner-grid-raw.json")
     ap.add_argument("--md", default="reports/planner-grid.md")
     ap.add_argument("--allow-dirty", action="store_true")
+    ap.add_argument("--from-raw", action="store_true",
+                    help="measure nothing: write the summary again from the raw data")
     args = ap.parse_args()
+    if args.from_raw:
+        raw = json.load(open(args.raw))
+    else:
+        raw = measure(args)
+    write_summary(raw, args.md)
+    print(f"wrote {args.md}" + ("" if args.from_raw else f" and {args.raw}"), file=sys.stderr)
+
+
+def measure(args):
     pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
     commit = bench_support.commit(args.allow_dirty)
     version = run([pipebal, "--version"]).strip()
@@ -136,7 +153,11 @@ def main():
         raw["models"].append({"name": name, "spec": spec, "input_shape": shape, "result": doc})
         with open(args.raw, "w") as f:  # after every model: a long run keeps what it measured
             json.dump(raw, f, indent=1)
+    return raw
 
+
+def write_summary(raw, md):
+    commit = raw["commit"]
     lines = [
         "# The planner against the grid it searched",
         "",
@@ -147,7 +168,7 @@ def main():
         "pooled), planned for "
         "2 devices, and trained every configuration searched -- stages 1-2, chunks 1-16, gpipe and "
         "1f1b, checkpoint never and except_last, and the plain model on 2 threads -- side by side, "
-        f"one step of each in turn, {args.steps} measured rounds after 2 warm-up rounds; times are "
+        f"one step of each in turn, {raw['steps']} measured rounds after 2 warm-up rounds; times are "
         "each configuration's median step, and configurations that run the same work (with one "
         "micro-batch, gpipe and 1f1b with checkpoint never or except_last on the same balance) "
         "count once, as the median of their runs. After each measured round the model was profiled once "
@@ -155,23 +176,23 @@ def main():
         "with its balance kept (all but the plain model on several threads, whose profile the runs' "
         "own thread pools would slow): \"in turns\" below, and the median absolute error of "
         "those configurations both ways; the difference between the two predictions is what the "
-        "machine changed between the profile and the runs.",
+        "machine changed between the profile and the runs. \"Same work apart\": the largest ratio "
+        "between runs of one such group (and their ms), the noise the comparisons sit in.",
         "",
         "| model | distinct configurations | planner's pick | predicted ms | measured ms | prediction error "
         "| predicted in turns ms | its error | median abs error (up front / in turns) "
         "| fastest measured | its ms | pick vs fastest | default (2 st, 4 mb) ms | chunks 8 ms "
-        "| plain (1 thread) ms |",
+        "| plain (1 thread) ms | same work apart |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
-        "| ---: | ---: |",
+        "| ---: | ---: | ---: |",
     ]
     for entry in raw["models"]:
         lines.append(summary_row(entry["name"], entry["spec"], entry["input_shape"],
                                  entry["result"]))
     lines += ["", "Models: " + "; ".join(
         f"{e['name']} = `{e['spec']}` on [{e['input_shape']}]" for e in raw["models"]) + "."]
-    with open(args.md, "w") as f:
+    with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"wrote {args.raw} and {args.md}", file=sys.stderr)
 
 
 if __name__ == "__main__":
