@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
+#include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <c10/util/Logging.h>
@@ -16,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "distributed/shared_segment.h"
 #include "distributed/tags.h"
 #include "pipeline/error_text.h"
 
@@ -106,6 +111,11 @@ struct Group::State {
   std::optional<std::string> failure;
   std::set<c10d::Work*> waiting;
   std::thread monitor;
+  std::map<int, bool> shares_memory;  // by peer, once settled
+
+  // The value of `key` once another process has set it, polling the store (a failure posted
+  // meanwhile ends the wait).
+  std::string await(const std::string& key);
 
   // Every tenth of a second: has another process posted a failure? Then end this one's waits.
   void watch_for_failures() {
@@ -165,6 +175,22 @@ void Group::State::synchronize_clocks() {
       clock_uncertainty_ms = best_round_trip / 2;
     }
   }
+}
+
+std::string Group::State::await(const std::string& key) {
+  const auto deadline = Clock::now() + timeout;
+  while (!store->check({key})) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (failure) throw PeerFailed("stopped: " + *failure);
+    }
+    if (Clock::now() > deadline) {
+      throw RemoteFailure(fmt::format("waited {:g} s for {} in the rendezvous store",
+                                      timeout.count() / 1000.0, key));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return text_of(store->get(key));
 }
 
 Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
@@ -296,6 +322,64 @@ void Group::wait(c10d::Work& work, const std::string& what) {
   } catch (const std::exception& e) {
     throw RemoteFailure(fmt::format("{}: {}", what, pipeline::error_summary(e)));
   }
+}
+
+// Each side offers the other a probe segment holding a random token, opens the other's and reads
+// its token back, and says whether that worked; memory is shared only if it did both ways. A
+// peer on another host (or in another container, or run by another user) fails to open it.
+bool Group::shares_memory_with(int peer) {
+  State& st = *state_;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    if (auto known = st.shares_memory.find(peer); known != st.shares_memory.end())
+      return known->second;
+  }
+  const int me = st.env.rank;
+  const std::string pair =
+      fmt::format("shared_memory/{}-{}/", std::min(me, peer), std::max(me, peer));
+  const char* disable = std::getenv("PIPEBAL_SHM_DISABLE");
+  const bool wanted =
+      disable == nullptr || std::string(disable).empty() || std::string(disable) == "0";
+  std::unique_ptr<SharedSegment> probe;
+  std::random_device random;
+  const uint64_t token = (uint64_t{random()} << 32) | random();
+  if (wanted) {
+    try {
+      probe = SharedSegment::create(sizeof token);
+      std::memcpy(probe->data(), &token, sizeof token);
+    } catch (const std::system_error&) {
+      // No memory files here: messages go through Gloo.
+    }
+  }
+  st.store->set(
+      pair + std::to_string(me),
+      bytes_of(probe ? fmt::format("{} {} {}", probe->address().pid, probe->address().fd, token)
+                     : "none"));
+  bool reached = false;
+  SegmentAddress address;
+  uint64_t their_token = 0;
+  if (std::istringstream offer(st.await(pair + std::to_string(peer)));
+      probe && offer >> address.pid >> address.fd >> their_token) {
+    try {
+      const auto theirs = SharedSegment::open(address, sizeof their_token);
+      reached = std::memcmp(theirs->data(), &their_token, sizeof their_token) == 0;
+    } catch (const std::system_error&) {
+      // Another host, or memory this process may not map.
+    }
+  }
+  st.store->set(pair + "reached/" + std::to_string(me), bytes_of(reached ? "1" : "0"));
+  const bool shared = st.await(pair + "reached/" + std::to_string(peer)) == "1" && reached;
+  std::lock_guard<std::mutex> lock(st.mutex);
+  st.shares_memory[peer] = shared;
+  return shared;
+}
+
+std::vector<int> Group::shared_memory_peers() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<int> peers;
+  for (const auto& [peer, shared] : state_->shares_memory)
+    if (shared) peers.push_back(peer);
+  return peers;
 }
 
 c10::intrusive_ptr<c10d::ProcessGroupGloo> Group::subgroup(const std::string& name,

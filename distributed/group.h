@@ -4,7 +4,8 @@
 //  - a failure board: the first process whose stage fails posts what happened; every other
 //    process notices within a fraction of a second and ends its waits with that message;
 //  - a clock offset to rank 0's steady clock, so that the processes' timelines line up;
-//  - a gather of strings to rank 0 (the per-rank results of a run).
+//  - a gather of strings to rank 0 (the per-rank results of a run);
+//  - which peers on the same host it shares memory with.
 #pragma once
 
 #include <chrono>
@@ -80,6 +81,14 @@ class Group {
   // How far off that offset may be: half the round trip of the exchange it came from (0 on
   // rank 0).
   double clock_uncertainty_ms() const;
+
+  // Whether this process and `peer` exchange the pipeline's messages through shared memory
+  // (shared_slots.h): both on one host, each able to map the other's memory, and neither run
+  // with PIPEBAL_SHM_DISABLE=1. The first call for a peer settles it with a handshake through
+  // the store, so both must make it, each calling for its peers in increasing rank order.
+  bool shares_memory_with(int peer);
+  // The peers settled so far that do, in increasing order.
+  std::vector<int> shared_memory_peers() const;
 
   // A Gloo group of some of the ranks (`members`, in order, this one among them), for
   // collectives among them only (e.g. one stage's replicas). Every member must call it with the

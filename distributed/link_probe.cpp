@@ -4,34 +4,31 @@
 #include <algorithm>
 #include <chrono>
 
-#include <fmt/format.h>
 #include <torch/torch.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "distributed/tags.h"
+#include "distributed/c10d_transport.h"
 
 namespace pipebal::distributed {
 
-std::vector<balance::LinkSample> probe_link(Group& group, const std::vector<int64_t>& sizes,
-                                            int repeats) {
+std::vector<balance::LinkSample> probe_link(const std::shared_ptr<Group>& group,
+                                            const std::vector<int64_t>& sizes, int repeats) {
   std::vector<balance::LinkSample> samples;
-  const int rank = group.rank();
+  const int rank = group->rank();
   if (rank > 1) return samples;
-  const int peer = 1 - rank;
+  // Stage 0 on rank 0 and stage 1 on rank 1: the message goes forward and comes back.
+  const auto forward = c10d_channel(group, 0, 1, 0, 1);
+  const auto backward = c10d_channel(group, 1, 0, 1, 0);
   for (int64_t bytes : sizes) {
-    std::vector<at::Tensor> message{at::empty({std::max<int64_t>(bytes, 1)}, at::kByte)};
+    pipeline::Batch message;
+    message.tensors.push_back(at::zeros({std::max<int64_t>(bytes, 1)}, at::kByte));
     auto exchange = [&] {
-      const std::string what = fmt::format("measuring the link with rank {}", peer);
       if (rank == 0) {
-        auto sent = group.process_group().send(message, peer, kLinkTag);
-        group.wait(*sent, what);
-        auto received = group.process_group().recv(message, peer, kLinkTag);
-        group.wait(*received, what);
+        backward->expect({0});
+        forward->post(0, pipeline::Parcel(message));
+        (void)backward->take(0);
       } else {
-        auto received = group.process_group().recv(message, peer, kLinkTag);
-        group.wait(*received, what);
-        auto sent = group.process_group().send(message, peer, kLinkTag);
-        group.wait(*sent, what);
+        forward->expect({0});
+        backward->post(0, forward->take(0));
       }
     };
     exchange();  // warm-up: connections and buffers
@@ -48,6 +45,8 @@ std::vector<balance::LinkSample> probe_link(Group& group, const std::vector<int6
                      one_way_ms.end());
     if (rank == 0) samples.push_back({bytes, one_way_ms[one_way_ms.size() / 2]});
   }
+  forward->flush();
+  backward->flush();
   return samples;
 }
 

@@ -95,42 +95,46 @@ class Reader {
 
 }  // namespace
 
-at::Tensor pack_message(const pipeline::Batch& batch, int64_t min_bytes) {
-  std::vector<int64_t> words{static_cast<int64_t>(batch.tensors.size()),
-                             static_cast<int64_t>(batch.skips.size())};
-  std::vector<const at::Tensor*> data;
+MessageWriter::MessageWriter(const pipeline::Batch& batch)
+    : words_{static_cast<int64_t>(batch.tensors.size()), static_cast<int64_t>(batch.skips.size())} {
   auto add = [&](const at::Tensor& tensor) {
-    describe(tensor, words);
-    if (has_data(tensor)) data.push_back(&tensor);
+    describe(tensor, words_);
+    if (has_data(tensor)) data_.push_back(&tensor);
   };
   for (const auto& tensor : batch.tensors) add(tensor);
   for (const auto& [name, tensor] : batch.skips) {
-    words.push_back(static_cast<int64_t>(name.size()));
-    for (unsigned char c : name) words.push_back(c);
+    words_.push_back(static_cast<int64_t>(name.size()));
+    for (unsigned char c : name) words_.push_back(c);
     add(tensor);
   }
-  std::vector<int64_t> offsets;
-  int64_t size = (2 + static_cast<int64_t>(words.size())) * kWord;
-  for (const at::Tensor* tensor : data) {
-    offsets.push_back(aligned(size));
-    size = offsets.back() + static_cast<int64_t>(tensor->nbytes());
+  size_ = (2 + static_cast<int64_t>(words_.size())) * kWord;
+  for (const at::Tensor* tensor : data_) {
+    offsets_.push_back(aligned(size_));
+    size_ = offsets_.back() + static_cast<int64_t>(tensor->nbytes());
   }
+}
 
-  at::Tensor bytes = at::empty({std::max(size, min_bytes)}, at::kByte);
-  uint8_t* base = bytes.data_ptr<uint8_t>();
-  auto* head = reinterpret_cast<int64_t*>(base);
-  head[0] = size;
-  head[1] = static_cast<int64_t>(words.size());
-  std::memcpy(head + 2, words.data(), words.size() * kWord);
-  int64_t filled = (2 + static_cast<int64_t>(words.size())) * kWord;
-  for (size_t t = 0; t < data.size(); ++t) {
-    const at::Tensor& tensor = *data[t];
-    std::memset(base + filled, 0, static_cast<size_t>(offsets[t] - filled));  // no stray bytes
-    at::from_blob(base + offsets[t], tensor.sizes(), at::TensorOptions().dtype(tensor.dtype()))
+void MessageWriter::write(uint8_t* out) const {
+  auto* head = reinterpret_cast<int64_t*>(out);
+  head[0] = size_;
+  head[1] = static_cast<int64_t>(words_.size());
+  std::memcpy(head + 2, words_.data(), words_.size() * kWord);
+  int64_t filled = (2 + static_cast<int64_t>(words_.size())) * kWord;
+  for (size_t t = 0; t < data_.size(); ++t) {
+    const at::Tensor& tensor = *data_[t];
+    std::memset(out + filled, 0, static_cast<size_t>(offsets_[t] - filled));  // no stray bytes
+    at::from_blob(out + offsets_[t], tensor.sizes(), at::TensorOptions().dtype(tensor.dtype()))
         .copy_(tensor.detach());
-    filled = offsets[t] + static_cast<int64_t>(tensor.nbytes());
+    filled = offsets_[t] + static_cast<int64_t>(tensor.nbytes());
   }
-  std::memset(base + filled, 0, static_cast<size_t>(bytes.numel() - filled));
+}
+
+at::Tensor pack_message(const pipeline::Batch& batch, int64_t min_bytes) {
+  const MessageWriter writer(batch);
+  at::Tensor bytes = at::empty({std::max(writer.size(), min_bytes)}, at::kByte);
+  uint8_t* base = bytes.data_ptr<uint8_t>();
+  writer.write(base);
+  std::memset(base + writer.size(), 0, static_cast<size_t>(bytes.numel() - writer.size()));
   return bytes;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -21,7 +22,24 @@ namespace pipebal::distributed {
 // The smallest message: its size and an empty description's two words.
 constexpr int64_t kMinMessageBytes = 4 * 8;
 
-// The message of `batch`, in a uint8 CPU tensor of at least `min_bytes` (its tail then unused)
+// The message of a batch, laid out: its size first, so that room can be found for it, then
+// written into that room. Holds references to the batch's tensors.
+class MessageWriter {
+ public:
+  explicit MessageWriter(const pipeline::Batch& batch);
+  int64_t size() const { return size_; }
+  // Writes exactly size() bytes at `out` (64-byte aligned: the tensors' offsets are relative
+  // to it).
+  void write(uint8_t* out) const;
+
+ private:
+  std::vector<int64_t> words_;  // the description
+  std::vector<const at::Tensor*> data_;
+  std::vector<int64_t> offsets_;  // of data_'s bytes
+  int64_t size_ = 0;
+};
+
+// The message of `batch`, in a uint8 CPU tensor of at least `min_bytes` (its tail then zero)
 // whose word 0 is the message's own size.
 at::Tensor pack_message(const pipeline::Batch& batch, int64_t min_bytes = 0);
 

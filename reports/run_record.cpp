@@ -57,6 +57,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
                          {"replica", p.replica},
                          {"host", p.host},
                          {"clock_uncertainty_ms", p.clock_uncertainty_ms},
+                         {"shared_memory_peers", p.shared_memory_peers},
                          {"peak_rss_bytes", p.peak_rss_bytes >= 0 ? nlohmann::json(p.peak_rss_bytes)
                                                                   : nlohmann::json()}});
   }
@@ -173,6 +174,10 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
       process.host = p.get<std::string>("host");
       process.clock_uncertainty_ms = p.get_or<double>("clock_uncertainty_ms", 0.0);
       process.peak_rss_bytes = p.has("peak_rss_bytes") ? p.at("peak_rss_bytes").integer(0) : -1;
+      if (p.has("shared_memory_peers")) {
+        for (const JsonReader& peer : p.at("shared_memory_peers").elements())
+          process.shared_memory_peers.push_back(static_cast<int>(peer.integer(0, INT32_MAX)));
+      }
       run.processes.push_back(process);
     }
   }

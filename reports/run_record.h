@@ -39,6 +39,8 @@ struct ProcessRun {
   int64_t peak_rss_bytes = -1;  // the process's peak resident set, -1 where unknown
   // How far its timeline may be shifted against rank 0's: the clock alignment's uncertainty.
   double clock_uncertainty_ms = 0;
+  // The ranks its messages went to and came from through shared memory, not the network.
+  std::vector<int> shared_memory_peers;
 };
 
 struct RunRecord {

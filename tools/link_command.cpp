@@ -70,9 +70,10 @@ void run_link(const LinkParams& p) {
   }
   const std::vector<int64_t> sizes = sizes_to_measure(p);
   const double timeout_s = p.timeout_s > 0 ? p.timeout_s : workflow::kDefaultProcessTimeoutS;
-  distributed::Group group(*env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  const auto group = std::make_shared<distributed::Group>(
+      *env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
   const std::vector<balance::LinkSample> samples = distributed::probe_link(group, sizes, p.repeats);
-  if (group.rank() != 0) return;
+  if (group->rank() != 0) return;
   const balance::LinkModel link = balance::fit_link(samples);
   fmt::print("{:>12} {:>12} {:>14}\n", "bytes", "one way", "bandwidth");
   for (const auto& s : link.samples) {
@@ -108,8 +109,10 @@ void add_link_command(CLI::App& app) {
   cmd->add_option("--timeout", p->timeout_s, "seconds to wait for the other process (0: 300)")
       ->capture_default_str();
   cmd->footer(
-      "Runs as two processes (rank 0 and 1 measure; rank 0 writes). `balance` then prices each\n"
-      "transfer as latency + bytes / bandwidth unless --bandwidth is given.\n"
+      "Runs as two processes (rank 0 and 1 measure; rank 0 writes), through the channels the\n"
+      "pipeline uses: shared memory on one host (unless PIPEBAL_SHM_DISABLE=1), else Gloo.\n"
+      "`balance` then prices each transfer as latency + bytes / bandwidth unless --bandwidth is\n"
+      "given.\n"
       "Example:\n"
       "  pipebal launch --nproc-per-node 2 -- pipebal link --profile profile.json\n"
       "  # across hosts: one process on each\n"

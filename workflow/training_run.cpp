@@ -399,6 +399,7 @@ void TrainingRun::gather_ranks() {
   mine["host"] = profiler::host_name();
   mine["peak_rss_bytes"] = peak_rss_bytes();
   mine["clock_uncertainty_ms"] = st.group->clock_uncertainty_ms();
+  mine["shared_memory_peers"] = st.group->shared_memory_peers();
   mine["peak_bytes"] = st.peak_bytes;
   mine["origins_ms"] = st.origins_ms;
   nlohmann::json timelines = nlohmann::json::array();
@@ -436,6 +437,7 @@ void TrainingRun::gather_ranks() {
     process.host = theirs.at("host").get<std::string>();
     process.peak_rss_bytes = theirs.at("peak_rss_bytes").get<int64_t>();
     process.clock_uncertainty_ms = theirs.at("clock_uncertainty_ms").get<double>();
+    process.shared_memory_peers = theirs.at("shared_memory_peers").get<std::vector<int>>();
     st.run.processes.push_back(process);
   }
   // Each step's time axis starts at its earliest action.

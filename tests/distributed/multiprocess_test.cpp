@@ -5,7 +5,8 @@
 //    1e-10 (transparency_rank.cpp checks them in each rank) for 2 and 3 processes, GPipe and
 //    1F1B, every checkpoint mode, skip tensors and deferred batch norm, zb-h1, and the
 //    interleaved schedule with 2 and 3 stages per process; batches whose size changes from step
-//    to step (a message larger or smaller than the receive posted for it).
+//    to step (a message larger or smaller than the receive posted for it, or its slot). The
+//    messages go through shared memory (the ranks say so), and in some cases through Gloo.
 //  - Failure: a rank that throws, is killed with SIGKILL or hangs ends every rank, each with
 //    one line that names the failed rank; a launch exits with the failed rank's status.
 // Every run is bounded by `timeout`, so a hang fails the test instead of stalling the suite.
@@ -34,11 +35,11 @@ struct Launched {
   std::string err;
 };
 
-Launched launch(int processes, const std::string& args) {
+Launched launch(int processes, const std::string& args, const std::string& env = "") {
   const std::string err = scratch_path("launch.err");
   const std::string command = fmt::format(
-      "{}{} launch --nproc-per-node {} --master-port 0 -- {} {} >{} 2>{}", kGuard, PIPEBAL_BINARY,
-      processes, PIPEBAL_RANK_BINARY, args, scratch_path("launch.out"), err);
+      "{}{}{} launch --nproc-per-node {} --master-port 0 -- {} {} >{} 2>{}", env, kGuard,
+      PIPEBAL_BINARY, processes, PIPEBAL_RANK_BINARY, args, scratch_path("launch.out"), err);
   const int raw = std::system(command.c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(err)};
 }
@@ -52,6 +53,7 @@ struct Config {
   int replicas = 1;
   int virtual_stages = 1;     // interleaved: stages per process
   bool vary_samples = false;  // batches of 11, 14, 7 samples: messages grow, then shrink
+  bool through_gloo = false;  // PIPEBAL_SHM_DISABLE=1: the messages themselves through Gloo
 };
 
 void PrintTo(const Config& c, std::ostream* os) {
@@ -60,7 +62,8 @@ void PrintTo(const Config& c, std::ostream* os) {
       << (c.replicas > 1 ? ", " + std::to_string(c.replicas) + " replicas" : "")
       << (c.virtual_stages > 1 ? ", " + std::to_string(c.virtual_stages) + " stages per process"
                                : "")
-      << (c.vary_samples ? ", batches of 11, 14, 7 samples" : "");
+      << (c.vary_samples ? ", batches of 11, 14, 7 samples" : "")
+      << (c.through_gloo ? ", through Gloo" : "");
 }
 
 class AcrossProcesses : public ::testing::TestWithParam<Config> {};
@@ -75,10 +78,17 @@ TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
              fmt::format("--schedule {} --checkpoint {} --balance {} --chunks {}{}", c.schedule,
                          c.checkpoint, c.balance, c.chunks, c.batch_norm ? " --batch-norm" : "") +
                  fmt::format(" --replicas {} --virtual {}{}", c.replicas, c.virtual_stages,
-                             c.vary_samples ? " --vary-samples" : ""));
+                             c.vary_samples ? " --vary-samples" : ""),
+             c.through_gloo ? "PIPEBAL_SHM_DISABLE=1 " : "");
   EXPECT_EQ(run.status, 0) << run.err;
-  EXPECT_EQ(count_lines(read_text(scratch_path("launch.out"))), processes)
-      << "each rank says its steps matched";
+  const std::string out = read_text(scratch_path("launch.out"));
+  EXPECT_EQ(count_lines(out), processes) << "each rank says its steps matched";
+  // Ranks on one host exchange messages in shared memory unless told not to.
+  const std::string way = c.through_gloo ? "through Gloo" : "in memory shared with rank";
+  size_t ranks_that_way = 0;
+  for (size_t at = out.find(way); at != std::string::npos; at = out.find(way, at + 1))
+    ++ranks_that_way;
+  EXPECT_EQ(ranks_that_way, static_cast<size_t>(processes)) << out;
 }
 
 std::vector<Config> configs() {
@@ -91,9 +101,13 @@ std::vector<Config> configs() {
     all.push_back({schedule, "except_last", "2,3", 3, true});
     all.push_back({schedule, "except_last", "4,4", 3, false, 2});  // 2 stages x 2 replicas
   }
-  // A micro-batch's message larger, then smaller than its last: sent with a notice of its size,
-  // then into a receive posted ahead with room to spare.
+  // A micro-batch's message larger, then smaller than its last: through Gloo, sent with a
+  // notice of its size, then into a receive posted ahead with room to spare (in shared memory
+  // it fits its slot; shared_slots_test grows one).
   all.push_back({"1f1b", "except_last", "3,3,2", 4, false, 1, 1, true});
+  all.push_back({"1f1b", "except_last", "3,3,2", 4, false, 1, 1, true, true});
+  all.push_back({"gpipe", "always", "3,3,2", 4, false, 1, 1, false, true});
+  all.push_back({"interleaved", "except_last", "2,2,2,2", 4, false, 1, 2, false, true});
   // Zero-bubble H1: W's run on each process between its B's, replicas all-reduce after them.
   all.push_back({"zb-h1", "except_last", "3,3,2", 4});
   all.push_back({"zb-h1", "never", "4,4", 3, false, 2});

@@ -254,8 +254,13 @@ int run(int argc, char** argv) {
     piped_sgd.step();
     threaded_sgd.step();
   }
-  if (mismatches == 0)
-    std::cout << fmt::format("rank {}: {} steps equal the plain model's\n", rank, steps);
+  if (mismatches == 0) {
+    const std::vector<int> shared = group->shared_memory_peers();
+    std::cout << fmt::format(
+        "rank {}: {} steps equal the plain model's, messages {}\n", rank, steps,
+        shared.empty() ? "through Gloo"
+                       : fmt::format("in memory shared with rank {}", fmt::join(shared, " and ")));
+  }
   return mismatches == 0 ? 0 : 1;
 }
 

@@ -1,7 +1,7 @@
 // The message format of the c10d transport: a batch packed and unpacked comes back equal, tensor
 // by tensor and skip by skip, whatever its dtypes, shapes and strides; its size is the analytic
 // sum of its parts; the unused tail of a larger buffer is zero; a malformed buffer is refused
-// with an error, never read out of bounds.
+// with an error, never read out of bounds; a writer writes the same bytes into memory of its own.
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 namespace {
 
 using pipebal::distributed::message_size;
+using pipebal::distributed::MessageWriter;
 using pipebal::distributed::pack_message;
 using pipebal::distributed::unpack_message;
 using pipebal::pipeline::Batch;
@@ -111,6 +112,18 @@ TEST(WireMessage, MalformedBuffersAreRefused) {
   EXPECT_THROW(unpack_message(with_word(6, 99)), std::runtime_error);    // dims
   EXPECT_THROW(unpack_message(with_word(7, int64_t{1} << 40)), std::runtime_error);  // a size
   EXPECT_NO_THROW(unpack_message(good));
+}
+
+// Into memory of one's own (a shared slot): the same bytes as a packed message, exactly size().
+TEST(WireMessage, AWriterWritesThePackedMessageIntoMemoryOfOnesOwn) {
+  const Batch batch = mixed_batch();
+  const at::Tensor packed = pack_message(batch);
+  const MessageWriter writer(batch);
+  ASSERT_EQ(writer.size(), packed.numel());
+  std::vector<uint8_t> memory(static_cast<size_t>(writer.size()) + 64, 0xAB);
+  writer.write(memory.data());
+  EXPECT_EQ(std::memcmp(memory.data(), packed.data_ptr<uint8_t>(), memory.size() - 64), 0);
+  EXPECT_EQ(memory.back(), 0xAB) << "nothing written past size()";
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+// Messages through shared memory (shared_slots.h, shared_segment.h):
+//  - a segment is one memory in two processes: a forked child maps the parent's segment by its
+//    address, reads what the parent wrote and writes back, also after the parent grew it;
+//  - a batch put into a slot comes back equal from its notice;
+//  - a slot is reused once the receiver's last view of its message is gone, and only then;
+//    a free slot too small is grown rather than another made, and the reader maps it anew;
+//  - malformed notices and slots that cannot be opened are refused with an error.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "distributed/shared_segment.h"
+#include "distributed/shared_slots.h"
+#include "distributed/wire_message.h"
+
+namespace {
+
+using pipebal::distributed::kNoticeBytes;
+using pipebal::distributed::SharedSegment;
+using pipebal::distributed::SlotReader;
+using pipebal::distributed::SlotWriter;
+using pipebal::distributed::unpack_message;
+using pipebal::pipeline::Batch;
+
+// Runs `child` in a forked process (POSIX calls only) and returns its exit status.
+template <typename Child>
+int in_child(Child child) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(child());
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(SharedSegment, AnotherProcessMapsTheSameMemoryAlsoAfterItGrew) {
+  auto segment = SharedSegment::create(4096);
+  std::memcpy(segment->data(), "parent", 7);
+  const auto address = segment->address();
+  EXPECT_EQ(in_child([&] {
+              auto theirs = SharedSegment::open(address, 4096);
+              if (std::memcmp(theirs->data(), "parent", 7) != 0) return 1;
+              std::memcpy(theirs->data() + 100, "child", 6);
+              return 0;
+            }),
+            0);
+  EXPECT_EQ(std::memcmp(segment->data() + 100, "child", 6), 0);
+
+  segment->grow(3 * 4096);
+  EXPECT_EQ(segment->size(), 3u * 4096);
+  EXPECT_EQ(std::memcmp(segment->data(), "parent", 7), 0) << "growing keeps the contents";
+  std::memcpy(segment->data() + 2 * 4096, "grown", 6);
+  EXPECT_EQ(in_child([&] {
+              auto theirs = SharedSegment::open(address, 3 * 4096);
+              return std::memcmp(theirs->data() + 2 * 4096, "grown", 6) == 0 ? 0 : 1;
+            }),
+            0);
+}
+
+TEST(SharedSegment, OpeningWhatIsNotThereOrIsSmallerThanAnnouncedThrows) {
+  auto segment = SharedSegment::create(4096);
+  EXPECT_THROW(SharedSegment::open({segment->address().pid, 100000}, 4096), std::system_error);
+  EXPECT_THROW(SharedSegment::open(segment->address(), 8192), std::system_error);
+}
+
+Batch batch_of(int64_t rows) {
+  Batch batch;
+  batch.tensors.push_back(torch::randn({rows, 8}, torch::kDouble));
+  batch.tensors.push_back(torch::randint(0, 9, {rows}, torch::kLong));
+  batch.skips["skip"] = torch::randn({rows, 3}, torch::kFloat);
+  return batch;
+}
+
+void expect_equal(const Batch& got, const Batch& want) {
+  ASSERT_EQ(got.tensors.size(), want.tensors.size());
+  for (size_t t = 0; t < want.tensors.size(); ++t)
+    EXPECT_TRUE(torch::equal(got.tensors[t], want.tensors[t])) << "tensor " << t;
+  ASSERT_EQ(got.skips.count("skip"), 1u);
+  EXPECT_TRUE(torch::equal(got.skips.at("skip"), want.skips.at("skip")));
+}
+
+TEST(SharedSlots, ABatchComesBackEqualFromItsNotice) {
+  SlotWriter writer;
+  SlotReader reader;
+  const Batch batch = batch_of(5);
+  const at::Tensor notice = writer.put(batch);
+  EXPECT_EQ(notice.numel(), kNoticeBytes);
+  expect_equal(unpack_message(reader.open(notice)), batch);
+}
+
+TEST(SharedSlots, ASlotIsReusedOnceTheLastViewOfItsMessageIsGoneAndNotBefore) {
+  SlotWriter writer;
+  SlotReader reader;
+  const Batch first = batch_of(5);
+  Batch held = unpack_message(reader.open(writer.put(first)));
+  const Batch second = batch_of(5);
+  const Batch got = unpack_message(reader.open(writer.put(second)));
+  EXPECT_EQ(writer.slots(), 2u) << "the first message's slot is still viewed";
+  expect_equal(held, first);  // not overwritten by the second
+  expect_equal(got, second);
+
+  held = Batch();  // the first slot's views are gone
+  const Batch third = batch_of(5);
+  expect_equal(unpack_message(reader.open(writer.put(third))), third);
+  EXPECT_EQ(writer.slots(), 2u) << "the free slot is reused";
+}
+
+TEST(SharedSlots, AFreeSlotTooSmallIsGrownAndTheReaderMapsItAnew) {
+  SlotWriter writer;
+  SlotReader reader;
+  const Batch small = batch_of(4);
+  expect_equal(unpack_message(reader.open(writer.put(small))), small);
+  const Batch large = batch_of(20000);  // ~2 MiB: beyond the first slot's 64 KiB
+  expect_equal(unpack_message(reader.open(writer.put(large))), large);
+  EXPECT_EQ(writer.slots(), 1u);
+  const Batch small_again = batch_of(3);
+  expect_equal(unpack_message(reader.open(writer.put(small_again))), small_again);
+  EXPECT_EQ(writer.slots(), 1u);
+}
+
+TEST(SharedSlots, MalformedNoticesAndSlotsThatCannotBeOpenedAreRefused) {
+  SlotWriter writer;
+  const at::Tensor notice = writer.put(batch_of(2));
+  auto with_word = [&](int word, int64_t value) {
+    at::Tensor bad = notice.clone();
+    reinterpret_cast<int64_t*>(bad.data_ptr<uint8_t>())[word] = value;
+    return bad;
+  };
+  auto refused = [](const at::Tensor& bad, const std::string& says) {
+    SlotReader reader;
+    try {
+      reader.open(bad);
+      ADD_FAILURE() << "accepted a notice that should say " << says;
+    } catch (const std::runtime_error& error) {
+      EXPECT_NE(std::string(error.what()).find(says), std::string::npos) << error.what();
+    }
+  };
+  refused(notice.narrow(0, 0, 16), "malformed notice");
+  refused(with_word(0, 42), "malformed notice");  // magic
+  refused(with_word(3, -1), "malformed notice");  // slot index
+  refused(with_word(4, 16), "malformed notice");  // slot smaller than message
+  refused(with_word(2, 100000), "cannot open the sender's shared memory");  // no such fd
+  refused(with_word(4, int64_t{1} << 40), "cannot open the sender's shared memory");
+}
+
+}  // namespace
