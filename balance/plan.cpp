@@ -13,6 +13,7 @@
 
 #include "common/atomic_file.h"
 #include "common/json_reader.h"
+#include "common/parse_integers.h"
 #include "common/schema.h"
 
 namespace pipebal::balance {
@@ -118,6 +119,17 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     first = end;
   }
   return simulate(schedule, durations, transfer_ms, memory, finish_ms);
+}
+
+std::vector<int> parse_balance(const std::string& text) {
+  const auto counts = parse_integer_list(text);
+  if (!counts || std::any_of(counts->begin(), counts->end(), [](int64_t c) {
+        return c < std::numeric_limits<int>::min() || c > std::numeric_limits<int>::max();
+      })) {
+    throw std::invalid_argument(
+        fmt::format("balance '{}': expected layer counts separated by commas, e.g. 3,3,2", text));
+  }
+  return {counts->begin(), counts->end()};
 }
 
 Plan make_plan(const CostModel& model, const std::vector<int>& balance,

@@ -81,6 +81,9 @@ struct Plan {
 Plan make_plan(const CostModel& model, const std::vector<int>& balance,
                const std::string& algorithm);
 
+// "3,3,2" -> {3, 3, 2}; throws std::invalid_argument for anything else.
+std::vector<int> parse_balance(const std::string& text);
+
 // The simulated timeline of `balance` when the mini-batch (options().chunks profiled
 // micro-batches) is split into `chunks` micro-batches instead, costs scaling linearly with the
 // micro-batch size; the model's schedule kind and checkpoint mode. What a report draws.

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Threads vs processes: the same plan trained as 2 threads of one process (`pipebal train`)
-and as 2 processes over Gloo on loopback (`pipebal launch --nproc-per-node 2 -- pipebal
-train`), in interleaved rounds, for a GPT and a U-Net at 1, 4 and 8 micro-batches; the link
-between two processes measured by `pipebal link` for 64 KiB - 64 MiB; and the simulator's
-prediction of the process run from the profile plus the measured link.
+and as 2 processes (`pipebal launch --nproc-per-node 2 -- pipebal train`), their messages in
+shared memory and, with PIPEBAL_SHM_DISABLE=1, through Gloo on loopback, in interleaved
+rounds, for a GPT and a U-Net at 1, 4 and 8 micro-batches; the link between two processes
+measured by `pipebal link` both ways for 64 KiB - 64 MiB; and the simulator's prediction of
+each process run from the profile plus its measured link.
 
 Writes the raw measurements (JSON) and the markdown summary made from them.
 Usage: bench/processes-vs-threads.py [--build build] [--rounds 5]
@@ -24,8 +25,14 @@ MODELS = [
     ("unet", "unet:B=3,C=8", "32,3,64,64"),
 ]
 CHUNKS = [1, 4, 8]
+# How the two processes' messages travel, and the environment that makes them.
+WAYS = {"shared": {}, "gloo": {"PIPEBAL_SHM_DISABLE": "1"}}
 
 
+def with_env(extra):
+    env = dict(os.environ)
+    env.update(extra)
+    return env
 
 
 def main():
@@ -42,14 +49,16 @@ def main():
     work = tempfile.mkdtemp()
     launch = [pipebal, "launch", "--nproc-per-node", "2", "--master-port", "0", "--"]
 
-    print("measuring the link ...", file=sys.stderr)
-    link_file = os.path.join(work, "link.json")
-    run(launch + [pipebal, "link", "--sizes", "64K,256K,1M,4M,16M,64M", "--repeats", "20",
-                  "-o", link_file])
-    link = json.load(open(link_file))
+    links = {}
+    for way, env in WAYS.items():
+        print(f"measuring the link ({way}) ...", file=sys.stderr)
+        link_file = os.path.join(work, "link.json")
+        run(launch + [pipebal, "link", "--sizes", "64K,256K,1M,4M,16M,64M", "--repeats", "20",
+                      "-o", link_file], env=with_env(env))
+        links[way] = json.load(open(link_file))
 
     raw = {"commit": commit, "machine": bench_support.machine(), "date": bench_support.today(),
-           "cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "link": link,
+           "cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "links": links,
            "cases": []}
     for name, spec, shape in MODELS:
         for chunks in CHUNKS:
@@ -62,25 +71,34 @@ def main():
                  "-o", profile])
             plan_threads = json.loads(run([pipebal, "balance", profile, "--stages", "2",
                                            "--json"]))
-            doc = json.load(open(profile))
-            doc["link"] = link
-            json.dump(doc, open(profile, "w"))
-            plan_link = json.loads(run([pipebal, "balance", profile, "--stages", "2", "--json"]))
             balance = ",".join(map(str, plan_threads["balance"]))
+            case = {"model": spec, "input_shape": shape, "chunks": chunks, "balance": balance,
+                    "predicted_free_ms": plan_threads["prediction"]["step_ms"],
+                    "threads_ms": []}
+            doc = json.load(open(profile))
+            for way in WAYS:
+                doc["link"] = links[way]
+                json.dump(doc, open(profile, "w"))
+                plan_link = json.loads(run([pipebal, "balance", profile, "--stages", "2",
+                                            "--balance", balance, "--json"]))
+                case[f"predicted_{way}_ms"] = plan_link["prediction"]["step_ms"]
+                case[f"{way}_ms"] = []
             train = ["train", "--model", spec, "--input-shape", shape, "--balance", balance,
                      "--chunks", str(chunks), "--steps", str(args.steps), "--warmup-steps", "2",
                      "-q"]
-            case = {"model": spec, "input_shape": shape, "chunks": chunks, "balance": balance,
-                    "predicted_free_ms": plan_threads["prediction"]["step_ms"],
-                    "predicted_link_ms": plan_link["prediction"]["step_ms"],
-                    "threads_ms": [], "processes_ms": []}
             for r in range(args.rounds):
                 print(f"  round {r + 1}/{args.rounds}", file=sys.stderr)
                 out = os.path.join(work, "run.json")
                 run([pipebal] + train + ["-o", out])
                 case["threads_ms"].append(json.load(open(out))["median_step_ms"])
-                run(launch + [pipebal] + train + ["-o", out])
-                case["processes_ms"].append(json.load(open(out))["median_step_ms"])
+                for way, env in WAYS.items():
+                    run(launch + [pipebal] + train + ["-o", out], env=with_env(env))
+                    doc = json.load(open(out))
+                    shared = all(p["shared_memory_peers"] for p in doc["processes"])
+                    if shared != (way == "shared"):
+                        sys.exit(f"the {way} run's messages went the other way: "
+                                 f"{doc['processes']}")
+                    case[f"{way}_ms"].append(doc["median_step_ms"])
             raw["cases"].append(case)
     json.dump(raw, open(args.raw, "w"), indent=2)
     open(args.md, "w").write(summary(raw, args.raw))
@@ -93,39 +111,51 @@ def summary(raw, raw_path):
         "",
         f"Made by `bench/processes-vs-threads.py` at commit `{raw['commit']}` on "
         f"{raw['machine']}, {raw['date']}; raw data: `{os.path.basename(raw_path)}`. "
-        f"Each case alternates a 2-thread run and a 2-process run (Gloo, loopback) "
-        f"{raw['rounds']} times, {raw['steps']} measured steps each; the ratio is per round "
+        f"Each case alternates a 2-thread run, a 2-process run with the messages in shared "
+        f"memory and one with them through Gloo on loopback (`PIPEBAL_SHM_DISABLE=1`), "
+        f"{raw['rounds']} times, {raw['steps']} measured steps each; a ratio is per round "
         "(processes / threads), its median reported. Predictions come from a one-thread profile "
         "(with a co-runner thread training the model alongside at more than one micro-batch, as "
-        "the other stage does) by the "
-        "simulator, with free transfers and with the link measured by `pipebal link`.",
+        "the other stage does) by the simulator, with free transfers and with the link "
+        "measured by `pipebal link` the same way; the error is the prediction's against the "
+        "median process step.",
         "",
-        "| model | micro-batches | balance | threads ms | processes ms | processes / threads "
-        "| predicted (free) ms | predicted (link) ms | link prediction error |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| model | micro-batches | balance | threads ms | shared memory ms | shared / threads "
+        "| Gloo ms | Gloo / threads | predicted (free) ms | predicted shared ms (error) "
+        "| predicted Gloo ms (error) |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for c in raw["cases"]:
-        ratios = [p / t for p, t in zip(c["processes_ms"], c["threads_ms"])]
         threads = statistics.median(c["threads_ms"])
-        processes = statistics.median(c["processes_ms"])
-        error = c["predicted_link_ms"] / processes - 1
+        cells = []
+        for way in WAYS:
+            ratios = [p / t for p, t in zip(c[f"{way}_ms"], c["threads_ms"])]
+            cells.append(f"{statistics.median(c[f'{way}_ms']):.1f} "
+                         f"| {statistics.median(ratios):.3f}")
+        predicted = []
+        for way in WAYS:
+            error = c[f"predicted_{way}_ms"] / statistics.median(c[f"{way}_ms"]) - 1
+            predicted.append(f"{c[f'predicted_{way}_ms']:.1f} ({error:+.1%})")
         lines.append(
             f"| `{c['model']}` [{c['input_shape']}] | {c['chunks']} | [{c['balance']}] "
-            f"| {threads:.1f} | {processes:.1f} | {statistics.median(ratios):.3f} "
-            f"| {c['predicted_free_ms']:.1f} | {c['predicted_link_ms']:.1f} | {error:+.1%} |")
-    link = raw["link"]
+            f"| {threads:.1f} | {' | '.join(cells)} | {c['predicted_free_ms']:.1f} "
+            f"| {' | '.join(predicted)} |")
+    shared, gloo = raw["links"]["shared"], raw["links"]["gloo"]
     lines += [
         "",
-        f"Link between two processes (Gloo over loopback, median of 20 round trips): "
-        f"latency {link['latency_ms'] * 1000:.0f} µs, bandwidth "
-        f"{link['bandwidth_bytes_per_ms'] / 1e6:.2f} GB/s (fit).",
+        "Link between two processes (`pipebal link`, median of 20 round trips through the "
+        f"engine's channels): in shared memory {shared['latency_ms'] * 1000:.0f} µs latency, "
+        f"{shared['bandwidth_bytes_per_ms'] / 1e6:.2f} GB/s; through Gloo on loopback "
+        f"{gloo['latency_ms'] * 1000:.0f} µs, {gloo['bandwidth_bytes_per_ms'] / 1e6:.2f} GB/s "
+        "(fits).",
         "",
-        "| message | one way ms | GB/s |",
-        "| ---: | ---: | ---: |",
+        "| message | shared one way ms | shared GB/s | Gloo one way ms | Gloo GB/s |",
+        "| ---: | ---: | ---: | ---: | ---: |",
     ]
-    for s in link["samples"]:
+    for s, g in zip(shared["samples"], gloo["samples"]):
         lines.append(f"| {s['bytes'] // 1024} KiB | {s['one_way_ms']:.3f} "
-                     f"| {s['bytes'] / s['one_way_ms'] / 1e6:.2f} |")
+                     f"| {s['bytes'] / s['one_way_ms'] / 1e6:.2f} | {g['one_way_ms']:.3f} "
+                     f"| {g['bytes'] / g['one_way_ms'] / 1e6:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -35,6 +35,7 @@ constexpr const char* kFooter =
     "  pipebal balance profile.json --stages 2 --schedule interleaved --virtual 2 --chunks 4\n"
     "  pipebal balance profile.json --stages 4 --schedule zb-h1 --chunks 8   # W delays within "
     "1F1B's memory\n"
+    "  pipebal balance profile.json --stages 2 --balance 5,7   # predict your own partition\n"
     "Sizes: K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000.";
 
 balance::CostOptions cost_options(const BalanceParams& params,
@@ -261,7 +262,9 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
                                  params.stages * options.virtual_stages, options);
   const balance::Algorithm algorithm = balance::parse_algorithm(params.algorithm);
-  Plan plan = balance::partition(model, algorithm);
+  Plan plan = params.balance.empty()
+                  ? balance::partition(model, algorithm)
+                  : balance::plan_balance(model, balance::parse_balance(params.balance), "given");
   plan.model = profile.model;
   plan.input_shape = profile.input_shape;
   plan.inputs = profile.inputs;
@@ -320,6 +323,10 @@ void add_balance_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--algorithm,-a", params->algorithm, "dp, blockpartition, uniform or parameters")
       ->capture_default_str();
+  sub->add_option("--balance", params->balance,
+                  "Layers per stage, e.g. 5,7: cost and simulate this partition (algorithm "
+                  "'given') instead of choosing one")
+      ->excludes("--algorithm");
   sub->add_option("-o,--output", params->output_path, "Write the plan here (pipebal.plan/1)");
   sub->add_flag("--json", params->json, "Print the plan JSON instead of the table");
   sub->add_option("--format", params->format,

@@ -25,6 +25,7 @@ struct BalanceParams {
   DeviceParams devices;  // caps, speeds, bandwidths, parameter scale
   int replicas = 1;      // pipelines trained data-parallel
   std::string algorithm = "dp";
+  std::string balance;  // --balance: this partition, costed and simulated, instead of one chosen
   std::string output_path;
   bool json = false;
   std::string format = "table";  // table, json, torchgpipe or pippy

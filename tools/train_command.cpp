@@ -20,7 +20,7 @@
 namespace pipebal::tools {
 namespace {
 
-using workflow::parse_balance;
+using balance::parse_balance;
 using workflow::run_training;
 using workflow::TrainSettings;
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -16,7 +15,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/parse_integers.h"
 #include "distributed/c10d_transport.h"
 #include "distributed/replicas.h"
 #include "distributed/tags.h"
@@ -86,17 +84,6 @@ void save_trained_model(const models::Model& model, const std::string& path) {
 }
 
 }  // namespace
-
-std::vector<int> parse_balance(const std::string& text) {
-  const auto counts = parse_integer_list(text);
-  if (!counts || std::any_of(counts->begin(), counts->end(), [](int64_t c) {
-        return c < std::numeric_limits<int>::min() || c > std::numeric_limits<int>::max();
-      })) {
-    throw std::invalid_argument(
-        fmt::format("balance '{}': expected layer counts separated by commas, e.g. 3,3,2", text));
-  }
-  return {counts->begin(), counts->end()};
-}
 
 // The stages' workers own the cores (threads_per_stage each). Intra-op threads of the thread
 // that makes the run (the optimizer step runs there) would compete with them: on a 2-core VM

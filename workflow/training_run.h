@@ -120,7 +120,4 @@ std::vector<reports::RunRecord> run_interleaved(
     const std::vector<TrainSettings>& settings,
     const std::function<void(int round)>& after_round = {});
 
-// "3,3,2" -> {3, 3, 2}; throws std::invalid_argument for anything else.
-std::vector<int> parse_balance(const std::string& text);
-
 }  // namespace pipebal::workflow

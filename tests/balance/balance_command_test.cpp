@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -186,6 +187,29 @@ TEST(BalanceCommand, JsonAndOutputFileCarryThePlan) {
   EXPECT_EQ(balance::read_plan(params.output_path).balance, doc["balance"].get<std::vector<int>>());
 }
 
+// --balance costs and simulates the user's partition: dp's own balance given back predicts
+// exactly dp's step, any other a slower one (dp is optimal), each stage timed by its layers.
+TEST(BalanceCommand, AGivenBalanceIsCostedAndSimulatedAsIs) {
+  BalanceParams params = params_for(2);
+  params.json = true;
+  const json dp = json::parse(run(params));
+  const auto dp_balance = dp["balance"].get<std::vector<int>>();
+  params.balance = fmt::format("{},{}", dp_balance[0], dp_balance[1]);
+  const json same = json::parse(run(params));
+  EXPECT_EQ(same["algorithm"], "given");
+  EXPECT_EQ(same["balance"], dp["balance"]);
+  EXPECT_DOUBLE_EQ(same["prediction"]["step_ms"].get<double>(),
+                   dp["prediction"]["step_ms"].get<double>());
+  params.balance = "1,7";
+  const json lopsided = json::parse(run(params));
+  EXPECT_EQ(lopsided["balance"], json::array({1, 7}));
+  EXPECT_GT(lopsided["prediction"]["step_ms"].get<double>(),
+            dp["prediction"]["step_ms"].get<double>());
+  // Stage 1 holds layers 1-7: its time is theirs, stage 0's is layer 0's alone.
+  EXPECT_GT(lopsided["stages"][1]["time_ms"].get<double>(),
+            6 * lopsided["stages"][0]["time_ms"].get<double>());
+}
+
 TEST(BalanceCommand, ParsesItsOptionsAndShowsAnExampleInHelp) {
   CLI::App app;
   add_balance_command(app);
@@ -230,6 +254,11 @@ TEST(BalanceCommand, BadInputThrowsOneClearMessage) {
   params = params_for(2);
   params.devices.device_speeds = {1, -1};
   expect_error(params, "device speed 1 is -1");
+  params = params_for(2);
+  params.balance = "4,5";
+  expect_error(params, "sums to 9, but the model has 8 layers");
+  params.balance = "4,x";
+  expect_error(params, "balance '4,x': expected layer counts separated by commas");
   params = params_for(2);
   params.profile_path = "/nonexistent.json";
   expect_error(params, "cannot read '/nonexistent.json'");
