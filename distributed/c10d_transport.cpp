@@ -12,7 +12,7 @@
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "distributed/shared_slots.h"
+#include "distributed/shared_memory_channel.h"
 #include "distributed/tags.h"
 #include "distributed/wire_message.h"
 
@@ -33,27 +33,19 @@ constexpr size_t kReceivesAhead = 2;
 // fits travels as one send into it, leaving at once. The capacity of a message is
 // the size of the previous message of the same micro-batch on the channel, which both ends know;
 // a message that does not fit sends a capacity-sized notice of its size, then itself.
-// Between ranks that share memory, the message itself stays in the sender's memory and only its
-// notice (kNoticeBytes) travels through Gloo (shared_slots.h).
-class C10dChannel : public pipeline::Channel {
+class GlooChannel : public pipeline::Channel {
  public:
   // From stage `from` on rank `from_rank` to its neighbour `to` on `to_rank`.
-  C10dChannel(std::shared_ptr<Group> group, int from, int to, int from_rank, int to_rank,
-              bool shared_memory)
-      : group_(std::move(group)), from_stage_(from), to_stage_(to), from_(from_rank), to_(to_rank) {
-    if (shared_memory) {
-      writer_ = std::make_unique<SlotWriter>();
-      reader_ = std::make_unique<SlotReader>();
-    }
-  }
+  GlooChannel(std::shared_ptr<Group> group, int from, int to, int from_rank, int to_rank)
+      : group_(std::move(group)),
+        from_stage_(from),
+        to_stage_(to),
+        from_(from_rank),
+        to_(to_rank) {}
 
   void post(int micro_batch, pipeline::Parcel parcel) override {
     pipeline::synchronize(parcel.stream);  // the batch is computed before it is read
     const int tag = data_tag(micro_batch, from_stage_, to_stage_);
-    if (writer_) {
-      send(writer_->put(parcel.batch), tag);
-      return;
-    }
     int64_t& capacity = capacity_of(micro_batch);
     at::Tensor message = pack_message(parcel.batch, capacity);
     const int64_t size = message_size(message);
@@ -85,11 +77,6 @@ class C10dChannel : public pipeline::Channel {
       expected_.erase(it);
     }
     group_->wait(*first.work, what(micro_batch));
-    if (reader_) {
-      at::Tensor message = checked(micro_batch, [&] { return reader_->open(first.buffer); });
-      post_ahead();
-      return pipeline::Parcel(checked(micro_batch, [&] { return unpack_message(message); }));
-    }
     at::Tensor message = first.buffer;
     const int64_t size = checked(micro_batch, [&] { return message_size(message); });
     if (size > message.numel()) {  // a notice: the message follows
@@ -145,7 +132,7 @@ class C10dChannel : public pipeline::Channel {
 
   Receive post_receive(int micro_batch) {
     Receive receive;
-    receive.buffer = at::empty({reader_ ? kNoticeBytes : capacity_of(micro_batch)}, at::kByte);
+    receive.buffer = at::empty({capacity_of(micro_batch)}, at::kByte);
     std::vector<at::Tensor> into{receive.buffer};
     receive.work =
         group_->process_group().recv(into, from_, data_tag(micro_batch, from_stage_, to_stage_));
@@ -188,8 +175,6 @@ class C10dChannel : public pipeline::Channel {
   std::deque<int> expected_;       // micro-batches still to take, in order
   std::map<int, Receive> posted_;  // receives posted ahead, by micro-batch
   std::deque<Sending> sending_;    // in flight, in order; each buffer alive until its send is done
-  std::unique_ptr<SlotWriter> writer_;  // with shared memory: the slots of posted messages
-  std::unique_ptr<SlotReader> reader_;  // with shared memory: the sender's slots, mapped
 };
 
 class C10dTransport : public pipeline::Transport {
@@ -257,9 +242,10 @@ std::shared_ptr<pipeline::Transport> c10d_transport(std::shared_ptr<Group> group
 std::unique_ptr<pipeline::Channel> c10d_channel(std::shared_ptr<Group> group, int from, int to,
                                                 int from_rank, int to_rank) {
   const int peer = from_rank == group->rank() ? to_rank : from_rank;
-  const bool shared_memory = peer != group->rank() && group->shares_memory_with(peer);
-  return std::make_unique<C10dChannel>(std::move(group), from, to, from_rank, to_rank,
-                                       shared_memory);
+  if (peer != group->rank() && group->shares_memory_with(peer)) {
+    return shared_memory_channel(std::move(group), from, to, from_rank, to_rank);
+  }
+  return std::make_unique<GlooChannel>(std::move(group), from, to, from_rank, to_rank);
 }
 
 }  // namespace pipebal::distributed

@@ -4,9 +4,9 @@
 // description (how many tensors, their dtypes and shapes, the names of the skip tensors), so a
 // receiver needs to know nothing in advance (wire_message.h); receivers post their receives
 // ahead, so that a message leaves in one send as soon as it is posted. Between ranks on one host
-// the message stays in shared memory and only a notice of where travels (shared_slots.h);
-// PIPEBAL_SHM_DISABLE=1 sends every message through Gloo. Tensors on an accelerator travel
-// through host memory (Gloo's point-to-point messages are host-only).
+// that share memory, messages go through it instead, Gloo untouched
+// (shared_memory_channel.h); PIPEBAL_SHM_DISABLE=1 sends every message through Gloo. Tensors on
+// an accelerator travel through host memory (Gloo's point-to-point messages are host-only).
 #pragma once
 
 #include <memory>

@@ -1,8 +1,14 @@
 // See group.h.
 #include "distributed/group.h"
 
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -54,6 +60,22 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const LaunchEnv& env) {
     return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
   }
   return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+// A handle on another process of this host that tells when it has ended: a pidfd where the
+// kernel has them (readable once the process has ended, reaped or not), else -pid.
+int process_handle(pid_t pid) {
+#ifdef SYS_pidfd_open
+  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) return static_cast<int>(fd);
+#endif
+  return -static_cast<int>(pid);
+}
+
+bool process_ended(int handle) {
+  if (handle < 0) return ::kill(static_cast<pid_t>(-handle), 0) != 0 && errno == ESRCH;
+  pollfd ended{handle, POLLIN, 0};
+  return ::poll(&ended, 1, 0) > 0;
 }
 
 // c10d logs its socket errors to stderr; pipebal reports them itself, in one line.
@@ -112,6 +134,13 @@ struct Group::State {
   std::set<c10d::Work*> waiting;
   std::thread monitor;
   std::map<int, bool> shares_memory;  // by peer, once settled
+  std::map<int, int> peer_pids;       // by peer that shares memory: a pidfd, else -pid
+  std::map<std::string, int> serials;
+
+  ~State() {
+    for (const auto& [peer, handle] : peer_pids)
+      if (handle >= 0) ::close(handle);
+  }
 
   // The value of `key` once another process has set it, polling the store (a failure posted
   // meanwhile ends the wait).
@@ -371,7 +400,45 @@ bool Group::shares_memory_with(int peer) {
   const bool shared = st.await(pair + "reached/" + std::to_string(peer)) == "1" && reached;
   std::lock_guard<std::mutex> lock(st.mutex);
   st.shares_memory[peer] = shared;
+  if (shared) st.peer_pids[peer] = process_handle(static_cast<pid_t>(address.pid));
   return shared;
+}
+
+void Group::check_peer(int peer, const std::string& what) {
+  State& st = *state_;
+  int handle = 0;
+  {
+    std::lock_guard<std::mutex> lock(st.mutex);
+    if (st.failure) throw PeerFailed("stopped: " + *st.failure);
+    const auto known = st.peer_pids.find(peer);
+    if (known == st.peer_pids.end()) return;
+    handle = known->second;
+  }
+  if (!process_ended(handle)) return;
+  // A process that failed posts its report on its way out: prefer it to the bare fact.
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!failure() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (auto posted = failure()) throw PeerFailed("stopped: " + *posted);
+  throw RemoteFailure(fmt::format("{}: rank {}'s process ended", what, peer));
+}
+
+void Group::publish(const std::string& key, const std::string& value) {
+  state_->store->set(key, bytes_of(value));
+}
+
+std::string Group::await(const std::string& key) {
+  return state_->await(key);
+}
+
+int Group::next_serial(const std::string& name) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->serials[name]++;
+}
+
+std::chrono::milliseconds Group::timeout() const {
+  return state_->timeout;
 }
 
 std::vector<int> Group::shared_memory_peers() const {

@@ -89,6 +89,19 @@ class Group {
   bool shares_memory_with(int peer);
   // The peers settled so far that do, in increasing order.
   std::vector<int> shared_memory_peers() const;
+  // Of a peer that shares memory (so runs on this host): throws PeerFailed when a failure has
+  // been posted, and RemoteFailure naming the peer and `what` when its process has ended (after
+  // waiting a moment for its report, which it may have posted on its way out).
+  void check_peer(int peer, const std::string& what);
+
+  // The store's values under this run's prefix: `publish` sets one, `await` returns one once
+  // set, polling (a posted failure or the timeout ends the wait, as for wait()).
+  void publish(const std::string& key, const std::string& value);
+  std::string await(const std::string& key);
+  // 0, 1, 2, ...: how many times this process has asked for `name` before. Two processes that
+  // make the same things in the same order number them alike (e.g. a channel's store keys).
+  int next_serial(const std::string& name);
+  std::chrono::milliseconds timeout() const;
 
   // A Gloo group of some of the ranks (`members`, in order, this one among them), for
   // collectives among them only (e.g. one stage's replicas). Every member must call it with the

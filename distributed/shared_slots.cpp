@@ -1,7 +1,6 @@
 // See shared_slots.h.
 #include "distributed/shared_slots.h"
 
-#include <cstring>
 #include <stdexcept>
 #include <system_error>
 
@@ -25,7 +24,7 @@ constexpr int64_t kMaxSlots = 1 << 16;
 constexpr int64_t kNoticeMagic = 0x70627368'6d736c74;  // "pbshmslt"
 
 enum NoticeWord { kMagic, kPid, kFd, kIndex, kSlotBytes, kMessageBytes, kNoticeWords };
-static_assert(kNoticeWords * 8 <= kNoticeBytes, "a notice fits its bytes");
+static_assert(kNoticeWords == kLetterWords, "a notice is a letter");
 
 uint32_t* state_of(const SharedSegment& slot) {
   return reinterpret_cast<uint32_t*>(slot.data());
@@ -42,7 +41,7 @@ size_t slot_bytes_for(int64_t message_bytes) {
 
 }  // namespace
 
-at::Tensor SlotWriter::put(const pipeline::Batch& batch) {
+Letter SlotWriter::put(const pipeline::Batch& batch) {
   const MessageWriter message(batch);
   const size_t needed = kHeaderBytes + static_cast<size_t>(message.size());
   // A free slot large enough; else a free one grown; else a new one.
@@ -68,23 +67,17 @@ at::Tensor SlotWriter::put(const pipeline::Batch& batch) {
   __atomic_store_n(state_of(slot), kBusy, __ATOMIC_RELAXED);
   message.write(slot.data() + kHeaderBytes);
 
-  at::Tensor notice = at::zeros({kNoticeBytes}, at::kByte);
-  auto* words = reinterpret_cast<int64_t*>(notice.data_ptr<uint8_t>());
+  Letter words{};
   words[kMagic] = kNoticeMagic;
   words[kPid] = slot.address().pid;
   words[kFd] = slot.address().fd;
   words[kIndex] = index;
   words[kSlotBytes] = static_cast<int64_t>(slot.size());
   words[kMessageBytes] = message.size();
-  return notice;
+  return words;
 }
 
-at::Tensor SlotReader::open(const at::Tensor& notice) {
-  if (notice.numel() < kNoticeBytes) {
-    throw std::runtime_error(fmt::format("malformed notice: {} bytes", notice.numel()));
-  }
-  int64_t words[kNoticeWords];
-  std::memcpy(words, notice.data_ptr<uint8_t>(), sizeof words);
+at::Tensor SlotReader::open(const Letter& words) {
   const int64_t slot_bytes = words[kSlotBytes];
   const int64_t message_bytes = words[kMessageBytes];
   if (words[kMagic] != kNoticeMagic || words[kIndex] < 0 || words[kIndex] >= kMaxSlots ||

@@ -1,10 +1,11 @@
 // A channel's messages through memory shared with a receiving process on the same host. The
 // sender writes each message (wire_message.h) into a free slot of its own, a SharedSegment, and
-// sends through Gloo only a small notice of where it is; the receiver's tensors are views of the
-// slot, which is free for the sender's next message once the last of them is gone. A message so
-// costs one copy and a notice, where through Gloo its bytes are copied three times (packed,
-// written to the socket, read from it) on the cores the stages compute on. Slots are made as
-// needed: as many as the receiver holds messages at once, each grown to the largest it held.
+// sends only a notice of where it is (through the channel's SharedMailbox); the receiver's
+// tensors are views of the slot, which is free for the sender's next message once the last of
+// them is gone. A message so costs one copy, where through Gloo its bytes are copied three
+// times (packed, written to the socket, read from it) on the cores the stages compute on. Slots
+// are made as needed: as many as the receiver holds messages at once, each grown to the largest
+// it held.
 #pragma once
 
 #include <cstdint>
@@ -14,18 +15,17 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "distributed/shared_mailbox.h"
 #include "distributed/shared_segment.h"
 #include "pipeline/batch.h"
 
 namespace pipebal::distributed {
 
-constexpr int64_t kNoticeBytes = 64;
-
 class SlotWriter {
  public:
-  // Writes `batch`'s message into a free slot and returns its notice: a uint8 CPU tensor of
-  // kNoticeBytes for the receiver's SlotReader.
-  at::Tensor put(const pipeline::Batch& batch);
+  // Writes `batch`'s message into a free slot and returns its notice for the receiver's
+  // SlotReader.
+  Letter put(const pipeline::Batch& batch);
   // Slots made so far.
   size_t slots() const { return slots_.size(); }
 
@@ -38,7 +38,7 @@ class SlotReader {
   // The message a notice announces: a uint8 tensor viewing the sender's slot (unpack_message
   // reads it); the slot is the sender's again once this tensor and every view of it are gone.
   // Throws std::runtime_error for a malformed notice or a slot that cannot be opened.
-  at::Tensor open(const at::Tensor& notice);
+  at::Tensor open(const Letter& notice);
 
  private:
   std::map<int64_t, std::shared_ptr<SharedSegment>> slots_;  // the sender's, by index

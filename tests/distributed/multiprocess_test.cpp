@@ -103,7 +103,7 @@ std::vector<Config> configs() {
   }
   // A micro-batch's message larger, then smaller than its last: through Gloo, sent with a
   // notice of its size, then into a receive posted ahead with room to spare (in shared memory
-  // it fits its slot; shared_slots_test grows one).
+  // it fits its slot; shared_memory_test grows one).
   all.push_back({"1f1b", "except_last", "3,3,2", 4, false, 1, 1, true});
   all.push_back({"1f1b", "except_last", "3,3,2", 4, false, 1, 1, true, true});
   all.push_back({"gpipe", "always", "3,3,2", 4, false, 1, 1, false, true});

@@ -1,6 +1,9 @@
-// Messages through shared memory (shared_slots.h, shared_segment.h):
+// Messages through shared memory (shared_segment.h, shared_mailbox.h, shared_slots.h):
 //  - a segment is one memory in two processes: a forked child maps the parent's segment by its
 //    address, reads what the parent wrote and writes back, also after the parent grew it;
+//  - a mailbox carries letters between two processes, box by box in any order, a taker waiting
+//    for a letter put later; a put waits for the box's last letter to be taken; a waiter's check
+//    ends its wait by throwing;
 //  - a batch put into a slot comes back equal from its notice;
 //  - a slot is reused once the receiver's last view of its message is gone, and only then;
 //    a free slot too small is grown rather than another made, and the reader maps it anew;
@@ -15,13 +18,15 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "distributed/shared_mailbox.h"
 #include "distributed/shared_segment.h"
 #include "distributed/shared_slots.h"
 #include "distributed/wire_message.h"
 
 namespace {
 
-using pipebal::distributed::kNoticeBytes;
+using pipebal::distributed::Letter;
+using pipebal::distributed::SharedMailbox;
 using pipebal::distributed::SharedSegment;
 using pipebal::distributed::SlotReader;
 using pipebal::distributed::SlotWriter;
@@ -68,6 +73,56 @@ TEST(SharedSegment, OpeningWhatIsNotThereOrIsSmallerThanAnnouncedThrows) {
   EXPECT_THROW(SharedSegment::open(segment->address(), 8192), std::system_error);
 }
 
+Letter letter_of(int64_t n) {
+  return {n, n + 1, n + 2, n + 3, n + 4, n + 5};
+}
+
+void never_stop() {}
+
+// The child takes boxes 3, 0, 3, 1 (box 3 twice: two letters in turn) while the parent puts
+// them in its own order, some after the child has begun to wait.
+TEST(SharedMailbox, CarriesLettersBetweenProcessesBoxByBox) {
+  auto mailbox = SharedMailbox::create(4);
+  const auto address = mailbox->address();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto theirs = SharedMailbox::open(address, 4);
+    const int boxes[] = {3, 0, 3, 1};
+    const int64_t expected[] = {30, 0, 31, 10};
+    for (int k = 0; k < 4; ++k) {
+      if (theirs->take(boxes[k], never_stop) != letter_of(expected[k])) ::_exit(1 + k);
+    }
+    ::_exit(0);
+  }
+  mailbox->put(0, letter_of(0), never_stop);
+  mailbox->put(3, letter_of(30), never_stop);
+  mailbox->put(1, letter_of(10), never_stop);
+  mailbox->put(3, letter_of(31), never_stop);  // waits for the child to take the first
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's take that failed, from 1";
+}
+
+TEST(SharedMailbox, AWaitEndsWhenItsCheckThrowsAndOnlyAfterwards) {
+  auto mailbox = SharedMailbox::create(2);
+  int checks = 0;
+  auto stop_at_third = [&] {
+    if (++checks == 3) throw std::runtime_error("stop");
+  };
+  EXPECT_THROW(mailbox->take(1, stop_at_third), std::runtime_error) << "nothing was put";
+  EXPECT_EQ(checks, 3);
+  mailbox->put(1, letter_of(7), never_stop);
+  checks = 0;
+  EXPECT_THROW(mailbox->put(1, letter_of(8), stop_at_third), std::runtime_error)
+      << "the box's last letter is not taken";
+  EXPECT_EQ(mailbox->take(1, never_stop), letter_of(7));
+  mailbox->put(1, letter_of(9), never_stop);
+  EXPECT_EQ(mailbox->take(1, never_stop), letter_of(9));
+  EXPECT_THROW(mailbox->take(2, never_stop), std::out_of_range);
+  EXPECT_THROW(mailbox->put(-1, letter_of(0), never_stop), std::out_of_range);
+}
+
 Batch batch_of(int64_t rows) {
   Batch batch;
   batch.tensors.push_back(torch::randn({rows, 8}, torch::kDouble));
@@ -88,8 +143,7 @@ TEST(SharedSlots, ABatchComesBackEqualFromItsNotice) {
   SlotWriter writer;
   SlotReader reader;
   const Batch batch = batch_of(5);
-  const at::Tensor notice = writer.put(batch);
-  EXPECT_EQ(notice.numel(), kNoticeBytes);
+  const Letter notice = writer.put(batch);
   expect_equal(unpack_message(reader.open(notice)), batch);
 }
 
@@ -125,13 +179,13 @@ TEST(SharedSlots, AFreeSlotTooSmallIsGrownAndTheReaderMapsItAnew) {
 
 TEST(SharedSlots, MalformedNoticesAndSlotsThatCannotBeOpenedAreRefused) {
   SlotWriter writer;
-  const at::Tensor notice = writer.put(batch_of(2));
-  auto with_word = [&](int word, int64_t value) {
-    at::Tensor bad = notice.clone();
-    reinterpret_cast<int64_t*>(bad.data_ptr<uint8_t>())[word] = value;
+  const Letter notice = writer.put(batch_of(2));
+  auto with_word = [&](size_t word, int64_t value) {
+    Letter bad = notice;
+    bad[word] = value;
     return bad;
   };
-  auto refused = [](const at::Tensor& bad, const std::string& says) {
+  auto refused = [](const Letter& bad, const std::string& says) {
     SlotReader reader;
     try {
       reader.open(bad);
@@ -140,7 +194,6 @@ TEST(SharedSlots, MalformedNoticesAndSlotsThatCannotBeOpenedAreRefused) {
       EXPECT_NE(std::string(error.what()).find(says), std::string::npos) << error.what();
     }
   };
-  refused(notice.narrow(0, 0, 16), "malformed notice");
   refused(with_word(0, 42), "malformed notice");  // magic
   refused(with_word(3, -1), "malformed notice");  // slot index
   refused(with_word(4, 16), "malformed notice");  // slot smaller than message

@@ -1,0 +1,112 @@
+// See shared_memory_channel.h.
+#include "distributed/shared_memory_channel.h"
+
+#include <atomic>
+#include <chrono>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "distributed/shared_mailbox.h"
+#include "distributed/shared_slots.h"
+#include "distributed/wire_message.h"
+#include "pipeline/schedule.h"
+
+namespace pipebal::distributed {
+namespace {
+
+class SharedMemoryChannel : public pipeline::Channel {
+ public:
+  SharedMemoryChannel(std::shared_ptr<Group> group, int from, int to, int from_rank, int to_rank)
+      : group_(std::move(group)),
+        from_stage_(from),
+        to_stage_(to),
+        from_(from_rank),
+        to_(to_rank),
+        receiving_(group_->rank() == to_rank) {
+    // Both ends make their channels in the same order, so they number them alike.
+    const std::string name =
+        fmt::format("shared_memory/mailbox/{}-{}/{}-{}", from_rank, to_rank, from, to);
+    mailbox_key_ = fmt::format("{}/{}", name, group_->next_serial(name));
+    if (receiving_) {
+      mailbox_ = SharedMailbox::create(pipeline::kMaxChunks);
+      group_->publish(mailbox_key_,
+                      fmt::format("{} {}", mailbox_->address().pid, mailbox_->address().fd));
+    }
+  }
+
+  void post(int micro_batch, pipeline::Parcel parcel) override {
+    pipeline::synchronize(parcel.stream);  // the batch is computed before it is read
+    if (!mailbox_) {
+      std::istringstream published(group_->await(mailbox_key_));
+      SegmentAddress address;
+      if (!(published >> address.pid >> address.fd)) {
+        throw std::runtime_error(fmt::format("rank {}'s mailbox address is malformed", to_));
+      }
+      mailbox_ = SharedMailbox::open(address, pipeline::kMaxChunks);
+    }
+    const Letter notice = writer_.put(parcel.batch);
+    const auto deadline = Clock::now() + group_->timeout();
+    mailbox_->put(micro_batch, notice, [&] { check(micro_batch, deadline); });
+  }
+
+  pipeline::Parcel take(int micro_batch) override {
+    if (cancelled_) throw pipeline::ChannelCancelled();
+    const auto deadline = Clock::now() + group_->timeout();
+    const Letter notice = mailbox_->take(micro_batch, [&] { check(micro_batch, deadline); });
+    try {
+      return pipeline::Parcel(unpack_message(reader_.open(notice)));
+    } catch (const std::runtime_error& error) {
+      throw std::runtime_error(fmt::format("{}: {}", what(micro_batch), error.what()));
+    }
+  }
+
+  void cancel() override { cancelled_ = true; }
+  void reset() override { cancelled_ = false; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // While waiting: ends the wait when the channel is cancelled, a failure is posted, the other
+  // end's process has ended or the run's timeout has passed.
+  void check(int micro_batch, Clock::time_point deadline) {
+    if (cancelled_) throw pipeline::ChannelCancelled();
+    group_->check_peer(receiving_ ? from_ : to_, what(micro_batch));
+    if (Clock::now() > deadline) {
+      throw RemoteFailure(fmt::format("{}: nothing within {:g} s (--timeout)", what(micro_batch),
+                                      group_->timeout().count() / 1000.0));
+    }
+  }
+
+  std::string what(int micro_batch) const {
+    const char* kind = to_stage_ > from_stage_ ? "activations" : "gradients";
+    if (receiving_) {
+      return fmt::format("waiting for rank {}'s {} of micro-batch {} (stage {} to {})", from_, kind,
+                         micro_batch, from_stage_, to_stage_);
+    }
+    return fmt::format("sending rank {} the {} of micro-batch {} (stage {} to {})", to_, kind,
+                       micro_batch, from_stage_, to_stage_);
+  }
+
+  std::shared_ptr<Group> group_;
+  int from_stage_;
+  int to_stage_;
+  int from_;
+  int to_;
+  bool receiving_;
+  std::string mailbox_key_;
+  std::unique_ptr<SharedMailbox> mailbox_;  // the receiver's; the sender's once it first sends
+  SlotWriter writer_;                       // the sender's slots
+  SlotReader reader_;                       // the sender's slots, as the receiver maps them
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<pipeline::Channel> shared_memory_channel(std::shared_ptr<Group> group, int from,
+                                                         int to, int from_rank, int to_rank) {
+  return std::make_unique<SharedMemoryChannel>(std::move(group), from, to, from_rank, to_rank);
+}
+
+}  // namespace pipebal::distributed
