@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "distributed/buffer_pool.h"
 #include "distributed/shared_memory_channel.h"
 #include "distributed/tags.h"
 #include "distributed/wire_message.h"
@@ -47,13 +48,18 @@ class GlooChannel : public pipeline::Channel {
     pipeline::synchronize(parcel.stream);  // the batch is computed before it is read
     const int tag = data_tag(micro_batch, from_stage_, to_stage_);
     int64_t& capacity = capacity_of(micro_batch);
-    at::Tensor message = pack_message(parcel.batch, capacity);
-    const int64_t size = message_size(message);
+    const MessageWriter writer(parcel.batch);
+    const int64_t size = writer.size();
     if (size > capacity) {
-      at::Tensor notice = at::zeros({capacity}, at::kByte);
+      at::Tensor notice = send_buffers_.take(capacity);
+      notice.zero_();
       std::memcpy(notice.data_ptr<uint8_t>(), &size, sizeof size);
       send(std::move(notice), tag);
     }
+    // Room for the posted receive, which a smaller message leaves partly unused (zero).
+    at::Tensor message = send_buffers_.take(std::max(size, capacity));
+    writer.write(message.data_ptr<uint8_t>());
+    message.narrow(0, size, message.numel() - size).zero_();
     send(std::move(message), tag);
     capacity = size;
   }
@@ -80,7 +86,7 @@ class GlooChannel : public pipeline::Channel {
     at::Tensor message = first.buffer;
     const int64_t size = checked(micro_batch, [&] { return message_size(message); });
     if (size > message.numel()) {  // a notice: the message follows
-      message = at::empty({size}, at::kByte);
+      message = receive_buffers_.take(size);
       std::vector<at::Tensor> into{message};
       const int tag = data_tag(micro_batch, from_stage_, to_stage_);
       group_->wait(*group_->process_group().recv(into, from_, tag), what(micro_batch));
@@ -132,7 +138,7 @@ class GlooChannel : public pipeline::Channel {
 
   Receive post_receive(int micro_batch) {
     Receive receive;
-    receive.buffer = at::empty({capacity_of(micro_batch)}, at::kByte);
+    receive.buffer = receive_buffers_.take(capacity_of(micro_batch));
     std::vector<at::Tensor> into{receive.buffer};
     receive.work =
         group_->process_group().recv(into, from_, data_tag(micro_batch, from_stage_, to_stage_));
@@ -175,6 +181,8 @@ class GlooChannel : public pipeline::Channel {
   std::deque<int> expected_;       // micro-batches still to take, in order
   std::map<int, Receive> posted_;  // receives posted ahead, by micro-batch
   std::deque<Sending> sending_;    // in flight, in order; each buffer alive until its send is done
+  BufferPool send_buffers_;        // messages packed, free again once sent
+  BufferPool receive_buffers_;     // messages received, free again once the engine lets go
 };
 
 class C10dTransport : public pipeline::Transport {

@@ -26,9 +26,11 @@ std::vector<balance::LinkSample> probe_link(const std::shared_ptr<Group>& group,
         backward->expect({0});
         forward->post(0, pipeline::Parcel(message));
         (void)backward->take(0);
+        forward->flush();  // as a step ends: its buffers are free for the next
       } else {
         forward->expect({0});
         backward->post(0, forward->take(0));
+        backward->flush();
       }
     };
     exchange();  // warm-up: connections and buffers
@@ -45,8 +47,6 @@ std::vector<balance::LinkSample> probe_link(const std::shared_ptr<Group>& group,
                      one_way_ms.end());
     if (rank == 0) samples.push_back({bytes, one_way_ms[one_way_ms.size() / 2]});
   }
-  forward->flush();
-  backward->flush();
   return samples;
 }
 
