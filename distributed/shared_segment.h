@@ -20,21 +20,22 @@ class SharedSegment {
  public:
   // A new segment of `bytes` (zero-filled) in this process. Throws std::system_error.
   static std::unique_ptr<SharedSegment> create(size_t bytes);
-  // Another process's segment, mapped `bytes` long (at most its size). Throws
-  // std::system_error when it cannot be opened (another host, another user, the owner gone).
+  // Another process's segment, mapped `bytes` long (at most its size); it holds no file
+  // descriptor. Throws std::system_error when it cannot be opened (another host, another user,
+  // the owner gone).
   static std::unique_ptr<SharedSegment> open(const SegmentAddress& address, size_t bytes);
 
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
 
-  // This process's address of the segment (another process reaches it through it only while
-  // this process keeps it open).
+  // The address of a segment this process created (another process reaches it through it only
+  // while this process keeps it).
   SegmentAddress address() const;
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
-  // Enlarges the segment to `bytes` and maps it anew (data() changes). Other processes keep
-  // their mappings, of the old size.
+  // Enlarges a segment this process created to `bytes` and maps it anew (data() changes).
+  // Other processes keep their mappings, of the old size.
   void grow(size_t bytes);
 
  private:

@@ -1,6 +1,7 @@
 // Messages through shared memory (shared_segment.h, shared_mailbox.h, shared_slots.h):
 //  - a segment is one memory in two processes: a forked child maps the parent's segment by its
-//    address, reads what the parent wrote and writes back, also after the parent grew it;
+//    address, reads what the parent wrote and writes back, also after the parent grew it; the
+//    mapping side keeps no file open, and many segments raise the open-file limit as needed;
 //  - a mailbox carries letters between two processes, box by box in any order, a taker waiting
 //    for a letter put later; a put waits for the box's last letter to be taken; a waiter's check
 //    ends its wait by throwing;
@@ -8,12 +9,16 @@
 //  - a slot is reused once the receiver's last view of its message is gone, and only then;
 //    a free slot too small is grown rather than another made, and the reader maps it anew;
 //  - malformed notices and slots that cannot be opened are refused with an error.
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <system_error>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -71,6 +76,39 @@ TEST(SharedSegment, OpeningWhatIsNotThereOrIsSmallerThanAnnouncedThrows) {
   auto segment = SharedSegment::create(4096);
   EXPECT_THROW(SharedSegment::open({segment->address().pid, 100000}, 4096), std::system_error);
   EXPECT_THROW(SharedSegment::open(segment->address(), 8192), std::system_error);
+}
+
+int open_files() {
+  int count = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++count;
+  return count;
+}
+
+// A receiver maps a sender's segments without keeping a file open for each; a sender with more
+// segments than the soft limit on open files allows raises it (to the hard limit) and goes on.
+TEST(SharedSegment, TheReceiverKeepsNoFileOpenAndMakingManyRaisesTheLimit) {
+  auto segment = SharedSegment::create(4096);
+  const int before = open_files();
+  auto theirs = SharedSegment::open(segment->address(), 4096);
+  EXPECT_EQ(open_files(), before);
+  EXPECT_THROW(theirs->grow(8192), std::logic_error);
+
+  EXPECT_EQ(in_child([] {
+              rlimit limit{};
+              ::getrlimit(RLIMIT_NOFILE, &limit);
+              if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < 256) return 0;  // no room
+              limit.rlim_cur = 64;
+              if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return 2;
+              std::vector<std::unique_ptr<SharedSegment>> many;
+              try {
+                for (int i = 0; i < 128; ++i) many.push_back(SharedSegment::create(4096));
+              } catch (const std::system_error&) {
+                return 1;
+              }
+              return 0;
+            }),
+            0);
 }
 
 Letter letter_of(int64_t n) {
