@@ -108,6 +108,9 @@ std::vector<Config> configs() {
   all.push_back({"1f1b", "except_last", "3,3,2", 4, false, 1, 1, true, true});
   all.push_back({"gpipe", "always", "3,3,2", 4, false, 1, 1, false, true});
   all.push_back({"interleaved", "except_last", "2,2,2,2", 4, false, 1, 2, false, true});
+  // A micro-batch per sample: GPipe holds all 11 messages of a channel at once, in as many
+  // shared-memory slots, reused step after step.
+  all.push_back({"gpipe", "never", "4,4", 11});
   // Zero-bubble H1: W's run on each process between its B's, replicas all-reduce after them.
   all.push_back({"zb-h1", "except_last", "3,3,2", 4});
   all.push_back({"zb-h1", "never", "4,4", 3, false, 2});
