@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "distributed/wire_message.h"
+#include "profiler/cpu_memory.h"
 
 namespace pipebal::distributed {
 namespace {
@@ -95,9 +96,15 @@ at::Tensor SlotReader::open(const Letter& words) {
     }
   }
   uint32_t* state = state_of(*slot);
+  // Counted as the taking stage's memory, as a received buffer of its own would be.
+  std::function<void()> uncount = profiler::CpuMemoryScope::count_held(message_bytes);
   return at::from_blob(
       slot->data() + kHeaderBytes, {message_bytes},
-      [keep = slot, state](void*) { __atomic_store_n(state, 0u, __ATOMIC_RELEASE); }, at::kByte);
+      [keep = slot, state, uncount](void*) {
+        uncount();
+        __atomic_store_n(state, 0u, __ATOMIC_RELEASE);
+      },
+      at::kByte);
 }
 
 }  // namespace pipebal::distributed

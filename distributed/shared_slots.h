@@ -37,6 +37,7 @@ class SlotReader {
  public:
   // The message a notice announces: a uint8 tensor viewing the sender's slot (unpack_message
   // reads it); the slot is the sender's again once this tensor and every view of it are gone.
+  // Until then its bytes count as the calling thread's memory (profiler::CpuMemoryScope).
   // Throws std::runtime_error for a malformed notice or a slot that cannot be opened.
   at::Tensor open(const Letter& notice);
 

@@ -69,6 +69,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     for (auto& tag : tags_) tag.reset_peak();
   }
   int64_t current_bytes(int tag) const { return tags_.at(tag).current.load(); }
+  void count(int tag, int64_t bytes) const { add(tag, bytes); }
   int64_t peak_bytes(int tag) const { return tags_.at(tag).peak.load(); }
 
  private:
@@ -193,6 +194,12 @@ int64_t CpuMemoryScope::peak_bytes() const {
 
 void CpuMemoryScope::reset_peak() {
   CountingCpuAllocator::instance().reset_peak();
+}
+
+std::function<void()> CpuMemoryScope::count_held(int64_t bytes) {
+  const int tag = thread_tag;
+  CountingCpuAllocator::instance().count(tag, bytes);
+  return [tag, bytes] { CountingCpuAllocator::instance().count(tag, -bytes); };
 }
 
 void CpuMemoryScope::set_thread_tag(int tag) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace pipebal::profiler {
 
@@ -39,6 +40,11 @@ class CpuMemoryScope {
   static void set_thread_tag(int tag);
   int64_t current_bytes(int tag) const;
   int64_t peak_bytes(int tag) const;
+
+  // Memory held outside ATen's allocator (a message in another process's shared memory that a
+  // stage keeps): counted like an allocation of `bytes` by the calling thread until the returned
+  // function is called, once, from any thread.
+  static std::function<void()> count_held(int64_t bytes);
 };
 
 }  // namespace pipebal::profiler

@@ -8,6 +8,7 @@
 //  - a batch put into a slot comes back equal from its notice;
 //  - a slot is reused once the receiver's last view of its message is gone, and only then;
 //    a free slot too small is grown rather than another made, and the reader maps it anew;
+//  - a message held counts as the taking thread's memory until its last view is gone;
 //  - malformed notices and slots that cannot be opened are refused with an error.
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -27,6 +28,7 @@
 #include "distributed/shared_segment.h"
 #include "distributed/shared_slots.h"
 #include "distributed/wire_message.h"
+#include "profiler/cpu_memory.h"
 
 namespace {
 
@@ -200,6 +202,26 @@ TEST(SharedSlots, ASlotIsReusedOnceTheLastViewOfItsMessageIsGoneAndNotBefore) {
   const Batch third = batch_of(5);
   expect_equal(unpack_message(reader.open(writer.put(third))), third);
   EXPECT_EQ(writer.slots(), 2u) << "the free slot is reused";
+}
+
+// A message held in the sender's slot counts as memory of the stage that took it, as a buffer
+// of its own would, until its last view is gone.
+TEST(SharedSlots, AMessageCountsAsTheTakingThreadsMemoryWhileHeld) {
+  pipebal::profiler::CpuMemoryScope scope;
+  SlotWriter writer;
+  SlotReader reader;
+  const Batch batch = batch_of(1000);  // the sender's, untagged
+  const Letter notice = writer.put(batch);
+  pipebal::profiler::CpuMemoryScope::set_thread_tag(9);
+  const int64_t before = scope.current_bytes(9);
+  at::Tensor message = reader.open(notice);
+  EXPECT_EQ(scope.current_bytes(9) - before, message.numel());
+  Batch held = unpack_message(message);
+  message.reset();
+  EXPECT_EQ(scope.current_bytes(9) - before, pipebal::distributed::MessageWriter(batch).size());
+  held = Batch();
+  EXPECT_EQ(scope.current_bytes(9), before);
+  pipebal::profiler::CpuMemoryScope::set_thread_tag(-1);
 }
 
 TEST(SharedSlots, AFreeSlotTooSmallIsGrownAndTheReaderMapsItAnew) {

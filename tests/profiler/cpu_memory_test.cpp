@@ -2,6 +2,7 @@
 // the scope, and puts the previous allocator back.
 #include "profiler/cpu_memory.h"
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -108,6 +109,25 @@ TEST(CpuMemory, TaggedThreadsAreCountedSeparatelyUntilFreedAnywhere) {
   kept = at::Tensor();  // freed on another (untagged) thread: still tag 5's
   EXPECT_EQ(scope.current_bytes(5), base);
   EXPECT_THROW(CpuMemoryScope::set_thread_tag(CpuMemoryScope::kMaxTags), std::invalid_argument);
+}
+
+// Memory held outside the allocator (shared-memory messages) counts towards the thread that
+// took it, until released from any thread.
+TEST(CpuMemory, MemoryHeldOutsideTheAllocatorCountsUntilReleased) {
+  CpuMemoryScope scope;
+  const int64_t base = scope.current_bytes(7);
+  scope.reset_peak();
+  std::function<void()> release;
+  std::thread worker([&] {
+    CpuMemoryScope::set_thread_tag(7);
+    release = CpuMemoryScope::count_held(1 << 20);
+  });
+  worker.join();
+  EXPECT_EQ(scope.current_bytes(7) - base, 1 << 20);
+  EXPECT_EQ(scope.peak_bytes(7) - base, 1 << 20);
+  release();
+  EXPECT_EQ(scope.current_bytes(7), base);
+  EXPECT_EQ(scope.peak_bytes(7) - base, 1 << 20);
 }
 
 }  // namespace
