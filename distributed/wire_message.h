@@ -43,7 +43,8 @@ class MessageWriter {
 // whose word 0 is the message's own size.
 at::Tensor pack_message(const pipeline::Batch& batch, int64_t min_bytes = 0);
 
-// Word 0 of a buffer that begins with a message (or only with its size: see C10dChannel).
+// Word 0 of a buffer that begins with a message (or only with its size: see GlooChannel in
+// c10d_transport.cpp).
 // Throws std::runtime_error when the buffer is too short or the size is out of range.
 int64_t message_size(const at::Tensor& bytes);
 
