@@ -13,6 +13,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "distributed/buffer_pool.h"
+#include "distributed/channel_ends.h"
 #include "distributed/shared_memory_channel.h"
 #include "distributed/tags.h"
 #include "distributed/wire_message.h"
@@ -36,17 +37,12 @@ constexpr size_t kReceivesAhead = 2;
 // a message that does not fit sends a capacity-sized notice of its size, then itself.
 class GlooChannel : public pipeline::Channel {
  public:
-  // From stage `from` on rank `from_rank` to its neighbour `to` on `to_rank`.
-  GlooChannel(std::shared_ptr<Group> group, int from, int to, int from_rank, int to_rank)
-      : group_(std::move(group)),
-        from_stage_(from),
-        to_stage_(to),
-        from_(from_rank),
-        to_(to_rank) {}
+  GlooChannel(std::shared_ptr<Group> group, const ChannelEnds& ends)
+      : group_(std::move(group)), ends_(ends) {}
 
   void post(int micro_batch, pipeline::Parcel parcel) override {
     pipeline::synchronize(parcel.stream);  // the batch is computed before it is read
-    const int tag = data_tag(micro_batch, from_stage_, to_stage_);
+    const int tag = data_tag(micro_batch, ends_.from_stage, ends_.to_stage);
     int64_t& capacity = capacity_of(micro_batch);
     const MessageWriter writer(parcel.batch);
     const int64_t size = writer.size();
@@ -58,8 +54,7 @@ class GlooChannel : public pipeline::Channel {
     }
     // Room for the posted receive, which a smaller message leaves partly unused (zero).
     at::Tensor message = send_buffers_.take(std::max(size, capacity));
-    writer.write(message.data_ptr<uint8_t>());
-    message.narrow(0, size, message.numel() - size).zero_();
+    writer.fill(message);
     send(std::move(message), tag);
     capacity = size;
   }
@@ -88,8 +83,8 @@ class GlooChannel : public pipeline::Channel {
     if (size > message.numel()) {  // a notice: the message follows
       message = receive_buffers_.take(size);
       std::vector<at::Tensor> into{message};
-      const int tag = data_tag(micro_batch, from_stage_, to_stage_);
-      group_->wait(*group_->process_group().recv(into, from_, tag), what(micro_batch));
+      const int tag = data_tag(micro_batch, ends_.from_stage, ends_.to_stage);
+      group_->wait(*group_->process_group().recv(into, ends_.from_rank, tag), what(micro_batch));
     }
     capacity_of(micro_batch) = size;
     post_ahead();
@@ -105,7 +100,7 @@ class GlooChannel : public pipeline::Channel {
 
   void flush() override {
     for (Sending& sending : sending_) {
-      group_->wait(*sending.work, fmt::format("sending to rank {}", to_));
+      group_->wait(*sending.work, fmt::format("sending to rank {}", ends_.to_rank));
     }
     sending_.clear();
   }
@@ -140,8 +135,8 @@ class GlooChannel : public pipeline::Channel {
     Receive receive;
     receive.buffer = receive_buffers_.take(capacity_of(micro_batch));
     std::vector<at::Tensor> into{receive.buffer};
-    receive.work =
-        group_->process_group().recv(into, from_, data_tag(micro_batch, from_stage_, to_stage_));
+    receive.work = group_->process_group().recv(
+        into, ends_.from_rank, data_tag(micro_batch, ends_.from_stage, ends_.to_stage));
     return receive;
   }
 
@@ -149,10 +144,11 @@ class GlooChannel : public pipeline::Channel {
     std::vector<at::Tensor> message{tensor};
     // Sends that are done need their buffers no more (waiting on one says if it failed).
     while (!sending_.empty() && sending_.front().work->isCompleted()) {
-      group_->wait(*sending_.front().work, fmt::format("sending to rank {}", to_));
+      group_->wait(*sending_.front().work, fmt::format("sending to rank {}", ends_.to_rank));
       sending_.pop_front();
     }
-    sending_.push_back({group_->process_group().send(message, to_, tag), std::move(tensor)});
+    sending_.push_back(
+        {group_->process_group().send(message, ends_.to_rank, tag), std::move(tensor)});
   }
 
   // `read()`, with a malformed message's error naming the channel.
@@ -165,17 +161,10 @@ class GlooChannel : public pipeline::Channel {
     }
   }
 
-  std::string what(int micro_batch) const {
-    return fmt::format("waiting for rank {}'s {} of micro-batch {} (stage {} to {})", from_,
-                       to_stage_ > from_stage_ ? "activations" : "gradients", micro_batch,
-                       from_stage_, to_stage_);
-  }
+  std::string what(int micro_batch) const { return ends_.waiting_for(micro_batch); }
 
   std::shared_ptr<Group> group_;
-  int from_stage_;
-  int to_stage_;
-  int from_;
-  int to_;
+  ChannelEnds ends_;
   std::atomic<bool> cancelled_{false};
   std::vector<int64_t> capacity_;  // by micro-batch: the size of its next message
   std::deque<int> expected_;       // micro-batches still to take, in order
@@ -249,11 +238,12 @@ std::shared_ptr<pipeline::Transport> c10d_transport(std::shared_ptr<Group> group
 
 std::unique_ptr<pipeline::Channel> c10d_channel(std::shared_ptr<Group> group, int from, int to,
                                                 int from_rank, int to_rank) {
+  const ChannelEnds ends{from, to, from_rank, to_rank};
   const int peer = from_rank == group->rank() ? to_rank : from_rank;
   if (peer != group->rank() && group->shares_memory_with(peer)) {
-    return shared_memory_channel(std::move(group), from, to, from_rank, to_rank);
+    return shared_memory_channel(std::move(group), ends);
   }
-  return std::make_unique<GlooChannel>(std::move(group), from, to, from_rank, to_rank);
+  return std::make_unique<GlooChannel>(std::move(group), ends);
 }
 
 }  // namespace pipebal::distributed

@@ -18,16 +18,11 @@ namespace {
 
 class SharedMemoryChannel : public pipeline::Channel {
  public:
-  SharedMemoryChannel(std::shared_ptr<Group> group, int from, int to, int from_rank, int to_rank)
-      : group_(std::move(group)),
-        from_stage_(from),
-        to_stage_(to),
-        from_(from_rank),
-        to_(to_rank),
-        receiving_(group_->rank() == to_rank) {
+  SharedMemoryChannel(std::shared_ptr<Group> group, const ChannelEnds& ends)
+      : group_(std::move(group)), ends_(ends), receiving_(group_->rank() == ends.to_rank) {
     // Both ends make their channels in the same order, so they number them alike.
-    const std::string name =
-        fmt::format("shared_memory/mailbox/{}-{}/{}-{}", from_rank, to_rank, from, to);
+    const std::string name = fmt::format("shared_memory/mailbox/{}-{}/{}-{}", ends.from_rank,
+                                         ends.to_rank, ends.from_stage, ends.to_stage);
     mailbox_key_ = fmt::format("{}/{}", name, group_->next_serial(name));
     if (receiving_) {
       mailbox_ = SharedMailbox::create(pipeline::kMaxChunks);
@@ -42,7 +37,8 @@ class SharedMemoryChannel : public pipeline::Channel {
       std::istringstream published(group_->await(mailbox_key_));
       SegmentAddress address;
       if (!(published >> address.pid >> address.fd)) {
-        throw std::runtime_error(fmt::format("rank {}'s mailbox address is malformed", to_));
+        throw std::runtime_error(
+            fmt::format("rank {}'s mailbox address is malformed", ends_.to_rank));
       }
       mailbox_ = SharedMailbox::open(address, pipeline::kMaxChunks);
     }
@@ -72,7 +68,7 @@ class SharedMemoryChannel : public pipeline::Channel {
   // end's process has ended or the run's timeout has passed.
   void check(int micro_batch, Clock::time_point deadline) {
     if (cancelled_) throw pipeline::ChannelCancelled();
-    group_->check_peer(receiving_ ? from_ : to_, what(micro_batch));
+    group_->check_peer(receiving_ ? ends_.from_rank : ends_.to_rank, what(micro_batch));
     if (Clock::now() > deadline) {
       throw RemoteFailure(fmt::format("{}: nothing within {:g} s (--timeout)", what(micro_batch),
                                       group_->timeout().count() / 1000.0));
@@ -80,20 +76,11 @@ class SharedMemoryChannel : public pipeline::Channel {
   }
 
   std::string what(int micro_batch) const {
-    const char* kind = to_stage_ > from_stage_ ? "activations" : "gradients";
-    if (receiving_) {
-      return fmt::format("waiting for rank {}'s {} of micro-batch {} (stage {} to {})", from_, kind,
-                         micro_batch, from_stage_, to_stage_);
-    }
-    return fmt::format("sending rank {} the {} of micro-batch {} (stage {} to {})", to_, kind,
-                       micro_batch, from_stage_, to_stage_);
+    return receiving_ ? ends_.waiting_for(micro_batch) : ends_.sending(micro_batch);
   }
 
   std::shared_ptr<Group> group_;
-  int from_stage_;
-  int to_stage_;
-  int from_;
-  int to_;
+  ChannelEnds ends_;
   bool receiving_;
   std::string mailbox_key_;
   std::unique_ptr<SharedMailbox> mailbox_;  // the receiver's; the sender's once it first sends
@@ -104,9 +91,9 @@ class SharedMemoryChannel : public pipeline::Channel {
 
 }  // namespace
 
-std::unique_ptr<pipeline::Channel> shared_memory_channel(std::shared_ptr<Group> group, int from,
-                                                         int to, int from_rank, int to_rank) {
-  return std::make_unique<SharedMemoryChannel>(std::move(group), from, to, from_rank, to_rank);
+std::unique_ptr<pipeline::Channel> shared_memory_channel(std::shared_ptr<Group> group,
+                                                         const ChannelEnds& ends) {
+  return std::make_unique<SharedMemoryChannel>(std::move(group), ends);
 }
 
 }  // namespace pipebal::distributed

@@ -8,13 +8,14 @@
 
 #include <memory>
 
+#include "distributed/channel_ends.h"
 #include "distributed/group.h"
 #include "pipeline/transport.h"
 
 namespace pipebal::distributed {
 
-// From stage `from` on rank `from_rank` to stage `to` on `to_rank`, this process at one end.
-std::unique_ptr<pipeline::Channel> shared_memory_channel(std::shared_ptr<Group> group, int from,
-                                                         int to, int from_rank, int to_rank);
+// Between `ends`, this process at one of them.
+std::unique_ptr<pipeline::Channel> shared_memory_channel(std::shared_ptr<Group> group,
+                                                         const ChannelEnds& ends);
 
 }  // namespace pipebal::distributed

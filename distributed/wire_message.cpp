@@ -129,12 +129,20 @@ void MessageWriter::write(uint8_t* out) const {
   }
 }
 
+void MessageWriter::fill(const at::Tensor& buffer) const {
+  if (buffer.numel() < size_) {
+    throw std::logic_error(
+        fmt::format("a message of {} bytes in a buffer of {}", size_, buffer.numel()));
+  }
+  uint8_t* base = buffer.data_ptr<uint8_t>();
+  write(base);
+  std::memset(base + size_, 0, static_cast<size_t>(buffer.numel() - size_));
+}
+
 at::Tensor pack_message(const pipeline::Batch& batch, int64_t min_bytes) {
   const MessageWriter writer(batch);
   at::Tensor bytes = at::empty({std::max(writer.size(), min_bytes)}, at::kByte);
-  uint8_t* base = bytes.data_ptr<uint8_t>();
-  writer.write(base);
-  std::memset(base + writer.size(), 0, static_cast<size_t>(bytes.numel() - writer.size()));
+  writer.fill(bytes);
   return bytes;
 }
 

@@ -31,6 +31,9 @@ class MessageWriter {
   // Writes exactly size() bytes at `out` (64-byte aligned: the tensors' offsets are relative
   // to it).
   void write(uint8_t* out) const;
+  // Writes the message at the start of `buffer`, a uint8 CPU tensor of at least size() bytes,
+  // and zeroes the rest of it.
+  void fill(const at::Tensor& buffer) const;
 
  private:
   std::vector<int64_t> words_;  // the description
