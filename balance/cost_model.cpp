@@ -160,18 +160,23 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
           pipeline::is_checkpointed(options_.checkpoint, action.micro_batch, options_.chunks);
       switch (action.kind) {
         case ActionKind::kForward:
-          ++(stashed ? live.inputs : live.activations);
+          ++live.inputs;
+          if (!stashed) ++live.activations;
           break;
         case ActionKind::kRecompute:
           ++live.activations;
           break;
-        case ActionKind::kBackward:
-          if (stashed) --live.inputs;
+        case ActionKind::kBackward:  // a split one keeps the input for W
           --live.activations;
-          if (split) ++live.awaiting_weight;
+          if (split) {
+            ++live.awaiting_weight;
+          } else {
+            --live.inputs;
+          }
           break;
         case ActionKind::kWeight:
           --live.awaiting_weight;
+          --live.inputs;
           break;
       }
       candidates.push_back(live);

@@ -94,7 +94,7 @@ class CostModel {
   StageMemory memory_terms(int stage, int first, int end) const;
 
  private:
-  // How many micro-batches hold their stashed input, their full activations and what W needs
+  // How many micro-batches hold their stage input, their full activations and what W needs
   // at the end of an action, when a stage's memory may peak.
   struct LiveCounts {
     int64_t inputs = 0;

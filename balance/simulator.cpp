@@ -79,20 +79,19 @@ int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMem
   for (const Action& action : schedule.actions[stage]) {
     const bool checkpointed =
         pipeline::is_checkpointed(schedule.checkpoint, action.micro_batch, schedule.chunks);
-    const int64_t activations =
-        checkpointed ? memory.input_bytes + memory.activation_bytes : memory.activation_bytes;
     switch (action.kind) {
       case ActionKind::kForward:
-        held += checkpointed ? memory.input_bytes : memory.activation_bytes;
+        held += memory.input_bytes + (checkpointed ? 0 : memory.activation_bytes);
         break;
       case ActionKind::kRecompute:
         held += memory.activation_bytes;
         break;
-      case ActionKind::kBackward:
-        held += (split ? memory.weight_bytes : 0) - activations;
+      case ActionKind::kBackward:  // a split one keeps the input for W
+        held += split ? memory.weight_bytes - memory.activation_bytes
+                      : -(memory.input_bytes + memory.activation_bytes);
         break;
       case ActionKind::kWeight:
-        held -= memory.weight_bytes;
+        held -= memory.weight_bytes + memory.input_bytes;
         break;
     }
     peak = std::max(peak, held);

@@ -23,11 +23,12 @@ struct StageDurations {
   double weight_ms = 0;    // W, the parameters' gradients (splitting schedules only)
 };
 
-// A stage's memory: `fixed_bytes` (parameters, gradients, optimizer state) always; after a
-// checkpointed F a micro-batch holds `input_bytes` (its stashed stage input), after an
-// uncheckpointed F or an R it holds `activation_bytes` more; its B frees all of it. When the
-// schedule splits backwards, from its B to its W it holds `weight_bytes` instead: what W needs
-// of the activations and the output gradients B kept for it.
+// A stage's memory: `fixed_bytes` (parameters, gradients, optimizer state) always; after its F
+// a micro-batch holds `input_bytes` (the stage input it took, which its backward needs), after
+// an uncheckpointed F or an R `activation_bytes` more; its B frees all of it. When the schedule
+// splits backwards, from its B to its W it holds `weight_bytes` instead of the activations
+// (what W needs of them and the output gradients B kept for it) besides the input, which W
+// frees with them.
 struct StageMemory {
   int64_t fixed_bytes = 0;
   int64_t input_bytes = 0;

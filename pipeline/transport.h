@@ -5,6 +5,7 @@
 // transport() below), and one process per stage over c10d (distributed/c10d_transport.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,7 +58,10 @@ class Transport {
   virtual double clock_offset_ms() const { return 0; }
 };
 
-// Every stage a thread of this process; neighbours joined by in-memory mailboxes.
-std::shared_ptr<Transport> in_process_transport();
+// Every stage a thread of this process; neighbours joined by in-memory mailboxes. `on_take`, if
+// given, is called on the taking stage's thread with each batch it takes (memory accounting:
+// profiler/taken_batch.h).
+using TakeHook = std::function<void(Batch&)>;
+std::shared_ptr<Transport> in_process_transport(TakeHook on_take = nullptr);
 
 }  // namespace pipebal::pipeline

@@ -72,6 +72,21 @@ class CountingCpuAllocator final : public c10::Allocator {
   void count(int tag, int64_t bytes) const { add(tag, bytes); }
   int64_t peak_bytes(int tag) const { return tags_.at(tag).peak.load(); }
 
+  int64_t hand_over(const void* data, int tag) {
+    void* key = const_cast<void*>(data);
+    Shard& shard = shard_of(key);
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    const auto it = shard.blocks.find(key);
+    if (it == shard.blocks.end()) return 0;
+    Block& block = it->second;
+    if (block.tag != tag) {  // the total stays as it is
+      if (tag >= 0) tags_[tag].add(block.bytes);
+      if (block.tag >= 0) tags_[block.tag].add(-block.bytes);
+      block.tag = tag;
+    }
+    return block.bytes;
+  }
+
  private:
   struct Block {
     c10::DataPtr inner;
@@ -200,6 +215,10 @@ std::function<void()> CpuMemoryScope::count_held(int64_t bytes) {
   const int tag = thread_tag;
   CountingCpuAllocator::instance().count(tag, bytes);
   return [tag, bytes] { CountingCpuAllocator::instance().count(tag, -bytes); };
+}
+
+int64_t CpuMemoryScope::hand_over(const void* data) {
+  return CountingCpuAllocator::instance().hand_over(data, thread_tag);
 }
 
 void CpuMemoryScope::set_thread_tag(int tag) {

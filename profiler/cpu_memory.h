@@ -45,6 +45,11 @@ class CpuMemoryScope {
   // stage keeps): counted like an allocation of `bytes` by the calling thread until the returned
   // function is called, once, from any thread.
   static std::function<void()> count_held(int64_t bytes);
+
+  // The counted block starting at `data` becomes the calling thread's: its bytes move to this
+  // thread's tag, and leave it when the block is freed. Returns its bytes (0 for memory that was
+  // not allocated under a scope, which stays uncounted).
+  static int64_t hand_over(const void* data);
 };
 
 }  // namespace pipebal::profiler

@@ -27,6 +27,7 @@
 #include "profiler/device.h"
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
+#include "profiler/taken_batch.h"
 
 namespace pipebal::workflow {
 namespace {
@@ -262,6 +263,10 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
       }
       first += static_cast<size_t>(settings.balance[s]);
     }
+  } else if (count_memory) {
+    // A message one stage's thread takes from another's is the taker's memory, as it is in
+    // another process (or on a device of its own).
+    transport = pipeline::in_process_transport(profiler::count_as_taken);
   }
   std::vector<c10::Device> devices = parse_devices(settings.devices);
   if (multi_process) {

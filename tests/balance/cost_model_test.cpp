@@ -124,17 +124,18 @@ TEST(CostModel, EngineCostsAddToEveryActionAndOnceToTheStep) {
 
 TEST(CostModel, GPipeKeepsEveryMicroBatch) {
   // Stage 1 holds layers 1-2: params 200 * 2, input 1000 (output of layer 0), activations 20.
+  // Every micro-batch keeps the input it took until its backward.
   const auto never =
       CostModel(three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 4));
-  EXPECT_EQ(never.memory_bytes(1, 1, 3), 400 + 4 * 20);
+  EXPECT_EQ(never.memory_bytes(1, 1, 3), 400 + 4 * (1000 + 20));
   const auto always =
       CostModel(three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4));
   EXPECT_EQ(always.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20);  // + one recomputation
-  // except_last: 3 stashed inputs and the last micro-batch's activations, which are freed
-  // before the first recomputation adds another micro-batch's.
+  // except_last: 4 inputs and the last micro-batch's activations, which are freed before the
+  // first recomputation adds another micro-batch's.
   const auto except_last = CostModel(
       three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kExceptLast, 4));
-  EXPECT_EQ(except_last.memory_bytes(1, 1, 3), 400 + 3 * 1000 + 20);
+  EXPECT_EQ(except_last.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20);
 }
 
 TEST(CostModel, StageZeroInputIsNotCounted) {
@@ -153,7 +154,10 @@ TEST(CostModel, OneFOneBKeepsStagesMinusStageMicroBatches) {
   }
   const auto never =
       CostModel(layers, 4, options_with(ScheduleKind::kOneFOneB, CheckpointMode::kNever, 8));
-  for (int s = 0; s < 4; ++s) EXPECT_EQ(never.memory_bytes(s, s, s + 1), (4 - s) * 10) << s;
+  for (int s = 0; s < 4; ++s) {
+    const int input = s == 0 ? 0 : 1000;  // stage 0's input is the data loader's
+    EXPECT_EQ(never.memory_bytes(s, s, s + 1), (4 - s) * (input + 10)) << s;
+  }
   const auto always =
       CostModel(layers, 4, options_with(ScheduleKind::kOneFOneB, CheckpointMode::kAlways, 8));
   for (int s = 1; s < 4; ++s) {
@@ -161,22 +165,23 @@ TEST(CostModel, OneFOneBKeepsStagesMinusStageMicroBatches) {
   }
 }
 
-// zb-h1 holds a micro-batch's activations from F to B and then, until its W, what W needs:
-// stage 1 holding layer 2 with W delays 0 and 1 (chunks 3: F0 B0 F1 B1 W0 F2 B2 W1 W2).
+// zb-h1 holds a micro-batch's activations from F to B and then, until its W, what W needs, and
+// its input (2000 bytes) from F to W: stage 1 holding layer 2 with W delays 0 and 1 (chunks 3:
+// F0 B0 F1 B1 W0 F2 B2 W1 W2).
 TEST(CostModel, ZeroBubbleHoldsWhatWNeedsFromBToItsDelayedW) {
   std::vector<LayerCost> layers = three_layers();
   layers[2].weight_held_bytes = 12;
   CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 3);
   options.weight_delays = {0, 0};
-  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 12);
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 2000 + 12);
   options.weight_delays = {0, 1};
   // After B1: two micro-batches wait for their W.
-  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 2 * 12);
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 2 * (2000 + 12));
   layers[2].weight_held_bytes = 4;  // after F1: one waits for W, one holds its activations
-  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 10 + 4);
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 2 * 2000 + 10 + 4);
   layers[2].weight_held_bytes = -1;  // not measured: the activations and the kept gradients
   layers[2].kept_grad_bytes = 5;
-  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 2 * 15);
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 2, 3), 200 + 2 * (2000 + 15));
   EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 2, 3).weight_bytes, 15);
 }
 

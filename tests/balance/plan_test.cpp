@@ -45,7 +45,7 @@ TEST(Plan, PredictsGPipeStepAndSpeedUp) {
   EXPECT_DOUBLE_EQ(plan.prediction.speedup, 48.0 / 30.0);
   EXPECT_DOUBLE_EQ(plan.prediction.bubble_fraction, 1.0 - 48.0 / 60.0);
   EXPECT_EQ(plan.stages[1].first_layer, 2);
-  EXPECT_EQ(plan.stages[1].memory_bytes, 40 + 4 * 10);
+  EXPECT_EQ(plan.stages[1].memory_bytes, 40 + 4 * (100 + 10));  // inputs and activations
   EXPECT_TRUE(plan.fits_memory());
 }
 
@@ -54,8 +54,9 @@ TEST(Plan, SimulatingFewerMicroBatchesScalesTheirCosts) {
   const SimulationResult two = simulate_balance(model, {2, 2}, 2);
   // Micro-batches twice the profiled size: F = 4, B = 8 per stage, (2 + 1) * 12 = 36 ms.
   EXPECT_DOUBLE_EQ(two.step_ms, 36);
-  // GPipe without checkpointing keeps both micro-batches' activations: 2 * (2 * 10) bytes.
-  EXPECT_EQ(two.peak_bytes[1], 40 + 2 * 20);
+  // GPipe without checkpointing keeps both micro-batches' inputs and activations, each twice the
+  // profiled size: 2 * (2 * 100 + 2 * 10) bytes.
+  EXPECT_EQ(two.peak_bytes[1], 40 + 2 * (200 + 20));
 }
 
 TEST(Plan, RejectsABalanceThatDoesNotFit) {

@@ -123,6 +123,34 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
 
 // Two "hosts" on loopback: a launcher per node (--nnodes 2, --node-rank 0 and 1), one process
 // each, meeting at node 0's address, train exactly like one process; node 0's rank 0 reports.
+// A stage's memory is what its device holds, whichever way its messages came: GPipe with every
+// micro-batch checkpointed keeps all 4 inputs (128 KiB each) on stage 1 until its backward pass.
+// Between threads the inputs are the sender's own tensors, across processes views of its shared
+// memory; either way they are stage 1's once it took them. (Until then they are the sender's:
+// how many wait untaken depends on timing, so stage 0's peak is not compared.)
+TEST(LaunchCli, AStagesMemoryIsTheSameInThreadsAndInProcesses) {
+  const std::string dir = scratch_dir();
+  const std::string train =
+      " train --model mlp:layers=4,width=32 --input-shape 4096,32 --balance 3,2 --chunks 4 "
+      "--schedule gpipe --checkpoint always --steps 1 --warmup-steps 1 --timeout 60 -q -o ";
+  const CliResult threads = run_pipebal(train + dir + "/threads.json");
+  ASSERT_EQ(threads.status, 0) << threads.err;
+  const CliResult processes =
+      run_pipebal(fmt::format("launch --nproc-per-node 2 --master-port 0 -- {}{}{}/processes.json",
+                              PIPEBAL_BINARY, train, dir));
+  ASSERT_EQ(processes.status, 0) << processes.err;
+  const nlohmann::json in_threads = read_json(dir + "/threads.json");
+  const nlohmann::json across = read_json(dir + "/processes.json");
+  ASSERT_EQ(across.at("processes")[1].at("shared_memory_peers"), nlohmann::json::array({0}));
+  const auto last_stage = [](const nlohmann::json& run) {
+    return run.at("stages").at(1).at("peak_memory_bytes").get<double>();
+  };
+  const double inputs = 4 * 1024 * 32 * 4;
+  EXPECT_GT(last_stage(in_threads), inputs);
+  EXPECT_GT(last_stage(across), inputs);
+  EXPECT_NEAR(last_stage(in_threads), last_stage(across), 0.1 * last_stage(across));
+}
+
 TEST(LaunchCli, TwoNodesTrainExactlyLikeOneProcess) {
   const std::string dir = scratch_dir();
   const CliResult single = run_pipebal(kTrain + " --checkpoint never -o " + dir + "/single.json");
