@@ -147,6 +147,20 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     }
     if (l + 1 < n) transfer_ms_[l + 1] += options_.latency_ms;
   }
+  if (std::any_of(layers_.begin(), layers_.end(),
+                  [](const LayerCost& l) { return l.peak_bytes > 0; })) {
+    std::vector<int64_t> peaks(n);
+    for (size_t l = 0; l < n; ++l) {
+      // A layer's B holds the activations of the stage's earlier layers (their B comes later),
+      // its own, and above those what its peak adds but its parameters' gradients, which the
+      // stage holds throughout (CostOptions::param_scale); unmeasured, nothing.
+      const LayerCost& layer = layers_[l];
+      const int64_t above =
+          std::max<int64_t>(0, layer.peak_bytes - layer.activation_bytes - layer.param_bytes);
+      peaks[l] = activation_prefix_bytes_[l + 1] + (layer.peak_bytes > 0 ? above : 0);
+    }
+    backward_peaks_ = RangeMax(std::move(peaks));
+  }
 
   // Walk each stage's action list once with symbolic sizes; the peak of any partition is then
   // the maximum of a few linear terms, cheap enough for the partitioners' inner loops.
@@ -167,6 +181,9 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
           ++live.activations;
           break;
         case ActionKind::kBackward:  // a split one keeps the input for W
+          ++live.backward;
+          candidates.push_back(live);
+          --live.backward;
           --live.activations;
           if (split) {
             ++live.awaiting_weight;
@@ -184,14 +201,14 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     // Keep the Pareto-maximal counts: in descending order no count can exceed an earlier one
     // in every term, so a count survives when no survivor so far holds at least as much.
     std::sort(candidates.begin(), candidates.end(), [](const LiveCounts& a, const LiveCounts& b) {
-      return std::tie(a.inputs, a.activations, a.awaiting_weight) >
-             std::tie(b.inputs, b.activations, b.awaiting_weight);
+      return std::tie(a.inputs, a.activations, a.awaiting_weight, a.backward) >
+             std::tie(b.inputs, b.activations, b.awaiting_weight, b.backward);
     });
     for (const LiveCounts& c : candidates) {
       const bool dominated =
           std::any_of(peaks_[s].begin(), peaks_[s].end(), [&](const LiveCounts& kept) {
             return kept.inputs >= c.inputs && kept.activations >= c.activations &&
-                   kept.awaiting_weight >= c.awaiting_weight;
+                   kept.awaiting_weight >= c.awaiting_weight && kept.backward >= c.backward;
           });
       if (!dominated) peaks_[s].push_back(c);
     }
@@ -216,7 +233,8 @@ int64_t CostModel::memory_bytes(int stage, int first, int end) const {
   for (const LiveCounts& c : peaks_[stage]) {
     live_bytes = std::max(live_bytes, __int128{c.inputs} * terms.input_bytes +
                                           __int128{c.activations} * terms.activation_bytes +
-                                          __int128{c.awaiting_weight} * terms.weight_bytes);
+                                          __int128{c.awaiting_weight} * terms.weight_bytes +
+                                          __int128{c.backward} * terms.backward_bytes);
   }
   const __int128 total = __int128{terms.fixed_bytes} + live_bytes;
   return total >= kUnlimitedBytes ? kUnlimitedBytes : static_cast<int64_t>(total);
@@ -247,6 +265,10 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
   terms.activation_bytes = activation_prefix_bytes_[end] - activation_prefix_bytes_[first];
   if (schedule_.splits(stage)) {
     terms.weight_bytes = weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
+  }
+  if (!backward_peaks_.empty() && end > first) {
+    terms.backward_bytes =
+        std::max<int64_t>(0, backward_peaks_.max(first, end) - activation_prefix_bytes_[end]);
   }
   return terms;
 }

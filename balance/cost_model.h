@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "balance/layer_cost.h"
+#include "balance/range_max.h"
 #include "balance/simulator.h"
 #include "pipeline/schedule.h"
 
@@ -100,6 +101,7 @@ class CostModel {
     int64_t inputs = 0;
     int64_t activations = 0;
     int64_t awaiting_weight = 0;  // past B, before W (split backwards)
+    int64_t backward = 0;         // 1 while a B runs, before it frees its micro-batch
   };
 
   std::vector<LayerCost> layers_;
@@ -115,9 +117,14 @@ class CostModel {
   std::vector<int64_t> param_prefix_bytes_;
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
-  std::vector<double> transfer_ms_;                // by end layer, n + 1 entries
-  std::vector<double> actions_;                    // [stage]: actions per micro-batch
-  std::vector<std::vector<LiveCounts>> peaks_;     // [stage], Pareto-maximal counts
+  // Over layers l: what a backward holds at most while at l, plus the activations of l and the
+  // layers before it (LayerCost::peak_bytes - activation_bytes + activation_prefix_bytes_[l + 1]);
+  // a stage's B peaks at the largest over its layers, less its activations. Empty when no layer's
+  // peak was measured.
+  RangeMax backward_peaks_;
+  std::vector<double> transfer_ms_;             // by end layer, n + 1 entries
+  std::vector<double> actions_;                 // [stage]: actions per micro-batch
+  std::vector<std::vector<LiveCounts>> peaks_;  // [stage], Pareto-maximal counts
 };
 
 }  // namespace pipebal::balance

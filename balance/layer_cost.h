@@ -30,6 +30,10 @@ struct LayerCost {
   // activations, the output, the kept gradients. -1: not measured, taken as activation_bytes +
   // kept_grad_bytes.
   int64_t weight_held_bytes = -1;
+  // The most the layer's forward and backward together allocate above what was allocated
+  // before them: its activations and output, its parameters' gradients, the gradients flowing
+  // through it and any workspace. 0: not measured (nothing beyond the activations is counted).
+  int64_t peak_bytes = 0;
 };
 
 // What pipebal's engine adds to a step beyond its layers' costs, measured by the profiler on a

@@ -28,6 +28,7 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].output_bytes = round_bytes(mix(double(a[i].output_bytes), double(b[i].output_bytes)));
     out[i].kept_grad_bytes =
         round_bytes(mix(double(a[i].kept_grad_bytes), double(b[i].kept_grad_bytes)));
+    out[i].peak_bytes = round_bytes(mix(double(a[i].peak_bytes), double(b[i].peak_bytes)));
     out[i].weight_held_bytes =
         a[i].weight_held_bytes < 0 || b[i].weight_held_bytes < 0
             ? -1
@@ -45,6 +46,7 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     layer.activation_bytes = round_bytes(double(layer.activation_bytes) * factor);
     layer.output_bytes = round_bytes(double(layer.output_bytes) * factor);
     layer.kept_grad_bytes = round_bytes(double(layer.kept_grad_bytes) * factor);
+    layer.peak_bytes = round_bytes(double(layer.peak_bytes) * factor);
     if (layer.weight_held_bytes >= 0) {
       layer.weight_held_bytes = round_bytes(double(layer.weight_held_bytes) * factor);
     }

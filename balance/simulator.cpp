@@ -87,6 +87,7 @@ int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMem
         held += memory.activation_bytes;
         break;
       case ActionKind::kBackward:  // a split one keeps the input for W
+        peak = std::max(peak, held + memory.backward_bytes);
         held += split ? memory.weight_bytes - memory.activation_bytes
                       : -(memory.input_bytes + memory.activation_bytes);
         break;

@@ -28,12 +28,14 @@ struct StageDurations {
 // an uncheckpointed F or an R `activation_bytes` more; its B frees all of it. When the schedule
 // splits backwards, from its B to its W it holds `weight_bytes` instead of the activations
 // (what W needs of them and the output gradients B kept for it) besides the input, which W
-// frees with them.
+// frees with them. While a B runs it allocates up to `backward_bytes` more (the gradients
+// flowing back through the layers, their workspaces), less what it frees on the way.
 struct StageMemory {
   int64_t fixed_bytes = 0;
   int64_t input_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t weight_bytes = 0;
+  int64_t backward_bytes = 0;
 };
 
 // The engine's timeline entry: a predicted timeline compares with a measured one field by field.

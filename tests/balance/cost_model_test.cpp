@@ -138,6 +138,30 @@ TEST(CostModel, GPipeKeepsEveryMicroBatch) {
   EXPECT_EQ(except_last.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20);
 }
 
+// A B allocates on its way back what its layers' measured peaks add to their activations and
+// parameter gradients (100 bytes each, held throughout), less the activations of the later
+// layers, freed by then: stage 1 holds layers 1-2 (activations 10 each); layer 2's B peaks 15
+// above what it holds, layer 1's 40 - 10 = 30 (layer 2's are gone).
+TEST(CostModel, ABackwardPeaksAboveWhatItsMicroBatchHolds) {
+  std::vector<LayerCost> layers = three_layers();
+  layers[1].peak_bytes = 150;
+  layers[2].peak_bytes = 125;
+  const auto options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 4);
+  const CostModel model(layers, 2, options);
+  EXPECT_EQ(model.memory_terms(1, 1, 3).backward_bytes, 30);
+  EXPECT_EQ(model.memory_bytes(1, 1, 3), 400 + 4 * (1000 + 20) + 30);
+  EXPECT_EQ(model.memory_terms(1, 2, 3).backward_bytes, 15);
+  layers[1].peak_bytes = 120;  // 10 above, less than what layer 2 frees: layer 2 decides
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 15);
+  layers[1].peak_bytes = layers[2].peak_bytes = 0;  // not measured
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 0);
+  // A checkpointed stage's B comes after its recomputation: 4 inputs, one micro-batch's
+  // activations and the B's own peak.
+  layers[1].peak_bytes = 150;
+  const CostModel always(layers, 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4));
+  EXPECT_EQ(always.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20 + 30);
+}
+
 TEST(CostModel, StageZeroInputIsNotCounted) {
   const auto model =
       CostModel(three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4));

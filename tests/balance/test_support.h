@@ -90,6 +90,8 @@ inline std::vector<LayerCost> random_layers(std::mt19937& rng, int n, bool integ
     // What B keeps for W, and all a micro-batch holds from B to W (-1: not measured).
     l.kept_grad_bytes = bytes(rng) / 2;
     l.weight_held_bytes = rng() % 4 == 0 ? -1 : bytes(rng);
+    // The most forward and backward allocate (0: not measured).
+    l.peak_bytes = rng() % 4 == 0 ? 0 : l.activation_bytes + bytes(rng);
   }
   return layers;
 }
