@@ -117,10 +117,10 @@ class CostModel {
   std::vector<int64_t> param_prefix_bytes_;
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
-  // Over layers l: what a backward holds at most while at l, plus the activations of l and the
-  // layers before it (LayerCost::peak_bytes - activation_bytes + activation_prefix_bytes_[l + 1]);
-  // a stage's B peaks at the largest over its layers, less its activations. Empty when no layer's
-  // peak was measured.
+  // Over layers l: what a backward adds at most while at l, plus the activations of l and the
+  // layers before it (LayerCost::peak_bytes - activation_bytes - param_bytes, at least 0, plus
+  // activation_prefix_bytes_[l + 1]); a stage's B peaks at the largest over its layers, less its
+  // activations. Empty when no layer's peak was measured.
   RangeMax backward_peaks_;
   std::vector<double> transfer_ms_;             // by end layer, n + 1 entries
   std::vector<double> actions_;                 // [stage]: actions per micro-batch

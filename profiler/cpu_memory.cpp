@@ -72,19 +72,16 @@ class CountingCpuAllocator final : public c10::Allocator {
   void count(int tag, int64_t bytes) const { add(tag, bytes); }
   int64_t peak_bytes(int tag) const { return tags_.at(tag).peak.load(); }
 
-  int64_t hand_over(const void* data, int tag) {
+  void hand_over(const void* data, int tag) {
     void* key = const_cast<void*>(data);
     Shard& shard = shard_of(key);
     std::lock_guard<std::mutex> lock(shard.mutex);
     const auto it = shard.blocks.find(key);
-    if (it == shard.blocks.end()) return 0;
-    Block& block = it->second;
-    if (block.tag != tag) {  // the total stays as it is
-      if (tag >= 0) tags_[tag].add(block.bytes);
-      if (block.tag >= 0) tags_[block.tag].add(-block.bytes);
-      block.tag = tag;
-    }
-    return block.bytes;
+    if (it == shard.blocks.end() || it->second.tag == tag) return;
+    Block& block = it->second;  // the total stays as it is
+    if (tag >= 0) tags_[tag].add(block.bytes);
+    if (block.tag >= 0) tags_[block.tag].add(-block.bytes);
+    block.tag = tag;
   }
 
  private:
@@ -184,7 +181,8 @@ std::mutex& scope_mutex() {
   static std::mutex mutex;
   return mutex;
 }
-int scope_depth = 0;  // guarded by scope_mutex()
+int scope_depth = 0;                 // guarded by scope_mutex()
+std::atomic<bool> any_scope{false};  // scope_depth > 0, readable without the lock
 
 }  // namespace
 
@@ -192,11 +190,15 @@ CpuMemoryScope::CpuMemoryScope() {
   std::lock_guard<std::mutex> lock(scope_mutex());
   if (scope_depth == 0) CountingCpuAllocator::instance().install();
   ++scope_depth;
+  any_scope.store(true);
 }
 
 CpuMemoryScope::~CpuMemoryScope() {
   std::lock_guard<std::mutex> lock(scope_mutex());
-  if (--scope_depth == 0) CountingCpuAllocator::instance().uninstall();
+  if (--scope_depth == 0) {
+    CountingCpuAllocator::instance().uninstall();
+    any_scope.store(false);
+  }
 }
 
 int64_t CpuMemoryScope::current_bytes() const {
@@ -217,8 +219,12 @@ std::function<void()> CpuMemoryScope::count_held(int64_t bytes) {
   return [tag, bytes] { CountingCpuAllocator::instance().count(tag, -bytes); };
 }
 
-int64_t CpuMemoryScope::hand_over(const void* data) {
-  return CountingCpuAllocator::instance().hand_over(data, thread_tag);
+void CpuMemoryScope::hand_over(const void* data) {
+  CountingCpuAllocator::instance().hand_over(data, thread_tag);
+}
+
+bool CpuMemoryScope::counting() {
+  return any_scope.load();
 }
 
 void CpuMemoryScope::set_thread_tag(int tag) {

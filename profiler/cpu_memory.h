@@ -47,9 +47,12 @@ class CpuMemoryScope {
   static std::function<void()> count_held(int64_t bytes);
 
   // The counted block starting at `data` becomes the calling thread's: its bytes move to this
-  // thread's tag, and leave it when the block is freed. Returns its bytes (0 for memory that was
-  // not allocated under a scope, which stays uncounted).
-  static int64_t hand_over(const void* data);
+  // thread's tag, and leave it when the block is freed. Memory that was not allocated under a
+  // scope stays uncounted.
+  static void hand_over(const void* data);
+
+  // Whether a scope is installed now (allocations are being counted).
+  static bool counting();
 };
 
 }  // namespace pipebal::profiler

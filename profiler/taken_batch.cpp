@@ -72,6 +72,8 @@ bool only_the_batch_uses(const std::vector<at::Tensor*>& uses) {
 }  // namespace
 
 void count_as_taken(pipeline::Batch& batch) {
+  // Runs at every take: once the counted steps are over, it costs nothing.
+  if (!CpuMemoryScope::counting()) return;
   std::map<const c10::StorageImpl*, std::vector<at::Tensor*>> blocks;
   const auto note = [&blocks](at::Tensor& t) {
     if (t.defined() && t.device().is_cpu() && t.has_storage() && t.storage().data() != nullptr) {

@@ -15,7 +15,8 @@ namespace pipebal::profiler {
 // CPU memory the batch views becomes the taker's (CpuMemoryScope::hand_over) when nothing but the
 // batch refers to it; a block the sender still uses (a saved output it back-propagates from, a
 // gradient kept for W) is charged to both, as separate devices would hold it twice, the taker's
-// share until the last of its views is gone. Tensors on other devices are left as they are.
+// share until the last of its views is gone. Tensors on other devices are left as they are, and
+// so is everything while no CpuMemoryScope counts.
 void count_as_taken(pipeline::Batch& batch);
 
 }  // namespace pipebal::profiler

@@ -108,5 +108,15 @@ TEST(TakenBatch, LeavesMemoryAllocatedOutsideAScopeUncounted) {
   EXPECT_FLOAT_EQ(batch.value().sum().item<float>(), 1000.0f);
 }
 
+// Once the counted steps are over, a take changes nothing: not even a tensor the sender keeps
+// is rewrapped.
+TEST(TakenBatch, DoesNothingWhileNoScopeCounts) {
+  ASSERT_FALSE(CpuMemoryScope::counting());
+  const at::Tensor kept = torch::ones({1000});
+  pipeline::Batch batch(kept);
+  on_thread_tagged(kTaker, [&] { count_as_taken(batch); });
+  EXPECT_EQ(batch.value().unsafeGetTensorImpl(), kept.unsafeGetTensorImpl());
+}
+
 }  // namespace
 }  // namespace pipebal::profiler

@@ -121,8 +121,6 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
   EXPECT_EQ(trace_lanes(launched_dir + "/trace.json"), (Lanes{{0, 0}, {1, 1}}));
 }
 
-// Two "hosts" on loopback: a launcher per node (--nnodes 2, --node-rank 0 and 1), one process
-// each, meeting at node 0's address, train exactly like one process; node 0's rank 0 reports.
 // A stage's memory is what its device holds, whichever way its messages came: GPipe with every
 // micro-batch checkpointed keeps all 4 inputs (128 KiB each) on stage 1 until its backward pass.
 // Between threads the inputs are the sender's own tensors, across processes views of its shared
@@ -151,6 +149,8 @@ TEST(LaunchCli, AStagesMemoryIsTheSameInThreadsAndInProcesses) {
   EXPECT_NEAR(last_stage(in_threads), last_stage(across), 0.1 * last_stage(across));
 }
 
+// Two "hosts" on loopback: a launcher per node (--nnodes 2, --node-rank 0 and 1), one process
+// each, meeting at node 0's address, train exactly like one process; node 0's rank 0 reports.
 TEST(LaunchCli, TwoNodesTrainExactlyLikeOneProcess) {
   const std::string dir = scratch_dir();
   const CliResult single = run_pipebal(kTrain + " --checkpoint never -o " + dir + "/single.json");
