@@ -118,7 +118,7 @@ class CostModel {
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
   // Over layers l: what a backward adds at most while at l, plus the activations of l and the
-  // layers before it (LayerCost::peak_bytes - activation_bytes - param_bytes, at least 0, plus
+  // layers before it (LayerCost::backward_peak_bytes - param_bytes, at least 0, plus
   // activation_prefix_bytes_[l + 1]); a stage's B peaks at the largest over its layers, less its
   // activations. Empty when no layer's peak was measured.
   RangeMax backward_peaks_;

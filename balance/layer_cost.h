@@ -34,6 +34,10 @@ struct LayerCost {
   // before them: its activations and output, its parameters' gradients, the gradients flowing
   // through it and any workspace. 0: not measured (nothing beyond the activations is counted).
   int64_t peak_bytes = 0;
+  // The most the backward alone allocates above what it starts from (the forward's activations
+  // and output): the incoming and outgoing gradients, the parameters' gradients and any
+  // workspace, less what it frees on its way. -1: not measured, peak_bytes stands in for it.
+  int64_t backward_peak_bytes = -1;
 };
 
 // What pipebal's engine adds to a step beyond its layers' costs, measured by the profiler on a

@@ -14,6 +14,12 @@ int64_t round_bytes(double bytes) {
   return static_cast<int64_t>(std::llround(std::clamp(bytes, 0.0, double(kMaxLayerBytes))));
 }
 
+// `bytes`, of which what exceeds `fixed` grows by `factor`.
+int64_t scale_beyond(int64_t bytes, int64_t fixed, double factor) {
+  if (bytes <= fixed) return bytes;
+  return round_bytes(double(fixed) + double(bytes - fixed) * factor);
+}
+
 // a + (b - a) * t for every size-dependent field; names and parameters from `a`.
 std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<LayerCost>& b,
                              double t) {
@@ -29,6 +35,10 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].kept_grad_bytes =
         round_bytes(mix(double(a[i].kept_grad_bytes), double(b[i].kept_grad_bytes)));
     out[i].peak_bytes = round_bytes(mix(double(a[i].peak_bytes), double(b[i].peak_bytes)));
+    out[i].backward_peak_bytes =
+        a[i].backward_peak_bytes < 0 || b[i].backward_peak_bytes < 0
+            ? -1
+            : round_bytes(mix(double(a[i].backward_peak_bytes), double(b[i].backward_peak_bytes)));
     out[i].weight_held_bytes =
         a[i].weight_held_bytes < 0 || b[i].weight_held_bytes < 0
             ? -1
@@ -46,7 +56,12 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     layer.activation_bytes = round_bytes(double(layer.activation_bytes) * factor);
     layer.output_bytes = round_bytes(double(layer.output_bytes) * factor);
     layer.kept_grad_bytes = round_bytes(double(layer.kept_grad_bytes) * factor);
-    layer.peak_bytes = round_bytes(double(layer.peak_bytes) * factor);
+    // The parameters' gradients in a peak do not grow with the micro-batch; the rest does.
+    layer.peak_bytes = scale_beyond(layer.peak_bytes, layer.param_bytes, factor);
+    if (layer.backward_peak_bytes >= 0) {
+      layer.backward_peak_bytes =
+          scale_beyond(layer.backward_peak_bytes, layer.param_bytes, factor);
+    }
     if (layer.weight_held_bytes >= 0) {
       layer.weight_held_bytes = round_bytes(double(layer.weight_held_bytes) * factor);
     }

@@ -23,6 +23,8 @@ nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
       {"weight_ms", layer.weight_ms},
       {"kept_grad_bytes", layer.kept_grad_bytes},
       {"weight_held_bytes", layer.weight_held_bytes},
+      {"peak_bytes", layer.peak_bytes},
+      {"backward_peak_bytes", layer.backward_peak_bytes},
       {"activation_bytes", layer.activation_bytes},
       {"output_bytes", layer.output_bytes},
   };
@@ -34,7 +36,6 @@ nlohmann::json layer_to_json(const LayerProfile& layer) {
               {"type", layer.type},
               {"param_bytes", layer.param_bytes},
               {"buffer_bytes", layer.buffer_bytes},
-              {"peak_bytes", layer.peak_bytes},
               {"output_shapes", layer.output_shapes},
               {"forward_samples_ms", layer.forward_samples_ms},
               {"backward_samples_ms", layer.backward_samples_ms}});

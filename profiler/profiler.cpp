@@ -158,10 +158,18 @@ class LayerRunner {
     const int64_t base_bytes = meter.current_bytes();
     meter.reset_peak();
     Batch output = forward();
-    profile.activation_bytes = std::max<int64_t>(0, meter.current_bytes() - base_bytes);
+    const int64_t forward_end_bytes = meter.current_bytes();
+    const int64_t forward_peak_bytes = meter.peak_bytes();
+    profile.activation_bytes = std::max<int64_t>(0, forward_end_bytes - base_bytes);
     const std::vector<at::Tensor> outs = differentiable_outputs(output);
+    // The backward's own peak: what it adds above the activations it starts from, which the
+    // forward's transients (freed before it) do not inflate.
+    meter.reset_peak();
     if (!outs.empty()) backward(outs, seed_gradients(outs));
-    profile.peak_bytes = std::max<int64_t>(0, meter.peak_bytes() - base_bytes);
+    const int64_t backward_peak_bytes = meter.peak_bytes();
+    profile.backward_peak_bytes = std::max<int64_t>(0, backward_peak_bytes - forward_end_bytes);
+    profile.peak_bytes =
+        std::max<int64_t>(0, std::max(forward_peak_bytes, backward_peak_bytes) - base_bytes);
     profile.weight_held_bytes = measure_weight_held(meter);
     return output;
   }

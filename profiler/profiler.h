@@ -79,6 +79,10 @@ struct LayerProfile {
   int64_t output_bytes = 0;
   // Highest allocation during forward and backward together, relative to just before them.
   int64_t peak_bytes = 0;
+  // Highest allocation during the backward alone, relative to its start (the forward's
+  // activations and output still held): the incoming gradient, the input's and the parameters'
+  // gradients and any workspace, less what the backward frees on its way.
+  int64_t backward_peak_bytes = 0;
   std::vector<std::vector<int64_t>> output_shapes;  // main tensors, for reports
 };
 

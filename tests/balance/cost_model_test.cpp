@@ -162,6 +162,28 @@ TEST(CostModel, ABackwardPeaksAboveWhatItsMicroBatchHolds) {
   EXPECT_EQ(always.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20 + 30);
 }
 
+// The backward's own measured peak, where the profile has it, stands for what the B adds above
+// the activations (less the parameters' gradients, held throughout) instead of the layer's
+// peak over forward and backward together, which a forward's transients inflate.
+TEST(CostModel, TheBackwardsOwnPeakReplacesTheLayersPeak) {
+  std::vector<LayerCost> layers = three_layers();
+  layers[1].peak_bytes = 500;  // a forward transient of 390 bytes
+  layers[2].peak_bytes = 125;
+  const auto options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 4);
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 380);
+  layers[1].backward_peak_bytes = 125;  // 25 above its parameters' gradients
+  layers[2].backward_peak_bytes = 103;  // 3 above
+  const CostModel model(layers, 2, options);
+  // Layer 1's B holds its own activations (10) and adds 25, layer 2's all 20 and adds 3.
+  EXPECT_EQ(model.memory_terms(1, 1, 3).backward_bytes, 15);
+  EXPECT_EQ(model.memory_bytes(1, 1, 3), 400 + 4 * (1000 + 20) + 15);
+  EXPECT_EQ(model.memory_terms(1, 2, 3).backward_bytes, 3);
+  layers[1].backward_peak_bytes = 90;  // below its parameters' gradients: adds nothing
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 3);
+  layers[1].backward_peak_bytes = -2;
+  EXPECT_THROW(CostModel(layers, 2, options), std::invalid_argument);
+}
+
 TEST(CostModel, StageZeroInputIsNotCounted) {
   const auto model =
       CostModel(three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4));

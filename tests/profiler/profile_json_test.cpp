@@ -38,6 +38,7 @@ Profile hand_profile() {
   a.activation_bytes = 32;
   a.output_bytes = 32;
   a.peak_bytes = 64;
+  a.backward_peak_bytes = 24;
   LayerProfile b = a;
   b.index = 1;
   b.name = "head";
@@ -60,10 +61,10 @@ TEST(ProfileJson, CarriesSchemaEnvironmentAndUnitsInKeys) {
   EXPECT_EQ(env.at("repeat"), 2);
   EXPECT_EQ(env.at("date"), "2024-01-02T03:04:05Z");
   const nlohmann::json& layer = doc.at("layers").at(1);
-  for (const char* key :
-       {"index", "name", "type", "forward_ms", "backward_ms", "forward_p10_ms", "forward_p90_ms",
-        "backward_p10_ms", "backward_p90_ms", "param_bytes", "buffer_bytes", "activation_bytes",
-        "output_bytes", "peak_bytes", "forward_samples_ms", "backward_samples_ms"}) {
+  for (const char* key : {"index", "name", "type", "forward_ms", "backward_ms", "forward_p10_ms",
+                          "forward_p90_ms", "backward_p10_ms", "backward_p90_ms", "param_bytes",
+                          "buffer_bytes", "activation_bytes", "output_bytes", "peak_bytes",
+                          "backward_peak_bytes", "forward_samples_ms", "backward_samples_ms"}) {
     EXPECT_TRUE(layer.contains(key)) << key;
   }
   EXPECT_EQ(layer.at("forward_samples_ms").size(), 2u);
@@ -96,6 +97,26 @@ TEST(ProfileJson, BalancerReadsTheWrittenFile) {
   EXPECT_EQ(cost.layers[1].param_bytes, 80);
   EXPECT_EQ(cost.layers[1].activation_bytes, 32);
   EXPECT_EQ(cost.layers[1].output_bytes, 32);
+  EXPECT_EQ(cost.layers[1].peak_bytes, 64);
+  EXPECT_EQ(cost.layers[1].backward_peak_bytes, 24);
+}
+
+// A layer's peaks grow with the micro-batch: each size carries its own.
+TEST(ProfileJson, EverySizeCarriesItsOwnPeaks) {
+  Profile p = hand_profile();
+  Profile::Size twice{/*chunks=*/1, /*micro_batch_size=*/4, p.layers};
+  for (LayerProfile& layer : twice.layers) {
+    layer.peak_bytes *= 2;
+    layer.backward_peak_bytes *= 2;
+  }
+  p.sizes = {Profile::Size{/*chunks=*/2, /*micro_batch_size=*/2, p.layers}, twice};
+  const std::string path = pipebal::testing::scratch_path("profile.json");
+  write_profile(path, p);
+  const balance::CostProfile cost = balance::read_profile(path);
+  ASSERT_EQ(cost.sizes.size(), 2u);
+  EXPECT_EQ(cost.sizes[0].layers[1].backward_peak_bytes, 24);
+  EXPECT_EQ(cost.sizes[1].layers[1].peak_bytes, 128);
+  EXPECT_EQ(cost.sizes[1].layers[1].backward_peak_bytes, 48);
 }
 
 }  // namespace

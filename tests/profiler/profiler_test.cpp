@@ -54,7 +54,11 @@ TEST(ProfilerBytes, LinearAndReluMatchWhatAutogradSaves) {
   // allocation left alive is the output y [n, out].
   EXPECT_EQ(fc.activation_bytes, n * out * kFloat);
   EXPECT_EQ(fc.output_bytes, n * out * kFloat);
-  EXPECT_GE(fc.peak_bytes, fc.activation_bytes);
+  // Its backward allocates the output's gradient (the seed), the input's and the parameters'
+  // at least, all alive at its end; the layer's peak holds the activations besides.
+  EXPECT_GE(fc.backward_peak_bytes, (n * out + n * in + out * in + out) * kFloat);
+  EXPECT_LE(fc.backward_peak_bytes, 2 * (n * out + n * in + out * in + out) * kFloat);
+  EXPECT_GE(fc.peak_bytes, fc.activation_bytes + fc.backward_peak_bytes);
 
   const LayerProfile& relu = p.layers[2];
   EXPECT_EQ(relu.param_bytes, 0);
@@ -80,6 +84,24 @@ TEST(ProfilerBytes, Conv2dMatchesWhatAutogradSaves) {
   // the new output [n, c_out, hw, hw] is all that stays.
   EXPECT_EQ(conv.activation_bytes, n * c_out * hw * hw * kFloat);
   EXPECT_EQ(conv.output_bytes, n * c_out * hw * hw * kFloat);
+}
+
+// A forward that allocates a large temporary and frees it before returning: the layer's peak
+// counts it, the backward's own peak does not (it starts after it was freed).
+TEST(ProfilerBytes, TheBackwardsPeakLeavesOutTheForwardsTransients) {
+  const int64_t n = 8, d = 16, scratch = int64_t{1} << 20;  // 4 MiB of float32
+  LayerSeq seq("transient");
+  add_identity(seq);
+  seq.add(pipeline::make_layer("scratch", "Functional", nn::Functional([](const at::Tensor& x) {
+                                 const at::Tensor temporary = torch::ones({scratch});
+                                 return x * 2 + temporary.sum() * 0;
+                               })));
+  const Profile p = profile_model(seq, Batch(torch::randn({n, d})), quick());
+  const LayerProfile& layer = p.layers[1];
+  EXPECT_GE(layer.peak_bytes, scratch * kFloat);
+  // The seed and the input's gradient, [n, d] each, and little else.
+  EXPECT_GE(layer.backward_peak_bytes, 2 * n * d * kFloat);
+  EXPECT_LE(layer.backward_peak_bytes, 8 * n * d * kFloat);
 }
 
 TEST(ProfilerBytes, BatchNormSavesOutputAndPerChannelStatistics) {
