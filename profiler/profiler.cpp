@@ -135,11 +135,14 @@ std::vector<at::Tensor> seed_gradients(const std::vector<at::Tensor>& outputs) {
   return seeds;
 }
 
-// Runs one layer on a fixed input: warm-up and the memory measurement.
+using LossFn = std::function<at::Tensor(const at::Tensor&)>;
+
+// Runs one layer on a fixed input: warm-up and the memory measurement. With a loss (the model's
+// last layer), the backward starts from it, as the last stage's does.
 class LayerRunner {
  public:
-  LayerRunner(Layer& layer, size_t index, Batch input)
-      : layer_(layer), index_(index), input_(std::move(input)) {
+  LayerRunner(Layer& layer, size_t index, Batch input, LossFn loss)
+      : layer_(layer), index_(index), input_(std::move(input)), loss_(std::move(loss)) {
     params_ = layer_.parameters();
     leaves_ = leaves_of(input_);
   }
@@ -148,8 +151,7 @@ class LayerRunner {
   void run() {
     reset_grads();
     Batch output = forward();
-    const std::vector<at::Tensor> outs = differentiable_outputs(output);
-    if (!outs.empty()) backward(outs, seed_gradients(outs));
+    backward_from(output);
   }
 
   // One forward and backward under the memory meter.
@@ -161,11 +163,10 @@ class LayerRunner {
     const int64_t forward_end_bytes = meter.current_bytes();
     const int64_t forward_peak_bytes = meter.peak_bytes();
     profile.activation_bytes = std::max<int64_t>(0, forward_end_bytes - base_bytes);
-    const std::vector<at::Tensor> outs = differentiable_outputs(output);
     // The backward's own peak: what it adds above the activations it starts from, which the
-    // forward's transients (freed before it) do not inflate.
+    // forward's transients (freed before it) do not inflate; the loss's too on the last layer.
     meter.reset_peak();
-    if (!outs.empty()) backward(outs, seed_gradients(outs));
+    backward_from(output);
     const int64_t backward_peak_bytes = meter.peak_bytes();
     profile.backward_peak_bytes = std::max<int64_t>(0, backward_peak_bytes - forward_end_bytes);
     profile.peak_bytes =
@@ -219,6 +220,25 @@ class LayerRunner {
     }
   }
 
+  // From the loss of the output when there is one, else from gradients of ones at every
+  // differentiable output.
+  void backward_from(const Batch& output) {
+    if (loss_) {
+      at::Tensor loss;
+      try {
+        loss = loss_(output.value());
+      } catch (const std::exception& error) {
+        throw std::invalid_argument(
+            fmt::format("the loss of layer {} ('{}', {})'s output failed: {}", index_,
+                        layer_.name(), layer_.type(), error_summary(error)));
+      }
+      if (loss.requires_grad()) backward({loss}, {at::ones_like(loss)});
+      return;
+    }
+    const std::vector<at::Tensor> outs = differentiable_outputs(output);
+    if (!outs.empty()) backward(outs, seed_gradients(outs));
+  }
+
   void backward(const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& seeds) {
     try {
       torch::autograd::backward(outs, seeds);
@@ -232,6 +252,7 @@ class LayerRunner {
   Layer& layer_;
   size_t index_;
   Batch input_;
+  LossFn loss_;
   bool writes_input_ = false;
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> leaves_;
@@ -244,8 +265,7 @@ class LayerRunner {
 // sums of layers below a whole step (reports/profiler-bench.md).
 class PassTimer {
  public:
-  PassTimer(pipeline::LayerSeq& layers, Batch sample,
-            std::function<at::Tensor(const at::Tensor&)> loss)
+  PassTimer(pipeline::LayerSeq& layers, Batch sample, LossFn loss)
       : layers_(layers), sample_(std::move(sample)), loss_(std::move(loss)) {}
 
   // One forward and one backward pass; with a timer, appends each layer's durations. With
@@ -334,7 +354,7 @@ class PassTimer {
   pipeline::LayerSeq& layers_;
   std::deque<bool> writes_input_ = std::deque<bool>(layers_.size(), false);  // in_place.h
   Batch sample_;
-  std::function<at::Tensor(const at::Tensor&)> loss_;
+  LossFn loss_;
 };
 
 void check_options(const ProfileOptions& options) {
@@ -415,7 +435,8 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     lp.buffer_bytes = sum_bytes(layer.buffers());
 
     // As in the pipeline's first stage, the model input needs no gradient.
-    LayerRunner runner(layer, i, as_leaves(current, /*requires_grad=*/i > 0));
+    LayerRunner runner(layer, i, as_leaves(current, /*requires_grad=*/i > 0),
+                       i + 1 == layers.size() ? options.loss : LossFn());
     for (int w = 0; w < options.warmup; ++w) runner.run();
     // Memory on its own repetition: the timed ones then run without the meter's reads.
     if (co_runners) co_runners->pause();

@@ -40,8 +40,8 @@ struct ProfileOptions {
   int co_runners = 0;
   // The training loss of the model's output (against the sample's target), as the pipeline's
   // last stage computes it per micro-batch inside its backward action. When set, the last
-  // layer's backward time includes the loss and its gradient; unset, the backward starts from a
-  // gradient of ones.
+  // layer's backward time and backward peak include the loss and its gradient; unset, the
+  // backward starts from a gradient of ones.
   std::function<at::Tensor(const at::Tensor& output)> loss;
   // Also measure what the engine adds per step and per action (engine_overhead.h). CPU only.
   bool measure_engine = true;

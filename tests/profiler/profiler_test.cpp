@@ -234,8 +234,9 @@ TEST(Profiler, LastLayerBackwardIncludesTheLoss) {
     return torch::mse_loss(output, target);
   };
   const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), options);
-  // The warm-up, the timed passes, and one pass timing W alone (half the timed ones, rounded).
-  EXPECT_EQ(calls, options.warmup + options.repeat + 1);
+  // The memory measurement's warm-up and its own pass, then the timed passes' warm-up, the timed
+  // passes and one pass timing W alone (half the timed ones, rounded).
+  EXPECT_EQ(calls, options.warmup + 1 + options.warmup + options.repeat + 1);
   ASSERT_EQ(p.layers[1].backward_samples_ms.size(), 3u);
   ASSERT_EQ(p.layers[1].weight_samples_ms.size(), 1u);
   // The first layer's input needs no gradient: its W is its whole backward, the last one's W
@@ -243,6 +244,29 @@ TEST(Profiler, LastLayerBackwardIncludesTheLoss) {
   EXPECT_GT(p.layers[0].weight_ms, 0);
   EXPECT_LT(p.layers[1].weight_ms, 20.0);
   for (double ms : p.layers[1].backward_samples_ms) EXPECT_GE(ms, 20.0);
+}
+
+// The last layer's backward peak includes the loss's, as the last stage's B does. Cross-entropy
+// keeps its log-softmax L [n, c] until its backward, which makes the gradient at L and from it
+// the gradient at the logits: three [n, c] at once, above a seed of ones' one.
+TEST(ProfilerBytes, TheLastLayersBackwardPeakIncludesTheLoss) {
+  const int64_t n = 64, in = 4, classes = 1024;
+  LayerSeq seq("head");
+  add_identity(seq);
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(in, classes)));
+  const Batch sample(torch::randn({n, in}));
+  const Profile seeded = profile_model(seq, sample, quick());
+  ProfileOptions with_loss = quick();
+  const at::Tensor target = torch::randint(classes, {n}, torch::kLong);
+  with_loss.loss = [&](const at::Tensor& output) {
+    return torch::nll_loss(torch::log_softmax(output, 1), target);
+  };
+  const Profile p = profile_model(seq, sample, with_loss);
+  EXPECT_GE(p.layers[1].backward_peak_bytes, 3 * n * classes * kFloat)
+      << "seeded: " << seeded.layers[1].backward_peak_bytes;
+  EXPECT_GT(p.layers[1].backward_peak_bytes, seeded.layers[1].backward_peak_bytes);
+  // The loss is computed in the backward: the forward's activations are the same.
+  EXPECT_EQ(p.layers[1].activation_bytes, seeded.layers[1].activation_bytes);
 }
 
 // Every pass sleeps 10 ms, so a 50 ms budget is spent after at most 5 passes, whatever the load.
