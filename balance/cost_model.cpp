@@ -153,16 +153,15 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     std::vector<int64_t> peaks(n);
     for (size_t l = 0; l < n; ++l) {
       // A layer's B holds the activations of the stage's earlier layers (their B comes later),
-      // its own, and above those what its backward adds but its parameters' gradients, which
-      // the stage holds throughout (CostOptions::param_scale). A profile from before the
-      // backward's own peak was measured has the forward's and backward's together, an upper
-      // bound (the forward's transients, freed before the backward, count too); unmeasured,
-      // nothing.
+      // its own, and above those what its backward adds, its parameters' gradients included:
+      // each B makes them anew and only then adds them to those the stage holds throughout
+      // (CostOptions::param_scale). A profile from before the backward's own peak was measured
+      // has the forward's and backward's together, an upper bound (the forward's transients,
+      // freed before the backward, count too); unmeasured, nothing.
       const LayerCost& layer = layers_[l];
-      const int64_t above =
-          layer.backward_peak_bytes >= 0 ? layer.backward_peak_bytes - layer.param_bytes
-          : layer.peak_bytes > 0 ? layer.peak_bytes - layer.activation_bytes - layer.param_bytes
-                                 : 0;
+      const int64_t above = layer.backward_peak_bytes >= 0 ? layer.backward_peak_bytes
+                            : layer.peak_bytes > 0 ? layer.peak_bytes - layer.activation_bytes
+                                                   : 0;
       peaks[l] = activation_prefix_bytes_[l + 1] + std::max<int64_t>(0, above);
     }
     backward_peaks_ = RangeMax(std::move(peaks));

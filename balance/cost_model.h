@@ -118,9 +118,9 @@ class CostModel {
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
   // Over layers l: what a backward adds at most while at l, plus the activations of l and the
-  // layers before it (LayerCost::backward_peak_bytes - param_bytes, at least 0, plus
-  // activation_prefix_bytes_[l + 1]); a stage's B peaks at the largest over its layers, less its
-  // activations. Empty when no layer's peak was measured.
+  // layers before it (LayerCost::backward_peak_bytes plus activation_prefix_bytes_[l + 1]); a
+  // stage's B peaks at the largest over its layers, less its activations. Empty when no layer's
+  // peak was measured.
   RangeMax backward_peaks_;
   std::vector<double> transfer_ms_;             // by end layer, n + 1 entries
   std::vector<double> actions_;                 // [stage]: actions per micro-batch

@@ -29,7 +29,8 @@ struct StageDurations {
 // splits backwards, from its B to its W it holds `weight_bytes` instead of the activations
 // (what W needs of them and the output gradients B kept for it) besides the input, which W
 // frees with them. While a B runs it allocates up to `backward_bytes` more (the gradients
-// flowing back through the layers, their workspaces), less what it frees on the way.
+// flowing back through the layers, the parameters' new gradients before they are added to the
+// held ones, workspaces), less what it frees on the way.
 struct StageMemory {
   int64_t fixed_bytes = 0;
   int64_t input_bytes = 0;

@@ -101,6 +101,26 @@ class OneIntraOpThread {
   int before_;
 };
 
+// Memory a stage holds that was allocated before counting began (its parameters and buffers,
+// made with the model): counted as the calling thread's while this lives.
+class CountedAsHeld {
+ public:
+  explicit CountedAsHeld(int64_t bytes) : uncount_(profiler::CpuMemoryScope::count_held(bytes)) {}
+  ~CountedAsHeld() { uncount_(); }
+  CountedAsHeld(const CountedAsHeld&) = delete;
+  CountedAsHeld& operator=(const CountedAsHeld&) = delete;
+
+ private:
+  std::function<void()> uncount_;
+};
+
+int64_t stage_weight_bytes(const pipeline::LayerSeq& stage) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : stage.parameters()) bytes += static_cast<int64_t>(t.nbytes());
+  for (const at::Tensor& t : stage.buffers()) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
 // Everything one run holds between its steps.
 struct TrainingRun::State {
   OneIntraOpThread one_intra_op_thread;  // first made, last gone
@@ -117,6 +137,9 @@ struct TrainingRun::State {
   distributed::Placement placement;
   std::unique_ptr<distributed::GradientAverager> averager;
   std::vector<at::Tensor> stage_parameters;  // this rank's, averaged over the replicas
+  // Each local stage's parameters and buffers, counted as its memory by its worker (indexed by
+  // stage; gone after the pipeline, whose workers write them).
+  std::vector<std::unique_ptr<CountedAsHeld>> held_weights;
   std::unique_ptr<pipeline::Pipeline> pipeline;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   pipeline::LossFn loss_fn;
@@ -241,8 +264,18 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   }
   if (count_memory) {
     st.memory.emplace();
-    options.on_worker_start = [memory_tag_base](int stage) {
+    // A stage's weights are its memory too, though made with the model before counting began.
+    pipeline::check_balance(settings.balance, st.model.layers.size());
+    std::vector<int64_t> weight_bytes;
+    size_t first = 0;
+    for (const int layers : settings.balance) {
+      weight_bytes.push_back(stage_weight_bytes(st.model.layers.slice(first, layers)));
+      first += static_cast<size_t>(layers);
+    }
+    st.held_weights.resize(settings.balance.size());
+    options.on_worker_start = [memory_tag_base, weight_bytes, &held = st.held_weights](int stage) {
       profiler::CpuMemoryScope::set_thread_tag(memory_tag_base + stage);
+      held[stage] = std::make_unique<CountedAsHeld>(weight_bytes[stage]);
     };
   }
   pipeline::micro_batch_sizes(st.shape[0], settings.chunks);  // rejects more chunks than samples

@@ -138,48 +138,50 @@ TEST(CostModel, GPipeKeepsEveryMicroBatch) {
   EXPECT_EQ(except_last.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20);
 }
 
-// A B allocates on its way back what its layers' measured peaks add to their activations and
-// parameter gradients (100 bytes each, held throughout), less the activations of the later
-// layers, freed by then: stage 1 holds layers 1-2 (activations 10 each); layer 2's B peaks 15
-// above what it holds, layer 1's 40 - 10 = 30 (layer 2's are gone).
+// A B allocates on its way back what its layers' measured peaks add to their activations
+// (here the peak over forward and backward, as profiles had before the backward's own), less the
+// activations of the later layers, freed by then: stage 1 holds layers 1-2 (activations 10
+// each); layer 2's B peaks 115 above what it holds, layer 1's 140 - 10 = 130 (layer 2's are gone).
 TEST(CostModel, ABackwardPeaksAboveWhatItsMicroBatchHolds) {
   std::vector<LayerCost> layers = three_layers();
   layers[1].peak_bytes = 150;
   layers[2].peak_bytes = 125;
   const auto options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 4);
   const CostModel model(layers, 2, options);
-  EXPECT_EQ(model.memory_terms(1, 1, 3).backward_bytes, 30);
-  EXPECT_EQ(model.memory_bytes(1, 1, 3), 400 + 4 * (1000 + 20) + 30);
-  EXPECT_EQ(model.memory_terms(1, 2, 3).backward_bytes, 15);
-  layers[1].peak_bytes = 120;  // 10 above, less than what layer 2 frees: layer 2 decides
-  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 15);
+  EXPECT_EQ(model.memory_terms(1, 1, 3).backward_bytes, 130);
+  EXPECT_EQ(model.memory_bytes(1, 1, 3), 400 + 4 * (1000 + 20) + 130);
+  EXPECT_EQ(model.memory_terms(1, 2, 3).backward_bytes, 115);
+  layers[1].peak_bytes = 120;  // 110 above, less than what layer 2 frees: layer 2 decides
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 115);
   layers[1].peak_bytes = layers[2].peak_bytes = 0;  // not measured
   EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 0);
   // A checkpointed stage's B comes after its recomputation: 4 inputs, one micro-batch's
   // activations and the B's own peak.
   layers[1].peak_bytes = 150;
   const CostModel always(layers, 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4));
-  EXPECT_EQ(always.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20 + 30);
+  EXPECT_EQ(always.memory_bytes(1, 1, 3), 400 + 4 * 1000 + 20 + 130);
 }
 
 // The backward's own measured peak, where the profile has it, stands for what the B adds above
-// the activations (less the parameters' gradients, held throughout) instead of the layer's
-// peak over forward and backward together, which a forward's transients inflate.
+// the activations (its parameters' new gradients included, made before they are added to the
+// held ones) instead of the layer's peak over forward and backward together, which a forward's
+// transients inflate.
 TEST(CostModel, TheBackwardsOwnPeakReplacesTheLayersPeak) {
   std::vector<LayerCost> layers = three_layers();
-  layers[1].peak_bytes = 500;  // a forward transient of 390 bytes
+  layers[1].peak_bytes = 500;  // its activations, a backward of 125 and a forward transient
   layers[2].peak_bytes = 125;
   const auto options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 4);
-  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 380);
-  layers[1].backward_peak_bytes = 125;  // 25 above its parameters' gradients
-  layers[2].backward_peak_bytes = 103;  // 3 above
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 480);
+  layers[1].backward_peak_bytes = 125;
+  layers[2].backward_peak_bytes = 103;
   const CostModel model(layers, 2, options);
-  // Layer 1's B holds its own activations (10) and adds 25, layer 2's all 20 and adds 3.
-  EXPECT_EQ(model.memory_terms(1, 1, 3).backward_bytes, 15);
-  EXPECT_EQ(model.memory_bytes(1, 1, 3), 400 + 4 * (1000 + 20) + 15);
-  EXPECT_EQ(model.memory_terms(1, 2, 3).backward_bytes, 3);
-  layers[1].backward_peak_bytes = 90;  // below its parameters' gradients: adds nothing
-  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 3);
+  // Layer 1's B holds its own activations (10) and adds 125, layer 2's all 20 and adds 103.
+  EXPECT_EQ(model.memory_terms(1, 1, 3).backward_bytes, 115);
+  EXPECT_EQ(model.memory_bytes(1, 1, 3), 400 + 4 * (1000 + 20) + 115);
+  EXPECT_EQ(model.memory_terms(1, 2, 3).backward_bytes, 103);
+  layers[1].backward_peak_bytes =
+      90;  // less than layer 2's, which also holds layer 2's activations
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 3).backward_bytes, 103);
   layers[1].backward_peak_bytes = -2;
   EXPECT_THROW(CostModel(layers, 2, options), std::invalid_argument);
 }

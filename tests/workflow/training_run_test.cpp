@@ -1,6 +1,7 @@
 // workflow::TrainingRun: its rehearsal (what run_interleaved turns on) leaves the training as it
-// was, and it does run; the constructing thread gives the cores to the stages while a run lives;
-// run_interleaved calls back after each round of measured steps.
+// was, and it does run; a stage's memory counts its weights; the constructing thread gives the
+// cores to the stages while a run lives; run_interleaved calls back after each round of measured
+// steps.
 #include "workflow/training_run.h"
 
 #include <ATen/Parallel.h>
@@ -53,6 +54,23 @@ TEST(Rehearsal, RunsBeforeEveryMeasuredStep) {
   ASSERT_EQ(with.size(), without.size());
   for (size_t k = 0; k < with.size(); ++k) EXPECT_NE(with[k], without[k]) << "step " << k;
   EXPECT_EQ(losses(run_training(rehearsed)), with) << "and it is deterministic";
+}
+
+// A stage's memory includes its weights, though they were made with the model before counting
+// began: with a batch of 2, each stage peaks at its parameters, their gradients and a second
+// micro-batch's new gradients before they are added to those, and little more (activations of
+// 8 KiB).
+TEST(TrainingRun, AStagesMemoryHoldsItsWeightsAndTheirGradients) {
+  const reports::RunRecord run =
+      run_training(two_stages("mlp:layers=2,width=1024", {2, 1024}, {1, 2}));
+  const int64_t hidden = (1024 * 1024 + 1024) * 4;  // a 1024 x 1024 layer's weight and bias
+  const int64_t head = (10 * 1024 + 10) * 4;        // 10 classes
+  const int64_t slack = 256 << 10;
+  ASSERT_EQ(run.stages.size(), 2u);
+  EXPECT_GE(run.stages[0].peak_memory_bytes, 3 * hidden);
+  EXPECT_LT(run.stages[0].peak_memory_bytes, 3 * hidden + slack);
+  EXPECT_GE(run.stages[1].peak_memory_bytes, 2 * (hidden + head) + hidden);
+  EXPECT_LT(run.stages[1].peak_memory_bytes, 2 * (hidden + head) + hidden + slack);
 }
 
 TEST(TrainingRun, TheConstructingThreadRunsOneIntraOpThreadWhileTheRunLives) {
