@@ -266,7 +266,12 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
   const double params = static_cast<double>(param_prefix_bytes_[end] - param_prefix_bytes_[first]);
   const double fixed = params * options_.param_scale;
   terms.fixed_bytes = fixed >= 9.2e18 ? kUnlimitedBytes : static_cast<int64_t>(std::llround(fixed));
-  terms.input_bytes = first > 0 ? layers_[first - 1].output_bytes : 0;
+  // Stage 0 holds its micro-batches of the model's input too (copies on its device), when the
+  // profile measured them.
+  const int64_t measured_input = layers_[first].input_bytes;
+  terms.input_bytes = measured_input >= 0 ? measured_input
+                      : first > 0         ? layers_[first - 1].output_bytes
+                                          : 0;
   terms.activation_bytes = activation_prefix_bytes_[end] - activation_prefix_bytes_[first];
   if (schedule_.splits(stage)) {
     terms.weight_bytes = weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];

@@ -89,8 +89,9 @@ class CostModel {
 
   // Per-action durations and memory terms for simulate(): compute times scaled by
   // `compute_scale` (micro-batches of another size than the profiled one), plus the engine's
-  // action cost. The stage input of stage 0 is 0 bytes: the input batch belongs to the data
-  // loader, not to the pipeline.
+  // action cost. Stage 0's input is a micro-batch of the model's input, which it holds as the
+  // other stages hold theirs (on a device, a copy of the data loader's batch); 0 bytes when the
+  // profile did not measure it (LayerCost::input_bytes).
   StageDurations durations(int stage, int first, int end, double compute_scale = 1.0) const;
   StageMemory memory_terms(int stage, int first, int end) const;
 

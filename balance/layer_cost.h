@@ -20,6 +20,10 @@ struct LayerCost {
   int64_t param_bytes = 0;       // parameters (a profile's buffer_bytes are not counted)
   int64_t activation_bytes = 0;  // what autograd saves for backward, per micro-batch
   int64_t output_bytes = 0;      // the layer's output, sent to the next stage when cut here
+  // What a stage starting at this layer takes and holds per micro-batch: the previous layer's
+  // output, for the first layer a micro-batch of the model's input. -1: not measured, taken as
+  // the previous layer's output_bytes (0 for the first layer).
+  int64_t input_bytes = -1;
   // Of backward_ms, what W takes when a schedule splits the backward (zb-h1): the parameters'
   // gradients from the layer's output gradient. 0 when not measured: W is then empty and B, the
   // input gradient, the whole backward.

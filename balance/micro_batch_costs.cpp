@@ -32,6 +32,9 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].activation_bytes =
         round_bytes(mix(double(a[i].activation_bytes), double(b[i].activation_bytes)));
     out[i].output_bytes = round_bytes(mix(double(a[i].output_bytes), double(b[i].output_bytes)));
+    out[i].input_bytes = a[i].input_bytes < 0 || b[i].input_bytes < 0
+                             ? -1
+                             : round_bytes(mix(double(a[i].input_bytes), double(b[i].input_bytes)));
     out[i].kept_grad_bytes =
         round_bytes(mix(double(a[i].kept_grad_bytes), double(b[i].kept_grad_bytes)));
     out[i].peak_bytes = round_bytes(mix(double(a[i].peak_bytes), double(b[i].peak_bytes)));
@@ -55,6 +58,7 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     layer.weight_ms = std::min(layer.weight_ms * factor, kMaxLayerMs);
     layer.activation_bytes = round_bytes(double(layer.activation_bytes) * factor);
     layer.output_bytes = round_bytes(double(layer.output_bytes) * factor);
+    if (layer.input_bytes >= 0) layer.input_bytes = round_bytes(double(layer.input_bytes) * factor);
     layer.kept_grad_bytes = round_bytes(double(layer.kept_grad_bytes) * factor);
     // The parameters' gradients in a peak do not grow with the micro-batch; the rest does.
     layer.peak_bytes = scale_beyond(layer.peak_bytes, layer.param_bytes, factor);

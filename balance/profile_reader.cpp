@@ -30,6 +30,7 @@ void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
   cost.weight_ms = layer.has("weight_ms") ? layer.at("weight_ms").number(0) : 0.0;
   cost.activation_bytes = layer.at("activation_bytes").integer(0);
   cost.output_bytes = layer.at("output_bytes").integer(0);
+  cost.input_bytes = layer.has("input_bytes") ? layer.at("input_bytes").integer(0) : -1;
   cost.kept_grad_bytes = layer.has("kept_grad_bytes") ? layer.at("kept_grad_bytes").integer(0) : 0;
   cost.weight_held_bytes =
       layer.has("weight_held_bytes") ? layer.at("weight_held_bytes").integer(0) : -1;

@@ -26,6 +26,7 @@ nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
       {"peak_bytes", layer.peak_bytes},
       {"backward_peak_bytes", layer.backward_peak_bytes},
       {"activation_bytes", layer.activation_bytes},
+      {"input_bytes", layer.input_bytes},
       {"output_bytes", layer.output_bytes},
   };
 }

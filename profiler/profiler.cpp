@@ -433,6 +433,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     lp.type = layer.type();
     lp.param_bytes = sum_bytes(layer.parameters());
     lp.buffer_bytes = sum_bytes(layer.buffers());
+    lp.input_bytes = batch_bytes(current);
 
     // As in the pipeline's first stage, the model input needs no gradient.
     LayerRunner runner(layer, i, as_leaves(current, /*requires_grad=*/i > 0),

@@ -74,6 +74,9 @@ struct LayerProfile {
   // Bytes the forward left allocated while its output is held: what autograd saved for the
   // backward plus the output itself (the next layer's input, not counted again there).
   int64_t activation_bytes = 0;
+  // Bytes of the input tensors and skip tensors it gets: what a stage starting at this layer
+  // takes (the previous layer's output_bytes; for the first layer, a micro-batch of the input).
+  int64_t input_bytes = 0;
   // Bytes of the output tensors and the skip tensors live after this layer: what crosses a
   // stage boundary placed after it.
   int64_t output_bytes = 0;

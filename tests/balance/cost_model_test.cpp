@@ -186,12 +186,23 @@ TEST(CostModel, TheBackwardsOwnPeakReplacesTheLayersPeak) {
   EXPECT_THROW(CostModel(layers, 2, options), std::invalid_argument);
 }
 
-TEST(CostModel, StageZeroInputIsNotCounted) {
-  const auto model =
-      CostModel(three_layers(), 2, options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4));
-  EXPECT_EQ(model.memory_bytes(0, 0, 1), 200 + 0 + 10);
-  EXPECT_EQ(model.memory_terms(0, 0, 1).input_bytes, 0);
-  EXPECT_EQ(model.memory_terms(1, 1, 3).input_bytes, 1000);
+// Stage 0 holds its micro-batches of the model's input as the other stages hold theirs, when
+// the profile measured it; a stage's input is otherwise the previous layer's output.
+TEST(CostModel, AStageHoldsTheInputItTook) {
+  std::vector<LayerCost> layers = three_layers();
+  const auto options = options_with(ScheduleKind::kGPipe, CheckpointMode::kAlways, 4);
+  const CostModel unmeasured(layers, 2, options);
+  EXPECT_EQ(unmeasured.memory_bytes(0, 0, 1), 200 + 0 + 10);
+  EXPECT_EQ(unmeasured.memory_terms(0, 0, 1).input_bytes, 0);
+  EXPECT_EQ(unmeasured.memory_terms(1, 1, 3).input_bytes, 1000);
+  layers[0].input_bytes = 300;
+  layers[1].input_bytes = 1000;
+  const CostModel measured(layers, 2, options);
+  EXPECT_EQ(measured.memory_terms(0, 0, 1).input_bytes, 300);
+  EXPECT_EQ(measured.memory_bytes(0, 0, 1), 200 + 4 * 300 + 10);  // 4 inputs, one recomputation
+  EXPECT_EQ(measured.memory_terms(1, 1, 3).input_bytes, 1000);
+  layers[0].input_bytes = -5;
+  EXPECT_THROW(CostModel(layers, 2, options), std::invalid_argument);
 }
 
 TEST(CostModel, OneFOneBKeepsStagesMinusStageMicroBatches) {

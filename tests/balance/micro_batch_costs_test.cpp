@@ -17,8 +17,8 @@ namespace {
 using nlohmann::json;
 
 // Layer i at micro-batch size b: forward 1 + b ms (a fixed cost and a per-sample one),
-// backward twice that, activations 100 b bytes, output 10 b bytes; peaks its parameters'
-// gradients (which no size changes) plus 300 b bytes, the backward's alone plus 200 b.
+// backward twice that, activations 100 b bytes, input 20 b bytes, output 10 b bytes; peaks its
+// parameters' gradients (which no size changes) plus 300 b bytes, the backward's alone plus 200 b.
 LayerCost layer_at(int i, int64_t b) {
   LayerCost layer;
   layer.name = "l" + std::to_string(i);
@@ -27,6 +27,7 @@ LayerCost layer_at(int i, int64_t b) {
   layer.param_bytes = 1000 * (i + 1);
   layer.activation_bytes = 100 * b;
   layer.output_bytes = 10 * b;
+  layer.input_bytes = 20 * b;
   layer.peak_bytes = layer.param_bytes + 300 * b;
   layer.backward_peak_bytes = layer.param_bytes + 200 * b;
   return layer;
@@ -63,6 +64,7 @@ TEST(MicroBatchCosts, BetweenMeasuredSizesCostsAreLinear) {
       EXPECT_NEAR(at.layers[i].backward_ms, layer_at(i, b).backward_ms, 1e-12) << b;
       EXPECT_EQ(at.layers[i].activation_bytes, layer_at(i, b).activation_bytes) << b;
       EXPECT_EQ(at.layers[i].output_bytes, layer_at(i, b).output_bytes) << b;
+      EXPECT_EQ(at.layers[i].input_bytes, layer_at(i, b).input_bytes) << b;
       EXPECT_EQ(at.layers[i].param_bytes, layer_at(i, b).param_bytes) << b;
       EXPECT_EQ(at.layers[i].peak_bytes, layer_at(i, b).peak_bytes) << b;
       EXPECT_EQ(at.layers[i].backward_peak_bytes, layer_at(i, b).backward_peak_bytes) << b;
@@ -80,6 +82,7 @@ TEST(MicroBatchCosts, BeyondMeasuredSizesCostsScaleWithTheNearest) {
   EXPECT_EQ(large.source, CostSource::kExtrapolated);
   EXPECT_DOUBLE_EQ(large.layers[1].forward_ms, layer_at(1, 32).forward_ms * 2);
   EXPECT_EQ(large.layers[1].output_bytes, 640);
+  EXPECT_EQ(large.layers[1].input_bytes, 1280);
   // The parameters' gradients in the peaks stay as they are; what is beyond them scales.
   EXPECT_EQ(small.layers[0].peak_bytes, layer_at(0, 1).peak_bytes);
   EXPECT_EQ(large.layers[1].backward_peak_bytes, layer_at(1, 64).backward_peak_bytes);

@@ -36,6 +36,7 @@ Profile hand_profile() {
   a.backward_samples_ms = {2.4, 2.6};
   a.param_bytes = 80;
   a.activation_bytes = 32;
+  a.input_bytes = 16;
   a.output_bytes = 32;
   a.peak_bytes = 64;
   a.backward_peak_bytes = 24;
@@ -61,10 +62,11 @@ TEST(ProfileJson, CarriesSchemaEnvironmentAndUnitsInKeys) {
   EXPECT_EQ(env.at("repeat"), 2);
   EXPECT_EQ(env.at("date"), "2024-01-02T03:04:05Z");
   const nlohmann::json& layer = doc.at("layers").at(1);
-  for (const char* key : {"index", "name", "type", "forward_ms", "backward_ms", "forward_p10_ms",
-                          "forward_p90_ms", "backward_p10_ms", "backward_p90_ms", "param_bytes",
-                          "buffer_bytes", "activation_bytes", "output_bytes", "peak_bytes",
-                          "backward_peak_bytes", "forward_samples_ms", "backward_samples_ms"}) {
+  for (const char* key :
+       {"index", "name", "type", "forward_ms", "backward_ms", "forward_p10_ms", "forward_p90_ms",
+        "backward_p10_ms", "backward_p90_ms", "param_bytes", "buffer_bytes", "activation_bytes",
+        "input_bytes", "output_bytes", "peak_bytes", "backward_peak_bytes", "forward_samples_ms",
+        "backward_samples_ms"}) {
     EXPECT_TRUE(layer.contains(key)) << key;
   }
   EXPECT_EQ(layer.at("forward_samples_ms").size(), 2u);
@@ -97,6 +99,7 @@ TEST(ProfileJson, BalancerReadsTheWrittenFile) {
   EXPECT_EQ(cost.layers[1].param_bytes, 80);
   EXPECT_EQ(cost.layers[1].activation_bytes, 32);
   EXPECT_EQ(cost.layers[1].output_bytes, 32);
+  EXPECT_EQ(cost.layers[1].input_bytes, 16);
   EXPECT_EQ(cost.layers[1].peak_bytes, 64);
   EXPECT_EQ(cost.layers[1].backward_peak_bytes, 24);
 }

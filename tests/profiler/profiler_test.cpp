@@ -69,6 +69,10 @@ TEST(ProfilerBytes, LinearAndReluMatchWhatAutogradSaves) {
   // The identity passes its input through: nothing new, nothing to differentiate.
   EXPECT_EQ(p.layers[0].activation_bytes, 0);
   EXPECT_EQ(p.layers[0].output_bytes, n * in * kFloat);
+  // Each layer's input is the micro-batch of the model's input, then the output before it.
+  EXPECT_EQ(p.layers[0].input_bytes, n * in * kFloat);
+  EXPECT_EQ(fc.input_bytes, p.layers[0].output_bytes);
+  EXPECT_EQ(relu.input_bytes, fc.output_bytes);
 }
 
 TEST(ProfilerBytes, Conv2dMatchesWhatAutogradSaves) {
@@ -147,6 +151,7 @@ TEST(ProfilerBytes, GptBlockMatchesWhatAutogradSaves) {
   const int64_t floats = 16 * n * t * d + 4 * n * t + n * h * t * t;
   EXPECT_EQ(block.activation_bytes, floats * kFloat + t * t);
   EXPECT_EQ(block.output_bytes, n * t * d * kFloat);
+  EXPECT_EQ(p.layers.at(0).input_bytes, n * t * 8) << "the token ids, int64";
 }
 
 // Sleeps `ms` in its forward: a lower bound on its time that no load can shorten.
