@@ -197,6 +197,9 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
           }
           break;
         case ActionKind::kWeight:
+          ++live.weight;
+          candidates.push_back(live);
+          --live.weight;
           --live.awaiting_weight;
           --live.inputs;
           break;
@@ -206,14 +209,15 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     // Keep the Pareto-maximal counts: in descending order no count can exceed an earlier one
     // in every term, so a count survives when no survivor so far holds at least as much.
     std::sort(candidates.begin(), candidates.end(), [](const LiveCounts& a, const LiveCounts& b) {
-      return std::tie(a.inputs, a.activations, a.awaiting_weight, a.backward) >
-             std::tie(b.inputs, b.activations, b.awaiting_weight, b.backward);
+      return std::tie(a.inputs, a.activations, a.awaiting_weight, a.backward, a.weight) >
+             std::tie(b.inputs, b.activations, b.awaiting_weight, b.backward, b.weight);
     });
     for (const LiveCounts& c : candidates) {
       const bool dominated =
           std::any_of(peaks_[s].begin(), peaks_[s].end(), [&](const LiveCounts& kept) {
             return kept.inputs >= c.inputs && kept.activations >= c.activations &&
-                   kept.awaiting_weight >= c.awaiting_weight && kept.backward >= c.backward;
+                   kept.awaiting_weight >= c.awaiting_weight && kept.backward >= c.backward &&
+                   kept.weight >= c.weight;
           });
       if (!dominated) peaks_[s].push_back(c);
     }
@@ -239,7 +243,8 @@ int64_t CostModel::memory_bytes(int stage, int first, int end) const {
     live_bytes = std::max(live_bytes, __int128{c.inputs} * terms.input_bytes +
                                           __int128{c.activations} * terms.activation_bytes +
                                           __int128{c.awaiting_weight} * terms.weight_bytes +
-                                          __int128{c.backward} * terms.backward_bytes);
+                                          __int128{c.backward} * terms.backward_bytes +
+                                          __int128{c.weight} * terms.weight_run_bytes);
   }
   const __int128 total = __int128{terms.fixed_bytes} + live_bytes;
   return total >= kUnlimitedBytes ? kUnlimitedBytes : static_cast<int64_t>(total);
@@ -279,6 +284,13 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
   if (!backward_peaks_.empty() && end > first) {
     terms.backward_bytes =
         std::max<int64_t>(0, backward_peaks_.max(first, end) - activation_prefix_bytes_[end]);
+  }
+  // The first stage's input needs no gradient: its B computes nothing and its W is the whole
+  // backward, in one run that adds every parameter's new gradient at its end. Later stages' Ws
+  // run layer by layer, adding as they go (their transients are not counted).
+  if (schedule_.splits(stage) && first == 0) {
+    terms.weight_run_bytes =
+        param_prefix_bytes_[end] - param_prefix_bytes_[first] + terms.backward_bytes;
   }
   return terms;
 }

@@ -103,6 +103,7 @@ class CostModel {
     int64_t activations = 0;
     int64_t awaiting_weight = 0;  // past B, before W (split backwards)
     int64_t backward = 0;         // 1 while a B runs, before it frees its micro-batch
+    int64_t weight = 0;           // 1 while a W runs, before it frees its micro-batch
   };
 
   std::vector<LayerCost> layers_;

@@ -30,13 +30,15 @@ struct StageDurations {
 // (what W needs of them and the output gradients B kept for it) besides the input, which W
 // frees with them. While a B runs it allocates up to `backward_bytes` more (the gradients
 // flowing back through the layers, the parameters' new gradients before they are added to the
-// held ones, workspaces), less what it frees on the way.
+// held ones, workspaces), less what it frees on the way; while a W runs, up to
+// `weight_run_bytes` more (the parameters' new gradients, added to the held ones at its end).
 struct StageMemory {
   int64_t fixed_bytes = 0;
   int64_t input_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t weight_bytes = 0;
   int64_t backward_bytes = 0;
+  int64_t weight_run_bytes = 0;
 };
 
 // The engine's timeline entry: a predicted timeline compares with a measured one field by field.

@@ -244,6 +244,22 @@ TEST(CostModel, ZeroBubbleHoldsWhatWNeedsFromBToItsDelayedW) {
   EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 2, 3).weight_bytes, 15);
 }
 
+// zb-h1's first stage has no input gradient to compute: its W is its whole backward, in one run
+// whose new parameter gradients (layers 0-1: 200 bytes) all exist before they are added to the
+// held ones. With W delays 0 and 3 micro-batches stage 0 runs F0 F1 B0 W0 F2 B1 W1 B2 W2: during
+// W0 it holds F1's activations (20) and what W0 needs (20, here the activations).
+TEST(CostModel, TheFirstStagesWMakesEveryParameterGradientAtOnce) {
+  CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 3);
+  options.weight_delays = {0, 0};
+  const CostModel model(three_layers(), 2, options);
+  EXPECT_EQ(model.memory_terms(0, 0, 2).weight_run_bytes, 200);
+  EXPECT_EQ(model.memory_bytes(0, 0, 2), 400 + 20 + 20 + 200);
+  EXPECT_EQ(model.memory_terms(1, 2, 3).weight_run_bytes, 0) << "later stages add layer by layer";
+  options.schedule = ScheduleKind::kOneFOneB;  // a whole backward adds as it goes
+  options.weight_delays.clear();
+  EXPECT_EQ(CostModel(three_layers(), 2, options).memory_terms(0, 0, 2).weight_run_bytes, 0);
+}
+
 TEST(CostModel, ParamScaleMultipliesParameters) {
   CostOptions options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 1);
   options.param_scale = 4;
