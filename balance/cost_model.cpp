@@ -196,11 +196,11 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
             --live.inputs;
           }
           break;
-        case ActionKind::kWeight:
+        case ActionKind::kWeight:  // what it held for W is part of the W's own term
+          --live.awaiting_weight;
           ++live.weight;
           candidates.push_back(live);
           --live.weight;
-          --live.awaiting_weight;
           --live.inputs;
           break;
       }
@@ -286,11 +286,18 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
         std::max<int64_t>(0, backward_peaks_.max(first, end) - activation_prefix_bytes_[end]);
   }
   // The first stage's input needs no gradient: its B computes nothing and its W is the whole
-  // backward, in one run that adds every parameter's new gradient at its end. Later stages' Ws
-  // run layer by layer, adding as they go (their transients are not counted).
-  if (schedule_.splits(stage) && first == 0) {
-    terms.weight_run_bytes =
-        param_prefix_bytes_[end] - param_prefix_bytes_[first] + terms.backward_bytes;
+  // backward, in one run that walks down the micro-batch's activations as a B does and adds
+  // every parameter's new gradient at its end. (Monotone in `end`, as the dp needs: both terms
+  // only grow.) Later stages' Ws run layer by layer, adding as they go: they hold what they held
+  // for W (their transients are not counted).
+  if (schedule_.splits(stage)) {
+    terms.weight_run_bytes = terms.weight_bytes;
+    if (first == 0) {
+      const int64_t walk = backward_peaks_.empty()
+                               ? activation_prefix_bytes_[end] - activation_prefix_bytes_[first]
+                               : backward_peaks_.max(first, end) - activation_prefix_bytes_[first];
+      terms.weight_run_bytes = param_prefix_bytes_[end] - param_prefix_bytes_[first] + walk;
+    }
   }
   return terms;
 }

@@ -92,7 +92,7 @@ int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMem
                       : -(memory.input_bytes + memory.activation_bytes);
         break;
       case ActionKind::kWeight:
-        peak = std::max(peak, held + memory.weight_run_bytes);
+        peak = std::max(peak, held - memory.weight_bytes + memory.weight_run_bytes);
         held -= memory.weight_bytes + memory.input_bytes;
         break;
     }

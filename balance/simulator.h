@@ -30,8 +30,10 @@ struct StageDurations {
 // (what W needs of them and the output gradients B kept for it) besides the input, which W
 // frees with them. While a B runs it allocates up to `backward_bytes` more (the gradients
 // flowing back through the layers, the parameters' new gradients before they are added to the
-// held ones, workspaces), less what it frees on the way; while a W runs, up to
-// `weight_run_bytes` more (the parameters' new gradients, added to the held ones at its end).
+// held ones, workspaces), less what it frees on the way. While a W runs, its micro-batch holds
+// `weight_run_bytes` instead of `weight_bytes` (besides its input): what W needs, plus on the
+// first stage, whose W is its whole backward, the backward's transients and every parameter's
+// new gradient, added to the held ones at its end.
 struct StageMemory {
   int64_t fixed_bytes = 0;
   int64_t input_bytes = 0;

@@ -3,12 +3,14 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "balance/plan.h"
+#include "test_support.h"
 
 namespace pipebal::balance {
 namespace {
@@ -245,19 +247,50 @@ TEST(CostModel, ZeroBubbleHoldsWhatWNeedsFromBToItsDelayedW) {
 }
 
 // zb-h1's first stage has no input gradient to compute: its W is its whole backward, in one run
-// whose new parameter gradients (layers 0-1: 200 bytes) all exist before they are added to the
-// held ones. With W delays 0 and 3 micro-batches stage 0 runs F0 F1 B0 W0 F2 B1 W1 B2 W2: during
-// W0 it holds F1's activations (20) and what W0 needs (20, here the activations).
+// that walks down the micro-batch's activations (20) and makes every new parameter gradient
+// (layers 0-1: 200 bytes) before adding them to the held ones. With W delays 0 and 3
+// micro-batches stage 0 runs F0 F1 B0 W0 F2 B1 W1 B2 W2: during W0 it also holds F1's
+// activations (20).
 TEST(CostModel, TheFirstStagesWMakesEveryParameterGradientAtOnce) {
   CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 3);
   options.weight_delays = {0, 0};
   const CostModel model(three_layers(), 2, options);
-  EXPECT_EQ(model.memory_terms(0, 0, 2).weight_run_bytes, 200);
-  EXPECT_EQ(model.memory_bytes(0, 0, 2), 400 + 20 + 20 + 200);
-  EXPECT_EQ(model.memory_terms(1, 2, 3).weight_run_bytes, 0) << "later stages add layer by layer";
+  EXPECT_EQ(model.memory_terms(0, 0, 2).weight_run_bytes, 200 + 20);
+  EXPECT_EQ(model.memory_bytes(0, 0, 2), 400 + 20 + 220);
+  // Later stages' Ws add layer by layer: they hold what they held for W.
+  const StageMemory later = model.memory_terms(1, 2, 3);
+  EXPECT_EQ(later.weight_run_bytes, later.weight_bytes);
   options.schedule = ScheduleKind::kOneFOneB;  // a whole backward adds as it goes
   options.weight_delays.clear();
   EXPECT_EQ(CostModel(three_layers(), 2, options).memory_terms(0, 0, 2).weight_run_bytes, 0);
+}
+
+// The partitioners' searches over a stage's end rely on its memory never shrinking as the stage
+// grows, for every schedule and checkpoint mode, with measured peaks and W-held bytes or without.
+TEST(CostModel, AStagesMemoryNeverShrinksAsItGrows) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::vector<LayerCost> layers = testing::random_layers(rng, 9, /*integer_costs=*/false);
+    for (const ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
+                                    ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1}) {
+      for (const CheckpointMode mode :
+           {CheckpointMode::kNever, CheckpointMode::kExceptLast, CheckpointMode::kAlways}) {
+        CostOptions options = options_with(kind, mode, 4);
+        if (kind == ScheduleKind::kInterleaved) options.virtual_stages = 2;
+        const CostModel model(layers, 4, options);
+        for (int s = 0; s < 4; ++s) {
+          for (int first = 0; first < 9; ++first) {
+            for (int end = first + 1; end < 9; ++end) {
+              ASSERT_LE(model.memory_bytes(s, first, end), model.memory_bytes(s, first, end + 1))
+                  << "trial " << trial << ", " << pipeline::to_string(kind) << ", "
+                  << pipeline::to_string(mode) << ", stage " << s << ", layers " << first << "-"
+                  << end;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(CostModel, ParamScaleMultipliesParameters) {
