@@ -14,7 +14,15 @@ int64_t round_bytes(double bytes) {
   return static_cast<int64_t>(std::llround(std::clamp(bytes, 0.0, double(kMaxLayerBytes))));
 }
 
-// `bytes`, of which what exceeds `fixed` grows by `factor`.
+// Byte counts where -1 means "not measured" stay so; the others are rounded into range.
+int64_t mix_bytes(int64_t a, int64_t b, double t) {
+  if (a < 0 || b < 0) return -1;
+  return round_bytes(double(a) + double(b - a) * t);
+}
+int64_t scale_bytes(int64_t bytes, double factor) {
+  return bytes < 0 ? -1 : round_bytes(double(bytes) * factor);
+}
+// `bytes`, of which what exceeds `fixed` grows by `factor` (-1, not measured, stays).
 int64_t scale_beyond(int64_t bytes, int64_t fixed, double factor) {
   if (bytes <= fixed) return bytes;
   return round_bytes(double(fixed) + double(bytes - fixed) * factor);
@@ -29,23 +37,13 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].forward_ms = mix(a[i].forward_ms, b[i].forward_ms);
     out[i].backward_ms = mix(a[i].backward_ms, b[i].backward_ms);
     out[i].weight_ms = mix(a[i].weight_ms, b[i].weight_ms);
-    out[i].activation_bytes =
-        round_bytes(mix(double(a[i].activation_bytes), double(b[i].activation_bytes)));
-    out[i].output_bytes = round_bytes(mix(double(a[i].output_bytes), double(b[i].output_bytes)));
-    out[i].input_bytes = a[i].input_bytes < 0 || b[i].input_bytes < 0
-                             ? -1
-                             : round_bytes(mix(double(a[i].input_bytes), double(b[i].input_bytes)));
-    out[i].kept_grad_bytes =
-        round_bytes(mix(double(a[i].kept_grad_bytes), double(b[i].kept_grad_bytes)));
-    out[i].peak_bytes = round_bytes(mix(double(a[i].peak_bytes), double(b[i].peak_bytes)));
-    out[i].backward_peak_bytes =
-        a[i].backward_peak_bytes < 0 || b[i].backward_peak_bytes < 0
-            ? -1
-            : round_bytes(mix(double(a[i].backward_peak_bytes), double(b[i].backward_peak_bytes)));
-    out[i].weight_held_bytes =
-        a[i].weight_held_bytes < 0 || b[i].weight_held_bytes < 0
-            ? -1
-            : round_bytes(mix(double(a[i].weight_held_bytes), double(b[i].weight_held_bytes)));
+    out[i].activation_bytes = mix_bytes(a[i].activation_bytes, b[i].activation_bytes, t);
+    out[i].output_bytes = mix_bytes(a[i].output_bytes, b[i].output_bytes, t);
+    out[i].input_bytes = mix_bytes(a[i].input_bytes, b[i].input_bytes, t);
+    out[i].kept_grad_bytes = mix_bytes(a[i].kept_grad_bytes, b[i].kept_grad_bytes, t);
+    out[i].peak_bytes = mix_bytes(a[i].peak_bytes, b[i].peak_bytes, t);
+    out[i].backward_peak_bytes = mix_bytes(a[i].backward_peak_bytes, b[i].backward_peak_bytes, t);
+    out[i].weight_held_bytes = mix_bytes(a[i].weight_held_bytes, b[i].weight_held_bytes, t);
   }
   return out;
 }
@@ -56,19 +54,14 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     layer.forward_ms = std::min(layer.forward_ms * factor, kMaxLayerMs);
     layer.backward_ms = std::min(layer.backward_ms * factor, kMaxLayerMs);
     layer.weight_ms = std::min(layer.weight_ms * factor, kMaxLayerMs);
-    layer.activation_bytes = round_bytes(double(layer.activation_bytes) * factor);
-    layer.output_bytes = round_bytes(double(layer.output_bytes) * factor);
-    if (layer.input_bytes >= 0) layer.input_bytes = round_bytes(double(layer.input_bytes) * factor);
-    layer.kept_grad_bytes = round_bytes(double(layer.kept_grad_bytes) * factor);
+    layer.activation_bytes = scale_bytes(layer.activation_bytes, factor);
+    layer.output_bytes = scale_bytes(layer.output_bytes, factor);
+    layer.input_bytes = scale_bytes(layer.input_bytes, factor);
+    layer.kept_grad_bytes = scale_bytes(layer.kept_grad_bytes, factor);
+    layer.weight_held_bytes = scale_bytes(layer.weight_held_bytes, factor);
     // The parameters' gradients in a peak do not grow with the micro-batch; the rest does.
     layer.peak_bytes = scale_beyond(layer.peak_bytes, layer.param_bytes, factor);
-    if (layer.backward_peak_bytes >= 0) {
-      layer.backward_peak_bytes =
-          scale_beyond(layer.backward_peak_bytes, layer.param_bytes, factor);
-    }
-    if (layer.weight_held_bytes >= 0) {
-      layer.weight_held_bytes = round_bytes(double(layer.weight_held_bytes) * factor);
-    }
+    layer.backward_peak_bytes = scale_beyond(layer.backward_peak_bytes, layer.param_bytes, factor);
   }
   return out;
 }
