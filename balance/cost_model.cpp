@@ -166,6 +166,12 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     }
     backward_peaks_ = RangeMax(std::move(peaks));
   }
+  if (std::any_of(layers_.begin(), layers_.end(),
+                  [](const LayerCost& l) { return l.weight_peak_bytes > 0; })) {
+    std::vector<int64_t> peaks(n);
+    for (size_t l = 0; l < n; ++l) peaks[l] = layers_[l].weight_peak_bytes;
+    weight_peaks_ = RangeMax(std::move(peaks));
+  }
 
   // Walk each stage's action list once with symbolic sizes; the peak of any partition is then
   // the maximum of a few linear terms, cheap enough for the partitioners' inner loops.
@@ -287,11 +293,13 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
   }
   // The first stage's input needs no gradient: its B computes nothing and its W is the whole
   // backward, in one run that walks down the micro-batch's activations as a B does and adds
-  // every parameter's new gradient at its end. (Monotone in `end`, as the dp needs: both terms
-  // only grow.) Later stages' Ws run layer by layer, adding as they go: they hold what they held
-  // for W (their transients are not counted).
+  // every parameter's new gradient at its end. Later stages' Ws run layer by layer, adding as
+  // they go: they hold what they held for W, and above it the largest layer's W transient.
+  // (Monotone in `end`, as the dp needs: every term only grows.)
   if (schedule_.splits(stage)) {
     terms.weight_run_bytes = terms.weight_bytes;
+    if (!weight_peaks_.empty() && end > first)
+      terms.weight_run_bytes += weight_peaks_.max(first, end);
     if (first == 0) {
       const int64_t walk = backward_peaks_.empty()
                                ? activation_prefix_bytes_[end] - activation_prefix_bytes_[first]

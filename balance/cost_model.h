@@ -124,6 +124,9 @@ class CostModel {
   // stage's B peaks at the largest over its layers, less its activations. Empty when no layer's
   // peak was measured.
   RangeMax backward_peaks_;
+  // Over layers: what a W adds at most while at the layer (LayerCost::weight_peak_bytes); a
+  // later stage's W peaks at the largest over its layers. Empty when none was measured.
+  RangeMax weight_peaks_;
   std::vector<double> transfer_ms_;             // by end layer, n + 1 entries
   std::vector<double> actions_;                 // [stage]: actions per micro-batch
   std::vector<std::vector<LiveCounts>> peaks_;  // [stage], Pareto-maximal counts

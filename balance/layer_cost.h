@@ -34,6 +34,9 @@ struct LayerCost {
   // activations, the output, the kept gradients. -1: not measured, taken as activation_bytes +
   // kept_grad_bytes.
   int64_t weight_held_bytes = -1;
+  // The most a W allocates above what it starts from: the parameters' new gradients before they
+  // are added to the held ones, and any workspace. 0 when not measured (none counted).
+  int64_t weight_peak_bytes = 0;
   // The most the layer's forward and backward together allocate above what was allocated
   // before them: its activations and output, its parameters' gradients, the gradients flowing
   // through it and any workspace. 0: not measured (nothing beyond the activations is counted).

@@ -44,6 +44,7 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].peak_bytes = mix_bytes(a[i].peak_bytes, b[i].peak_bytes, t);
     out[i].backward_peak_bytes = mix_bytes(a[i].backward_peak_bytes, b[i].backward_peak_bytes, t);
     out[i].weight_held_bytes = mix_bytes(a[i].weight_held_bytes, b[i].weight_held_bytes, t);
+    out[i].weight_peak_bytes = mix_bytes(a[i].weight_peak_bytes, b[i].weight_peak_bytes, t);
   }
   return out;
 }
@@ -62,6 +63,7 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     // The parameters' gradients in a peak do not grow with the micro-batch; the rest does.
     layer.peak_bytes = scale_beyond(layer.peak_bytes, layer.param_bytes, factor);
     layer.backward_peak_bytes = scale_beyond(layer.backward_peak_bytes, layer.param_bytes, factor);
+    layer.weight_peak_bytes = scale_beyond(layer.weight_peak_bytes, layer.param_bytes, factor);
   }
   return out;
 }

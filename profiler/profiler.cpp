@@ -171,7 +171,7 @@ class LayerRunner {
     profile.backward_peak_bytes = std::max<int64_t>(0, backward_peak_bytes - forward_end_bytes);
     profile.peak_bytes =
         std::max<int64_t>(0, std::max(forward_peak_bytes, backward_peak_bytes) - base_bytes);
-    profile.weight_held_bytes = measure_weight_held(meter);
+    measure_weight(meter, profile);
     return output;
   }
 
@@ -182,14 +182,17 @@ class LayerRunner {
   }
 
   // A forward and a B under the meter: what stays allocated until W, besides the output's
-  // gradient (the next layer's) and the input's (sent on). W then runs, untimed.
-  int64_t measure_weight_held(MemoryMeter& meter) {
+  // gradient (the next layer's) and the input's (sent on). Then W, with the parameters'
+  // gradients already there as on a stage after its first micro-batch: what it adds on top.
+  void measure_weight(MemoryMeter& meter, LayerProfile& profile) {
     reset_grads();
     const int64_t base_bytes = meter.current_bytes();
     Batch output = forward();
     const std::vector<at::Tensor> outs = differentiable_outputs(output);
     const int64_t forward_bytes = meter.current_bytes() - base_bytes;
-    if (outs.empty()) return std::max<int64_t>(0, forward_bytes);
+    profile.weight_held_bytes = std::max<int64_t>(0, forward_bytes);
+    profile.weight_peak_bytes = 0;
+    if (outs.empty()) return;
     const std::vector<at::Tensor> seeds = seed_gradients(outs);
     const int64_t seeded_bytes = meter.current_bytes() - base_bytes;
     try {
@@ -200,8 +203,16 @@ class LayerRunner {
       }
       const int64_t held =
           meter.current_bytes() - base_bytes - (seeded_bytes - forward_bytes) - sent_bytes;
+      profile.weight_held_bytes = std::max<int64_t>(0, held);
+      for (const at::Tensor& param : params_) {
+        if (param.requires_grad() && !param.grad().defined()) {
+          param.mutable_grad() = at::zeros_like(param);
+        }
+      }
+      const int64_t weight_start_bytes = meter.current_bytes();
+      meter.reset_peak();
       split.run_weight();
-      return std::max<int64_t>(0, held);
+      profile.weight_peak_bytes = std::max<int64_t>(0, meter.peak_bytes() - weight_start_bytes);
     } catch (const std::exception& error) {
       throw std::invalid_argument(
           fmt::format("layer {} ('{}', {}): backward failed on input {}: {}", index_, layer_.name(),

@@ -69,6 +69,10 @@ struct LayerProfile {
   // Bytes a micro-batch still holds after B, until its W: the output, what W needs of the
   // saved activations (B frees the rest) and the kept gradients.
   int64_t weight_held_bytes = 0;
+  // The most W allocates above what it starts from (the held bytes, the parameters' gradients
+  // already there): each parameter's new gradient before it is added to the held one, and any
+  // workspace.
+  int64_t weight_peak_bytes = 0;
   int64_t param_bytes = 0;   // parameters only
   int64_t buffer_bytes = 0;  // buffers (batch-norm running statistics, ...)
   // Bytes the forward left allocated while its output is held: what autograd saved for the

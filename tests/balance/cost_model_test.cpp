@@ -260,9 +260,35 @@ TEST(CostModel, TheFirstStagesWMakesEveryParameterGradientAtOnce) {
   // Later stages' Ws add layer by layer: they hold what they held for W.
   const StageMemory later = model.memory_terms(1, 2, 3);
   EXPECT_EQ(later.weight_run_bytes, later.weight_bytes);
+  // A measured W transient is in the whole backward's walk already.
+  std::vector<LayerCost> layers = three_layers();
+  for (LayerCost& layer : layers) layer.weight_peak_bytes = 7;
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).weight_run_bytes, 200 + 20);
   options.schedule = ScheduleKind::kOneFOneB;  // a whole backward adds as it goes
   options.weight_delays.clear();
   EXPECT_EQ(CostModel(three_layers(), 2, options).memory_terms(0, 0, 2).weight_run_bytes, 0);
+}
+
+// A later stage's W runs layer by layer while the stage holds all it kept for W: it peaks at
+// that plus the largest of its layers' W transients (each layer's new parameter gradients and
+// workspace, freed before the next layer's). Stage 1 holds layers 1-2 (W delay 0, chunks 3:
+// F0 B0 W0 F1 B1 W1 F2 B2 W2) and its input, layer 0's output (1000 bytes).
+TEST(CostModel, ALaterStagesWPeaksAtItsLargestLayersWTransient) {
+  std::vector<LayerCost> layers = three_layers();
+  layers[1].weight_held_bytes = 12;
+  layers[2].weight_held_bytes = 12;
+  layers[1].weight_peak_bytes = 7;
+  layers[2].weight_peak_bytes = 30;
+  CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 3);
+  options.weight_delays = {0, 0};
+  const CostModel model(layers, 2, options);
+  EXPECT_EQ(model.memory_terms(1, 1, 3).weight_run_bytes, 24 + 30);
+  EXPECT_EQ(model.memory_bytes(1, 1, 3), 400 + 1000 + 24 + 30);
+  EXPECT_EQ(model.memory_terms(1, 1, 2).weight_run_bytes, 12 + 7);
+  // Unsplit schedules have no W: the transients count nowhere.
+  options.schedule = ScheduleKind::kOneFOneB;
+  options.weight_delays.clear();
+  EXPECT_EQ(CostModel(layers, 2, options).memory_bytes(1, 1, 3), 400 + 1000 + 20);
 }
 
 // The partitioners' searches over a stage's end rely on its memory never shrinking as the stage

@@ -18,7 +18,8 @@ using nlohmann::json;
 
 // Layer i at micro-batch size b: forward 1 + b ms (a fixed cost and a per-sample one),
 // backward twice that, activations 100 b bytes, input 20 b bytes, output 10 b bytes; peaks its
-// parameters' gradients (which no size changes) plus 300 b bytes, the backward's alone plus 200 b.
+// parameters' gradients (which no size changes) plus 300 b bytes, the backward's alone plus 200 b,
+// a W's plus 50 b.
 LayerCost layer_at(int i, int64_t b) {
   LayerCost layer;
   layer.name = "l" + std::to_string(i);
@@ -30,6 +31,7 @@ LayerCost layer_at(int i, int64_t b) {
   layer.input_bytes = 20 * b;
   layer.peak_bytes = layer.param_bytes + 300 * b;
   layer.backward_peak_bytes = layer.param_bytes + 200 * b;
+  layer.weight_peak_bytes = layer.param_bytes + 50 * b;
   return layer;
 }
 
@@ -68,6 +70,7 @@ TEST(MicroBatchCosts, BetweenMeasuredSizesCostsAreLinear) {
       EXPECT_EQ(at.layers[i].param_bytes, layer_at(i, b).param_bytes) << b;
       EXPECT_EQ(at.layers[i].peak_bytes, layer_at(i, b).peak_bytes) << b;
       EXPECT_EQ(at.layers[i].backward_peak_bytes, layer_at(i, b).backward_peak_bytes) << b;
+      EXPECT_EQ(at.layers[i].weight_peak_bytes, layer_at(i, b).weight_peak_bytes) << b;
       EXPECT_EQ(at.layers[i].name, layer_at(i, b).name);
     }
   }
@@ -86,6 +89,8 @@ TEST(MicroBatchCosts, BeyondMeasuredSizesCostsScaleWithTheNearest) {
   // The parameters' gradients in the peaks stay as they are; what is beyond them scales.
   EXPECT_EQ(small.layers[0].peak_bytes, layer_at(0, 1).peak_bytes);
   EXPECT_EQ(large.layers[1].backward_peak_bytes, layer_at(1, 64).backward_peak_bytes);
+  EXPECT_EQ(small.layers[0].weight_peak_bytes, layer_at(0, 1).weight_peak_bytes);
+  EXPECT_EQ(large.layers[1].weight_peak_bytes, layer_at(1, 64).weight_peak_bytes);
 }
 
 TEST(MicroBatchCosts, AOneSizeProfileScalesFromItsSize) {

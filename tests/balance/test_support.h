@@ -92,6 +92,8 @@ inline std::vector<LayerCost> random_layers(std::mt19937& rng, int n, bool integ
     l.weight_held_bytes = rng() % 4 == 0 ? -1 : bytes(rng);
     // The most forward and backward allocate (0: not measured).
     l.peak_bytes = rng() % 4 == 0 ? 0 : l.activation_bytes + bytes(rng);
+    // The most a W adds (0: not measured).
+    l.weight_peak_bytes = rng() % 4 == 0 ? 0 : bytes(rng) / 2;
   }
   return layers;
 }

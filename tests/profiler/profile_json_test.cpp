@@ -40,6 +40,7 @@ Profile hand_profile() {
   a.output_bytes = 32;
   a.peak_bytes = 64;
   a.backward_peak_bytes = 24;
+  a.weight_peak_bytes = 20;
   LayerProfile b = a;
   b.index = 1;
   b.name = "head";
@@ -65,8 +66,8 @@ TEST(ProfileJson, CarriesSchemaEnvironmentAndUnitsInKeys) {
   for (const char* key :
        {"index", "name", "type", "forward_ms", "backward_ms", "forward_p10_ms", "forward_p90_ms",
         "backward_p10_ms", "backward_p90_ms", "param_bytes", "buffer_bytes", "activation_bytes",
-        "input_bytes", "output_bytes", "peak_bytes", "backward_peak_bytes", "forward_samples_ms",
-        "backward_samples_ms"}) {
+        "input_bytes", "output_bytes", "peak_bytes", "backward_peak_bytes", "weight_peak_bytes",
+        "forward_samples_ms", "backward_samples_ms"}) {
     EXPECT_TRUE(layer.contains(key)) << key;
   }
   EXPECT_EQ(layer.at("forward_samples_ms").size(), 2u);
@@ -102,6 +103,7 @@ TEST(ProfileJson, BalancerReadsTheWrittenFile) {
   EXPECT_EQ(cost.layers[1].input_bytes, 16);
   EXPECT_EQ(cost.layers[1].peak_bytes, 64);
   EXPECT_EQ(cost.layers[1].backward_peak_bytes, 24);
+  EXPECT_EQ(cost.layers[1].weight_peak_bytes, 20);
 }
 
 // A layer's peaks grow with the micro-batch: each size carries its own.
@@ -111,6 +113,7 @@ TEST(ProfileJson, EverySizeCarriesItsOwnPeaks) {
   for (LayerProfile& layer : twice.layers) {
     layer.peak_bytes *= 2;
     layer.backward_peak_bytes *= 2;
+    layer.weight_peak_bytes *= 2;
   }
   p.sizes = {Profile::Size{/*chunks=*/2, /*micro_batch_size=*/2, p.layers}, twice};
   const std::string path = pipebal::testing::scratch_path("profile.json");
@@ -120,6 +123,7 @@ TEST(ProfileJson, EverySizeCarriesItsOwnPeaks) {
   EXPECT_EQ(cost.sizes[0].layers[1].backward_peak_bytes, 24);
   EXPECT_EQ(cost.sizes[1].layers[1].peak_bytes, 128);
   EXPECT_EQ(cost.sizes[1].layers[1].backward_peak_bytes, 48);
+  EXPECT_EQ(cost.sizes[1].layers[1].weight_peak_bytes, 40);
 }
 
 }  // namespace

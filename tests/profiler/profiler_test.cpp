@@ -59,6 +59,8 @@ TEST(ProfilerBytes, LinearAndReluMatchWhatAutogradSaves) {
   EXPECT_GE(fc.backward_peak_bytes, (n * out + n * in + out * in + out) * kFloat);
   EXPECT_LE(fc.backward_peak_bytes, 2 * (n * out + n * in + out * in + out) * kFloat);
   EXPECT_GE(fc.peak_bytes, fc.activation_bytes + fc.backward_peak_bytes);
+  // Its W makes the weight's and the bias's new gradients, then adds them to the held ones.
+  EXPECT_EQ(fc.weight_peak_bytes, fc.param_bytes);
 
   const LayerProfile& relu = p.layers[2];
   EXPECT_EQ(relu.param_bytes, 0);
