@@ -174,17 +174,18 @@ def summary(raw):
                 f"| {case['model']} | {case['chunks']} | {name} | {e['balance']}{delays} | "
                 f"{e['predicted_ms']:.1f} | {measured:.1f} | {100 * error:+.1f}% | "
                 f"{in_turns:.1f} | {100 * in_turns_error:+.1f}% | "
-                f"{max(e['measured_ms']) / min(e['measured_ms']):.2f} | {100 * predicted_gain:+.1f}% | {100 * measured_gain:+.1f}% | "
+                f"{max(e['measured_ms']) / min(e['measured_ms']):.2f} | "
+                f"{100 * predicted_gain:+.1f}% | {100 * measured_gain:+.1f}% | "
                 f"{predicted_peak / mib:.1f} | {peak / mib:.1f} |")
             if name in ("interleaved 2", "zb-h1") and predicted_gain > 0:
                 met = measured_gain >= predicted_gain / 2
                 goals.append(f"- {case['model']}, {case['chunks']} micro-batches, {name}: "
-                               f"predicted {100 * predicted_gain:+.1f}% over 1f1b, measured "
-                               f"{100 * measured_gain:+.1f}% — {'met' if met else 'not met'}")
+                             f"predicted {100 * predicted_gain:+.1f}% over 1f1b, measured "
+                             f"{100 * measured_gain:+.1f}% — {'met' if met else 'not met'}")
             if name == "zb-h1":
                 ratio = peak / one_peak
                 goals.append(f"- {case['model']}, {case['chunks']} micro-batches: zb-h1's peak "
-                               f"{ratio:.2f}x 1f1b's — {'met' if ratio <= 1.1 else 'not met'}")
+                             f"{ratio:.2f}x 1f1b's — {'met' if ratio <= 1.1 else 'not met'}")
     entries = [c["schedules"][n] for c in raw["cases"] for n, _ in SCHEDULES]
 
     def largest_error(predicted):
