@@ -11,7 +11,6 @@ Run it on an otherwise idle machine, from a clean checkout (the summary names th
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -20,6 +19,8 @@ import bench_support
 from bench_support import run
 
 MODELS = [
+    # The planner grid's narrow MLP: few layers, each a fraction of a millisecond.
+    ("mlp 16 x 64", "mlp:layers=16,width=64", "256,64"),
     ("mlp 150 x 64", "mlp:layers=150,width=64", "32,64"),
     ("mlp 150 x 256", "mlp:layers=150,width=256", "64,256"),
     ("resnet-152", "resnet:depth=152,width=8", "16,3,32,32"),
@@ -42,7 +43,7 @@ def main():
     pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
     commit = bench_support.commit(args.allow_dirty)
     work = tempfile.mkdtemp()
-    raw = {"commit": commit, "machine": platform.processor() or platform.machine(),
+    raw = {"commit": commit, "machine": bench_support.machine(),
            "cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "models": []}
     for name, spec, shape in MODELS:
         print(f"{name} ...", file=sys.stderr, flush=True)
@@ -67,8 +68,7 @@ def main():
     lines = [
         "# Do per-layer costs add up?",
         "",
-        f"Made by `bench/layer-sum.py` at commit `{commit}` on {raw['machine']} "
-        f"({raw['cores']} cores); raw data: `layer-sum-raw.json`. Per model, {args.rounds} rounds "
+        f"Made by `bench/layer-sum.py` at commit `{commit}` on {raw['machine']}; raw data: `layer-sum-raw.json`. Per model, {args.rounds} rounds "
         "of: profile the whole batch at one thread (`pipebal profile --chunks 1 --threads 1`), "
         "then train the plain model as one stage with one micro-batch at one thread "
         f"({args.steps} measured steps, their median). The ratio is per round (sum / measured), "
