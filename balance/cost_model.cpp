@@ -296,16 +296,14 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
   // every parameter's new gradient at its end. Later stages' Ws run layer by layer, adding as
   // they go: they hold what they held for W, and above it the largest layer's W transient.
   // (Monotone in `end`, as the dp needs: every term only grows.)
-  if (schedule_.splits(stage)) {
-    terms.weight_run_bytes = terms.weight_bytes;
-    if (!weight_peaks_.empty() && end > first)
-      terms.weight_run_bytes += weight_peaks_.max(first, end);
-    if (first == 0) {
-      const int64_t walk = backward_peaks_.empty()
-                               ? activation_prefix_bytes_[end] - activation_prefix_bytes_[first]
-                               : backward_peaks_.max(first, end) - activation_prefix_bytes_[first];
-      terms.weight_run_bytes = param_prefix_bytes_[end] - param_prefix_bytes_[first] + walk;
-    }
+  if (schedule_.splits(stage) && first == 0) {
+    const int64_t walk = backward_peaks_.empty()
+                             ? activation_prefix_bytes_[end] - activation_prefix_bytes_[first]
+                             : backward_peaks_.max(first, end) - activation_prefix_bytes_[first];
+    terms.weight_run_bytes = param_prefix_bytes_[end] - param_prefix_bytes_[first] + walk;
+  } else if (schedule_.splits(stage)) {
+    const bool measured = !weight_peaks_.empty() && end > first;
+    terms.weight_run_bytes = terms.weight_bytes + (measured ? weight_peaks_.max(first, end) : 0);
   }
   return terms;
 }

@@ -31,9 +31,10 @@ struct StageDurations {
 // frees with them. While a B runs it allocates up to `backward_bytes` more (the gradients
 // flowing back through the layers, the parameters' new gradients before they are added to the
 // held ones, workspaces), less what it frees on the way. While a W runs, its micro-batch holds
-// `weight_run_bytes` instead of `weight_bytes` (besides its input): what W needs, plus on the
-// first stage, whose W is its whole backward, the backward's transients and every parameter's
-// new gradient, added to the held ones at its end.
+// `weight_run_bytes` instead of `weight_bytes` (besides its input): what W needs and, above it,
+// the largest of its layers' W transients; on the first stage, whose W is its whole backward,
+// the backward's transients and every parameter's new gradient, added to the held ones at its
+// end.
 struct StageMemory {
   int64_t fixed_bytes = 0;
   int64_t input_bytes = 0;
