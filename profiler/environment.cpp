@@ -7,6 +7,7 @@
 #include <array>
 #include <ctime>
 #include <fstream>
+#include <limits>
 
 #include <ATen/Parallel.h>
 #include <torch/version.h>
@@ -61,6 +62,13 @@ std::string iso8601_now() {
   return text.data();
 }
 
+bool denormals_flushed() {
+  // Half the smallest normal float is subnormal: it comes out as zero only when flushed.
+  volatile float smallest_normal = std::numeric_limits<float>::min();
+  const float half = smallest_normal * 0.5f;
+  return half == 0.0f;
+}
+
 std::string malloc_name() {
   // jemalloc exports mallctl(); asking the process (not a header) also covers LD_PRELOAD.
   using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
@@ -87,6 +95,7 @@ Environment capture_environment(const c10::Device& device) {
 #endif
   env.host = host_name();
   env.allocator = malloc_name();
+  env.flushes_denormals = denormals_flushed();
   env.build_type = PIPEBAL_BUILD_TYPE;
   env.git_commit = git_commit();
   env.date = iso8601_now();
@@ -101,6 +110,7 @@ nlohmann::json environment_to_json(const Environment& env) {
       {"gpu_name", nullptr},
       {"host", env.host},
       {"allocator", env.allocator},
+      {"flushes_denormals", env.flushes_denormals},
       {"build_type", env.build_type},
       {"git_commit", env.git_commit},
       {"date", env.date},

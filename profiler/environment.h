@@ -17,9 +17,10 @@ struct Environment {
   std::string cpu_model;                // /proc/cpuinfo "model name"; "unknown" elsewhere
   std::optional<std::string> gpu_name;  // set for a CUDA device
   std::string host;
-  std::string allocator;   // the process's malloc, e.g. "jemalloc 5.3.0-0-g54eaed1d8b56"
-  std::string build_type;  // pipebal's CMAKE_BUILD_TYPE
-  std::string git_commit;  // pipebal's commit
+  std::string allocator;           // the process's malloc, e.g. "jemalloc 5.3.0-0-g54eaed1d8b56"
+  bool flushes_denormals = false;  // subnormal floats flushed to zero (workflow/denormals.h)
+  std::string build_type;          // pipebal's CMAKE_BUILD_TYPE
+  std::string git_commit;          // pipebal's commit
   int warmup = 0;
   int repeat = 0;
   double time_budget_s = 0;
@@ -43,6 +44,9 @@ std::string host_name();
 // The malloc serving this process: "jemalloc VERSION" when jemalloc is loaded, else
 // "glibc malloc".
 std::string malloc_name();
+
+// Whether float arithmetic on the calling thread flushes subnormal results to zero now.
+bool denormals_flushed();
 
 // The current time as ISO 8601 in UTC.
 std::string iso8601_now();

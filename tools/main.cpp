@@ -29,6 +29,7 @@
 #include "tools/train_command.h"
 #include "tools/validate_command.h"
 #include "tools/version.h"
+#include "workflow/denormals.h"
 #include "workflow/malloc_tuning.h"
 
 namespace {
@@ -45,6 +46,7 @@ std::string rank_prefix() {
 
 int main(int argc, char** argv) {
   pipebal::workflow::keep_freed_memory_in_process();
+  pipebal::workflow::flush_denormals_unless_kept();
   pipebal::install_interrupt_cleanup(rank_prefix().empty());
   CLI::App app{
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"

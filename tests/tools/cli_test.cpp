@@ -57,6 +57,27 @@ TEST(Cli, DemoRunsTheWholeLoopOnASmallModel) {
   }
 }
 
+// Every command flushes subnormal floats to zero (workflow/denormals.h) unless
+// PIPEBAL_KEEP_DENORMALS asks to keep them; the profile records which.
+TEST(Cli, FlushesDenormalsUnlessAskedToKeepThem) {
+  const std::string dir = pipebal::testing::fresh_dir("denormals");
+  const auto profile_flushes = [&dir]() {
+    const Result r = run_pipebal(
+        "profile --model mlp:layers=2,width=8 --input-shape 4,8 "
+        "--warmup 0 --repeat 1 -q -o " +
+        dir + "/profile.json");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return nlohmann::json::parse(pipebal::testing::read_text(dir + "/profile.json"))
+        .at("environment")
+        .at("flushes_denormals")
+        .get<bool>();
+  };
+  EXPECT_TRUE(profile_flushes());
+  setenv("PIPEBAL_KEEP_DENORMALS", "1", 1);
+  EXPECT_FALSE(profile_flushes());
+  unsetenv("PIPEBAL_KEEP_DENORMALS");
+}
+
 // Ctrl-C: one line, status 130, and neither the output nor a temporary file left behind.
 TEST(Cli, InterruptIsOneLineAndLeavesNothingHalfWritten) {
   const std::string dir = pipebal::testing::scratch_dir();
