@@ -3,6 +3,8 @@
 profile's per-layer forward and backward times (one thread, the whole batch) beside the measured
 step of the plain model trained as one stage with one micro-batch (one thread), in interleaved
 rounds (profile, train, profile, train, ...); the ratio is per round, its median reported.
+Each round also trains with subnormal floats kept (PIPEBAL_KEEP_DENORMALS=1; pipebal flushes
+them by default, workflow/denormals.h), to show what flushing them is worth per model.
 
 Writes the raw measurements (JSON) and the markdown summary made from them.
 Usage: bench/layer-sum.py [--build build] [--rounds 3]
@@ -61,17 +63,31 @@ def main():
             layers = json.load(open(profile))["layers"]
             summed = sum(l["forward_ms"] + l["backward_ms"] for l in layers)
             out = os.path.join(work, "run.json")
-            run([pipebal, "train", "--model", spec, "--input-shape", shape, "--balance",
-                 str(len(layers)), "--chunks", "1", "--threads", "1", "--steps",
-                 str(args.steps), "-q", "-o", out])
+            train = [pipebal, "train", "--model", spec, "--input-shape", shape, "--balance",
+                     str(len(layers)), "--chunks", "1", "--threads", "1", "--steps",
+                     str(args.steps), "-q", "-o", out]
+            run(train)
             measured = json.load(open(out))["median_step_ms"]
-            rounds.append({"layers": len(layers), "sum_ms": summed, "measured_ms": measured})
+            run(train, env=dict(os.environ, PIPEBAL_KEEP_DENORMALS="1"))
+            kept = json.load(open(out))["median_step_ms"]
+            rounds.append({"layers": len(layers), "sum_ms": summed, "measured_ms": measured,
+                           "denormals_kept_ms": kept})
         raw["models"].append({"name": name, "spec": spec, "input_shape": shape,
                               "rounds": rounds})
     with open(args.raw, "w") as f:
         json.dump(raw, f, indent=1)
     write_summary(raw, args.md)
     print(f"wrote {args.raw}", file=sys.stderr)
+
+
+def kept_columns(rounds):
+    """The kept-subnormals step and its ratio to the flushed one; raw data from before the
+    comparison was measured has neither."""
+    if "denormals_kept_ms" not in rounds[0]:
+        return "– | –"
+    kept = statistics.median(r["denormals_kept_ms"] for r in rounds)
+    ratio = statistics.median(r["denormals_kept_ms"] / r["measured_ms"] for r in rounds)
+    return f"{kept:.1f} | {ratio:.2f}"
 
 
 def write_summary(raw, md):
@@ -84,10 +100,13 @@ def write_summary(raw, md):
         f"model as one stage with one micro-batch at one thread ({raw['steps']} measured steps, "
         "their median). The ratio is per round (sum / measured), its median reported. Rounds "
         "apart: the slowest round's measured step over the fastest's, the noise the ratio sits "
-        "in.",
+        "in. Subnormals kept: the same training step with subnormal floats kept "
+        "(`PIPEBAL_KEEP_DENORMALS=1`; pipebal flushes them to zero by default), measured right "
+        "after the one that flushes them; kept / flushed: the median of the rounds' ratios.",
         "",
-        "| model | layers | sum of layers ms | measured step ms | sum / measured | rounds apart |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| model | layers | sum of layers ms | measured step ms | sum / measured | rounds apart "
+        "| subnormals kept ms | kept / flushed |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for m in raw["models"]:
         ratios = [r["sum_ms"] / r["measured_ms"] for r in m["rounds"]]
@@ -96,7 +115,8 @@ def write_summary(raw, md):
             f"| {m['name']} (`{m['spec']}` [{m['input_shape']}]) | {m['rounds'][0]['layers']} | "
             f"{statistics.median(r['sum_ms'] for r in m['rounds']):.1f} | "
             f"{statistics.median(r['measured_ms'] for r in m['rounds']):.1f} | "
-            f"{statistics.median(ratios):.3f} | {max(measured) / min(measured):.2f} |")
+            f"{statistics.median(ratios):.3f} | {max(measured) / min(measured):.2f} | "
+            f"{kept_columns(m['rounds'])} |")
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")
     print(f"wrote {md}", file=sys.stderr)
