@@ -186,6 +186,17 @@ std::vector<Configuration> without_dominated(std::vector<Configuration> ranked) 
   return kept;
 }
 
+// The fastest of `ranked` (sorted), unless it pipelines and the fastest that does not is within
+// `min_gain` of it.
+size_t recommended(const std::vector<Configuration>& ranked, double min_gain) {
+  if (ranked.empty() || ranked.front().stages == 1) return 0;
+  const auto unpipelined = std::find_if(ranked.begin(), ranked.end(),
+                                        [](const Configuration& c) { return c.stages == 1; });
+  if (unpipelined == ranked.end()) return 0;
+  const bool clear_gain = unpipelined->step_ms >= ranked.front().step_ms * (1 + min_gain);
+  return clear_gain ? 0 : static_cast<size_t>(unpipelined - ranked.begin());
+}
+
 }  // namespace
 
 std::string describe(const Configuration& c) {
@@ -291,6 +302,10 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
     throw std::invalid_argument(
         fmt::format("devices must be from 1 to 4096, got {}", search.devices));
   }
+  if (!(search.min_gain >= 0 && search.min_gain <= 10)) {
+    throw std::invalid_argument(
+        fmt::format("the minimum gain must be from 0 to 1000%, got {}%", 100 * search.min_gain));
+  }
   check_per_device(search.costs.memory_caps_bytes, search.devices, "memory caps");
   check_per_device(search.costs.device_speeds, search.devices, "device speeds");
   PlanSearchResult result;
@@ -394,6 +409,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   });
   result.ranked =
       search.keep_dominated ? std::move(feasible) : without_dominated(std::move(feasible));
+  result.recommended = recommended(result.ranked, search.min_gain);
   return result;
 }
 

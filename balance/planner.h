@@ -3,12 +3,13 @@
 // data-parallel replicas of the pipeline; dp_partition picks each configuration's balance and the
 // simulator predicts its step, costs taken at that configuration's micro-batch size
 // (micro_batch_costs.h). The answer is ranked by predicted time per mini-batch and compared with
-// the plain model on one device.
+// the plain model on one device; it recommends pipelining only when that is predicted clearly
+// faster than not pipelining (PlanSearch::min_gain).
 //
 //   PlanSearch search;
 //   search.devices = 2;
 //   const PlanSearchResult result = search_plans(read_profile("profile.json"), search);
-//   write_plan("plan.json", result.ranked.front().plan);
+//   write_plan("plan.json", result.recommendation().plan);
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,13 @@ struct PlanSearch {
   // Rank every configuration that fits, also those another of the same shape beats in both
   // time and memory (a benchmark's grid).
   bool keep_dominated = false;
+  // A pipelined configuration is recommended only when it is predicted at least this much
+  // faster (0.05: 5%) than the best one that does not pipeline (one stage: the plain model on
+  // one device or on several threads, its micro-batches accumulated, or data-parallel replicas
+  // of it). Pipelining costs what a profile of the layers does not see (hand-offs between
+  // threads or processes, a stage's caches gone cold between its actions) and predictions err
+  // by more than a few percent: a predicted gain smaller than that is not worth the risk.
+  double min_gain = 0.05;
 };
 
 // One configuration and its prediction.
@@ -89,6 +97,10 @@ struct PlanSearchResult {
   int over_memory = 0;  // of which no partition fits the caps
   // The profile measured one micro-batch size: counts other than its own were not searched.
   bool one_size = false;
+  // Which of `ranked` to run: the fastest, unless it pipelines and the fastest configuration
+  // that does not is within PlanSearch::min_gain of it.
+  size_t recommended = 0;
+  const Configuration& recommendation() const { return ranked.at(recommended); }
 };
 
 // The plain model on one device for `profile`'s mini-batch under `costs` (memory caps are not
@@ -113,10 +125,10 @@ Configuration reprice(const CostProfile& profile, const CostOptions& costs,
 // "2 stages, 8 micro-batches, 1f1b, checkpoint never", "the plain model on one device", ...
 std::string describe(const Configuration& config);
 
-// Throws std::invalid_argument for devices < 1, a profile without its mini-batch size (it needs
-// input_shape), a given chunk count that does not divide the mini-batch, and when no
-// configuration fits the memory caps (giving the smallest cap that would for the best stage
-// count).
+// Throws std::invalid_argument for devices < 1, min_gain outside [0, 10], a profile without its
+// mini-batch size (it needs input_shape), a given chunk count that does not divide the mini-batch,
+// and when no configuration fits the memory caps (giving the smallest cap that would for the best
+// stage count).
 PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& search);
 
 }  // namespace pipebal::balance

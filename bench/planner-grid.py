@@ -74,14 +74,18 @@ def summary_row(name, spec, shape, doc):
     def measured_ms(c):
         return measured[same_work(c)]
 
-    pick = configs[0]
+    def ms(c):
+        return f"{measured_ms(c):.1f}" if c else "-"
+
+    pick = find(configs, label="recommended") or configs[0]  # older data: "plan 1" came first
+    fastest_predicted = min(configs, key=lambda c: c["predicted_rank"])
+    passed_over = ("-" if fastest_predicted is pick else
+                   f"{describe(fastest_predicted)} ({fastest_predicted['predicted_step_ms']:.1f} "
+                   f"predicted, {ms(fastest_predicted)} measured)")
     best = min(configs, key=measured_ms)
     default = find(configs, label="yours")
     chunks8 = find(configs, stages=2, chunks=8, schedule="gpipe", checkpoint="except_last")
     plain = find(configs, label="plain")
-
-    def ms(c):
-        return f"{measured_ms(c):.1f}" if c else "-"
 
     def error(predicted):
         return f"{100 * (predicted / measured_ms(pick) - 1):+.1f}%"
@@ -102,7 +106,8 @@ def summary_row(name, spec, shape, doc):
                      key=lambda pair: pair[0] / pair[1], default=(0, 0))
     apart = f"{slow / fast:.2f} ({fast:.1f}-{slow:.1f})" if fast else "-"
 
-    return (f"| {name} | {len(groups)} | {describe(pick)} | {pick['predicted_step_ms']:.1f} | "
+    return (f"| {name} | {len(groups)} | {describe(pick)} | {passed_over} | "
+            f"{pick['predicted_step_ms']:.1f} | "
             f"{ms(pick)} | {error(pick['predicted_step_ms'])} | "
             f"{in_turns_of(pick)} | "
             f"{median_abs('step_error')} / {median_abs('step_error_in_turns')} | "
@@ -177,13 +182,17 @@ def write_summary(raw, md):
         "own thread pools would slow): \"in turns\" below, and the median absolute error of "
         "those configurations both ways; the difference between the two predictions is what the "
         "machine changed between the profile and the runs. \"Same work apart\": the largest ratio "
-        "between runs of one such group (and their ms), the noise the comparisons sit in.",
+        "between runs of one such group (and their ms), the noise the comparisons sit in. The "
+        "pick is the plan's recommendation: the fastest prediction, unless that pipelines and a "
+        "configuration that does not is predicted within 5% of it (`--min-gain`), which is then "
+        "picked; the fastest prediction passed over is shown beside it.",
         "",
-        "| model | distinct configurations | planner's pick | predicted ms | measured ms | prediction error "
+        "| model | distinct configurations | planner's pick | fastest predicted, passed over "
+        "(--min-gain 5%) | predicted ms | measured ms | prediction error "
         "| predicted in turns ms | its error | median abs error (up front / in turns) "
         "| fastest measured | its ms | pick vs fastest | default (2 st, 4 mb) ms | chunks 8 ms "
         "| plain (1 thread) ms | same work apart |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
         "| ---: | ---: | ---: |",
     ]
     for entry in raw["models"]:

@@ -29,7 +29,9 @@ constexpr const char* kFooter =
     "  pipebal plan profile.json --devices 8 --memory-cap 16G --bandwidth 25GB/s "
     "--data-parallel\n"
     "Micro-batch counts come from the profile's sizes (profile with several --chunks); costs\n"
-    "between measured sizes are interpolated. Step times are the simulator's, per mini-batch.";
+    "between measured sizes are interpolated. Step times are the simulator's, per mini-batch.\n"
+    "Pipelining is recommended only when predicted at least --min-gain percent faster than\n"
+    "the best configuration that does not pipeline; the ranking itself is by predicted time.";
 
 balance::PlanSearch plan_search(const PlanParams& params, const balance::CostProfile& profile) {
   balance::PlanSearch search;
@@ -43,6 +45,7 @@ balance::PlanSearch plan_search(const PlanParams& params, const balance::CostPro
     search.checkpoints.push_back(pipeline::parse_checkpoint_mode(name));
   }
   search.data_parallel = params.data_parallel;
+  search.min_gain = params.min_gain_percent / 100;
   for (const std::string& path : params.plain_profiles) {
     search.plain_profiles.push_back(balance::read_profile(path));
   }
@@ -86,12 +89,25 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
   for (size_t k = 0; k < shown; ++k) {
     print_row(std::to_string(k + 1), result.ranked[k], params.data_parallel, out);
   }
+  if (result.recommended >= shown) {
+    print_row(std::to_string(result.recommended + 1), result.recommendation(), params.data_parallel,
+              out);
+  }
   print_row("plain", result.plain, params.data_parallel, out);
   if (!result.plain.plan.fits_memory()) out << "(the plain model does not fit one device's cap)\n";
 
-  const Configuration& best = result.ranked.front();
+  const Configuration& best = result.recommendation();
   out << "\n";
-  if (best.stages == 1 && best.chunks == 1 && best.replicas == 1 && best.threads_per_stage <= 1) {
+  if (result.recommended > 0) {
+    const Configuration& fastest = result.ranked.front();
+    out << fmt::format(
+        "pipelining does not pay enough here: {} is predicted fastest, but only {:.1f}% faster "
+        "than {} (--min-gain {}%), which pipebal recommends: {:.3f} ms per step, {:.2f}x the "
+        "plain model\n",
+        balance::describe(fastest), 100 * (best.step_ms / fastest.step_ms - 1),
+        balance::describe(best), params.min_gain_percent, best.step_ms, best.speedup);
+  } else if (best.stages == 1 && best.chunks == 1 && best.replicas == 1 &&
+             best.threads_per_stage <= 1) {
     out << "pipelining does not pay here: the plain model on one device is predicted fastest; "
            "use the devices for something else, or for data parallelism (--data-parallel)\n";
   } else if (best.stages == 1 && (best.replicas > 1 || best.threads_per_stage > 1)) {
@@ -132,7 +148,8 @@ nlohmann::json result_to_json(const PlanParams& params, const balance::PlanSearc
           {"over_memory", result.over_memory},
           {"plain", configuration_to_json(result.plain)},
           {"ranked", std::move(ranked)},
-          {"recommended", balance::plan_to_json(result.ranked.front().plan)}};
+          {"recommended_rank", result.recommended + 1},
+          {"recommended", balance::plan_to_json(result.recommendation().plan)}};
 }
 
 }  // namespace
@@ -143,7 +160,7 @@ void run_plan(const PlanParams& params, std::ostream& out) {
   const balance::PlanSearchResult result =
       balance::search_plans(profile, plan_search(params, profile));
   if (!params.output_path.empty()) {
-    balance::write_plan(params.output_path, result.ranked.front().plan);
+    balance::write_plan(params.output_path, result.recommendation().plan);
   }
   if (params.format == "json") {
     out << result_to_json(params, result).dump(2) << "\n";
@@ -187,6 +204,12 @@ void add_plan_command(CLI::App& app) {
   sub->add_flag("--data-parallel", params->data_parallel,
                 "Also consider replicas of the pipeline trained data-parallel (one process per "
                 "device: pipebal launch)");
+  sub->add_option("--min-gain", params->min_gain_percent,
+                  "Recommend pipelining only when predicted at least this many percent faster "
+                  "than the best configuration that does not pipeline (a profile does not see "
+                  "all that pipelining costs)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
   sub->add_option("--top", params->top, "Configurations to list")->capture_default_str();
   sub->add_option("--format", params->format, "table or json")
       ->check(CLI::IsMember({"table", "json"}))

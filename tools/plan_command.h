@@ -24,6 +24,7 @@ struct PlanParams {
   std::vector<std::string> checkpoints;  // empty: all
   bool data_parallel = false;
   std::vector<std::string> plain_profiles;  // the same model profiled with more threads
+  double min_gain_percent = 5;              // balance::PlanSearch::min_gain, in percent
   int top = 10;
   std::string format = "table";  // table or json
   std::string output_path;

@@ -148,6 +148,12 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--top", automatic->top,
                   "--auto: the plan's best configurations trained (0: every one searched)")
       ->capture_default_str();
+  auto min_gain_percent = std::make_shared<double>(100 * automatic->min_gain);
+  cmd->add_option("--min-gain", *min_gain_percent,
+                  "--auto: recommend pipelining only when predicted this many percent faster than "
+                  "not pipelining (as pipebal plan --min-gain)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
   auto searched = std::make_shared<std::pair<std::vector<std::string>, std::vector<std::string>>>();
   cmd->add_option("--schedules", searched->first,
                   "--auto: schedules searched (default: gpipe,1f1b; interleaved and zb-h1 when "
@@ -170,7 +176,7 @@ void add_validate_command(CLI::App& app) {
       "  pipebal validate --model gpt:layers=4,dim=64,heads=4,seq=32 --auto --top 0 "
       "--profile-in-turns -o out/\n"
       "  pipebal report out/");
-  cmd->callback([p, automatic, searched, cmd, virtual_given, weight_delays] {
+  cmd->callback([p, automatic, searched, cmd, virtual_given, weight_delays, min_gain_percent] {
     if (cmd->count("--auto") > 0) {
       if (p->processes > 0)
         throw std::invalid_argument("--auto trains as threads: drop --processes");
@@ -179,6 +185,7 @@ void add_validate_command(CLI::App& app) {
         throw std::invalid_argument("--weight-delays goes without --auto");
       }
       workflow::AutoValidateSettings settings = *automatic;
+      settings.min_gain = *min_gain_percent / 100;
       for (const std::string& name : searched->first) {
         settings.schedules.push_back(pipeline::parse_schedule_kind(name));
       }
@@ -205,10 +212,10 @@ void add_validate_command(CLI::App& app) {
     }
     if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
             cmd->count("--checkpoints") + cmd->count("--profile-rounds") +
-            cmd->count("--profile-in-turns") >
+            cmd->count("--profile-in-turns") + cmd->count("--min-gain") >
         0) {
       throw std::invalid_argument(
-          "--devices, --top, --schedules, --checkpoints, --profile-rounds and "
+          "--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds and "
           "--profile-in-turns go with --auto");
     }
     ValidateParams params = *p;

@@ -261,10 +261,12 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   search.schedules = p.schedules;
   search.checkpoints = p.checkpoints;
   search.keep_dominated = p.top == 0;
+  search.min_gain = p.min_gain;
   if (wide) search.plain_profiles.push_back(profiler::cost_profile(*wide));
   const balance::PlanSearchResult result = balance::search_plans(costs, search);
-  balance::write_plan(output.staging() + "/plan.json", result.ranked.front().plan);
+  balance::write_plan(output.staging() + "/plan.json", result.recommendation().plan);
   std::vector<CheckedConfiguration> list;
+  add(list, result.recommendation(), "recommended");  // first: the pick
   const int top = p.top == 0 ? static_cast<int>(result.ranked.size()) : p.top;
   for (int k = 0; k < top && k < static_cast<int>(result.ranked.size()); ++k) {
     add(list, result.ranked[k], fmt::format("plan {}", k + 1));

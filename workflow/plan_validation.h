@@ -42,6 +42,7 @@ struct AutoValidateSettings {
   // Micro-batch counts to profile; empty: 1, 2, 4, ... up to 16 that divide the batch.
   std::vector<int> chunks;
   int top = 3;  // the plan's best configurations trained; 0: every configuration searched
+  double min_gain = 0.05;  // balance::PlanSearch::min_gain: the recommendation, trained first
   std::vector<pipeline::ScheduleKind> schedules;      // searched; empty: all
   std::vector<pipeline::CheckpointMode> checkpoints;  // searched; empty: all
   std::optional<UserConfiguration> user;
@@ -64,7 +65,7 @@ struct AutoValidateSettings {
 };
 
 struct CheckedConfiguration {
-  std::vector<std::string> labels;  // "plan 1", "plain", "yours"
+  std::vector<std::string> labels;  // "recommended", "plan 1", "plain", "yours"
   balance::Configuration config;
   double measured_step_ms = 0;
   // Predicted from the profile taken in turns with the runs (profile_in_turns); 0: not taken, or

@@ -244,6 +244,61 @@ TEST(Planner, WeighsThePlainModelOnMoreThreads) {
   EXPECT_THROW(search_plans(profile, search), std::invalid_argument);
 }
 
+// Pipelining is recommended only when predicted clearly faster than not pipelining: here two
+// stages at 8 micro-batches are predicted 16/9 times the plain model's speed and the plain model
+// on two threads 1.75 times, a gain of 1.6% for the pipeline.
+TEST(Planner, RecommendsPipeliningOnlyForAClearGain) {
+  const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
+  const double per_sample = 1 / 1.75;
+  CostProfile wide = profile_of({per_sample, per_sample, per_sample, per_sample}, 0, 8);
+  wide.threads = 2;
+  PlanSearch search = on_devices(2);
+  search.plain_profiles = {wide};
+  const PlanSearchResult result = search_plans(profile, search);
+  ASSERT_EQ(result.ranked.front().stages, 2);  // the ranking stays by predicted time
+  EXPECT_NEAR(result.ranked.front().speedup, 16.0 / 9.0, 1e-12);
+  ASSERT_GT(result.recommended, 0u);
+  EXPECT_EQ(result.recommendation().threads_per_stage, 2);
+  EXPECT_NEAR(result.recommendation().speedup, 1.75, 1e-12);
+  for (size_t k = 0; k < result.recommended; ++k) EXPECT_EQ(result.ranked[k].stages, 2);
+
+  const double gain = (16.0 / 9.0) / 1.75 - 1;
+  search.min_gain = gain - 1e-6;
+  EXPECT_EQ(search_plans(profile, search).recommended, 0u);
+  search.min_gain = gain + 1e-6;
+  EXPECT_EQ(search_plans(profile, search).recommendation().threads_per_stage, 2);
+  search.min_gain = 0;
+  EXPECT_EQ(search_plans(profile, search).recommended, 0u);
+
+  // Without the wide profile the best that does not pipeline is the plain model on one device,
+  // 16/9 slower: the pipeline is recommended under any margin below that.
+  search.plain_profiles.clear();
+  search.min_gain = 0.5;
+  EXPECT_EQ(search_plans(profile, search).recommended, 0u);
+  search.min_gain = 0.8;
+  const PlanSearchResult cautious = search_plans(profile, search);
+  EXPECT_EQ(cautious.recommendation().stages, 1);
+  EXPECT_DOUBLE_EQ(cautious.recommendation().step_ms, cautious.plain.step_ms);
+
+  // When nothing unpipelined fits the caps, the fastest that fits is recommended: GPipe without
+  // checkpointing holds every micro-batch's activations, one stage all of them, two half each.
+  search.min_gain = 0.8;
+  search.schedules = {ScheduleKind::kGPipe};
+  search.checkpoints = {CheckpointMode::kNever};
+  search.costs.memory_caps_bytes = {
+      static_cast<int64_t>(0.75 * static_cast<double>(cautious.plain.peak_bytes))};
+  const PlanSearchResult capped = search_plans(profile, search);
+  for (const Configuration& config : capped.ranked) EXPECT_EQ(config.stages, 2);
+  ASSERT_FALSE(capped.ranked.empty());
+  EXPECT_EQ(capped.recommended, 0u);
+
+  search.costs.memory_caps_bytes.clear();
+  for (const double wrong : {-0.01, 11.0, std::numeric_limits<double>::quiet_NaN()}) {
+    search.min_gain = wrong;
+    EXPECT_THROW(search_plans(profile, search), std::invalid_argument) << wrong;
+  }
+}
+
 // Repricing: the same profile gives back every configuration's prediction exactly; a profile
 // twice as slow in every layer (free links) twice its step; the balance stays the one it had,
 // where dp on the new costs would cut elsewhere.

@@ -147,6 +147,7 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/sized.json --stages 2 --chunks 8", "outside the profiled sizes 4 to 8"},
     {"plan {dir}/ok.json --devices 2", "the profile does not say its mini-batch"},
     {"plan {dir}/sized.json --devices 0", "devices must be from 1 to 4096, got 0"},
+    {"plan {dir}/sized.json --devices 2 --min-gain -5", "--min-gain: Value -5 not in range"},
     {"plan {dir}/sized.json --devices 2 --chunks 3",
      "--chunks 3 does not divide the mini-batch of 8 samples"},
     {"plan {dir}/sized.json --devices 2 --memory-cap 1", "no configuration fits the memory caps"},

@@ -107,12 +107,23 @@ TEST(PlanCli, PlanRanksConfigurationsAndTrainRunsTheRecommendedOne) {
   EXPECT_EQ(result["plain"]["stages"], 1);
   EXPECT_EQ(result["plain"]["chunks"], 1);
 
-  // plan.json is the best configuration, and train runs it as is.
+  // plan.json is the recommended configuration, and train runs it as is.
   const json plan = json::parse(read_text(dir + "/plan.json"));
   EXPECT_EQ(plan, result["recommended"]);
-  EXPECT_EQ(plan["balance"], ranked[0]["balance"]);
-  EXPECT_EQ(plan["chunks"], ranked[0]["chunks"]);
+  const int recommended = result["recommended_rank"].get<int>();
+  ASSERT_GE(recommended, 1);
+  ASSERT_LE(recommended, static_cast<int>(ranked.size()));
+  const json& pick = ranked[recommended - 1];
+  EXPECT_EQ(plan["balance"], pick["balance"]);
+  EXPECT_EQ(plan["chunks"], pick["chunks"]);
   EXPECT_EQ(plan["input_shape"], json({16, 32}));
+  // Only a one-stage configuration is recommended over a faster one, and only when that is
+  // within --min-gain (5%) of it.
+  if (recommended > 1) {
+    EXPECT_EQ(pick["stages"], 1);
+    EXPECT_EQ(ranked[0]["stages"], 2);
+    EXPECT_LT(pick["step_ms"].get<double>(), 1.05 * ranked[0]["step_ms"].get<double>());
+  }
   r = run_pipebal("train --plan " + dir + "/plan.json --steps 2 --warmup-steps 0 -o " + dir +
                   "/run.json");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -122,14 +133,44 @@ TEST(PlanCli, PlanRanksConfigurationsAndTrainRunsTheRecommendedOne) {
   EXPECT_EQ(run["schedule"], plan["schedule"]);
   EXPECT_EQ(run["checkpoint"], plan["checkpoint"]);
 
-  // The table says what it recommends, or that pipelining does not pay.
+  // The table says what it recommends, or that pipelining does not pay (enough).
   r = run_pipebal("plan " + profile + " --devices 2");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("36 configurations searched"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("plain "), std::string::npos) << r.out;
-  const bool pipelined = ranked[0]["stages"] == 2;
-  EXPECT_NE(r.out.find(pipelined ? "recommended: 2 stages" : "pipelining does not pay here"),
-            std::string::npos)
+  const std::string verdict = recommended > 1            ? "pipelining does not pay enough here"
+                              : ranked[0]["stages"] == 2 ? "recommended: 2 stages"
+                                                         : "pipelining does not pay here";
+  EXPECT_NE(r.out.find(verdict), std::string::npos) << r.out;
+}
+
+// --min-gain: with 0 the fastest configuration is recommended; with 1000% one that does not
+// pipeline (the same profile, so the same ranking).
+TEST(PlanCli, PlanRecommendsPipeliningOnlyAboveTheMinimumGain) {
+  const std::string dir = fresh_dir("plan_min_gain");
+  const std::string profile = profile_at_three_sizes(dir);
+  CliResult r = run_pipebal("plan " + profile + " --devices 2 --top 50 --format json --min-gain 0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json eager = json::parse(r.out);
+  EXPECT_EQ(eager["recommended_rank"], 1);
+  EXPECT_EQ(eager["recommended"]["balance"], eager["ranked"][0]["balance"]);
+
+  r = run_pipebal("plan " + profile + " --devices 2 --top 50 --format json --min-gain 1000 -o " +
+                  dir + "/plan.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json cautious = json::parse(r.out);
+  EXPECT_EQ(cautious["ranked"], eager["ranked"]);
+  const json& pick = cautious["ranked"][cautious["recommended_rank"].get<int>() - 1];
+  EXPECT_EQ(pick["stages"], 1);
+  for (int k = 0; k + 1 < cautious["recommended_rank"].get<int>(); ++k) {
+    EXPECT_EQ(cautious["ranked"][k]["stages"], 2);  // the faster ones it passed over pipeline
+  }
+  EXPECT_EQ(json::parse(read_text(dir + "/plan.json"))["balance"], json({5}));
+
+  r = run_pipebal("plan " + profile + " --devices 2 --min-gain 1000");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const bool passed_over = cautious["recommended_rank"].get<int>() > 1;
+  EXPECT_EQ(r.out.find("pipelining does not pay enough here") != std::string::npos, passed_over)
       << r.out;
 }
 
@@ -295,7 +336,15 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
   for (int k = 1; k <= static_cast<int>(configs.size()); ++k) all.insert(k);
   EXPECT_EQ(predicted_ranks, all);
   EXPECT_EQ(measured_ranks, all);
-  EXPECT_EQ(configs[0]["predicted_rank"], 1);
+  // The recommendation comes first (the plan's pick), then the plan's best by predicted time.
+  EXPECT_EQ(configs[0]["labels"][0], "recommended");
+  for (const json& c : configs) {
+    for (const json& label : c["labels"]) {
+      if (label == "plan 1") {
+        EXPECT_EQ(c["predicted_rank"], 1) << c.dump();
+      }
+    }
+  }
   // The plan written is the plan's pick, and the profile holds the sizes it was chosen from.
   EXPECT_EQ(json::parse(read_text(dir + "/out/plan.json"))["balance"], configs[0]["balance"]);
   const json profile = json::parse(read_text(dir + "/out/profile.json"));
@@ -332,9 +381,10 @@ TEST(PlanCli, ValidateAutoRefusesWhatDoesNotGoTogether) {
   const std::string dir = fresh_dir("plan_validate_bad");
   CliResult r = run_pipebal("validate " + kModel + " --devices 2 -o " + dir + "/a");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--devices, --top, --schedules, --checkpoints, --profile-rounds and "
-                       "--profile-in-turns go with --auto"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds and "
+                 "--profile-in-turns go with --auto"),
+      std::string::npos)
       << r.err;
   r = run_pipebal("validate " + kModel + " --auto --processes 2 -o " + dir + "/b");
   EXPECT_EQ(r.status, 2);
