@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <type_traits>
 
@@ -11,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "balance/micro_batch_costs.h"
 #include "common/atomic_file.h"
 #include "common/json_reader.h"
 #include "common/parse_integers.h"
@@ -121,6 +123,43 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
   return simulate(schedule, durations, transfer_ms, memory, finish_ms);
 }
 
+Plan reprice_plan(const CostProfile& profile, const Plan& plan) {
+  const int64_t layers = std::accumulate(plan.balance.begin(), plan.balance.end(), int64_t{0});
+  if (layers != static_cast<int64_t>(profile.layers.size())) {
+    throw std::invalid_argument(
+        fmt::format("the plan's balance [{}] covers {} layers, the profile of {} has {}",
+                    fmt::join(plan.balance, ","), layers, profile.model, profile.layers.size()));
+  }
+  if (!plan.input_shape.empty() && !profile.input_shape.empty() &&
+      plan.input_shape != profile.input_shape) {
+    throw std::invalid_argument(
+        fmt::format("the plan is for the input shape [{}], the profile for [{}]",
+                    fmt::join(plan.input_shape, ","), fmt::join(profile.input_shape, ",")));
+  }
+  CostOptions options;
+  options.schedule = plan.schedule;
+  options.virtual_stages = plan.virtual_stages;
+  options.weight_delays = plan.weight_delays;
+  options.checkpoint = plan.checkpoint;
+  options.chunks = plan.chunks;
+  options.param_scale = plan.param_scale;
+  for (const StagePlan& stage : plan.stages) options.device_speeds.push_back(stage.speed);
+  options.bandwidth_bytes_per_ms = plan.bandwidth_bytes_per_ms;
+  options.latency_ms = plan.latency_ms;
+  options.replicas = plan.replicas;
+  options.allreduce_bytes_per_ms = plan.allreduce_bytes_per_ms;
+  if (profile.engine) options.engine = *profile.engine;
+  const CostModel model(layers_for_chunks(profile, plan.chunks),
+                        static_cast<int>(plan.balance.size()), options);
+  Plan priced = make_plan(model, plan.balance, plan.algorithm);
+  priced.model = plan.model;
+  priced.input_shape = plan.input_shape;
+  priced.inputs = plan.inputs;
+  priced.dtype = plan.dtype;
+  priced.threads_per_stage = plan.threads_per_stage;
+  return priced;
+}
+
 std::vector<int> parse_balance(const std::string& text) {
   const auto counts = parse_integer_list(text);
   if (!counts || std::any_of(counts->begin(), counts->end(), [](int64_t c) {
@@ -146,6 +185,7 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
   plan.checkpoint = options.checkpoint;
   plan.param_scale = options.param_scale;
   plan.bandwidth_bytes_per_ms = options.bandwidth_bytes_per_ms;
+  plan.latency_ms = options.latency_ms;
   plan.replicas = options.replicas;
   plan.allreduce_bytes_per_ms = options.allreduce_bytes_per_ms;
   int first = 0;
@@ -202,6 +242,7 @@ json plan_to_json(const Plan& plan) {
                 {"naive_step_ms", p.naive_step_ms},
                 {"speedup", p.speedup},
                 {"bubble_fraction", p.bubble_fraction}}}};
+  if (plan.latency_ms > 0) doc["latency_ms"] = plan.latency_ms;
   if (plan.threads_per_stage > 0) doc["threads_per_stage"] = plan.threads_per_stage;
   if (!plan.inputs.empty()) doc["inputs"] = plan.inputs;
   if (!plan.dtype.empty()) doc["dtype"] = plan.dtype;
@@ -253,6 +294,7 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   if (r.has("bandwidth_bytes_per_ms")) {
     plan.bandwidth_bytes_per_ms = r.at("bandwidth_bytes_per_ms").number(0);
   }
+  if (r.has("latency_ms")) plan.latency_ms = r.at("latency_ms").number(0);
   if (r.has("replicas")) plan.replicas = read_count(r.at("replicas"), 1, 4096);
   if (r.has("allreduce_bytes_per_ms")) {
     plan.allreduce_bytes_per_ms = r.at("allreduce_bytes_per_ms").number(0);

@@ -64,7 +64,8 @@ struct Plan {
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   double param_scale = 2;
   double bandwidth_bytes_per_ms = 0;
-  int replicas = 1;  // pipelines trained data-parallel (train --plan runs as many)
+  double latency_ms = 0;  // added to every transfer (a link measured by `pipebal link`); 0 omitted
+  int replicas = 1;       // pipelines trained data-parallel (train --plan runs as many)
   double allreduce_bytes_per_ms = 0;
   // Intra-op threads per stage the costs were measured with, which train --plan uses unless
   // told otherwise; 0: not said (omitted from JSON).
@@ -80,6 +81,13 @@ struct Plan {
 // does not have one non-empty entry per stage summing to the layer count.
 Plan make_plan(const CostModel& model, const std::vector<int>& balance,
                const std::string& algorithm);
+
+// `plan` costed and simulated again from `profile` (another profile of the same model and input,
+// e.g. one taken later on a machine whose speed drifts): its balance, schedule, W delays,
+// checkpointing, micro-batches, device speeds, links and replicas kept, the engine's costs
+// `profile`'s. Memory caps are not kept: what ran is priced, fitting or not. Throws
+// std::invalid_argument when the profile's layers or mini-batch are not the plan's.
+Plan reprice_plan(const CostProfile& profile, const Plan& plan);
 
 // "3,3,2" -> {3, 3, 2}; throws std::invalid_argument for anything else.
 std::vector<int> parse_balance(const std::string& text);

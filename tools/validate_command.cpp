@@ -1,6 +1,7 @@
 // See validate_command.h.
 #include "tools/validate_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "reports/validation_record.h"
 #include "tools/common_options.h"
 #include "workflow/plan_validation.h"
+#include "workflow/plans_comparison.h"
 
 namespace pipebal::tools {
 namespace {
@@ -74,6 +76,69 @@ void run_auto_validate(const workflow::AutoValidateSettings& settings) {
   fmt::print("\nwrote {0}/profile.json, profile-threads.json, plan.json, plan-validation.json\n",
              settings.output);
 }
+
+std::string describe_plan(const balance::Plan& plan) {
+  std::string text = pipeline::to_string(plan.schedule);
+  if (plan.virtual_stages > 1) text += fmt::format(" V={}", plan.virtual_stages);
+  if (!plan.weight_delays.empty())
+    text += fmt::format(" W[{}]", fmt::join(plan.weight_delays, ","));
+  return text + fmt::format(", {} mb, ckpt {}", plan.chunks, pipeline::to_string(plan.checkpoint));
+}
+
+double max_mib(const std::vector<int64_t>& bytes) {
+  return bytes.empty()
+             ? 0.0
+             : static_cast<double>(*std::max_element(bytes.begin(), bytes.end())) / (1 << 20);
+}
+
+// --plans: each plan predicted and measured, ranked both ways.
+void print_plans_table(const workflow::PlansComparison& comparison) {
+  fmt::print("\n{:<24} {:<40} {:<14} {:>12} {:>12} {:>7} {:>9} {:>16}\n", "plan", "schedule",
+             "balance", "predicted", "measured", "error", "rank p/m", "device peak p/m");
+  const workflow::ComparedPlan* fastest = &comparison.plans.front();
+  bool in_turns = false;
+  for (const auto& c : comparison.plans) {
+    if (c.measured_rank == 1) fastest = &c;
+    in_turns = in_turns || c.predicted_in_turns_ms > 0;
+    fmt::print(
+        "{:<24} {:<40} {:<14} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>4} / {:<2} {:>7.1f}/{:.1f} "
+        "MiB\n",
+        std::filesystem::path(c.file).filename().string(), describe_plan(c.plan),
+        fmt::format("[{}]", fmt::join(c.plan.balance, ",")), c.plan.prediction.step_ms,
+        c.measured_step_ms,
+        100 * reports::relative_error(c.plan.prediction.step_ms, c.measured_step_ms),
+        c.predicted_rank, c.measured_rank, max_mib(c.predicted_device_bytes),
+        max_mib(c.measured_device_bytes));
+  }
+  fmt::print("\nmeasured fastest: {} ({:.1f} ms)\n", fastest->file, fastest->measured_step_ms);
+  if (in_turns) {
+    fmt::print("predicted from the profile taken in turns with the runs:\n");
+    for (const auto& c : comparison.plans) {
+      if (c.predicted_in_turns_ms <= 0) continue;
+      fmt::print("  {:<24} {:>9.1f} ms ({:+.1f}%)\n",
+                 std::filesystem::path(c.file).filename().string(), c.predicted_in_turns_ms,
+                 100 * reports::relative_error(c.predicted_in_turns_ms, c.measured_step_ms));
+    }
+  }
+}
+
+void run_plans_comparison(const workflow::PlansComparisonSettings& settings) {
+  const workflow::PlansComparison result =
+      workflow::compare_plans(settings, [](const std::string& line) {
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+      });
+  print_plans_table(result);
+  fmt::print("\nwrote {}/plans-comparison.json{}\n", settings.output,
+             settings.profile_in_turns ? ", profile-in-turns.json" : "");
+}
+
+// Options that --plans takes from the plans, or that belong to the other modes.
+const char* const kNotWithPlans[] = {
+    "--auto",       "--model",         "--input-shape",    "--input",         "--dtype",
+    "--virtual",    "--weight-delays", "--stages",         "--chunks",        "--schedule",
+    "--checkpoint", "--processes",     "--devices",        "--top",           "--min-gain",
+    "--schedules",  "--checkpoints",   "--profile-rounds", "--profile-repeat"};
 
 }  // namespace
 
@@ -164,6 +229,13 @@ void add_validate_command(CLI::App& app) {
                   "--auto: checkpoint modes searched (default: all)")
       ->delimiter(',')
       ->check(CLI::IsMember({"always", "except_last", "never"}));
+  auto plans = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--plans", *plans,
+                  "train these plan.json files of one model (e.g. from `pipebal balance` for "
+                  "several schedules) side by side, step by step in turns, and set each one's "
+                  "prediction beside its measurement; model and configuration come from the plans "
+                  "(with --steps, --warmup-steps, --threads, --seed, --timeout, "
+                  "--profile-in-turns)");
   cmd->add_option("-o,--output", p->output, "output directory")->required();
   cmd->footer(
       "Example:\n"
@@ -175,56 +247,79 @@ void add_validate_command(CLI::App& app) {
       "--devices 2 -o out/\n"
       "  pipebal validate --model gpt:layers=4,dim=64,heads=4,seq=32 --auto --top 0 "
       "--profile-in-turns -o out/\n"
+      "  pipebal validate --plans gpipe.json 1f1b.json zb-h1.json --steps 10 "
+      "--profile-in-turns -o out/\n"
       "  pipebal report out/");
-  cmd->callback([p, automatic, searched, cmd, virtual_given, weight_delays, min_gain_percent] {
-    if (cmd->count("--auto") > 0) {
-      if (p->processes > 0)
-        throw std::invalid_argument("--auto trains as threads: drop --processes");
-      if (*virtual_given > 0) throw std::invalid_argument("--virtual goes without --auto");
-      if (!weight_delays->empty()) {
-        throw std::invalid_argument("--weight-delays goes without --auto");
-      }
-      workflow::AutoValidateSettings settings = *automatic;
-      settings.min_gain = *min_gain_percent / 100;
-      for (const std::string& name : searched->first) {
-        settings.schedules.push_back(pipeline::parse_schedule_kind(name));
-      }
-      for (const std::string& name : searched->second) {
-        settings.checkpoints.push_back(pipeline::parse_checkpoint_mode(name));
-      }
-      settings.model = p->model;
-      settings.input_shape = p->input_shape;
-      settings.inputs = p->inputs;
-      settings.dtype = p->dtype;
-      settings.steps = p->steps;
-      settings.warmup_steps = p->warmup_steps;
-      settings.profile_repeat = p->profile_repeat;
-      settings.threads = p->threads;
-      settings.seed = p->seed;
-      settings.step_timeout_s = p->step_timeout_s;
-      settings.output = p->output;
-      const bool yours = cmd->count("--stages") + cmd->count("--chunks") +
-                             cmd->count("--schedule") + cmd->count("--checkpoint") >
-                         0;
-      if (yours) settings.user = {p->stages, p->chunks, p->schedule, p->checkpoint};
-      run_auto_validate(settings);
-      return;
-    }
-    if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
-            cmd->count("--checkpoints") + cmd->count("--profile-rounds") +
-            cmd->count("--profile-in-turns") + cmd->count("--min-gain") >
-        0) {
-      throw std::invalid_argument(
-          "--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds and "
-          "--profile-in-turns go with --auto");
-    }
-    ValidateParams params = *p;
-    params.virtual_stages = stages_per_device(params.schedule, *virtual_given);
-    if (!weight_delays->empty()) params.weight_delays = parse_weight_delays(*weight_delays);
-    // Candidates trained as processes run this very binary's `train`.
-    if (params.processes > 0) params.executable = std::filesystem::read_symlink("/proc/self/exe");
-    run_validate(params);
-  });
+  cmd->callback(
+      [p, automatic, searched, cmd, virtual_given, weight_delays, min_gain_percent, plans] {
+        if (cmd->count("--plans") > 0) {
+          for (const char* option : kNotWithPlans) {
+            if (cmd->count(option) > 0) {
+              throw std::invalid_argument(fmt::format(
+                  "--plans takes the model and its configuration from the plans: drop {}", option));
+            }
+          }
+          workflow::PlansComparisonSettings settings;
+          settings.plans = *plans;
+          settings.steps = p->steps;
+          settings.warmup_steps = p->warmup_steps;
+          settings.threads = cmd->count("--threads") > 0 ? p->threads : 0;
+          settings.profile_in_turns = automatic->profile_in_turns;
+          settings.seed = p->seed;
+          settings.step_timeout_s = p->step_timeout_s;
+          settings.output = p->output;
+          run_plans_comparison(settings);
+          return;
+        }
+        if (cmd->count("--auto") > 0) {
+          if (p->processes > 0)
+            throw std::invalid_argument("--auto trains as threads: drop --processes");
+          if (*virtual_given > 0) throw std::invalid_argument("--virtual goes without --auto");
+          if (!weight_delays->empty()) {
+            throw std::invalid_argument("--weight-delays goes without --auto");
+          }
+          workflow::AutoValidateSettings settings = *automatic;
+          settings.min_gain = *min_gain_percent / 100;
+          for (const std::string& name : searched->first) {
+            settings.schedules.push_back(pipeline::parse_schedule_kind(name));
+          }
+          for (const std::string& name : searched->second) {
+            settings.checkpoints.push_back(pipeline::parse_checkpoint_mode(name));
+          }
+          settings.model = p->model;
+          settings.input_shape = p->input_shape;
+          settings.inputs = p->inputs;
+          settings.dtype = p->dtype;
+          settings.steps = p->steps;
+          settings.warmup_steps = p->warmup_steps;
+          settings.profile_repeat = p->profile_repeat;
+          settings.threads = p->threads;
+          settings.seed = p->seed;
+          settings.step_timeout_s = p->step_timeout_s;
+          settings.output = p->output;
+          const bool yours = cmd->count("--stages") + cmd->count("--chunks") +
+                                 cmd->count("--schedule") + cmd->count("--checkpoint") >
+                             0;
+          if (yours) settings.user = {p->stages, p->chunks, p->schedule, p->checkpoint};
+          run_auto_validate(settings);
+          return;
+        }
+        if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
+                cmd->count("--checkpoints") + cmd->count("--profile-rounds") +
+                cmd->count("--profile-in-turns") + cmd->count("--min-gain") >
+            0) {
+          throw std::invalid_argument(
+              "--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds and "
+              "--profile-in-turns go with --auto (--profile-in-turns also with --plans)");
+        }
+        ValidateParams params = *p;
+        params.virtual_stages = stages_per_device(params.schedule, *virtual_given);
+        if (!weight_delays->empty()) params.weight_delays = parse_weight_delays(*weight_delays);
+        // Candidates trained as processes run this very binary's `train`.
+        if (params.processes > 0)
+          params.executable = std::filesystem::read_symlink("/proc/self/exe");
+        run_validate(params);
+      });
 }
 
 }  // namespace pipebal::tools

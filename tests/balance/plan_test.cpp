@@ -187,6 +187,50 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
   expect_error(doc, "plan: weight_delays[1] is 9");
 }
 
+// Another profile of the same model (the machine drifted: every layer twice as slow) prices the
+// plan's own balance, schedule, W delays, speeds and link, not a balance of its own.
+TEST(Plan, RepricingKeepsThePlansConfigurationAndTakesTheProfilesCosts) {
+  CostOptions options = plain(4);
+  options.schedule = pipeline::ScheduleKind::kZeroBubbleH1;
+  options.weight_delays = {0, 1};
+  options.device_speeds = {1.0, 0.5};
+  options.bandwidth_bytes_per_ms = 50;
+  options.latency_ms = 0.25;
+  const CostModel model = four_equal_layers(options);
+  Plan plan = make_plan(model, {1, 3}, "hand");  // not what dp would choose
+  plan.model = "mlp:layers=4";
+  CostProfile profile;
+  profile.layers = model.layers();
+  const Plan same = reprice_plan(profile, plan);
+  EXPECT_EQ(same.balance, plan.balance);
+  EXPECT_EQ(same.weight_delays, plan.weight_delays);
+  EXPECT_EQ(same.model, plan.model);
+  EXPECT_EQ(same.prediction.step_ms, plan.prediction.step_ms);
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    EXPECT_EQ(same.stages[s].time_ms, plan.stages[s].time_ms);
+    EXPECT_EQ(same.stages[s].transfer_ms, plan.stages[s].transfer_ms);
+    EXPECT_EQ(same.stages[s].memory_bytes, plan.stages[s].memory_bytes);
+    EXPECT_EQ(same.stages[s].speed, plan.stages[s].speed);
+  }
+  // The latency survives the file, so a plan read back prices the same.
+  EXPECT_EQ(plan_from_json(plan_to_json(plan)).latency_ms, 0.25);
+  EXPECT_EQ(reprice_plan(profile, plan_from_json(plan_to_json(plan))).prediction.step_ms,
+            plan.prediction.step_ms);
+
+  for (LayerCost& layer : profile.layers) {
+    layer.forward_ms *= 2;
+    layer.backward_ms *= 2;
+  }
+  const Plan slower = reprice_plan(profile, plan);
+  EXPECT_EQ(slower.balance, plan.balance);
+  EXPECT_DOUBLE_EQ(slower.stages[1].time_ms, 2 * plan.stages[1].time_ms);
+  EXPECT_EQ(slower.stages[1].memory_bytes, plan.stages[1].memory_bytes);
+  EXPECT_GT(slower.prediction.step_ms, 1.5 * plan.prediction.step_ms);
+
+  profile.layers.pop_back();
+  EXPECT_THROW(reprice_plan(profile, plan), std::invalid_argument);
+}
+
 TEST(Plan, WritesAndReadsAFile) {
   const std::string path = pipebal::testing::scratch_path("plan.json");
   const Plan plan = partition(four_equal_layers(plain(2)), Algorithm::kDp);

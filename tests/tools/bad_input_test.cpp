@@ -144,6 +144,12 @@ const std::vector<BadInput> kTable = {
      "--profile-rounds must be at least 1, got 0"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --profile-rounds 2 -o {dir}/v",
      "--profile-rounds and --profile-in-turns go with --auto"},
+    {"validate --plans {dir}/missing.json -o {dir}/v", "{dir}/missing.json"},
+    {"validate --plans {dir}/malformed.json -o {dir}/v", "malformed.json"},
+    {"validate --plans {dir}/ok.json -o {dir}/v", "{dir}/ok.json"},  // a profile, not a plan
+    {"validate --plans {dir}/missing.json --stages 2 -o {dir}/v",
+     "--plans takes the model and its configuration from the plans: drop --stages"},
+    {"validate --plans {dir}/missing.json --steps 0 -o {dir}/v", "--steps must be at least 1"},
     {"balance {dir}/sized.json --stages 2 --chunks 8", "outside the profiled sizes 4 to 8"},
     {"plan {dir}/ok.json --devices 2", "the profile does not say its mini-batch"},
     {"plan {dir}/sized.json --devices 0", "devices must be from 1 to 4096, got 0"},

@@ -1,0 +1,264 @@
+// See plans_comparison.h.
+#include "workflow/plans_comparison.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.h"
+#include "common/schema.h"
+#include "models/synthetic.h"
+#include "profiler/device.h"
+#include "profiler/profile_json.h"
+#include "profiler/profile_merge.h"
+#include "reports/validation_record.h"
+#include "workflow/profiling.h"
+#include "workflow/training_run.h"
+
+namespace pipebal::workflow {
+namespace {
+
+// The model, input and dtype every plan shares; throws naming the first plan that differs.
+void check_same_model(const std::vector<ComparedPlan>& plans) {
+  const ComparedPlan& first = plans.front();
+  for (const ComparedPlan& p : plans) {
+    if (p.plan.model.empty()) {
+      throw std::invalid_argument(
+          fmt::format("{}: the plan does not name its model (make it with `pipebal balance` on "
+                      "a profile)",
+                      p.file));
+    }
+    if (p.plan.replicas > 1) {
+      throw std::invalid_argument(fmt::format(
+          "{}: a plan of {} replicas trains as processes (`pipebal launch ... train --plan`); "
+          "--plans compares plans of one replica",
+          p.file, p.plan.replicas));
+    }
+    const auto differs = [&](const std::string& what, const std::string& mine,
+                             const std::string& theirs) {
+      if (mine == theirs) return;
+      throw std::invalid_argument(
+          fmt::format("{} is for {} {}, {} for {}: compare plans of one model and input", p.file,
+                      what, mine, first.file, theirs));
+    };
+    differs("the model", models::canonical_spec(p.plan.model),
+            models::canonical_spec(first.plan.model));
+    differs("the input shape", fmt::format("[{}]", fmt::join(p.plan.input_shape, ",")),
+            fmt::format("[{}]", fmt::join(first.plan.input_shape, ",")));
+    differs("the inputs", fmt::format("{}", fmt::join(p.plan.inputs, " ")),
+            fmt::format("{}", fmt::join(first.plan.inputs, " ")));
+    differs("the dtype", p.plan.dtype.empty() ? "as built" : p.plan.dtype,
+            first.plan.dtype.empty() ? "as built" : first.plan.dtype);
+  }
+}
+
+void check(const PlansComparisonSettings& s) {
+  if (s.output.empty()) {
+    throw std::invalid_argument("validate: give an output directory with -o DIR");
+  }
+  if (s.plans.empty()) throw std::invalid_argument("--plans needs at least one plan file");
+  if (s.steps < 1) {
+    throw std::invalid_argument(fmt::format("--steps must be at least 1, got {}", s.steps));
+  }
+  if (s.warmup_steps < 0) {
+    throw std::invalid_argument(
+        fmt::format("--warmup-steps must be at least 0, got {}", s.warmup_steps));
+  }
+  if (s.threads < 0) {
+    throw std::invalid_argument(fmt::format("--threads must be at least 0, got {}", s.threads));
+  }
+}
+
+int threads_of(const PlansComparisonSettings& s, const balance::Plan& plan) {
+  if (s.threads > 0) return s.threads;
+  return plan.threads_per_stage > 0 ? plan.threads_per_stage : 1;
+}
+
+TrainSettings train_settings(const PlansComparisonSettings& s, const balance::Plan& plan) {
+  TrainSettings t;
+  t.model = plan.model;
+  t.inputs = plan.inputs;
+  if (plan.inputs.empty()) t.input_shape = plan.input_shape;
+  t.dtype = plan.dtype;
+  t.balance = plan.balance;
+  t.chunks = plan.chunks;
+  t.schedule = plan.schedule;
+  t.virtual_stages = plan.virtual_stages;
+  t.weight_delays = plan.weight_delays;
+  t.checkpoint = plan.checkpoint;
+  t.threads_per_stage = threads_of(s, plan);
+  t.steps = s.steps;
+  t.warmup_steps = s.warmup_steps;
+  t.seed = s.seed;
+  t.step_timeout_s = s.step_timeout_s;
+  return t;
+}
+
+// A run's stage peaks summed per device (stage s on device s % devices); empty where a stage's
+// peak was not measured.
+std::vector<int64_t> device_bytes(const reports::RunRecord& run, int virtual_stages) {
+  const size_t devices = run.stages.size() / std::max(virtual_stages, 1);
+  std::vector<int64_t> held(devices, 0);
+  for (size_t s = 0; s < run.stages.size(); ++s) {
+    if (run.stages[s].peak_memory_bytes < 0) return {};
+    held[s % devices] += run.stages[s].peak_memory_bytes;
+  }
+  return held;
+}
+
+// 1 for the smallest, 2 for the next, ...; equal times keep the order given.
+std::vector<int> ranks(const std::vector<double>& ms) {
+  std::vector<size_t> order(ms.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::llround(ms[a] * 1e6) < std::llround(ms[b] * 1e6);
+  });
+  std::vector<int> rank(ms.size());
+  for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = static_cast<int>(k) + 1;
+  return rank;
+}
+
+nlohmann::json plan_json(const ComparedPlan& c) {
+  const balance::Plan& p = c.plan;
+  nlohmann::json json = {
+      {"file", c.file},
+      {"schedule", pipeline::to_string(p.schedule)},
+      {"chunks", p.chunks},
+      {"checkpoint", pipeline::to_string(p.checkpoint)},
+      {"balance", p.balance},
+      {"predicted_step_ms", p.prediction.step_ms},
+      {"measured_step_ms", c.measured_step_ms},
+      {"measured_steps_ms", c.measured_steps_ms},
+      {"step_error", reports::relative_error(p.prediction.step_ms, c.measured_step_ms)},
+      {"predicted_rank", c.predicted_rank},
+      {"measured_rank", c.measured_rank},
+      {"predicted_device_bytes", c.predicted_device_bytes},
+      {"measured_device_bytes", c.measured_device_bytes}};
+  if (p.virtual_stages > 1) json["virtual_stages"] = p.virtual_stages;
+  if (!p.weight_delays.empty()) json["weight_delays"] = p.weight_delays;
+  if (c.predicted_in_turns_ms > 0) {
+    json["predicted_in_turns_step_ms"] = c.predicted_in_turns_ms;
+    json["step_error_in_turns"] =
+        reports::relative_error(c.predicted_in_turns_ms, c.measured_step_ms);
+  }
+  return json;
+}
+
+}  // namespace
+
+const std::vector<std::string>& plans_comparison_files() {
+  static const std::vector<std::string> files = {"plans-comparison.json", "profile-in-turns.json"};
+  return files;
+}
+
+nlohmann::json plans_comparison_to_json(const PlansComparison& comparison) {
+  nlohmann::json plans = nlohmann::json::array();
+  for (const ComparedPlan& c : comparison.plans) plans.push_back(plan_json(c));
+  return {{"schema", schema_tag("pipebal.plans-comparison", 1)},
+          {"model", comparison.model},
+          {"input_shape", comparison.input_shape},
+          {"plans", std::move(plans)}};
+}
+
+PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& status) {
+  check(s);
+  const auto say = [&status](const std::string& line) {
+    if (status) status(line);
+  };
+  std::vector<ComparedPlan> plans;
+  for (const std::string& file : s.plans) {
+    ComparedPlan c;
+    c.file = file;
+    c.plan = balance::read_plan(file);
+    c.predicted_device_bytes = c.plan.device_memory_bytes();
+    plans.push_back(std::move(c));
+  }
+  check_same_model(plans);
+  StagedDirectory output(s.output, plans_comparison_files());
+
+  // What the in-turns profile needs: the model and its input, at every plan's micro-batch count.
+  const balance::Plan& first = plans.front().plan;
+  at::set_num_threads(1);  // profile as one-thread stages run
+  const models::Model model = models::build_model(first.model, s.seed);
+  std::vector<models::InputSpec> inputs = models::model_inputs(
+      model, first.inputs, first.inputs.empty() ? first.input_shape : std::vector<int64_t>{});
+  if (!first.dtype.empty()) {
+    const c10::ScalarType dtype = profiler::parse_dtype(first.dtype);
+    model.layers.to(dtype);
+    inputs = models::with_float_dtype(inputs, dtype);
+  }
+  std::vector<int> chunks;
+  int devices = 1;
+  for (const ComparedPlan& c : plans) {
+    if (std::find(chunks.begin(), chunks.end(), c.plan.chunks) == chunks.end()) {
+      chunks.push_back(c.plan.chunks);
+    }
+    devices = std::max(
+        devices, static_cast<int>(c.plan.balance.size()) / std::max(c.plan.virtual_stages, 1));
+  }
+  std::sort(chunks.begin(), chunks.end());
+  // Micro-batches that overlap run beside the other devices' work: profile them so.
+  const auto co_runners = [devices](int m) { return m > 1 ? devices - 1 : 0; };
+  profiler::ProfileOptions in_turns;
+  in_turns.warmup = 3;  // the runs' turns left caches and pools cold
+  in_turns.repeat = 2;
+  std::vector<profiler::Profile> rounds;
+  std::function<void(int)> after_round;
+  if (s.profile_in_turns) {
+    after_round = [&](int) {
+      rounds.push_back(profile_at_sizes(model, inputs, chunks, s.seed, in_turns, co_runners));
+    };
+  }
+
+  std::vector<TrainSettings> runs;
+  for (const ComparedPlan& c : plans) runs.push_back(train_settings(s, c.plan));
+  say(fmt::format("training {} plans of {}, step by step in turns{} ...", plans.size(), first.model,
+                  s.profile_in_turns ? ", profiling after each round" : ""));
+  const std::vector<reports::RunRecord> measured = run_interleaved(runs, after_round);
+
+  std::vector<double> predicted_ms, measured_ms;
+  for (size_t k = 0; k < plans.size(); ++k) {
+    ComparedPlan& c = plans[k];
+    for (const reports::StepSample& step : measured[k].steps) {
+      c.measured_steps_ms.push_back(step.ms);
+    }
+    c.measured_step_ms = measured[k].median_step_ms;
+    c.measured_device_bytes = device_bytes(measured[k], c.plan.virtual_stages);
+    predicted_ms.push_back(c.plan.prediction.step_ms);
+    measured_ms.push_back(c.measured_step_ms);
+  }
+  const std::vector<int> predicted_rank = ranks(predicted_ms), measured_rank = ranks(measured_ms);
+  for (size_t k = 0; k < plans.size(); ++k) {
+    plans[k].predicted_rank = predicted_rank[k];
+    plans[k].measured_rank = measured_rank[k];
+  }
+  if (s.profile_in_turns) {
+    profiler::Profile pooled = profiler::merge_profiles(rounds);
+    if (!first.inputs.empty()) pooled.inputs = models::to_strings(inputs);
+    write_file_atomically(output.staging() + "/profile-in-turns.json",
+                          profiler::profile_to_json(pooled).dump(2) + "\n");
+    const balance::CostProfile costs = profiler::cost_profile(pooled);
+    for (ComparedPlan& c : plans) {
+      if (threads_of(s, c.plan) > 1) continue;  // profiled at one thread
+      c.predicted_in_turns_ms = balance::reprice_plan(costs, c.plan).prediction.step_ms;
+    }
+  }
+
+  PlansComparison comparison;
+  comparison.model = model.layers.name();
+  comparison.input_shape = inputs.front().shape;
+  comparison.plans = std::move(plans);
+  write_file_atomically(output.staging() + "/plans-comparison.json",
+                        plans_comparison_to_json(comparison).dump(2) + "\n");
+  output.commit();
+  return comparison;
+}
+
+}  // namespace pipebal::workflow
