@@ -1,7 +1,10 @@
 // See validation_record.h.
 #include "reports/validation_record.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "common/json_reader.h"
 #include "common/schema.h"
@@ -39,6 +42,17 @@ Estimate estimate_from_json(const JsonReader& side, const char* stage_key, const
 double relative_error(double predicted, double measured) {
   return measured > 0 ? (predicted - measured) / measured
                       : std::numeric_limits<double>::quiet_NaN();
+}
+
+std::vector<int> ranks_by_time(const std::vector<double>& step_ms) {
+  std::vector<size_t> order(step_ms.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::llround(step_ms[a] * 1e6) < std::llround(step_ms[b] * 1e6);
+  });
+  std::vector<int> rank(step_ms.size());
+  for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = static_cast<int>(k) + 1;
+  return rank;
 }
 
 double Candidate::step_error() const {

@@ -27,6 +27,11 @@ struct Estimate {
 // report use.
 double relative_error(double predicted, double measured);
 
+// Each time's rank among `step_ms`, 1 for the smallest. Times equal to a nanosecond are ties that
+// keep the list's order: the same costs summed in another order differ in their last bits, and
+// must not rank a later entry above an earlier one.
+std::vector<int> ranks_by_time(const std::vector<double>& step_ms);
+
 struct Candidate {
   std::vector<std::string> algorithms;  // every partitioner that chose this balance
   std::vector<int> balance;

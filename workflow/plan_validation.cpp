@@ -2,9 +2,7 @@
 #include "workflow/plan_validation.h"
 
 #include <algorithm>
-#include <cmath>
 #include <future>
-#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -84,20 +82,6 @@ void add(std::vector<CheckedConfiguration>& list, const balance::Configuration& 
     }
   }
   list.push_back({{label}, config, 0, 0, 0, 0});
-}
-
-// 1 for the smallest step time, 2 for the next, ... Times equal to a nanosecond are ties that
-// keep the list's order, as the planner's ranking does: the same costs summed in another order
-// differ in their last bits, and must not rank "plan 2" above "plan 1".
-std::vector<int> ranks(const std::vector<double>& step_ms) {
-  std::vector<size_t> order(step_ms.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::llround(step_ms[a] * 1e6) < std::llround(step_ms[b] * 1e6);
-  });
-  std::vector<int> rank(step_ms.size());
-  for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = static_cast<int>(k) + 1;
-  return rank;
 }
 
 TrainSettings train_settings(const AutoValidateSettings& p,
@@ -315,7 +299,8 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     predicted_ms.push_back(list[k].config.step_ms);
     measured_ms.push_back(list[k].measured_step_ms);
   }
-  const std::vector<int> predicted_rank = ranks(predicted_ms), measured_rank = ranks(measured_ms);
+  const std::vector<int> predicted_rank = reports::ranks_by_time(predicted_ms),
+                         measured_rank = reports::ranks_by_time(measured_ms);
   for (size_t k = 0; k < list.size(); ++k) {
     list[k].predicted_rank = predicted_rank[k];
     list[k].measured_rank = measured_rank[k];

@@ -2,8 +2,6 @@
 #include "workflow/plans_comparison.h"
 
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 #include <stdexcept>
 #include <utility>
 
@@ -111,18 +109,6 @@ std::vector<int64_t> device_bytes(const reports::RunRecord& run, int virtual_sta
     held[s % devices] += run.stages[s].peak_memory_bytes;
   }
   return held;
-}
-
-// 1 for the smallest, 2 for the next, ...; equal times keep the order given.
-std::vector<int> ranks(const std::vector<double>& ms) {
-  std::vector<size_t> order(ms.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::llround(ms[a] * 1e6) < std::llround(ms[b] * 1e6);
-  });
-  std::vector<int> rank(ms.size());
-  for (size_t k = 0; k < order.size(); ++k) rank[order[k]] = static_cast<int>(k) + 1;
-  return rank;
 }
 
 nlohmann::json plan_json(const ComparedPlan& c) {
@@ -234,7 +220,8 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
     predicted_ms.push_back(c.plan.prediction.step_ms);
     measured_ms.push_back(c.measured_step_ms);
   }
-  const std::vector<int> predicted_rank = ranks(predicted_ms), measured_rank = ranks(measured_ms);
+  const std::vector<int> predicted_rank = reports::ranks_by_time(predicted_ms),
+                         measured_rank = reports::ranks_by_time(measured_ms);
   for (size_t k = 0; k < plans.size(); ++k) {
     plans[k].predicted_rank = predicted_rank[k];
     plans[k].measured_rank = measured_rank[k];

@@ -134,6 +134,15 @@ RunRecord run_example() {
   return run;
 }
 
+TEST(ValidationRecord, RanksByTimeWithTiesInTheGivenOrder) {
+  EXPECT_EQ(ranks_by_time({3.0, 1.0, 2.0}), (std::vector<int>{3, 1, 2}));
+  // Equal to the nanosecond: the same costs summed in another order.
+  EXPECT_EQ(ranks_by_time({1.0 + 1e-12, 1.0, 0.5}), (std::vector<int>{2, 3, 1}));
+  EXPECT_EQ(ranks_by_time({1.0, 1.0 + 2e-6}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(ranks_by_time({1.0 + 2e-6, 1.0}), (std::vector<int>{2, 1}));
+  EXPECT_TRUE(ranks_by_time({}).empty());
+}
+
 TEST(RunRecord, ReadsBackWhatItWroteAndOlderDocumentsWithDefaults) {
   const RunRecord read = run_from_json(json::parse(run_to_json(run_example()).dump()));
   EXPECT_EQ(read.balance, (std::vector<int>{3, 1}));
