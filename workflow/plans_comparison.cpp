@@ -196,12 +196,12 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
   in_turns.warmup = 3;  // the runs' turns left caches and pools cold
   in_turns.repeat = 2;
   std::vector<profiler::Profile> rounds;
-  std::function<void(int)> after_round;
-  if (s.profile_in_turns) {
-    after_round = [&](int) {
+  const auto after_round = [&](int round) {
+    if (s.profile_in_turns) {
       rounds.push_back(profile_at_sizes(model, inputs, chunks, s.seed, in_turns, co_runners));
-    };
-  }
+    }
+    say(fmt::format("round {} of {} done", round + 1, s.steps));
+  };
 
   std::vector<TrainSettings> runs;
   for (const ComparedPlan& c : plans) runs.push_back(train_settings(s, c.plan));

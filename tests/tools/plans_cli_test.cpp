@@ -48,6 +48,7 @@ TEST(PlansCli, ValidatePlansTrainsEveryPlanInTurnsAndPredictsThemAgainFromProfil
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("training 3 plans of mlp:layers=4,width=32"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("measured fastest: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("round 3 of 3 done"), std::string::npos) << r.out;
   const json v = json::parse(read_text(dir + "/out/plans-comparison.json"));
   EXPECT_EQ(v["schema"], "pipebal.plans-comparison/1");
   EXPECT_EQ(v["input_shape"], json({16, 32}));
