@@ -61,6 +61,7 @@ tr.primary td{background:#eef5fc}
 .chart svg{display:block;width:100%;height:auto}
 .chart.wide svg{min-width:720px}
 .chart.half svg{min-width:330px}
+.chart.narrow{max-width:600px}
 .pair{display:grid;grid-template-columns:repeat(auto-fit,minmax(330px,1fr));gap:8px 28px}
 details{margin-top:10px}
 summary{cursor:pointer;font-weight:600;color:var(--accent)}
@@ -180,7 +181,46 @@ std::string summary_card(const ReportData& data) {
       100 * kSpeedupErrorTarget, rows);
 }
 
+// validate --plans / --auto: every configuration trained side by side.
+std::string comparison_card(const ReportData& data) {
+  const Comparison& comparison = data.comparison;
+  if (comparison.configurations.empty()) return "";
+  std::string rows;
+  for (size_t i = 0; i < comparison.configurations.size(); ++i) {
+    const ComparedConfiguration& c = comparison.configurations[i];
+    const double in_turns_error = known(c.predicted_in_turns_ms)
+                                      ? relative_error(c.predicted_in_turns_ms, c.measured_ms)
+                                      : std::nan("");
+    rows += fmt::format(
+        "<tr{}><td class=\"l\">#{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>"
+        "<td class=\"l\">{}</td><td>{}</td><td>{}</td>{}<td>{}</td>{}<td>{} / {}</td><td>{}</td>"
+        "<td>{}</td></tr>\n",
+        c.measured_rank == 1 ? " class=\"primary\"" : "", i + 1, escape_html(c.name),
+        escape_html(c.configuration), balance_text(c.balance), ms_cell(c.predicted_ms),
+        ms_cell(c.measured_ms),
+        error_cell(relative_error(c.predicted_ms, c.measured_ms), kStepErrorTarget),
+        ms_cell(c.predicted_in_turns_ms), error_cell(in_turns_error, kStepErrorTarget),
+        c.predicted_rank, c.measured_rank, bytes_cell(c.predicted_peak_bytes),
+        bytes_cell(c.measured_peak_bytes));
+  }
+  return fmt::format(
+      "<section class=\"card\" id=\"comparison\"><h2>Configurations trained side by side: "
+      "predicted vs measured</h2><p class=\"lead\">From <code>pipebal {}</code>: every "
+      "configuration trained in one process, one measured step of each in turn, so that a slow "
+      "spell of the machine falls on all alike. Measured: the median step. In turns: predicted "
+      "again from the model profiled between the rounds of steps. Ranks by step time, 1 the "
+      "fastest; the measured fastest is highlighted. Peak: the busiest device's memory.</p>"
+      "<div class=\"scroll chart half narrow\">{}</div>"
+      "<div class=\"scroll\"><table><thead><tr><th class=\"l\">#</th><th class=\"l\">plan</th>"
+      "<th class=\"l\">configuration</th><th class=\"l\">balance</th><th>predicted ms</th>"
+      "<th>measured ms</th><th>error</th><th>in turns ms</th><th>its error</th>"
+      "<th>rank predicted / measured</th><th>peak predicted</th><th>peak measured</th></tr>"
+      "</thead><tbody>\n{}</tbody></table></div></section>\n",
+      escape_html(comparison.source), comparison_chart(comparison), rows);
+}
+
 std::string layer_chart_card(const ReportData& data) {
+  if (data.layers.empty()) return "";
   return fmt::format(
       "<section class=\"card\" id=\"layer-chart\"><h2>Per-layer cost and stage boundaries</h2>"
       "<p class=\"lead\">Profiled forward and backward time of each layer for one micro-batch; "
@@ -279,6 +319,7 @@ std::string steps_card(const ReportData& data) {
 }
 
 std::string layer_table_card(const ReportData& data) {
+  if (data.layers.empty()) return "";
   // Which stage of the drawn candidate each layer falls in.
   std::vector<int> stage_of(data.layers.size(), -1);
   if (!data.candidates.empty()) {
@@ -315,8 +356,8 @@ std::string layer_table_card(const ReportData& data) {
 std::string render_html_report(const ReportInputs& inputs) {
   const ReportData data = make_report_data(inputs);
   std::string body = header(data) + context_card(data) + summary_card(data) +
-                     layer_chart_card(data) + candidates_card(data) + steps_card(data) +
-                     layer_table_card(data);
+                     comparison_card(data) + layer_chart_card(data) + candidates_card(data) +
+                     steps_card(data) + layer_table_card(data);
   return fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"

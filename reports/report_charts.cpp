@@ -62,6 +62,7 @@ struct GroupedBars {
   double unit = 1;           // values are drawn in this unit: 1 for ms, 1024^k for bytes
   std::string unit_name;     // "ms", "MiB"
   std::vector<double> caps;  // per group; NaN: none
+  std::vector<std::string> group_names;  // below each group; empty: "stage 0", "stage 1", ...
 };
 
 // Bytes are labelled in the binary unit of `max_bytes` so that ticks are round (2, 4, 6 MiB).
@@ -105,6 +106,9 @@ std::string grouped_bar_chart(const std::vector<BarSeries>& series, size_t group
       [&](double tick) { return format_tick(tick / options.unit) + " " + options.unit_name; },
       options.y_title);
   const double scale = (plot_bottom - kTop) / ticks.back();
+  const auto group_name = [&options](size_t g) {
+    return g < options.group_names.size() ? options.group_names[g] : fmt::format("stage {}", g);
+  };
   const double slot = (kWidth - kRight - kLeft) / std::max<size_t>(groups, 1);
   const double bar = std::min(44.0, slot * 0.8 / std::max<size_t>(series.size(), 1));
   TextStyle value_style;
@@ -122,9 +126,9 @@ std::string grouped_bar_chart(const std::vector<BarSeries>& series, size_t group
       if (g >= series[s].values.size() || !known(series[s].values[g])) continue;
       const double value = series[s].values[g];
       const double x = first_x + bar * s;
-      svg.rect(
-          x + 1, plot_bottom - value * scale, bar - 2, value * scale, series[s].color,
-          fmt::format("stage {}: {} {} {}", g, series[s].label, in_unit(value), options.unit_name));
+      svg.rect(x + 1, plot_bottom - value * scale, bar - 2, value * scale, series[s].color,
+               fmt::format("{}: {} {} {}", group_name(g), series[s].label, in_unit(value),
+                           options.unit_name));
       // The axis carries the unit; bare numbers keep neighbouring labels apart, and a label
       // wider than its bar is left to the tooltip and the table below.
       const std::string label = in_unit(value);
@@ -136,7 +140,7 @@ std::string grouped_bar_chart(const std::vector<BarSeries>& series, size_t group
       const double y = plot_bottom - options.caps[g] * scale;
       svg.line(center - slot * 0.46, y, center + slot * 0.46, y, palette::kCap, 2, "6 3");
     }
-    svg.text(center, plot_bottom + 18, fmt::format("stage {}", g), group_style);
+    svg.text(center, plot_bottom + 18, group_name(g), group_style);
   }
   double x = kLeft;
   for (const BarSeries& s : series) x = svg.legend_item(x, 16, s.color, s.label);
@@ -309,6 +313,29 @@ std::string stage_memory_chart(const ReportCandidate& candidate, const std::vect
   for (double cap : caps) max = known(cap) ? std::max(max, cap) : max;
   std::tie(options.unit, options.unit_name) = byte_unit(max);
   return grouped_bar_chart(series, candidate.balance.size(), options);
+}
+
+std::string comparison_chart(const Comparison& comparison) {
+  std::vector<double> predicted, measured, in_turns;
+  std::vector<std::string> names;
+  bool profiled_in_turns = false;
+  for (const ComparedConfiguration& c : comparison.configurations) {
+    predicted.push_back(c.predicted_ms);
+    measured.push_back(c.measured_ms);
+    in_turns.push_back(c.predicted_in_turns_ms);
+    profiled_in_turns = profiled_in_turns || known(c.predicted_in_turns_ms);
+    names.push_back(fmt::format("#{}", names.size() + 1));
+  }
+  std::vector<BarSeries> series = {{"predicted", palette::kPredicted, predicted}};
+  if (profiled_in_turns)
+    series.push_back({"predicted in turns", palette::kPredictedInTurns, in_turns});
+  series.push_back({"measured", palette::kMeasured, measured});
+  GroupedBars options;
+  options.title = "Step time per configuration: predicted and measured";
+  options.y_title = "step time";
+  options.unit_name = "ms";
+  options.group_names = names;
+  return grouped_bar_chart(series, names.size(), options);
 }
 
 std::string loss_curve_chart(const std::vector<std::pair<double, double>>& steps) {

@@ -22,6 +22,10 @@ std::string stage_time_chart(const ReportCandidate& candidate);
 // (`caps` per stage; NaN or missing: none).
 std::string stage_memory_chart(const ReportCandidate& candidate, const std::vector<double>& caps);
 
+// Each compared configuration's step time (numbered #1, #2, ... as the report's table):
+// predicted, predicted in turns where profiled so, and measured side by side.
+std::string comparison_chart(const Comparison& comparison);
+
 // The loss of every training step (`steps`: (ms, loss) per step), a line through one point per
 // step with the step and loss as its tooltip. Empty with fewer than two known losses.
 std::string loss_curve_chart(const std::vector<std::pair<double, double>>& steps);

@@ -200,7 +200,20 @@ ReportInputs load_report_inputs(const std::string& dir) {
   ReportInputs inputs;
   inputs.dir = dir;
   inputs.profile = load_document(root, "profile.json", "pipebal.profile");
-  if (!inputs.profile) {
+  if (!inputs.profile) {  // validate --plans profiles only in turns with its runs
+    inputs.profile = load_document(root, "profile-in-turns.json", "pipebal.profile");
+    if (inputs.profile) inputs.profile_file = "profile-in-turns.json";
+  }
+  for (const auto& [file, schema] :
+       {std::pair{"plans-comparison.json", "pipebal.plans-comparison"},
+        std::pair{"plan-validation.json", "pipebal.plan-validation"}}) {
+    inputs.comparison = load_document(root, file, schema);
+    if (inputs.comparison) {
+      inputs.comparison_file = file;
+      break;
+    }
+  }
+  if (!inputs.profile && !inputs.comparison) {
     throw std::invalid_argument(fmt::format(
         "{}: missing (the report needs at least the profile; `pipebal validate -o {}` writes "
         "every file)",
@@ -213,7 +226,9 @@ ReportInputs load_report_inputs(const std::string& dir) {
 }
 
 ReportData make_report_data(const ReportInputs& inputs) {
-  if (!inputs.profile) throw std::invalid_argument("report: profile.json is required");
+  if (!inputs.profile && !inputs.comparison) {
+    throw std::invalid_argument("report: profile.json is required");
+  }
   ReportData data;
   data.dir = inputs.dir;
   // Errors name the file as the user would find it.
@@ -222,7 +237,14 @@ ReportData make_report_data(const ReportInputs& inputs) {
                               : (std::filesystem::path(inputs.dir) / name).string();
   };
   const balance::CostProfile profile =
-      balance::profile_from_json(*inputs.profile, file("profile.json"));
+      inputs.profile
+          ? balance::profile_from_json(*inputs.profile, file(inputs.profile_file.c_str()))
+          : balance::CostProfile{};
+  if (inputs.comparison) {
+    data.comparison =
+        comparison_from_json(*inputs.comparison, file(inputs.comparison_file.c_str()));
+  }
+  const bool compared = !data.comparison.configurations.empty();
   std::optional<balance::Plan> plan;
   std::optional<RunRecord> run;
   std::optional<ValidationRecord> validation;
@@ -254,6 +276,8 @@ ReportData make_report_data(const ReportInputs& inputs) {
     if (data.schedule.empty()) data.schedule = pipeline::to_string(plan->schedule);
     if (data.checkpoint.empty()) data.checkpoint = pipeline::to_string(plan->checkpoint);
   }
+  if (data.model.empty()) data.model = data.comparison.model;
+  if (data.input_shape.empty()) data.input_shape = shape_text(data.comparison.input_shape);
   if (data.model.empty()) data.model = profile.model.empty() ? "(unnamed model)" : profile.model;
   if (data.input_shape.empty() && !profile.input_shape.empty()) {
     data.input_shape = shape_text(profile.input_shape);
@@ -261,7 +285,9 @@ ReportData make_report_data(const ReportInputs& inputs) {
   data.device = profile.device;
   data.profile_backend = profile.backend;
   data.environment = merged_environment({inputs.validation ? &*inputs.validation : nullptr,
-                                         inputs.run ? &*inputs.run : nullptr, &*inputs.profile});
+                                         inputs.run ? &*inputs.run : nullptr,
+                                         inputs.comparison ? &*inputs.comparison : nullptr,
+                                         inputs.profile ? &*inputs.profile : nullptr});
   data.samples_per_s = kNaN;
 
   if (validation) {
@@ -272,9 +298,11 @@ ReportData make_report_data(const ReportInputs& inputs) {
     data.stages = validation->stages;
     data.steps = validation->steps;
   } else {
-    data.notes.push_back(
-        "validation.json is missing: no comparison of candidate balances and no predicted "
-        "timeline. `pipebal validate ... -o DIR` writes it.");
+    if (!compared) {
+      data.notes.push_back(
+          "validation.json is missing: no comparison of candidate balances and no predicted "
+          "timeline. `pipebal validate ... -o DIR` writes it.");
+    }
     std::optional<ReportCandidate> from_plan;
     if (plan) from_plan = candidate_from_plan(*plan);
     if (run) {
@@ -293,8 +321,13 @@ ReportData make_report_data(const ReportInputs& inputs) {
       data.candidates.insert(data.candidates.begin(), std::move(*from_plan));
     }
   }
+  if (!inputs.profile) {
+    data.notes.push_back(
+        "No profile: the layers are not drawn. `pipebal validate --plans "
+        "--profile-in-turns` writes one (profile-in-turns.json).");
+  }
   if (!plan) {
-    data.notes.push_back("plan.json is missing: memory caps are not drawn.");
+    if (!compared) data.notes.push_back("plan.json is missing: memory caps are not drawn.");
   } else {
     for (const balance::StagePlan& stage : plan->stages) {
       data.memory_cap_bytes.push_back(stage.memory_cap_bytes == balance::kUnlimitedBytes
@@ -303,13 +336,15 @@ ReportData make_report_data(const ReportInputs& inputs) {
     }
   }
   if (!run) {
-    data.notes.push_back("run.json is missing: no per-step training measurements.");
+    if (!compared) {
+      data.notes.push_back("run.json is missing: no per-step training measurements.");
+    }
   } else {
     for (const StepSample& step : run->steps) data.run_steps.emplace_back(step.ms, step.loss);
     data.samples_per_s = run->samples_per_s;
     if (data.steps == 0) data.steps = static_cast<int>(data.run_steps.size());
   }
-  if (data.candidates.empty()) {
+  if (data.candidates.empty() && !compared) {
     data.notes.push_back("Only the profile is present: there is no balance to compare.");
   }
 

@@ -13,23 +13,29 @@
 #include <nlohmann/json.hpp>
 
 #include "balance/layer_cost.h"
+#include "reports/comparison_record.h"
 #include "reports/validation_record.h"
 
 namespace pipebal::reports {
 
-// The documents of one directory, already schema-checked. profile is required by the report;
-// the others are rendered when present and named as missing otherwise.
+// The documents of one directory, already schema-checked. The report needs the profile or a
+// comparison; the others are rendered when present and named as missing otherwise.
 struct ReportInputs {
   std::string dir;                        // where they came from; used in notes and error messages
   std::optional<nlohmann::json> profile;  // pipebal.profile/1
-  std::optional<nlohmann::json> plan;     // pipebal.plan/1
-  std::optional<nlohmann::json> run;      // pipebal.run/1
-  std::optional<nlohmann::json> validation;  // pipebal.validation/1
+  std::string profile_file = "profile.json";  // or profile-in-turns.json (validate --plans)
+  std::optional<nlohmann::json> plan;         // pipebal.plan/1
+  std::optional<nlohmann::json> run;          // pipebal.run/1
+  std::optional<nlohmann::json> validation;   // pipebal.validation/1
+  // pipebal.plans-comparison/1 (validate --plans) or pipebal.plan-validation/1 (--auto).
+  std::optional<nlohmann::json> comparison;
+  std::string comparison_file;
 };
 
-// Reads DIR/profile.json, plan.json, run.json and validation.json. Throws std::invalid_argument
-// with one line naming the directory or file when DIR is not a directory, profile.json is
-// missing, a file is not valid JSON, or its schema is not a supported major version.
+// Reads DIR/profile.json (else profile-in-turns.json), plan.json, run.json, validation.json and
+// plans-comparison.json or plan-validation.json. Throws std::invalid_argument with one line
+// naming the directory or file when DIR is not a directory, neither a profile nor a comparison
+// is there, a file is not valid JSON, or its schema is not a supported major version.
 ReportInputs load_report_inputs(const std::string& dir);
 
 // A balance the report compares, with the algorithms that chose it: its prediction and its
@@ -62,6 +68,8 @@ struct ReportData {
   std::vector<balance::LayerCost> layers;  // the profile's, in order (a layer's index is its place)
   std::vector<ReportCandidate> candidates;
   size_t primary = 0;  // the candidate drawn in full: the plan's balance, else dp's, else first
+  // Configurations trained side by side (validate --plans or --auto); empty: none.
+  Comparison comparison;
   std::vector<double> memory_cap_bytes;              // per stage; empty or NaN entries: no cap
   std::vector<std::pair<double, double>> run_steps;  // (ms, loss) per training step
   double samples_per_s = 0;                          // NaN when unknown
@@ -69,7 +77,8 @@ struct ReportData {
 };
 
 // Builds the report's data. Throws std::invalid_argument naming the file and field when
-// profile is absent or a document does not read (a field missing, mistyped or out of range).
+// neither a profile nor a comparison is given or a document does not read (a field missing,
+// mistyped or out of range).
 ReportData make_report_data(const ReportInputs& inputs);
 
 }  // namespace pipebal::reports

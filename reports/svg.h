@@ -19,6 +19,7 @@ inline constexpr const char* kBackward = "#f58518";
 inline constexpr const char* kWeight = "#e45756";  // W: a split backward's weight gradients
 inline constexpr const char* kPredicted = "#9ecae9";
 inline constexpr const char* kMeasured = "#2f6ea5";
+inline constexpr const char* kPredictedInTurns = "#6baed6";  // from a profile taken between runs
 inline constexpr const char* kCap = "#d62728";
 inline constexpr const char* kAxis = "#5f6b7a";
 inline constexpr const char* kGrid = "#e5e9f0";

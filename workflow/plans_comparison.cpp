@@ -150,7 +150,8 @@ nlohmann::json plans_comparison_to_json(const PlansComparison& comparison) {
   return {{"schema", schema_tag("pipebal.plans-comparison", 1)},
           {"model", comparison.model},
           {"input_shape", comparison.input_shape},
-          {"plans", std::move(plans)}};
+          {"plans", std::move(plans)},
+          {"environment", comparison.environment}};
 }
 
 PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& status) {
@@ -242,6 +243,7 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
   comparison.model = model.layers.name();
   comparison.input_shape = inputs.front().shape;
   comparison.plans = std::move(plans);
+  comparison.environment = measured.front().environment;
   write_file_atomically(output.staging() + "/plans-comparison.json",
                         plans_comparison_to_json(comparison).dump(2) + "\n");
   output.commit();

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "balance/plan.h"
 #include "workflow/validation.h"
@@ -53,6 +53,7 @@ struct PlansComparison {
   std::string model;
   std::vector<int64_t> input_shape;
   std::vector<ComparedPlan> plans;  // in the order given
+  nlohmann::json environment;       // where the runs ran (reports::RunRecord::environment)
 };
 
 // The names of the files compare_plans() writes into the output directory.

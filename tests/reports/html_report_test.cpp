@@ -237,6 +237,121 @@ TEST(HtmlReport, UnmeasuredMemoryIsADash) {
   EXPECT_GE(after, before + 3) << "one dash per stage of the drawn candidate";
 }
 
+// What `pipebal validate --plans` writes, by hand: two plans, the second profiled in turns.
+json plans_comparison() {
+  json first = {{"file", "gpipe.json"},
+                {"schedule", "gpipe"},
+                {"chunks", 4},
+                {"checkpoint", "never"},
+                {"balance", {3, 4}},
+                {"predicted_step_ms", 151.0},
+                {"measured_step_ms", 132.25},
+                {"measured_steps_ms", {132.25, 140.0, 120.0}},
+                {"step_error", 0.138},
+                {"predicted_rank", 2},
+                {"measured_rank", 2},
+                {"predicted_device_bytes", {14 << 20, 3 << 20}},
+                {"measured_device_bytes", {15 << 20, 2 << 20}}};
+  json second = first;
+  second["file"] = "zb-h1.json";
+  second["schedule"] = "zb-h1";
+  second["weight_delays"] = {0, 1};
+  second["predicted_step_ms"] = 140.0;
+  second["measured_step_ms"] = 120.5;
+  second["predicted_in_turns_step_ms"] = 125.0;
+  second["predicted_rank"] = 1;
+  second["measured_rank"] = 1;
+  return {{"schema", "pipebal.plans-comparison/1"},
+          {"model", "gpt:layers=4"},
+          {"input_shape", {64, 32}},
+          {"plans", {first, second}},
+          {"environment", {{"cpu_model", "Test CPU"}}}};
+}
+
+TEST(HtmlReport, RendersAPlansComparisonWithoutAProfile) {
+  const fs::path dir = pipebal::testing::fresh_dir("plans_comparison");
+  write_file_atomically((dir / "plans-comparison.json").string(), plans_comparison().dump());
+  const std::string html = render_html_report(load_report_inputs(dir.string()));
+  EXPECT_NE(html.find("<h1>gpt:layers=4</h1>"), std::string::npos);
+  EXPECT_NE(html.find("pipebal validate --plans"), std::string::npos);
+  EXPECT_NE(html.find("Test CPU"), std::string::npos);  // the runs' environment
+  // One row per plan, in order, its numbers as the document says; the measured fastest marked.
+  EXPECT_NE(html.find("<td class=\"l\">#1</td><td class=\"l\">gpipe.json</td><td class=\"l\">"
+                      "gpipe, 4 micro-batches, checkpoint never</td><td class=\"l\">[3, 4]</td>"
+                      "<td>151</td><td>132</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<tr class=\"primary\"><td class=\"l\">#2</td><td class=\"l\">zb-h1.json"
+                      "</td><td class=\"l\">zb-h1 (W delays 0,1), 4 micro-batches"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td>2 / 2</td><td>14.00 MiB</td><td>15.00 MiB</td>"), std::string::npos);
+  // The bars: predicted, in turns (where profiled so) and measured for each plan.
+  EXPECT_NE(html.find("<title>#2: predicted in turns 125 ms</title>"), std::string::npos) << html;
+  EXPECT_EQ(html.find("<title>#1: predicted in turns"), std::string::npos);
+  EXPECT_NE(html.find("<title>#1: measured 132 ms</title>"), std::string::npos);
+  // Without a profile the layers are left out, said once; nothing else is called missing.
+  EXPECT_NE(html.find("No profile: the layers are not drawn"), std::string::npos);
+  EXPECT_EQ(html.find("validation.json is missing"), std::string::npos);
+  EXPECT_EQ(html.find("run.json is missing"), std::string::npos);
+  EXPECT_EQ(html.find("id=\"layers\""), std::string::npos);
+}
+
+TEST(HtmlReport, RendersAnAutoValidationBesideItsProfile) {
+  ScratchDir dir("auto_validation");
+  fs::remove(dir.file("validation.json"));
+  fs::remove(dir.file("run.json"));
+  const json configuration = {{"labels", {"recommended", "plan 1", "plain, 2 threads"}},
+                              {"stages", 1},
+                              {"chunks", 1},
+                              {"threads_per_stage", 2},
+                              {"schedule", "gpipe"},
+                              {"checkpoint", "never"},
+                              {"balance", {12}},
+                              {"predicted_step_ms", 55.0},
+                              {"measured_step_ms", 50.5},
+                              {"predicted_rank", 1},
+                              {"measured_rank", 1}};
+  json pipelined = configuration;
+  pipelined["labels"] = {"plan 2"};
+  pipelined["stages"] = 2;
+  pipelined["chunks"] = 4;
+  pipelined["threads_per_stage"] = 0;
+  pipelined["schedule"] = "1f1b";
+  pipelined["balance"] = {6, 6};
+  pipelined["predicted_rank"] = 2;
+  pipelined["measured_rank"] = 2;
+  dir.write("plan-validation.json", {{"schema", "pipebal.plan-validation/1"},
+                                     {"model", "mlp:layers=11"},
+                                     {"input_shape", {64, 32}},
+                                     {"devices", 2},
+                                     {"searched", 30},
+                                     {"configurations", {configuration, pipelined}}});
+  const std::string html = render_html_report(load_report_inputs(dir.path()));
+  EXPECT_NE(html.find("pipebal validate --auto"), std::string::npos);
+  EXPECT_NE(html.find("recommended, plan 1, plain, 2 threads</td><td class=\"l\">the plain "
+                      "model on 2 threads</td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("2 stages, 4 micro-batches, 1f1b, checkpoint never"), std::string::npos);
+  EXPECT_NE(html.find("id=\"layers\""), std::string::npos);  // the profile beside it
+  EXPECT_EQ(html.find("validation.json is missing"), std::string::npos);
+}
+
+TEST(HtmlReport, AComparisonsBadFieldNamesFileAndPath) {
+  const fs::path dir = pipebal::testing::fresh_dir("bad_comparison");
+  json doc = plans_comparison();
+  doc["plans"][1]["measured_rank"] = 3;  // of two plans
+  write_file_atomically((dir / "plans-comparison.json").string(), doc.dump());
+  const std::string message =
+      error_of([&] { render_html_report(load_report_inputs(dir.string())); });
+  EXPECT_NE(message.find("plans-comparison.json: plans[1].measured_rank"), std::string::npos)
+      << message;
+  doc["schema"] = "pipebal.plans-comparison/2";
+  write_file_atomically((dir / "plans-comparison.json").string(), doc.dump());
+  const std::string schema = error_of([&] { load_report_inputs(dir.string()); });
+  EXPECT_NE(schema.find("pipebal.plans-comparison/2"), std::string::npos) << schema;
+}
+
 TEST(Svg, EscapesAndFormats) {
   EXPECT_EQ(escape_html("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
   EXPECT_EQ(format_ms(71.01), "71.0");

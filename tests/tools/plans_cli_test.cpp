@@ -118,6 +118,15 @@ TEST(PlansCli, ValidatePlansTrainsEveryPlanInTurnsAndPredictsThemAgainFromProfil
   const json profile = json::parse(read_text(dir + "/out/profile-in-turns.json"));
   EXPECT_EQ(profile["schema"], "pipebal.profile/1");
   EXPECT_EQ(profile["layers"][0]["forward_samples_ms"].size(), 6u);
+  EXPECT_EQ(v["environment"]["intra_op_threads"], 1) << v["environment"].dump();
+
+  // The report draws the comparison, and the layers of the profile taken in turns.
+  const CliResult report = run_pipebal("report " + dir + "/out");
+  ASSERT_EQ(report.status, 0) << report.err;
+  const std::string html = read_text(dir + "/out/report.html");
+  EXPECT_NE(html.find("Configurations trained side by side"), std::string::npos);
+  EXPECT_NE(html.find("zb-h1.json"), std::string::npos);
+  EXPECT_NE(html.find("id=\"layers\""), std::string::npos);
 }
 
 TEST(PlansCli, ValidatePlansRefusesPlansOfAnotherModelAndOptionsThePlansSay) {
