@@ -145,8 +145,10 @@ void predict_in_turns(std::vector<CheckedConfiguration>& list,
 }  // namespace
 
 const std::vector<std::string>& plan_validation_files() {
+  // report.html: what `pipebal report DIR` adds, replaced with the rest by a new run.
   static const std::vector<std::string> files = {"profile.json", "profile-threads.json",
-                                                 "plan.json", "plan-validation.json"};
+                                                 "plan.json", "plan-validation.json",
+                                                 "report.html"};
   return files;
 }
 

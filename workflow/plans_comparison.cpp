@@ -140,7 +140,9 @@ nlohmann::json plan_json(const ComparedPlan& c) {
 }  // namespace
 
 const std::vector<std::string>& plans_comparison_files() {
-  static const std::vector<std::string> files = {"plans-comparison.json", "profile-in-turns.json"};
+  // report.html: what `pipebal report DIR` adds, replaced with the rest by a new run.
+  static const std::vector<std::string> files = {"plans-comparison.json", "profile-in-turns.json",
+                                                 "report.html"};
   return files;
 }
 
