@@ -146,9 +146,8 @@ void predict_in_turns(std::vector<CheckedConfiguration>& list,
 
 const std::vector<std::string>& plan_validation_files() {
   // report.html: what `pipebal report DIR` adds, replaced with the rest by a new run.
-  static const std::vector<std::string> files = {"profile.json", "profile-threads.json",
-                                                 "plan.json", "plan-validation.json",
-                                                 "report.html"};
+  static const std::vector<std::string> files = {
+      "profile.json", "profile-threads.json", "plan.json", "plan-validation.json", "report.html"};
   return files;
 }
 
