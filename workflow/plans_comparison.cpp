@@ -208,7 +208,8 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
 
   std::vector<TrainSettings> runs;
   for (const ComparedPlan& c : plans) runs.push_back(train_settings(s, c.plan));
-  say(fmt::format("training {} plans of {}, step by step in turns{} ...", plans.size(), first.model,
+  say(fmt::format("training {} plan{} of {}, step by step in turns{} ...", plans.size(),
+                  plans.size() == 1 ? "" : "s", first.model,
                   s.profile_in_turns ? ", profiling after each round" : ""));
   const std::vector<reports::RunRecord> measured = run_interleaved(runs, after_round);
 
