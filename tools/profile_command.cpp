@@ -16,6 +16,7 @@
 #include "models/zoo.h"
 #include "profiler/device.h"
 #include "profiler/profile_json.h"
+#include "profiler/profile_merge.h"
 #include "profiler/profile_table.h"
 #include "profiler/profiler.h"
 #include "tools/common_options.h"
@@ -35,6 +36,8 @@ constexpr const char* kFooter =
     "  pipebal profile --model lm.pt --input 'int64[32,128]:50000' -o profile.json   # token ids\n"
     "  pipebal profile --model gpt:layers=4 --chunks 1,2,4,8 -o profile.json   # for `pipebal "
     "plan`\n"
+    "  pipebal profile --model gpt:layers=4 --chunks 1,2,4,8 --repeat 12 --rounds 3 -o "
+    "profile.json   # a shared machine\n"
     "Times are medians after warm-up; the profile is measured at the micro-batch size\n"
     "ceil(batch / chunks), which is what `pipebal balance --chunks` expects. Several counts\n"
     "measure several sizes (the first is the profile's own); balance interpolates between them.\n"
@@ -86,6 +89,11 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
         "--threads must be between 0 (LibTorch's default) and the {} cores of this machine, got {}",
         cores, params.threads));
   }
+  if (params.rounds < 1 || params.rounds > params.repeat) {
+    throw std::invalid_argument(fmt::format(
+        "--rounds must be from 1 to --repeat ({}): each round times a pass at least, got {}",
+        params.repeat, params.rounds));
+  }
   // Parse every option before the (slow) model build, so that typos fail at once.
   const profiler::ProfileOptions options = profile_options(params);
   if (params.threads > 0) at::set_num_threads(params.threads);
@@ -106,18 +114,44 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   Progress line(progress != nullptr ? *progress : std::cerr,
                 progress != nullptr ? progress_mode : Progress::Mode::kQuiet);
   const bool several = sizes.size() > 1;
-  const workflow::SizedProgressFn report = [&line, several](int64_t size,
-                                                            const profiler::ProfileProgress& p) {
-    using Phase = profiler::ProfileProgress::Phase;
-    const char* phase = p.phase == Phase::kLayers         ? "memory and warm-up, layer"
-                        : p.phase == Phase::kWarmupPasses ? "warm-up pass"
-                                                          : "timed pass";
-    line.update(several ? fmt::format("size {}: {}", size, phase) : phase, p.done, p.total,
-                p.layer);
+  // Progress lines, prefixed with the round when there are several.
+  const auto reporter = [&line, several](const std::string& round) -> workflow::SizedProgressFn {
+    return [&line, several, round](int64_t size, const profiler::ProfileProgress& p) {
+      using Phase = profiler::ProfileProgress::Phase;
+      const char* phase = p.phase == Phase::kLayers         ? "memory and warm-up, layer"
+                          : p.phase == Phase::kWarmupPasses ? "warm-up pass"
+                                                            : "timed pass";
+      line.update(round + (several ? fmt::format("size {}: {}", size, phase) : phase), p.done,
+                  p.total, p.layer);
+    };
   };
-  profiler::Profile profile =
-      workflow::profile_at_sizes(model, inputs, params.chunks, params.seed, options, {}, report,
-                                 params.skip_linear_percent / 100);
+  profiler::Profile profile;
+  if (params.rounds == 1) {
+    profile = workflow::profile_at_sizes(model, inputs, params.chunks, params.seed, options, {},
+                                         reporter(""), params.skip_linear_percent / 100);
+  } else {
+    // The first round chooses the sizes (leaving out those where the cost is linear); the others
+    // measure the same sizes, one warm-up pass each, caches and allocator pools being warm.
+    profiler::ProfileOptions round_options = options;
+    round_options.repeat = (options.repeat + params.rounds - 1) / params.rounds;
+    round_options.time_budget_s = options.time_budget_s / params.rounds;
+    std::vector<profiler::Profile> rounds;
+    std::vector<int> measured = params.chunks;
+    for (int round = 1; round <= params.rounds; ++round) {
+      rounds.push_back(workflow::profile_at_sizes(
+          model, inputs, measured, params.seed, round_options, {},
+          reporter(fmt::format("round {} of {}, ", round, params.rounds)),
+          round == 1 ? params.skip_linear_percent / 100 : 0));
+      if (round == 1) {
+        measured = {params.chunks.front()};  // the profile's own size first, as given
+        for (const profiler::Profile::Size& size : rounds.front().sizes) {
+          if (size.chunks != params.chunks.front()) measured.push_back(size.chunks);
+        }
+        round_options.warmup = std::min(round_options.warmup, 1);
+      }
+    }
+    profile = profiler::merge_profiles(rounds);
+  }
   profile.inputs = params.inputs.empty() ? std::vector<std::string>{} : models::to_strings(inputs);
   line.finish();
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
@@ -158,6 +192,11 @@ void add_profile_command(CLI::App& app) {
   sub->add_option("--co-runners", params->co_runners,
                   "Threads training the model alongside, as the other stages will (CPU; "
                   "typically stages - 1)")
+      ->capture_default_str();
+  sub->add_option("--rounds", params->rounds,
+                  "Profile in this many rounds, one after the other, pooled: --repeat's passes "
+                  "split among them, so that a slow spell of a shared machine skews one round of "
+                  "every size, not every pass of one")
       ->capture_default_str();
   sub->add_option("--threads", params->threads, "Intra-op threads (0: LibTorch's default)")
       ->capture_default_str();

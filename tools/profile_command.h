@@ -33,6 +33,10 @@ struct ProfileParams {
   // With several sizes: leave out those around which the cost per sample is already linear
   // within this many percent (workflow::profile_at_sizes); 0 measures every size.
   double skip_linear_percent = 3;
+  // Profile in this many rounds, one after the other, pooled (profiler::merge_profiles):
+  // --repeat's passes (and --time-budget) split among them, so a slow spell of a shared machine
+  // skews one round of every size rather than all of one size's passes.
+  int rounds = 1;
   int threads = 0;  // intra-op threads; 0: LibTorch's default
   uint64_t seed = 0;
   std::string output_path;

@@ -2,6 +2,7 @@
 // --plan` running what plan recommends, end to end as a user runs them.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -79,6 +80,33 @@ TEST(PlanCli, ProfileLeavesOutSizesWhereTheCostIsLinearAndBalanceInterpolatesThe
   r = run_pipebal("balance " + dir + "/profile.json --stages 2 --chunks 4");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.find("interpolated"), std::string::npos) << r.out;
+}
+
+// Rounds pool their passes: every round measures the sizes the first chose, and the profile
+// holds all their samples.
+TEST(PlanCli, ProfileInRoundsPoolsThePassesOfEveryRound) {
+  const std::string dir = fresh_dir("plan_profile_rounds");
+  CliResult r = run_pipebal("profile " + kModel + " --chunks 1,2,4 --skip-linear 1000 " +
+                            "--warmup 1 --repeat 4 --rounds 2 -o " + dir + "/profile.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json profile = json::parse(read_text(dir + "/profile.json"));
+  EXPECT_EQ(profile["chunks"], 1);         // the first count given is the profile's own
+  ASSERT_EQ(profile["sizes"].size(), 2u);  // 4 and 16 samples, as one round would
+  EXPECT_EQ(profile["skipped_sizes"], json::array({8}));
+  for (const json& layer : profile["layers"]) {
+    EXPECT_EQ(layer["forward_samples_ms"].size(), 4u) << layer.dump();  // 2 rounds x 2 passes
+    EXPECT_EQ(layer["backward_samples_ms"].size(), 4u) << layer.dump();
+  }
+  // Odd splits round up: 5 passes in 2 rounds are 3 each.
+  r = run_pipebal("profile " + kModel + " --chunks 2 --warmup 1 --repeat 5 --rounds 2 -q -o " +
+                  dir + "/odd.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(read_text(dir + "/odd.json"))["layers"][0]["forward_samples_ms"].size(),
+            6u);
+  r = run_pipebal("profile " + kModel + " --repeat 3 --rounds 4 -o " + dir + "/bad.json");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--rounds must be from 1 to --repeat (3)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/bad.json"));
 }
 
 TEST(PlanCli, PlanRanksConfigurationsAndTrainRunsTheRecommendedOne) {
