@@ -89,9 +89,12 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
         "--threads must be between 0 (LibTorch's default) and the {} cores of this machine, got {}",
         cores, params.threads));
   }
-  if (params.rounds < 1 || params.rounds > params.repeat) {
+  if (params.rounds < 1) {
+    throw std::invalid_argument(fmt::format("--rounds must be at least 1, got {}", params.rounds));
+  }
+  if (params.repeat >= 1 && params.rounds > params.repeat) {  // a bad --repeat is said below
     throw std::invalid_argument(fmt::format(
-        "--rounds must be from 1 to --repeat ({}): each round times a pass at least, got {}",
+        "--rounds must be at most --repeat ({}): each round times a pass at least, got {}",
         params.repeat, params.rounds));
   }
   // Parse every option before the (slow) model build, so that typos fail at once.

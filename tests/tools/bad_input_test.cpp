@@ -89,7 +89,7 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:width=x", "width"},
     {"profile --model mlp:depth=3", "model mlp has no option 'depth'"},
     {"profile --model mlp:layers=2,width=8 --input-shape 4,8 --rounds 0 -o {dir}/p.json",
-     "--rounds must be from 1 to --repeat (10)"},
+     "--rounds must be at least 1, got 0"},
     {"profile --model mlp:layers=2,width=8 --input-shape 4,9", "layer 0 ('fc0'"},
     {"profile --model mlp:layers=2,width=8 --input-shape 4,x", "input shape '4,x'"},
     {"profile --model mlp:layers=2,width=8 --input-shape 9223372036854775807,8",

@@ -128,9 +128,8 @@ TEST(PlansCli, ValidatePlansTrainsEveryPlanInTurnsAndPredictsThemAgainFromProfil
   EXPECT_NE(html.find("zb-h1.json"), std::string::npos);
   EXPECT_NE(html.find("id=\"layers\""), std::string::npos);
   // A new comparison replaces the directory, the report it held included.
-  const CliResult again =
-      run_pipebal("validate --plans " + dir + "/1f1b.json --steps 1 --warmup-steps 1 -o " + dir +
-                  "/out");
+  const CliResult again = run_pipebal("validate --plans " + dir +
+                                      "/1f1b.json --steps 1 --warmup-steps 1 -o " + dir + "/out");
   ASSERT_EQ(again.status, 0) << again.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/out/report.html"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/out/profile-in-turns.json"));
