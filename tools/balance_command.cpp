@@ -2,11 +2,13 @@
 #include "tools/balance_command.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -36,6 +38,7 @@ constexpr const char* kFooter =
     "  pipebal balance profile.json --stages 4 --schedule zb-h1 --chunks 8   # W delays within "
     "1F1B's memory\n"
     "  pipebal balance profile.json --stages 2 --balance 5,7   # predict your own partition\n"
+    "  pipebal balance profile.json --stages 2 --schedule-plans plans/   # one plan per schedule\n"
     "Sizes: K/M/G/T and KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB powers of 1000.";
 
 balance::CostOptions cost_options(const BalanceParams& params,
@@ -201,9 +204,11 @@ void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& prof
 
 // The same devices and micro-batches under each schedule, each with its own dp balance: the
 // step, the speed-up over one micro-batch, the bubble and the busiest device's peak memory (a
-// device holds several stages under interleaving).
+// device holds several stages under interleaving). With params.schedule_plans_dir, each plan is
+// written there as <schedule>.json.
 void print_schedule_comparison(const balance::CostProfile& profile, const BalanceParams& params,
                                std::ostream& out) {
+  std::vector<std::string> written;
   struct Row {
     pipeline::ScheduleKind schedule;
     int virtual_stages;
@@ -224,7 +229,18 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
       const balance::CostOptions options = cost_options(variant, profile);
       const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
                                      params.stages * row.virtual_stages, options);
-      const Plan plan = balance::partition(model, balance::Algorithm::kDp);
+      Plan plan = balance::partition(model, balance::Algorithm::kDp);
+      if (!params.schedule_plans_dir.empty()) {
+        plan.model = profile.model;
+        plan.input_shape = profile.input_shape;
+        plan.inputs = profile.inputs;
+        plan.dtype = profile.dtype;
+        std::string file = name;
+        std::replace(file.begin(), file.end(), ' ', '-');
+        written.push_back(
+            (std::filesystem::path(params.schedule_plans_dir) / (file + ".json")).string());
+        balance::write_plan(written.back(), plan);
+      }
       const std::vector<int64_t> device_bytes = plan.device_memory_bytes();
       out << fmt::format("{:<15} {:>6} {:>10.3f} ms {:>8.2f}x {:>6.1f}% {:>12}  [{}]\n", name,
                          plan.stages.size(), plan.prediction.step_ms, plan.prediction.speedup,
@@ -234,6 +250,11 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
     } catch (const std::invalid_argument& error) {
       out << fmt::format("{:<15} {}\n", name, error.what());
     }
+  }
+  if (!written.empty()) {
+    out << fmt::format(
+        "\nwrote {}\nmeasure them side by side: pipebal validate --plans {}/*.json -o DIR\n",
+        fmt::join(written, ", "), params.schedule_plans_dir);
   }
 }
 
@@ -259,6 +280,21 @@ std::string interpolation_note(const balance::CostProfile& profile, int chunks) 
 void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings) {
   const balance::CostProfile profile = balance::read_profile(params.profile_path);
   const balance::CostOptions options = cost_options(params, profile);
+  if (!params.schedule_plans_dir.empty() && (params.json || params.format != "table")) {
+    throw std::invalid_argument(
+        "--schedule-plans prints the schedule table beside the plans it writes: drop --json and "
+        "--format");
+  }
+  if (!params.schedule_plans_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(params.schedule_plans_dir, error);
+    if (error || !std::filesystem::is_directory(params.schedule_plans_dir)) {
+      throw std::invalid_argument(fmt::format("--schedule-plans: cannot make the directory '{}'{}",
+                                              params.schedule_plans_dir,
+                                              error ? ": " + error.message() : ""));
+    }
+  }
+
   const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
                                  params.stages * options.virtual_stages, options);
   const balance::Algorithm algorithm = balance::parse_algorithm(params.algorithm);
@@ -289,6 +325,8 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
                              ? plan
                              : balance::partition(model, balance::Algorithm::kDp);
     print_comparison(model, dp_plan, out);
+  }
+  if (params.compare || !params.schedule_plans_dir.empty()) {
     print_schedule_comparison(profile, params, out);
   }
   if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";
@@ -336,6 +374,10 @@ void add_balance_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--compare", params->compare,
                 "Also print every algorithm's bottleneck and predicted step time");
+  sub->add_option("--schedule-plans", params->schedule_plans_dir,
+                  "Write each schedule's dp plan of the schedule comparison into this directory "
+                  "(gpipe.json, 1f1b.json, interleaved-2.json, interleaved-3.json, zb-h1.json), "
+                  "to measure them side by side with `pipebal validate --plans DIR/*.json`");
   sub->callback([params]() { run_balance(*params, std::cout, std::cerr); });
 }
 

@@ -30,6 +30,9 @@ struct BalanceParams {
   bool json = false;
   std::string format = "table";  // table, json, torchgpipe or pippy
   bool compare = false;
+  // Where to write each schedule's dp plan of the comparison (gpipe.json, 1f1b.json,
+  // interleaved-2.json, ...), for `pipebal validate --plans`; empty: none written.
+  std::string schedule_plans_dir;
 };
 
 // Registers the `balance` subcommand; its callback throws std::exception on bad input, which

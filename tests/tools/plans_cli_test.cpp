@@ -136,6 +136,39 @@ TEST(PlansCli, ValidatePlansTrainsEveryPlanInTurnsAndPredictsThemAgainFromProfil
   EXPECT_EQ(json::parse(read_text(dir + "/out/plans-comparison.json"))["plans"].size(), 1u);
 }
 
+// `balance --schedule-plans DIR` writes the schedule comparison's plans, each the plan `balance
+// --schedule` makes on its own, and `validate --plans DIR/*.json` measures them.
+TEST(PlansCli, BalanceWritesEverySchedulesPlanForValidatePlans) {
+  const std::string dir = fresh_dir("schedule_plans");
+  plan_schedules(dir, {"1f1b"});
+  CliResult r = run_pipebal("balance " + dir + "/profile.json --stages 2 --checkpoint never " +
+                            "--schedule-plans " + dir + "/plans");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("pipebal validate --plans " + dir + "/plans/*.json"), std::string::npos)
+      << r.out;
+  // 5 layers: interleaved with 3 stages per device would need 6, and is said, not written.
+  EXPECT_NE(r.out.find("interleaved 3   "), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/plans/interleaved-3.json"));
+  const std::vector<std::pair<std::string, std::string>> written = {
+      {"gpipe", "--schedule gpipe"},
+      {"1f1b", "--schedule 1f1b"},
+      {"interleaved-2", "--schedule interleaved --virtual 2"},
+      {"zb-h1", "--schedule zb-h1"}};
+  for (const auto& [name, flags] : written) {
+    r = run_pipebal("balance " + dir + "/profile.json --stages 2 --checkpoint never " + flags +
+                    " --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    json alone = json::parse(r.out);
+    json from_comparison = json::parse(read_text(dir + "/plans/" + name + ".json"));
+    EXPECT_EQ(from_comparison, alone) << name;
+    EXPECT_EQ(from_comparison["model"], "mlp:layers=4,width=32,classes=10") << name;
+  }
+  r = run_pipebal("validate --plans " + dir + "/plans/*.json --steps 1 --warmup-steps 1 -o " + dir +
+                  "/out");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(read_text(dir + "/out/plans-comparison.json"))["plans"].size(), 4u);
+}
+
 TEST(PlansCli, ValidatePlansRefusesPlansOfAnotherModelAndOptionsThePlansSay) {
   const std::string dir = fresh_dir("validate_plans_bad");
   plan_schedules(dir, {"1f1b"});
