@@ -28,14 +28,18 @@ void add_report_command(CLI::App& app) {
       "report",
       "Render a validation directory (profile.json, and plan.json, run.json, validation.json\n"
       "when present) as one self-contained HTML page: predicted vs measured step time and\n"
-      "speed-up per candidate, per-layer and per-stage charts, and the pipeline timeline.");
+      "speed-up per candidate, per-layer and per-stage charts, and the pipeline timeline.\n"
+      "The directories of `validate --auto` and `validate --plans` (plan-validation.json,\n"
+      "plans-comparison.json) show every configuration trained, predicted vs measured.");
   sub->footer(
       "Example:\n"
       "  pipebal validate --model mlp:layers=16,width=512 --input-shape 64,512 --stages 2 "
       "--chunks 4 -o out/\n"
       "  pipebal report out/                      # writes out/report.html\n"
-      "  pipebal report out/ -o /tmp/mlp.html");
-  sub->add_option("dir", params->dir, "Directory holding profile.json (and the others)")
+      "  pipebal report out/ -o /tmp/mlp.html\n"
+      "  pipebal validate --plans plans/*.json -o compared/ && pipebal report compared/");
+  sub->add_option("dir", params->dir,
+                  "Directory holding profile.json or a comparison (and the others)")
       ->required();
   sub->add_option("-o,--output", params->output_path,
                   "Write the page here (default: DIR/report.html)");
