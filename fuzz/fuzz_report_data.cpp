@@ -1,4 +1,5 @@
-// A validation.json (beside a valid profile) rendered as `pipebal report` renders it.
+// A validation.json, run.json or comparison (plans-comparison.json, plan-validation.json), beside
+// a valid profile, rendered as `pipebal report` renders it.
 #include "fuzz/fuzz_support.h"
 #include "reports/html_report.h"
 #include "reports/report_data.h"
@@ -23,6 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pipebal::fuzz::refusing_is_fine([&] { (void)pipebal::reports::render_html_report(inputs); });
   inputs.validation.reset();
   inputs.run = *doc;
+  pipebal::fuzz::refusing_is_fine([&] { (void)pipebal::reports::render_html_report(inputs); });
+  inputs.run.reset();
+  inputs.comparison = *doc;
+  inputs.comparison_file = "plans-comparison.json";
   pipebal::fuzz::refusing_is_fine([&] { (void)pipebal::reports::render_html_report(inputs); });
   return 0;
 }

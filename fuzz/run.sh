@@ -36,6 +36,7 @@ cp reports/examples/demo/plan.json "$seeds/plan_reader/demo_plan.json"
 cp tests/reports/fixtures/validation_dir/plan.json "$seeds/plan_reader/fixture_plan.json"
 cp tests/reports/fixtures/validation_dir/validation.json "$seeds/report_data/validation.json"
 cp tests/reports/fixtures/validation_dir/run.json "$seeds/report_data/run.json"
+cp tests/reports/fixtures/comparisons/*.json "$seeds/report_data/"
 i=0
 for size in 8G 512MiB 1.5GB 10GB/s 1e9 100MB 0 -1 1e400 7TiB 1K; do
   printf '%s' "$size" > "$seeds/units/seed$((i++))"

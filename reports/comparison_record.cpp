@@ -34,7 +34,8 @@ void read_times(const JsonReader& r, int count, ComparedConfiguration& c) {
   c.balance = read_balance(r);
   c.predicted_ms = r.at("predicted_step_ms").number(0);
   c.measured_ms = r.at("measured_step_ms").number(0);
-  c.predicted_in_turns_ms = r.number_or_nan("predicted_in_turns_step_ms");
+  c.predicted_in_turns_ms =
+      r.has("predicted_in_turns_step_ms") ? r.at("predicted_in_turns_step_ms").number(0) : kNaN;
   c.predicted_rank = static_cast<int>(r.at("predicted_rank").integer(1, count));
   c.measured_rank = static_cast<int>(r.at("measured_rank").integer(1, count));
 }

@@ -337,6 +337,20 @@ TEST(HtmlReport, RendersAnAutoValidationBesideItsProfile) {
   EXPECT_EQ(html.find("validation.json is missing"), std::string::npos);
 }
 
+// The comparison fixtures (also the fuzzer's seeds) render, each in a directory of its own.
+TEST(HtmlReport, ComparisonFixturesRender) {
+  const std::string fixtures = PIPEBAL_FIXTURES_DIR "/../reports/fixtures/comparisons";
+  for (const char* name : {"plans-comparison.json", "plan-validation.json"}) {
+    const fs::path dir = pipebal::testing::fresh_dir(name);
+    fs::copy_file(fs::path(fixtures) / name, dir / name);
+    const json doc = json::parse(read_file((dir / name).string()));
+    const std::string html = render_html_report(load_report_inputs(dir.string()));
+    EXPECT_NE(html.find("Configurations trained side by side"), std::string::npos) << name;
+    const json& rows = doc.contains("plans") ? doc["plans"] : doc["configurations"];
+    EXPECT_EQ(count(html, "<td class=\"l\">#"), rows.size()) << name;
+  }
+}
+
 TEST(HtmlReport, AComparisonsBadFieldNamesFileAndPath) {
   const fs::path dir = pipebal::testing::fresh_dir("bad_comparison");
   json doc = plans_comparison();
