@@ -35,7 +35,7 @@ raw=reports/fuzzing-raw.txt
     case $1 in
       profile_reader) echo "profile.json, then every partitioner on it (\`balance\`)" ;;
       plan_reader) echo "plan.json (\`train --plan\`)" ;;
-      report_data) echo "validation.json and run.json rendered to HTML (\`report\`)" ;;
+      report_data) echo "validation.json, run.json and the comparisons of validate --auto and --plans rendered to HTML (\`report\`)" ;;
       units) echo "sizes and bandwidths (\`--memory-cap\`, \`--bandwidth\`)" ;;
     esac
   }
