@@ -20,7 +20,7 @@ judged on that prediction, which the machine's drift between profile and runs do
 up-front prediction, what a user gets, is shown beside it.
 
 Writes reports/schedules-raw.json and reports/schedules.md.
-Usage: bench/schedules.py [--build build] [--steps 10] [--allow-dirty] [--from-raw]
+Usage: bench/schedules.py [--build build] [--steps 20] [--allow-dirty] [--from-raw]
 (--from-raw writes the summary again from the committed raw data, measuring nothing.)"""
 import argparse
 import json
@@ -45,7 +45,7 @@ DEVICES = 2
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--allow-dirty", action="store_true")
     ap.add_argument("--from-raw", action="store_true",
                     help="write the summary from the raw file, measuring nothing")
