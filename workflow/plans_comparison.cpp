@@ -2,6 +2,7 @@
 #include "workflow/plans_comparison.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -125,7 +126,7 @@ nlohmann::json plan_json(const ComparedPlan& c) {
       {"step_error", reports::relative_error(p.prediction.step_ms, c.measured_step_ms)},
       {"predicted_rank", c.predicted_rank},
       {"measured_rank", c.measured_rank},
-      {"predicted_device_bytes", c.predicted_device_bytes},
+      {"predicted_device_bytes", p.device_memory_bytes()},
       {"measured_device_bytes", c.measured_device_bytes}};
   if (p.virtual_stages > 1) json["virtual_stages"] = p.virtual_stages;
   if (!p.weight_delays.empty()) json["weight_delays"] = p.weight_delays;
@@ -136,6 +137,57 @@ nlohmann::json plan_json(const ComparedPlan& c) {
   }
   return json;
 }
+
+// Profiles the plans' model after each round of steps (--profile-in-turns): one thread, as the
+// stages run, at every plan's micro-batch count, the overlapping micro-batches beside the other
+// devices' work.
+class InTurnsProfiler {
+ public:
+  InTurnsProfiler(const std::vector<ComparedPlan>& plans, uint64_t seed)
+      : first_(plans.front().plan), seed_(seed), model_(models::build_model(first_.model, seed)) {
+    at::set_num_threads(1);
+    inputs_ = models::model_inputs(
+        model_, first_.inputs, first_.inputs.empty() ? first_.input_shape : std::vector<int64_t>{});
+    if (!first_.dtype.empty()) {
+      const c10::ScalarType dtype = profiler::parse_dtype(first_.dtype);
+      model_.layers.to(dtype);
+      inputs_ = models::with_float_dtype(inputs_, dtype);
+    }
+    for (const ComparedPlan& c : plans) {
+      if (std::find(chunks_.begin(), chunks_.end(), c.plan.chunks) == chunks_.end()) {
+        chunks_.push_back(c.plan.chunks);
+      }
+      devices_ = std::max(
+          devices_, static_cast<int>(c.plan.balance.size()) / std::max(c.plan.virtual_stages, 1));
+    }
+    std::sort(chunks_.begin(), chunks_.end());
+    options_.warmup = 3;  // the runs' turns left caches and pools cold
+    options_.repeat = 2;
+  }
+
+  void profile_round() {
+    const int devices = devices_;
+    rounds_.push_back(profile_at_sizes(model_, inputs_, chunks_, seed_, options_,
+                                       [devices](int m) { return m > 1 ? devices - 1 : 0; }));
+  }
+
+  // Every round's samples pooled (profiler::merge_profiles).
+  profiler::Profile pooled() const {
+    profiler::Profile pooled = profiler::merge_profiles(rounds_);
+    if (!first_.inputs.empty()) pooled.inputs = models::to_strings(inputs_);
+    return pooled;
+  }
+
+ private:
+  balance::Plan first_;  // the model, input and dtype every plan shares
+  uint64_t seed_;
+  models::Model model_;
+  std::vector<models::InputSpec> inputs_;
+  std::vector<int> chunks_;
+  int devices_ = 1;
+  profiler::ProfileOptions options_;
+  std::vector<profiler::Profile> rounds_;
+};
 
 }  // namespace
 
@@ -166,43 +218,16 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
     ComparedPlan c;
     c.file = file;
     c.plan = balance::read_plan(file);
-    c.predicted_device_bytes = c.plan.device_memory_bytes();
     plans.push_back(std::move(c));
   }
   check_same_model(plans);
   StagedDirectory output(s.output, plans_comparison_files());
 
-  // What the in-turns profile needs: the model and its input, at every plan's micro-batch count.
   const balance::Plan& first = plans.front().plan;
-  at::set_num_threads(1);  // profile as one-thread stages run
-  const models::Model model = models::build_model(first.model, s.seed);
-  std::vector<models::InputSpec> inputs = models::model_inputs(
-      model, first.inputs, first.inputs.empty() ? first.input_shape : std::vector<int64_t>{});
-  if (!first.dtype.empty()) {
-    const c10::ScalarType dtype = profiler::parse_dtype(first.dtype);
-    model.layers.to(dtype);
-    inputs = models::with_float_dtype(inputs, dtype);
-  }
-  std::vector<int> chunks;
-  int devices = 1;
-  for (const ComparedPlan& c : plans) {
-    if (std::find(chunks.begin(), chunks.end(), c.plan.chunks) == chunks.end()) {
-      chunks.push_back(c.plan.chunks);
-    }
-    devices = std::max(
-        devices, static_cast<int>(c.plan.balance.size()) / std::max(c.plan.virtual_stages, 1));
-  }
-  std::sort(chunks.begin(), chunks.end());
-  // Micro-batches that overlap run beside the other devices' work: profile them so.
-  const auto co_runners = [devices](int m) { return m > 1 ? devices - 1 : 0; };
-  profiler::ProfileOptions in_turns;
-  in_turns.warmup = 3;  // the runs' turns left caches and pools cold
-  in_turns.repeat = 2;
-  std::vector<profiler::Profile> rounds;
+  std::optional<InTurnsProfiler> in_turns;
+  if (s.profile_in_turns) in_turns.emplace(plans, s.seed);
   const auto after_round = [&](int round) {
-    if (s.profile_in_turns) {
-      rounds.push_back(profile_at_sizes(model, inputs, chunks, s.seed, in_turns, co_runners));
-    }
+    if (in_turns) in_turns->profile_round();
     say(fmt::format("round {} of {} done", round + 1, s.steps));
   };
 
@@ -230,9 +255,8 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
     plans[k].predicted_rank = predicted_rank[k];
     plans[k].measured_rank = measured_rank[k];
   }
-  if (s.profile_in_turns) {
-    profiler::Profile pooled = profiler::merge_profiles(rounds);
-    if (!first.inputs.empty()) pooled.inputs = models::to_strings(inputs);
+  if (in_turns) {
+    const profiler::Profile pooled = in_turns->pooled();
     write_file_atomically(output.staging() + "/profile-in-turns.json",
                           profiler::profile_to_json(pooled).dump(2) + "\n");
     const balance::CostProfile costs = profiler::cost_profile(pooled);
@@ -243,8 +267,8 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
   }
 
   PlansComparison comparison;
-  comparison.model = model.layers.name();
-  comparison.input_shape = inputs.front().shape;
+  comparison.model = first.model;
+  comparison.input_shape = first.input_shape;
   comparison.plans = std::move(plans);
   comparison.environment = measured.front().environment;
   write_file_atomically(output.staging() + "/plans-comparison.json",

@@ -45,8 +45,7 @@ struct ComparedPlan {
   double predicted_in_turns_ms = 0;
   int predicted_rank = 0;  // among the plans, 1: fastest
   int measured_rank = 0;
-  std::vector<int64_t> predicted_device_bytes;  // balance::Plan::device_memory_bytes()
-  std::vector<int64_t> measured_device_bytes;   // the stages' measured peaks, summed per device
+  std::vector<int64_t> measured_device_bytes;  // the stages' measured peaks, summed per device
 };
 
 struct PlansComparison {
