@@ -202,6 +202,14 @@ void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& prof
            << fix << "\n";
 }
 
+// What `train --plan` trains: the profile's model, input and dtype.
+void name_what_it_trains(Plan& plan, const balance::CostProfile& profile) {
+  plan.model = profile.model;
+  plan.input_shape = profile.input_shape;
+  plan.inputs = profile.inputs;
+  plan.dtype = profile.dtype;
+}
+
 // The same devices and micro-batches under each schedule, each with its own dp balance: the
 // step, the speed-up over one micro-batch, the bubble and the busiest device's peak memory (a
 // device holds several stages under interleaving). With params.schedule_plans_dir, each plan is
@@ -231,10 +239,7 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
                                      params.stages * row.virtual_stages, options);
       Plan plan = balance::partition(model, balance::Algorithm::kDp);
       if (!params.schedule_plans_dir.empty()) {
-        plan.model = profile.model;
-        plan.input_shape = profile.input_shape;
-        plan.inputs = profile.inputs;
-        plan.dtype = profile.dtype;
+        name_what_it_trains(plan, profile);
         std::string file = name;
         std::replace(file.begin(), file.end(), ' ', '-');
         written.push_back(
@@ -301,10 +306,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   Plan plan = params.balance.empty()
                   ? balance::partition(model, algorithm)
                   : balance::plan_balance(model, balance::parse_balance(params.balance), "given");
-  plan.model = profile.model;
-  plan.input_shape = profile.input_shape;
-  plan.inputs = profile.inputs;
-  plan.dtype = profile.dtype;
+  name_what_it_trains(plan, profile);
   warn_if_pipelining_loses(plan, profile, options, warnings);
 
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
