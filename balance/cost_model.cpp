@@ -284,6 +284,12 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
                       : first > 0         ? layers_[first - 1].output_bytes
                                           : 0;
   terms.activation_bytes = activation_prefix_bytes_[end] - activation_prefix_bytes_[first];
+  // It sends what the next stage takes as its input, and back the gradient of its own input.
+  if (end < layer_count()) {
+    const int64_t next_input = layers_[end].input_bytes;
+    terms.output_bytes = next_input >= 0 ? next_input : layers_[end - 1].output_bytes;
+  }
+  if (first > 0) terms.input_grad_bytes = terms.input_bytes;
   if (schedule_.splits(stage)) {
     terms.weight_bytes = weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
   }

@@ -27,10 +27,15 @@ constexpr const char* kSchemaName = "pipebal.plan";
 constexpr int kSchemaMajor = 1;
 
 json stage_to_json(const StagePlan& stage) {
-  json out = {{"first_layer", stage.first_layer},   {"layers", stage.layers},
-              {"layer_names", stage.layer_names},   {"time_ms", stage.time_ms},
-              {"transfer_ms", stage.transfer_ms},   {"allreduce_ms", stage.allreduce_ms},
-              {"memory_bytes", stage.memory_bytes}, {"speed", stage.speed}};
+  json out = {{"first_layer", stage.first_layer},
+              {"layers", stage.layers},
+              {"layer_names", stage.layer_names},
+              {"time_ms", stage.time_ms},
+              {"transfer_ms", stage.transfer_ms},
+              {"allreduce_ms", stage.allreduce_ms},
+              {"memory_bytes", stage.memory_bytes},
+              {"timed_memory_bytes", stage.timed_memory_bytes},
+              {"speed", stage.speed}};
   if (stage.memory_cap_bytes != kUnlimitedBytes) out["memory_cap_bytes"] = stage.memory_cap_bytes;
   return out;
 }
@@ -51,6 +56,9 @@ StagePlan stage_from_json(const JsonReader& in) {
   stage.transfer_ms = in.has("transfer_ms") ? in.at("transfer_ms").number(0) : 0.0;
   stage.allreduce_ms = in.has("allreduce_ms") ? in.at("allreduce_ms").number(0) : 0.0;
   stage.memory_bytes = in.at("memory_bytes").integer(0);
+  stage.timed_memory_bytes = in.has("timed_memory_bytes")
+                                 ? in.at("timed_memory_bytes").integer(stage.memory_bytes)
+                                 : stage.memory_bytes;
   if (in.has("memory_cap_bytes")) stage.memory_cap_bytes = in.at("memory_cap_bytes").integer(0);
   stage.speed = in.has("speed") ? in.at("speed").number(0) : 1.0;
   return stage;
@@ -65,21 +73,30 @@ auto parse_field(const JsonReader& value, Parse parse) {
   }
 }
 
-}  // namespace
-
-std::vector<int64_t> Plan::device_memory_bytes() const {
-  const size_t devices = stages.size() / std::max(virtual_stages, 1);
+// Each device's sum of one of its stages' byte counts.
+std::vector<int64_t> per_device(const Plan& plan, int64_t StagePlan::*bytes) {
+  const size_t devices = plan.stages.size() / std::max(plan.virtual_stages, 1);
   std::vector<int64_t> held(devices, 0);
-  for (size_t s = 0; s < stages.size(); ++s) {
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
     // Stage bytes saturate at kUnlimitedBytes; so does their sum.
     held[s % devices] = static_cast<int64_t>(
-        std::min<__int128>(__int128{held[s % devices]} + stages[s].memory_bytes, kUnlimitedBytes));
+        std::min<__int128>(__int128{held[s % devices]} + plan.stages[s].*bytes, kUnlimitedBytes));
   }
   return held;
 }
 
+}  // namespace
+
+std::vector<int64_t> Plan::device_memory_bytes() const {
+  return per_device(*this, &StagePlan::memory_bytes);
+}
+
+std::vector<int64_t> Plan::device_timed_memory_bytes() const {
+  return per_device(*this, &StagePlan::timed_memory_bytes);
+}
+
 bool Plan::fits_memory() const {
-  const std::vector<int64_t> held = device_memory_bytes();
+  const std::vector<int64_t> held = device_timed_memory_bytes();
   for (size_t s = 0; s < stages.size(); ++s) {
     if (held[s % held.size()] > stages[s].memory_cap_bytes) return false;
   }
@@ -110,9 +127,10 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     // The engine's cost per step counts once, after every stage's last action.
     finish_ms.push_back(model.allreduce_ms(first, end) + options.engine.step_ms);
     durations.push_back(model.durations(s, first, end, scale));
-    StageMemory m = model.memory_terms(s, first, end);
-    memory.push_back(
-        {m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes), scaled(m.weight_bytes)});
+    const StageMemory m = model.memory_terms(s, first, end);
+    memory.push_back({m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes),
+                      scaled(m.weight_bytes), scaled(m.backward_bytes), scaled(m.weight_run_bytes),
+                      scaled(m.output_bytes), scaled(m.input_grad_bytes)});
     if (end < model.layer_count()) {
       // The bytes scale with the micro-batch; the link's latency does not.
       const double latency = model.options().latency_ms;
@@ -207,6 +225,9 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
   }
   const SimulationResult pipelined = simulate_balance(model, balance, options.chunks);
   const SimulationResult naive = simulate_balance(model, balance, 1);
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    plan.stages[s].timed_memory_bytes = pipelined.timed_peak_bytes[s];
+  }
   Prediction& p = plan.prediction;
   p.schedule = options.schedule;
   p.chunks = options.chunks;

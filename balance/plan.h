@@ -23,7 +23,13 @@ struct StagePlan {
   double time_ms = 0;       // compute per micro-batch (CostModel::time_ms)
   double transfer_ms = 0;   // of its output to the next stage, one way
   double allreduce_ms = 0;  // of its gradients over the replicas, once per step
+  // What its own actions hold at their peak (CostModel::memory_bytes): the timing-free bound the
+  // balance keeps within the cap.
   int64_t memory_bytes = 0;
+  // The predicted peak: memory_bytes and the messages it sent that wait for their receiver on
+  // the simulated timeline (SimulationResult::timed_peak_bytes). A plan file without it reads
+  // it as memory_bytes.
+  int64_t timed_memory_bytes = 0;
   int64_t memory_cap_bytes = kUnlimitedBytes;  // omitted from JSON when unlimited
   double speed = 1;
 };
@@ -71,10 +77,13 @@ struct Plan {
   // told otherwise; 0: not said (omitted from JSON).
   int threads_per_stage = 0;
 
-  // True when every device's memory (its stages' together) is within its cap.
+  // True when every device's predicted peak (its stages' timed_memory_bytes together) is within
+  // its cap.
   bool fits_memory() const;
-  // Memory per device: the sum over its stages (d, d + devices, ... when interleaved).
+  // Memory per device: the sum over its stages (d, d + devices, ... when interleaved) of their
+  // memory_bytes, and of their timed_memory_bytes (the predicted peak).
   std::vector<int64_t> device_memory_bytes() const;
+  std::vector<int64_t> device_timed_memory_bytes() const;
 };
 
 // Costs `balance` under `model` and simulates it. Throws std::invalid_argument when the balance

@@ -92,11 +92,12 @@ void rate(Configuration& config, const Configuration& plain, int64_t batch) {
 }
 
 int64_t peak_bytes(const Plan& plan) {
-  const std::vector<int64_t> held = plan.device_memory_bytes();
+  const std::vector<int64_t> held = plan.device_timed_memory_bytes();
   return *std::max_element(held.begin(), held.end());
 }
 
-// dp's balance for `config`, planned into config.plan; false when no partition fits the caps.
+// dp's balance for `config`, planned into config.plan; false when no partition fits the caps (or
+// its predicted peak does not).
 bool choose_balance(const CostModel& model, Configuration& config) {
   std::vector<int> balance;
   try {
@@ -120,7 +121,9 @@ bool choose_balance(const CostModel& model, Configuration& config) {
     config.plan.search_nodes = search->nodes;
     config.plan.search_exhaustive = search->exhaustive;
   }
-  return true;
+  // The balance keeps what the stages' actions hold within the caps; the messages waiting for
+  // their receiver on the simulated timeline may still take a device past its cap.
+  return config.plan.fits_memory();
 }
 
 // Costs one configuration with dp's balance, or with `fixed`'s balance and W delays when given;

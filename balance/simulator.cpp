@@ -4,7 +4,9 @@
 #include "balance/simulator.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -20,8 +22,8 @@ struct Walk {
   const pipeline::Schedule& schedule;
   const std::vector<StageDurations>& durations;
   const std::vector<double>& transfer_ms;
-  std::vector<std::vector<double>> forward_end;   // [stage][micro-batch]
-  std::vector<std::vector<double>> backward_end;  // [stage][micro-batch]
+  // [stage][micro-batch]
+  std::vector<std::vector<double>> forward_start, forward_end, backward_start, backward_end;
 
   // When `action` may start on `stage` as far as other stages are concerned; kNotDone if not yet.
   double ready_ms(int stage, const Action& action) const {
@@ -71,12 +73,60 @@ void check_sizes(const pipeline::Schedule& schedule, const std::vector<StageDura
   }
 }
 
-// Peak bytes of one stage, walking its actions in order (see StageMemory).
-int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMemory& memory) {
+// The bytes of the messages one stage sent that wait for their receiver, queried at
+// nondecreasing times. A message waits from the end of the action that made it until the start
+// of the receiver's action that takes it: not at all when the receiver was already waiting. An
+// uncheckpointed F's output adds nothing: the stage keeps it anyway, to back-propagate from, in
+// the activations it holds until the B.
+class WaitingMessages {
+ public:
+  WaitingMessages(const Walk& walk, int stage, const StageMemory& memory) {
+    const pipeline::Schedule& schedule = walk.schedule;
+    const int last = schedule.stages - 1;
+    for (int i = 0; i < schedule.chunks; ++i) {
+      if (stage < last && pipeline::is_checkpointed(schedule.checkpoint, i, schedule.chunks)) {
+        add(walk.forward_end[stage][i], walk.forward_start[stage + 1][i], memory.output_bytes);
+      }
+      if (stage > 0) {
+        add(walk.backward_end[stage][i], walk.backward_start[stage - 1][i],
+            memory.input_grad_bytes);
+      }
+    }
+    std::sort(events_.begin(), events_.end());
+  }
+
+  __int128 at(double time_ms) {
+    for (; next_ < events_.size() && events_[next_].first <= time_ms; ++next_) {
+      bytes_ += events_[next_].second;
+    }
+    return bytes_;
+  }
+
+ private:
+  void add(double sent_ms, double taken_ms, int64_t bytes) {
+    if (taken_ms <= sent_ms || bytes == 0) return;
+    events_.emplace_back(sent_ms, bytes);
+    events_.emplace_back(taken_ms, -bytes);
+  }
+
+  std::vector<std::pair<double, int64_t>> events_;  // (time, bytes added or taken away)
+  size_t next_ = 0;
+  __int128 bytes_ = 0;
+};
+
+// Peak bytes of one stage, walking its actions in order (see StageMemory); with `timeline` (the
+// stage's simulated actions) and `waiting`, its sent messages waiting at each moment counted too.
+int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMemory& memory,
+                   const std::vector<TimedAction>* timeline = nullptr,
+                   WaitingMessages* waiting = nullptr) {
   const bool split = schedule.splits(stage);
-  int64_t held = 0;
-  int64_t peak = 0;
-  for (const Action& action : schedule.actions[stage]) {
+  // Wide, saturated at the end: byte counts read from a file may be absurd.
+  __int128 held = 0;
+  __int128 peak = 0;
+  for (size_t k = 0; k < schedule.actions[stage].size(); ++k) {
+    const Action& action = schedule.actions[stage][k];
+    // Messages only leave while an action runs, so the most wait at its start.
+    const __int128 waiting_at_start = waiting ? waiting->at((*timeline)[k].start_ms) : 0;
     const bool checkpointed =
         pipeline::is_checkpointed(schedule.checkpoint, action.micro_batch, schedule.chunks);
     switch (action.kind) {
@@ -87,18 +137,21 @@ int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMem
         held += memory.activation_bytes;
         break;
       case ActionKind::kBackward:  // a split one keeps the input for W
-        peak = std::max(peak, held + memory.backward_bytes);
+        peak = std::max(peak, held + memory.backward_bytes + waiting_at_start);
         held += split ? memory.weight_bytes - memory.activation_bytes
                       : -(memory.input_bytes + memory.activation_bytes);
         break;
       case ActionKind::kWeight:
-        peak = std::max(peak, held - memory.weight_bytes + memory.weight_run_bytes);
+        peak =
+            std::max(peak, held - memory.weight_bytes + memory.weight_run_bytes + waiting_at_start);
         held -= memory.weight_bytes + memory.input_bytes;
         break;
     }
-    peak = std::max(peak, held);
+    peak = std::max(peak, held + (waiting ? waiting->at((*timeline)[k].end_ms) : 0));
   }
-  return memory.fixed_bytes + peak;
+  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+  const __int128 total = memory.fixed_bytes + peak;
+  return total >= kMost ? kMost : static_cast<int64_t>(total);
 }
 
 }  // namespace
@@ -114,14 +167,14 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
                                             finish_ms.size(), durations.size()));
   }
   const int stages = schedule.stages;
-  Walk walk{
-      schedule, durations, transfer_ms,
-      std::vector<std::vector<double>>(stages, std::vector<double>(schedule.chunks, kNotDone)),
-      std::vector<std::vector<double>>(stages, std::vector<double>(schedule.chunks, kNotDone))};
+  const std::vector<std::vector<double>> not_done(stages,
+                                                  std::vector<double>(schedule.chunks, kNotDone));
+  Walk walk{schedule, durations, transfer_ms, not_done, not_done, not_done, not_done};
 
   SimulationResult result;
   result.busy_ms.assign(stages, 0.0);
   result.peak_bytes.assign(stages, 0);
+  result.timed_peak_bytes.assign(stages, 0);
   result.timeline.resize(stages);
   const int devices = schedule.devices();
   std::vector<double> device_free_ms(devices, 0.0);
@@ -143,10 +196,14 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
         timed.end_ms = timed.start_ms + walk.duration_ms(s, action.kind);
         device_free_ms[d] = timed.end_ms;
         result.busy_ms[s] += timed.end_ms - timed.start_ms;
-        if (action.kind == ActionKind::kForward)
+        if (action.kind == ActionKind::kForward) {
+          walk.forward_start[s][action.micro_batch] = timed.start_ms;
           walk.forward_end[s][action.micro_batch] = timed.end_ms;
-        if (action.kind == ActionKind::kBackward)
+        }
+        if (action.kind == ActionKind::kBackward) {
+          walk.backward_start[s][action.micro_batch] = timed.start_ms;
           walk.backward_end[s][action.micro_batch] = timed.end_ms;
+        }
         result.timeline[s].push_back(timed);
         --remaining;
         progress = true;
@@ -169,7 +226,10 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
     const double end_ms = result.timeline[s].empty() ? 0.0 : result.timeline[s].back().end_ms;
     result.step_ms = std::max(result.step_ms, end_ms + (finish_ms.empty() ? 0.0 : finish_ms[s]));
     busy_total_ms += result.busy_ms[s];
-    if (!memory.empty()) result.peak_bytes[s] = peak_bytes(schedule, s, memory[s]);
+    if (memory.empty()) continue;
+    result.peak_bytes[s] = peak_bytes(schedule, s, memory[s]);
+    WaitingMessages waiting(walk, s, memory[s]);
+    result.timed_peak_bytes[s] = peak_bytes(schedule, s, memory[s], &result.timeline[s], &waiting);
   }
   if (result.step_ms > 0) {
     result.bubble_fraction = 1.0 - busy_total_ms / (devices * result.step_ms);

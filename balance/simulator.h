@@ -42,16 +42,29 @@ struct StageMemory {
   int64_t weight_bytes = 0;
   int64_t backward_bytes = 0;
   int64_t weight_run_bytes = 0;
+  // The messages it sends: each F's output to the next stage, each B's input gradient to the
+  // previous one. The engine posts a message at the end of the action that made it and the
+  // receiver takes it when its action that needs it starts; until then it is the sender's
+  // memory (as on a device, whose send buffer lives until the receiver has it). Only the timed
+  // peak counts them, as how many wait at once depends on the timeline, and only where the
+  // stage would not hold them anyway: an uncheckpointed F's output is among its activations
+  // until the B, which back-propagates from it.
+  int64_t output_bytes = 0;
+  int64_t input_grad_bytes = 0;
 };
 
 // The engine's timeline entry: a predicted timeline compares with a measured one field by field.
 using TimedAction = pipeline::TimedAction;
 
 struct SimulationResult {
-  double step_ms = 0;                              // the last action's end; the step starts at 0
-  double bubble_fraction = 0;                      // 1 - sum(busy_ms) / (devices * step_ms)
-  std::vector<double> busy_ms;                     // per stage
-  std::vector<int64_t> peak_bytes;                 // per stage; counted at the end of every action
+  double step_ms = 0;           // the last action's end; the step starts at 0
+  double bubble_fraction = 0;   // 1 - sum(busy_ms) / (devices * step_ms)
+  std::vector<double> busy_ms;  // per stage
+  // Per stage, counted at the end of every action and during each B and W: what its own
+  // actions hold (the cost model's timing-free bound), and that plus the messages it sent
+  // that are waiting, at that moment of the timeline, for their receiver to take them.
+  std::vector<int64_t> peak_bytes;
+  std::vector<int64_t> timed_peak_bytes;
   std::vector<std::vector<TimedAction>> timeline;  // [stage], in execution order
 };
 

@@ -5,8 +5,8 @@ stages as 2 threads of one process (`pipebal train`) and as 2 processes (`pipeba
 schedule (interleaved with 2 stages per device) and every checkpoint mode. Each plan is the dp
 balance for its schedule and checkpoint mode (`pipebal balance --stages 2`); each run is one
 measured step after one warm-up step, whose allocations the counting allocator charges to the
-stage that holds them. Memory is not timing: one run each is enough, and a noisy machine changes
-nothing here.
+stage that holds them. Memory depends on timing only through the messages waiting to be taken
+(the prediction counts those of the simulated timeline, "untimed" leaves them out): one run each.
 
 Writes the raw measurements (JSON) and the markdown summary made from them.
 Usage: bench/stage-memory.py [--build build] [--raw reports/stage-memory-raw.json]
@@ -80,7 +80,8 @@ def main():
                 raw["cases"].append({
                     "model": name, "spec": spec, "input_shape": shape, "schedule": schedule,
                     "checkpoint": checkpoint, "balance": planned["balance"],
-                    "predicted_bytes": [s["memory_bytes"] for s in planned["stages"]],
+                    "predicted_bytes": [s["timed_memory_bytes"] for s in planned["stages"]],
+                    "untimed_bytes": [s["memory_bytes"] for s in planned["stages"]],
                     "threads_bytes": threads, "processes_bytes": peaks(across)})
     bench_support.write_json(args.raw, raw)
     open(args.md, "w").write(summary(raw, args.raw))
@@ -94,34 +95,44 @@ def summary(raw, raw_path):
         f"Made by `bench/stage-memory.py` at commit `{raw['commit']}` on {raw['machine']}, "
         f"{raw['date']}; raw data: `{os.path.basename(raw_path)}`. 2 stages per model (4 for "
         f"interleaved, 2 per device), {raw['chunks']} micro-batches, each plan the dp balance "
-        "for its schedule and checkpoint mode. Predicted: the cost model's peak per stage "
-        "(parameters x 2, plus the inputs and activations its action list keeps). Measured: the "
+        "for its schedule and checkpoint mode. Predicted: the plan's peak per stage "
+        "(parameters x 2, plus the inputs and activations its action list keeps, plus the "
+        "messages it sent that wait for their receiver on the simulated timeline; without "
+        "those: \"untimed\"). Measured: the "
         "peak of what the counting allocator charged to each stage in a step, with the stages as "
         "threads of one process and as processes (messages in shared memory); a message is the "
         "memory of the stage that took it. Error: predicted against the thread run; processes "
         "vs threads: the larger per-stage difference between the two runs.",
         "",
-        "| model | schedule | checkpoint | balance | predicted MiB | threads MiB | error "
-        "| processes MiB | processes vs threads |",
-        "| --- | --- | --- | --- | --- | --- | ---: | --- | ---: |",
+        "| model | schedule | checkpoint | balance | predicted MiB | untimed MiB | threads MiB "
+        "| error | untimed error | processes MiB | processes vs threads |",
+        "| --- | --- | --- | --- | --- | --- | --- | ---: | ---: | --- | ---: |",
     ]
-    errors, apart = [], []
+    errors, untimed_errors, apart = [], [], []
     for c in raw["cases"]:
         pred, threads, procs = c["predicted_bytes"], c["threads_bytes"], c["processes_bytes"]
+        untimed = c.get("untimed_bytes", pred)
         error = [p / t - 1 for p, t in zip(pred, threads)]
+        untimed_error = [p / t - 1 for p, t in zip(untimed, threads)]
         gap = max(abs(p / t - 1) for p, t in zip(procs, threads))
         errors += error
+        untimed_errors += untimed_error
         apart.append(gap)
-        cells = [", ".join(f"{b / MIB:.1f}" for b in v) for v in (pred, threads, procs)]
+        cells = [", ".join(f"{b / MIB:.1f}" for b in v) for v in (pred, untimed, threads, procs)]
         lines.append(
             f"| {c['model']} | {c['schedule']} | {c['checkpoint']} | {c['balance']} "
-            f"| {cells[0]} | {cells[1]} | {', '.join(f'{e:+.0%}' for e in error)} "
-            f"| {cells[2]} | {gap:.1%} |")
+            f"| {cells[0]} | {cells[1]} | {cells[2]} | {', '.join(f'{e:+.0%}' for e in error)} "
+            f"| {', '.join(f'{e:+.0%}' for e in untimed_error)} | {cells[3]} | {gap:.1%} |")
+
+    def spread(values):
+        return (f"{min(values):+.1%} to {max(values):+.1%} (median absolute "
+                f"{sorted(abs(e) for e in values)[len(values) // 2]:.1%}")
+
     lines += [
         "",
-        f"Over {len(errors)} stages the prediction was {min(errors):+.1%} to {max(errors):+.1%} "
-        f"of the thread run's peak (median absolute {sorted(abs(e) for e in errors)[len(errors) // 2]:.1%}); "
-        f"the thread and process runs of one plan were at most {max(apart):.1%} apart per stage.",
+        f"Over {len(errors)} stages the prediction was {spread(errors)}) of the thread run's "
+        f"peak, untimed {spread(untimed_errors)}); the thread and process runs of one plan were "
+        f"at most {max(apart):.1%} apart per stage.",
     ]
     return "\n".join(lines) + "\n"
 

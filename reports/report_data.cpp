@@ -161,7 +161,7 @@ ReportCandidate candidate_from_plan(const balance::Plan& plan) {
   side.naive_step_ms = plan.prediction.naive_step_ms;
   for (const balance::StagePlan& stage : plan.stages) {
     side.stage_ms.push_back(stage.time_ms);
-    side.stage_bytes.push_back(stage.memory_bytes);
+    side.stage_bytes.push_back(stage.timed_memory_bytes);
   }
   candidate.predicted_busy_ms = predicted_busy(side, std::max(plan.prediction.chunks, 1));
   candidate.predicted = std::move(side);

@@ -94,14 +94,26 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
                                              stage.first_layer + stage.layers) /
                                    plan.bottleneck_ms
                              : 1.0;
-    const bool over = stage.memory_bytes > stage.memory_cap_bytes;
+    const bool over = stage.timed_memory_bytes > stage.memory_cap_bytes;
     out << fmt::format("{:>5}  {:<16} {:>6.2f} {:>9.3f} ms {:>9.3f} ms {:>11} {:>11} {:>6.1f}%{}\n",
                        s, layer_range(stage), stage.speed, stage.time_ms, stage.transfer_ms,
-                       format_bytes(stage.memory_bytes),
+                       format_bytes(stage.timed_memory_bytes),
                        stage.memory_cap_bytes == balance::kUnlimitedBytes
                            ? "-"
                            : format_bytes(stage.memory_cap_bytes),
                        100.0 * share, over ? "  over cap" : "");
+  }
+  std::vector<std::string> waiting;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const balance::StagePlan& stage = plan.stages[s];
+    if (stage.timed_memory_bytes == stage.memory_bytes) continue;
+    waiting.push_back(
+        fmt::format("stage {} {}", s, format_bytes(stage.timed_memory_bytes - stage.memory_bytes)));
+  }
+  if (!waiting.empty()) {
+    out << fmt::format(
+        "memory includes the messages a stage sent that wait for their receiver: {}\n",
+        fmt::join(waiting, ", "));
   }
   const balance::Prediction& p = plan.prediction;
   if (plan.replicas > 1) {
@@ -246,7 +258,7 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
             (std::filesystem::path(params.schedule_plans_dir) / (file + ".json")).string());
         balance::write_plan(written.back(), plan);
       }
-      const std::vector<int64_t> device_bytes = plan.device_memory_bytes();
+      const std::vector<int64_t> device_bytes = plan.device_timed_memory_bytes();
       out << fmt::format("{:<15} {:>6} {:>10.3f} ms {:>8.2f}x {:>6.1f}% {:>12}  [{}]\n", name,
                          plan.stages.size(), plan.prediction.step_ms, plan.prediction.speedup,
                          100 * plan.prediction.bubble_fraction,

@@ -107,7 +107,7 @@ void print_plans_table(const workflow::PlansComparison& comparison) {
         fmt::format("[{}]", fmt::join(c.plan.balance, ",")), c.plan.prediction.step_ms,
         c.measured_step_ms,
         100 * reports::relative_error(c.plan.prediction.step_ms, c.measured_step_ms),
-        c.predicted_rank, c.measured_rank, max_mib(c.plan.device_memory_bytes()),
+        c.predicted_rank, c.measured_rank, max_mib(c.plan.device_timed_memory_bytes()),
         max_mib(c.measured_device_bytes));
   }
   fmt::print("\nmeasured fastest: {} ({:.1f} ms)\n", fastest->file, fastest->measured_step_ms);

@@ -126,7 +126,7 @@ nlohmann::json plan_json(const ComparedPlan& c) {
       {"step_error", reports::relative_error(p.prediction.step_ms, c.measured_step_ms)},
       {"predicted_rank", c.predicted_rank},
       {"measured_rank", c.measured_rank},
-      {"predicted_device_bytes", p.device_memory_bytes()},
+      {"predicted_device_bytes", p.device_timed_memory_bytes()},
       {"measured_device_bytes", c.measured_device_bytes}};
   if (p.virtual_stages > 1) json["virtual_stages"] = p.virtual_stages;
   if (!p.weight_delays.empty()) json["weight_delays"] = p.weight_delays;

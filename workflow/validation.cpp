@@ -244,7 +244,7 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
           .prediction.step_ms;
   for (const auto& s : plan.stages) {
     candidate.predicted.stage_ms.push_back(s.time_ms);
-    candidate.predicted.stage_bytes.push_back(s.memory_bytes);
+    candidate.predicted.stage_bytes.push_back(s.timed_memory_bytes);
   }
   candidate.predicted.timeline =
       to_timeline(balance::simulate_balance(cost_model, plan.balance, p.chunks));

@@ -207,6 +207,22 @@ TEST(CostModel, AStageHoldsTheInputItTook) {
   EXPECT_THROW(CostModel(layers, 2, options), std::invalid_argument);
 }
 
+// A stage sends forward what the next stage takes as its input and back its own input's
+// gradient; the first stage sends no gradient, the last no output.
+TEST(CostModel, AStageSendsTheNextStagesInputAndItsOwnInputsGradient) {
+  std::vector<LayerCost> layers = three_layers();
+  const auto options = options_with(ScheduleKind::kOneFOneB, CheckpointMode::kNever, 4);
+  const CostModel unmeasured(layers, 2, options);
+  EXPECT_EQ(unmeasured.memory_terms(0, 0, 1).output_bytes, 1000);
+  EXPECT_EQ(unmeasured.memory_terms(0, 0, 1).input_grad_bytes, 0);
+  EXPECT_EQ(unmeasured.memory_terms(1, 1, 3).output_bytes, 0);
+  EXPECT_EQ(unmeasured.memory_terms(1, 1, 3).input_grad_bytes, 1000);
+  layers[1].input_bytes = 1500;  // e.g. skip tensors travelling with the output
+  const CostModel measured(layers, 2, options);
+  EXPECT_EQ(measured.memory_terms(0, 0, 1).output_bytes, 1500);
+  EXPECT_EQ(measured.memory_terms(1, 1, 3).input_grad_bytes, 1500);
+}
+
 TEST(CostModel, OneFOneBKeepsStagesMinusStageMicroBatches) {
   std::vector<LayerCost> layers(4);
   for (auto& l : layers) {

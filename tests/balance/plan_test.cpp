@@ -108,6 +108,7 @@ TEST(Plan, JsonRoundTripKeepsEveryField) {
     EXPECT_EQ(back.stages[s].time_ms, plan.stages[s].time_ms);
     EXPECT_EQ(back.stages[s].transfer_ms, plan.stages[s].transfer_ms);
     EXPECT_EQ(back.stages[s].memory_bytes, plan.stages[s].memory_bytes);
+    EXPECT_EQ(back.stages[s].timed_memory_bytes, plan.stages[s].timed_memory_bytes);
     EXPECT_EQ(back.stages[s].memory_cap_bytes, plan.stages[s].memory_cap_bytes);
     EXPECT_EQ(back.stages[s].speed, plan.stages[s].speed);
   }
@@ -185,6 +186,31 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
   expect_error(doc, "plan: weight_delays has 3 entries but balance has 2");
   doc["weight_delays"] = {0, 9};
   expect_error(doc, "plan: weight_delays[1] is 9");
+  doc = good;
+  doc["stages"][0]["timed_memory_bytes"] = doc["stages"][0]["memory_bytes"].get<int64_t>() - 1;
+  expect_error(doc, "plan: stages[0].timed_memory_bytes is");
+}
+
+// The predicted peak adds to what a stage's actions hold the messages it sent that wait: none
+// when each receiver takes its message as it comes, one output in flight over a slow link.
+TEST(Plan, TimedMemoryAddsTheMessagesWaitingForTheirReceiver) {
+  const Plan at_once = make_plan(four_equal_layers(plain(4)), {2, 2}, "uniform");
+  EXPECT_EQ(at_once.stages[0].timed_memory_bytes, at_once.stages[0].memory_bytes);
+  EXPECT_EQ(at_once.stages[1].timed_memory_bytes, at_once.stages[1].memory_bytes);
+  CostOptions options = plain(4);
+  options.checkpoint = pipeline::CheckpointMode::kAlways;  // the sender keeps no output
+  options.bandwidth_bytes_per_ms = 200;  // a 100-byte output takes 0.5 ms, a quarter of a forward
+  const Plan slow_link = make_plan(four_equal_layers(options), {2, 2}, "uniform");
+  // Stage 0 holds its parameters and gradients (40 bytes), a recomputation's activations (10)
+  // at its peak; at the end of each F, its output in flight.
+  EXPECT_EQ(slow_link.stages[0].memory_bytes, 40 + 10);
+  EXPECT_EQ(slow_link.stages[0].timed_memory_bytes, 40 + 100);
+  EXPECT_EQ(slow_link.device_timed_memory_bytes(),
+            (std::vector<int64_t>{40 + 100, slow_link.stages[1].timed_memory_bytes}));
+  // A plan written before the field reads it as the timing-free bound.
+  json doc = plan_to_json(slow_link);
+  doc["stages"][0].erase("timed_memory_bytes");
+  EXPECT_EQ(plan_from_json(doc).stages[0].timed_memory_bytes, slow_link.stages[0].memory_bytes);
 }
 
 // Another profile of the same model (the machine drifted: every layer twice as slow) prices the

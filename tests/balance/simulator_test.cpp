@@ -268,6 +268,94 @@ TEST(Simulator, PeakMemoryEqualsTheCostModel) {
   }
 }
 
+// Stage 0 forwards fast and back-propagates slowly, stage 1 the other way round: stage 0's
+// outputs wait for stage 1 to take them, stage 1's gradients for stage 0.
+TEST(Simulator, TimedPeakCountsTheMessagesWaitingForTheirReceiver) {
+  const auto schedule =
+      pipeline::make_schedule(ScheduleKind::kGPipe, 2, 3, CheckpointMode::kAlways);
+  const std::vector<StageDurations> durations = {{1, 1, 12}, {3, 3, 3}};
+  StageMemory first;
+  first.fixed_bytes = 1000;
+  first.input_bytes = 10;
+  first.activation_bytes = 1;
+  first.output_bytes = 7;
+  StageMemory last;
+  last.fixed_bytes = 2000;
+  last.input_grad_bytes = 5;
+  // Stage 0: F0 [0,1] F1 [1,2] F2 [2,3] R2 [3,4]; stage 1: F0 [1,4] F1 [4,7] F2 [7,10] R2 [10,13]
+  // B2 [13,16] R1 [16,19] B1 [19,22] R0 [22,25] B0 [25,28]; stage 0: B2 [16,28] R1 [28,29]
+  // B1 [29,41] R0 [41,42] B0 [42,54].
+  // Stage 0's F1 output waits [2,4), F2's [3,7): at F2's end 3 inputs held, 2 outputs waiting
+  // (its own peak is R2's end: 3 inputs and one micro-batch's activations).
+  // Stage 1's B1 gradient waits [22,29), B0's [28,42): both at B0's end.
+  const SimulationResult r = simulate(schedule, durations, {0.0}, {first, last});
+  EXPECT_DOUBLE_EQ(r.step_ms, 54);
+  EXPECT_EQ(r.peak_bytes[0], 1000 + 3 * 10 + 1);
+  EXPECT_EQ(r.timed_peak_bytes[0], 1000 + 3 * 10 + 2 * 7);
+  EXPECT_EQ(r.peak_bytes[1], 2000);
+  EXPECT_EQ(r.timed_peak_bytes[1], 2000 + 2 * 5);
+
+  // Without checkpointing stage 0 keeps each output to back-propagate from until its B: among
+  // the activations it holds already, so waiting adds nothing.
+  const SimulationResult kept =
+      simulate(pipeline::make_schedule(ScheduleKind::kGPipe, 2, 3, CheckpointMode::kNever),
+               durations, {0.0}, {first, last});
+  EXPECT_EQ(kept.timed_peak_bytes[0], kept.peak_bytes[0]);
+  EXPECT_EQ(kept.timed_peak_bytes[1], 2000 + 2 * 5);
+}
+
+TEST(Simulator, AMessageTakenAsItIsSentNeverWaitsButOneInFlightDoes) {
+  const auto schedule = pipeline::make_schedule(ScheduleKind::kGPipe, 2, 4, CheckpointMode::kNever);
+  StageMemory first;
+  first.input_bytes = 10;
+  first.activation_bytes = 100;
+  StageMemory last;  // holds nothing but the gradients it sends
+  last.input_grad_bytes = 5;
+  // Equal stages: stage 0 waits for each gradient when it comes.
+  const SimulationResult at_once = simulate(schedule, uniform(2, 1, 2), {0.0}, {first, last});
+  EXPECT_EQ(at_once.timed_peak_bytes, at_once.peak_bytes);
+  // A transfer of a quarter of a backward: at the end of each B of stage 1 its gradient is on
+  // the way, the one before has arrived.
+  const SimulationResult in_flight = simulate(schedule, uniform(2, 1, 2), {0.5}, {first, last});
+  EXPECT_EQ(in_flight.peak_bytes[1], 0);
+  EXPECT_EQ(in_flight.timed_peak_bytes[1], 5);
+}
+
+TEST(Simulator, TimedPeakIsTheTimingFreeOneAndAtMostEveryMessageMore) {
+  std::mt19937 rng(21);
+  int waited = 0;  // stages whose peak some waiting message raised
+  for (int t = 0; t < 300; ++t) {
+    const int n = 1 + static_cast<int>(rng() % 20);
+    const int k = 1 + static_cast<int>(rng() % std::min(6, n));
+    const CostModel model(testing::random_layers(rng, n, false), k,
+                          testing::random_options(rng, k, false, false));
+    const std::vector<int> cuts = testing::random_cuts(rng, n, k);
+    std::vector<StageDurations> durations;
+    std::vector<StageMemory> memory;
+    std::vector<StageMemory> silent;  // the same without messages
+    std::vector<double> transfer_ms;
+    for (int s = 0; s < k; ++s) {
+      durations.push_back(model.durations(s, cuts[s], cuts[s + 1]));
+      memory.push_back(model.memory_terms(s, cuts[s], cuts[s + 1]));
+      silent.push_back(memory.back());
+      silent.back().output_bytes = silent.back().input_grad_bytes = 0;
+      if (s + 1 < k) transfer_ms.push_back(model.transfer_ms(cuts[s + 1]));
+    }
+    const SimulationResult r = simulate(model.schedule(), durations, transfer_ms, memory);
+    const SimulationResult quiet = simulate(model.schedule(), durations, transfer_ms, silent);
+    const int64_t chunks = model.options().chunks;
+    for (int s = 0; s < k; ++s) {
+      waited += r.timed_peak_bytes[s] > r.peak_bytes[s];
+      EXPECT_EQ(quiet.timed_peak_bytes[s], quiet.peak_bytes[s]) << t << " " << s;
+      EXPECT_GE(r.timed_peak_bytes[s], r.peak_bytes[s]) << t << " " << s;
+      EXPECT_LE(r.timed_peak_bytes[s],
+                r.peak_bytes[s] + chunks * (memory[s].output_bytes + memory[s].input_grad_bytes))
+          << t << " " << s;
+    }
+  }
+  EXPECT_GT(waited, 20);
+}
+
 TEST(Simulator, ReportsADeadlockInsteadOfHanging) {
   pipeline::Schedule schedule =
       pipeline::make_schedule(ScheduleKind::kGPipe, 2, 1, CheckpointMode::kNever);

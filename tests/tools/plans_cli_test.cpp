@@ -64,7 +64,7 @@ TEST(PlansCli, ValidatePlansTrainsEveryPlanInTurnsAndPredictsThemAgainFromProfil
     EXPECT_EQ(c["predicted_step_ms"], plan["prediction"]["step_ms"]);
     int64_t predicted_device = 0;
     for (const json& stage : plan["stages"])
-      predicted_device += stage["memory_bytes"].get<int64_t>();
+      predicted_device += stage["timed_memory_bytes"].get<int64_t>();
     EXPECT_EQ(sum(c["predicted_device_bytes"]), predicted_device) << c.dump();
     // Every measured step, and their median as the step time.
     std::vector<double> steps = c["measured_steps_ms"].get<std::vector<double>>();
