@@ -110,7 +110,8 @@ def summary(raw):
         "profiled again and every plan, its balance kept, predicted from those profiles pooled: "
         "\"in turns\", which the machine's drift between the up-front profile and the runs does "
         "not move. Steps apart: a plan's slowest step over its fastest, the noise the "
-        "comparisons sit in. Memory: the busiest device's peak (predicted by the cost model; "
+        "comparisons sit in. Memory: the busiest device's peak (predicted: the plan's, with the "
+        "messages its stages sent waiting for their receivers on the simulated timeline; "
         "measured: bytes the stages' workers allocated and held at once).", "",
         "| model | micro-batches | schedule | balance | predicted ms | measured ms | error | "
         "predicted in turns ms | its error | steps apart | gain over 1f1b predicted | measured | "
