@@ -1,6 +1,7 @@
 // The schedule simulator against hand-computed timelines and an independent reference.
 #include "balance/simulator.h"
 
+#include <memory>
 #include <random>
 #include <stdexcept>
 
@@ -242,27 +243,40 @@ TEST(Simulator, ZeroBubbleH1LeavesAThirdOfOneFOneBsBubble) {
   }
 }
 
+// A random model cut into random stages, costed for simulate().
+struct RandomCase {
+  std::unique_ptr<CostModel> model;
+  std::vector<int> cuts;
+  std::vector<StageDurations> durations;
+  std::vector<StageMemory> memory;
+  std::vector<double> transfer_ms;
+};
+
+RandomCase random_case(std::mt19937& rng) {
+  const int n = 1 + static_cast<int>(rng() % 20);
+  const int k = 1 + static_cast<int>(rng() % std::min(6, n));
+  RandomCase c;
+  c.model = std::make_unique<CostModel>(testing::random_layers(rng, n, false), k,
+                                        testing::random_options(rng, k, false, false));
+  c.cuts = testing::random_cuts(rng, n, k);
+  for (int s = 0; s < k; ++s) {
+    c.durations.push_back(c.model->durations(s, c.cuts[s], c.cuts[s + 1]));
+    c.memory.push_back(c.model->memory_terms(s, c.cuts[s], c.cuts[s + 1]));
+    if (s + 1 < k) c.transfer_ms.push_back(c.model->transfer_ms(c.cuts[s + 1]));
+  }
+  return c;
+}
+
 TEST(Simulator, PeakMemoryEqualsTheCostModel) {
   std::mt19937 rng(12);
   for (int t = 0; t < 500; ++t) {
-    const int n = 1 + static_cast<int>(rng() % 20);
-    const int k = 1 + static_cast<int>(rng() % std::min(6, n));
-    const CostModel model(testing::random_layers(rng, n, false), k,
-                          testing::random_options(rng, k, false, false));
-    const std::vector<int> cuts = testing::random_cuts(rng, n, k);
-    std::vector<StageDurations> durations;
-    std::vector<StageMemory> memory;
-    std::vector<double> transfer_ms;
-    for (int s = 0; s < k; ++s) {
-      durations.push_back(model.durations(s, cuts[s], cuts[s + 1]));
-      memory.push_back(model.memory_terms(s, cuts[s], cuts[s + 1]));
-      if (s + 1 < k) transfer_ms.push_back(model.transfer_ms(cuts[s + 1]));
-    }
-    const SimulationResult r = simulate(model.schedule(), durations, transfer_ms, memory);
-    for (int s = 0; s < k; ++s) {
-      EXPECT_EQ(r.peak_bytes[s], model.memory_bytes(s, cuts[s], cuts[s + 1])) << t << " " << s;
+    const RandomCase c = random_case(rng);
+    const CostModel& model = *c.model;
+    const SimulationResult r = simulate(model.schedule(), c.durations, c.transfer_ms, c.memory);
+    for (int s = 0; s < model.stage_count(); ++s) {
+      EXPECT_EQ(r.peak_bytes[s], model.memory_bytes(s, c.cuts[s], c.cuts[s + 1])) << t << " " << s;
       // The stage time is the busy time per micro-batch.
-      EXPECT_NEAR(r.busy_ms[s] / model.options().chunks, model.time_ms(s, cuts[s], cuts[s + 1]),
+      EXPECT_NEAR(r.busy_ms[s] / model.options().chunks, model.time_ms(s, c.cuts[s], c.cuts[s + 1]),
                   1e-9);
     }
   }
@@ -325,31 +339,19 @@ TEST(Simulator, TimedPeakIsTheTimingFreeOneAndAtMostEveryMessageMore) {
   std::mt19937 rng(21);
   int waited = 0;  // stages whose peak some waiting message raised
   for (int t = 0; t < 300; ++t) {
-    const int n = 1 + static_cast<int>(rng() % 20);
-    const int k = 1 + static_cast<int>(rng() % std::min(6, n));
-    const CostModel model(testing::random_layers(rng, n, false), k,
-                          testing::random_options(rng, k, false, false));
-    const std::vector<int> cuts = testing::random_cuts(rng, n, k);
-    std::vector<StageDurations> durations;
-    std::vector<StageMemory> memory;
-    std::vector<StageMemory> silent;  // the same without messages
-    std::vector<double> transfer_ms;
-    for (int s = 0; s < k; ++s) {
-      durations.push_back(model.durations(s, cuts[s], cuts[s + 1]));
-      memory.push_back(model.memory_terms(s, cuts[s], cuts[s + 1]));
-      silent.push_back(memory.back());
-      silent.back().output_bytes = silent.back().input_grad_bytes = 0;
-      if (s + 1 < k) transfer_ms.push_back(model.transfer_ms(cuts[s + 1]));
-    }
-    const SimulationResult r = simulate(model.schedule(), durations, transfer_ms, memory);
-    const SimulationResult quiet = simulate(model.schedule(), durations, transfer_ms, silent);
-    const int64_t chunks = model.options().chunks;
-    for (int s = 0; s < k; ++s) {
+    const RandomCase c = random_case(rng);
+    std::vector<StageMemory> silent = c.memory;  // the same without messages
+    for (StageMemory& m : silent) m.output_bytes = m.input_grad_bytes = 0;
+    const pipeline::Schedule& schedule = c.model->schedule();
+    const SimulationResult r = simulate(schedule, c.durations, c.transfer_ms, c.memory);
+    const SimulationResult quiet = simulate(schedule, c.durations, c.transfer_ms, silent);
+    const int64_t chunks = schedule.chunks;
+    for (int s = 0; s < schedule.stages; ++s) {
       waited += r.timed_peak_bytes[s] > r.peak_bytes[s];
       EXPECT_EQ(quiet.timed_peak_bytes[s], quiet.peak_bytes[s]) << t << " " << s;
       EXPECT_GE(r.timed_peak_bytes[s], r.peak_bytes[s]) << t << " " << s;
-      EXPECT_LE(r.timed_peak_bytes[s],
-                r.peak_bytes[s] + chunks * (memory[s].output_bytes + memory[s].input_grad_bytes))
+      EXPECT_LE(r.timed_peak_bytes[s], r.peak_bytes[s] + chunks * (c.memory[s].output_bytes +
+                                                                   c.memory[s].input_grad_bytes))
           << t << " " << s;
     }
   }
