@@ -2,10 +2,12 @@
 // counts it. Stage 1's forward waits at a gate until stage 0 has made every micro-batch's output,
 // so on stage 0 they all wait at once (the first taken, the last made before the gate opens);
 // given stage-1 forwards that long, the simulator predicts that peak from the profiled costs.
-// Checkpointed micro-batches (all but the last), whose outputs stage 0 does not keep to
-// back-propagate from: only the waiting holds them.
+// The micro-batches are checkpointed (all but the last), so stage 0 does not keep their outputs
+// to back-propagate from: only the waiting holds them.
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
