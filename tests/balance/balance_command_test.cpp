@@ -187,6 +187,42 @@ TEST(BalanceCommand, JsonAndOutputFileCarryThePlan) {
   EXPECT_EQ(balance::read_plan(params.output_path).balance, doc["balance"].get<std::vector<int>>());
 }
 
+// Checkpointed outputs of 1 MiB over a link that takes half a forward: at the end of each
+// forward one is on its way from stage 0, whose peak moves from a recomputation's activations
+// (2 KiB) to that output; the table's memory counts it, a line names what it adds, the plan
+// carries both peaks.
+TEST(BalanceCommand, MemoryCountsTheMessagesWaitingForTheirReceiver) {
+  json layers = json::array();
+  for (int i = 0; i < 4; ++i) {
+    layers.push_back({{"name", "layer" + std::to_string(i)},
+                      {"type", "Linear"},
+                      {"forward_ms", 1.0},
+                      {"backward_ms", 2.0},
+                      {"param_bytes", 1 << 10},
+                      {"activation_bytes", 1 << 10},
+                      {"output_bytes", 1 << 20}});
+  }
+  BalanceParams params;
+  params.profile_path = pipebal::testing::scratch_path("big-outputs.json");
+  std::ofstream(params.profile_path)
+      << json{{"schema", "pipebal.profile/1"}, {"model", "toy"}, {"layers", layers}}.dump();
+  params.stages = 2;
+  params.chunks = 4;
+  params.checkpoint = pipeline::CheckpointMode::kAlways;
+  params.devices.bandwidth = "1GB/s";
+  const std::string out = run(params);
+  EXPECT_NE(out.find("memory includes the messages a stage sent that wait for their receiver: "
+                     "stage 0 1022.00 KiB\n"),
+            std::string::npos)
+      << out;
+  params.json = true;
+  const json doc = json::parse(run(params));
+  EXPECT_EQ(doc["stages"][0]["timed_memory_bytes"].get<int64_t>() -
+                doc["stages"][0]["memory_bytes"].get<int64_t>(),
+            (1 << 20) - 2 * (1 << 10));
+  EXPECT_EQ(doc["stages"][1]["timed_memory_bytes"], doc["stages"][1]["memory_bytes"]);
+}
+
 // --balance costs and simulates the user's partition: dp's own balance given back predicts
 // exactly dp's step, any other a slower one (dp is optimal), each stage timed by its layers.
 TEST(BalanceCommand, AGivenBalanceIsCostedAndSimulatedAsIs) {
