@@ -1,9 +1,9 @@
 // A message is its sender's memory until the receiver takes it, as the simulator's timed peak
 // counts it. Stage 1's forward waits at a gate until stage 0 has made every micro-batch's output,
-// so on stage 0 they all wait at once (the first taken, the last made before the gate opens);
-// given stage-1 forwards that long, the simulator predicts that peak from the profiled costs.
-// The micro-batches are checkpointed (all but the last), so stage 0 does not keep their outputs
-// to back-propagate from: only the waiting holds them.
+// so on stage 0 they all wait at once (the first taken before the second is made, the last made
+// before the gate opens); given stage-1 forwards that long, the simulator predicts that peak from
+// the profiled costs. The micro-batches are checkpointed (all but the last), so stage 0 does not
+// keep their outputs to back-propagate from: only the waiting holds them.
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -33,28 +33,45 @@ constexpr int64_t kWidth = 256;  // a message: 256 x 256 floats, 256 KiB
 constexpr int64_t kMessageBytes = kRows * kWidth * 4;
 constexpr int kTagBase = 40;
 
-// Counts stage 0's forwards; while armed, stage 1's forwards wait for kChunks of them.
+// Counts stage 0's forwards; while armed, stage 1's forwards wait for kChunks of them, and
+// stage 0's second forward waits for stage 1 to have taken the first message (as the simulated
+// stage 1 does at once), however late its thread starts.
 struct Gate {
   std::mutex mutex;
   std::condition_variable changed;
   bool armed = false;
-  int forwards = 0;
+  int forwards = 0;  // stage 0's
+  int entered = 0;   // stage 1's
 
   void arm(bool on) {
     std::lock_guard<std::mutex> lock(mutex);
     armed = on;
-    forwards = 0;
+    forwards = entered = 0;
   }
+  // Stage 0, before a forward.
+  void before_forward() {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (armed && forwards >= 1) wait_until(lock, [this] { return entered >= 1; });
+  }
+  // Stage 0, after a forward.
   void count() {
     std::lock_guard<std::mutex> lock(mutex);
     ++forwards;
     changed.notify_all();
   }
+  // Stage 1, before a forward.
   void wait() {
     std::unique_lock<std::mutex> lock(mutex);
-    if (!armed) return;
-    // Bounded, so that a broken engine fails the test instead of hanging it.
-    if (!changed.wait_for(lock, std::chrono::seconds(60), [this] { return forwards >= kChunks; }))
+    ++entered;
+    changed.notify_all();
+    if (armed) wait_until(lock, [this] { return forwards >= kChunks; });
+  }
+
+ private:
+  // Bounded, so that a broken engine fails the test instead of hanging it.
+  template <typename Done>
+  void wait_until(std::unique_lock<std::mutex>& lock, Done done) {
+    if (!changed.wait_for(lock, std::chrono::seconds(60), done))
       throw std::runtime_error("the gate never opened");
   }
 };
@@ -65,6 +82,7 @@ struct CountedLinearImpl : nn::Cloneable<CountedLinearImpl> {
   CountedLinearImpl() { reset(); }
   void reset() override { fc = register_module("fc", nn::Linear(kWidth, kWidth)); }
   at::Tensor forward(const at::Tensor& x) {
+    gate.before_forward();
     at::Tensor out = fc->forward(x);
     gate.count();
     return out;
