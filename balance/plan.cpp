@@ -127,10 +127,12 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     // The engine's cost per step counts once, after every stage's last action.
     finish_ms.push_back(model.allreduce_ms(first, end) + options.engine.step_ms);
     durations.push_back(model.durations(s, first, end, scale));
-    const StageMemory m = model.memory_terms(s, first, end);
-    memory.push_back({m.fixed_bytes, scaled(m.input_bytes), scaled(m.activation_bytes),
-                      scaled(m.weight_bytes), scaled(m.backward_bytes), scaled(m.weight_run_bytes),
-                      scaled(m.output_bytes), scaled(m.input_grad_bytes)});
+    StageMemory m = model.memory_terms(s, first, end);
+    for (int64_t* bytes : {&m.input_bytes, &m.activation_bytes, &m.weight_bytes, &m.backward_bytes,
+                           &m.weight_run_bytes, &m.output_bytes, &m.input_grad_bytes}) {
+      *bytes = scaled(*bytes);  // per micro-batch (plans take the peaks at scale 1)
+    }
+    memory.push_back(m);
     if (end < model.layer_count()) {
       // The bytes scale with the micro-batch; the link's latency does not.
       const double latency = model.options().latency_ms;

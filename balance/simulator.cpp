@@ -114,19 +114,28 @@ class WaitingMessages {
   __int128 bytes_ = 0;
 };
 
-// Peak bytes of one stage, walking its actions in order (see StageMemory); with `timeline` (the
-// stage's simulated actions) and `waiting`, its sent messages waiting at each moment counted too.
-int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMemory& memory,
-                   const std::vector<TimedAction>* timeline = nullptr,
-                   WaitingMessages* waiting = nullptr) {
+struct StagePeaks {
+  int64_t own = 0;    // what its actions hold
+  int64_t timed = 0;  // and its sent messages waiting, at each moment of its timeline
+};
+
+// One stage's peaks, walking its actions in order (see StageMemory) along `timeline`, its
+// simulated actions.
+StagePeaks stage_peaks(const pipeline::Schedule& schedule, int stage, const StageMemory& memory,
+                       const std::vector<TimedAction>& timeline, WaitingMessages& waiting) {
   const bool split = schedule.splits(stage);
   // Wide, saturated at the end: byte counts read from a file may be absurd.
   __int128 held = 0;
-  __int128 peak = 0;
+  __int128 own = 0;
+  __int128 timed = 0;
+  const auto peak_at = [&](__int128 bytes, __int128 waiting_bytes) {
+    own = std::max(own, bytes);
+    timed = std::max(timed, bytes + waiting_bytes);
+  };
   for (size_t k = 0; k < schedule.actions[stage].size(); ++k) {
     const Action& action = schedule.actions[stage][k];
     // Messages only leave while an action runs, so the most wait at its start.
-    const __int128 waiting_at_start = waiting ? waiting->at((*timeline)[k].start_ms) : 0;
+    const __int128 waiting_at_start = waiting.at(timeline[k].start_ms);
     const bool checkpointed =
         pipeline::is_checkpointed(schedule.checkpoint, action.micro_batch, schedule.chunks);
     switch (action.kind) {
@@ -137,21 +146,23 @@ int64_t peak_bytes(const pipeline::Schedule& schedule, int stage, const StageMem
         held += memory.activation_bytes;
         break;
       case ActionKind::kBackward:  // a split one keeps the input for W
-        peak = std::max(peak, held + memory.backward_bytes + waiting_at_start);
+        peak_at(held + memory.backward_bytes, waiting_at_start);
         held += split ? memory.weight_bytes - memory.activation_bytes
                       : -(memory.input_bytes + memory.activation_bytes);
         break;
       case ActionKind::kWeight:
-        peak =
-            std::max(peak, held - memory.weight_bytes + memory.weight_run_bytes + waiting_at_start);
+        peak_at(held - memory.weight_bytes + memory.weight_run_bytes, waiting_at_start);
         held -= memory.weight_bytes + memory.input_bytes;
         break;
     }
-    peak = std::max(peak, held + (waiting ? waiting->at((*timeline)[k].end_ms) : 0));
+    peak_at(held, waiting.at(timeline[k].end_ms));
   }
-  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
-  const __int128 total = memory.fixed_bytes + peak;
-  return total >= kMost ? kMost : static_cast<int64_t>(total);
+  const auto total = [&memory](__int128 peak) {
+    constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+    const __int128 bytes = memory.fixed_bytes + peak;
+    return bytes >= kMost ? kMost : static_cast<int64_t>(bytes);
+  };
+  return {total(own), total(timed)};
 }
 
 }  // namespace
@@ -227,9 +238,10 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
     result.step_ms = std::max(result.step_ms, end_ms + (finish_ms.empty() ? 0.0 : finish_ms[s]));
     busy_total_ms += result.busy_ms[s];
     if (memory.empty()) continue;
-    result.peak_bytes[s] = peak_bytes(schedule, s, memory[s]);
     WaitingMessages waiting(walk, s, memory[s]);
-    result.timed_peak_bytes[s] = peak_bytes(schedule, s, memory[s], &result.timeline[s], &waiting);
+    const StagePeaks peaks = stage_peaks(schedule, s, memory[s], result.timeline[s], waiting);
+    result.peak_bytes[s] = peaks.own;
+    result.timed_peak_bytes[s] = peaks.timed;
   }
   if (result.step_ms > 0) {
     result.bubble_fraction = 1.0 - busy_total_ms / (devices * result.step_ms);
