@@ -1,8 +1,10 @@
 // See stage.h.
 #include "pipeline/stage.h"
 
+#include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -128,12 +130,27 @@ Batch Stage::input_gradients(const Batch& input) const {
 
 Batch Stage::backward(int micro_batch, const Batch& output_grad, bool defer_weights) {
   MicroBatch& mb = state(micro_batch, "backward");
+  // An input the stage passes on untouched (a skip it only carries) is an output that is one of
+  // its input leaves: its gradient is the one received, sent back as it is. Given to autograd,
+  // it would be copied into the leaf's .grad, the stage holding both during its backward.
+  std::map<const c10::TensorImpl*, at::Tensor> passed;
+  for (const auto& t : mb.input.tensors) {
+    if (t.defined()) passed.emplace(t.unsafeGetTensorImpl(), at::Tensor());
+  }
+  for (const auto& [name, t] : mb.input.skips) {
+    if (t.defined()) passed.emplace(t.unsafeGetTensorImpl(), at::Tensor());
+  }
   std::vector<at::Tensor> outputs, grads;
   auto add = [&](const at::Tensor& out, const at::Tensor& grad) {
-    if (out.defined() && out.requires_grad() && grad.defined()) {
-      outputs.push_back(out);
-      grads.push_back(grad.to(out.device()));
+    if (!out.defined() || !out.requires_grad() || !grad.defined()) return;
+    at::Tensor moved = grad.to(out.device());
+    const auto input = passed.find(out.unsafeGetTensorImpl());
+    if (input != passed.end()) {  // passed on twice: both gradients
+      input->second = input->second.defined() ? input->second + moved : moved;
+      return;
     }
+    outputs.push_back(out);
+    grads.push_back(std::move(moved));
   };
   for (size_t i = 0; i < mb.output.tensors.size() && i < output_grad.tensors.size(); ++i) {
     add(mb.output.tensors[i], output_grad.tensors[i]);
@@ -142,7 +159,29 @@ Batch Stage::backward(int micro_batch, const Batch& output_grad, bool defer_weig
     const auto it = mb.output.skips.find(name);
     if (it != mb.output.skips.end()) add(it->second, grad);
   }
-  return run_backward(micro_batch, outputs, grads, defer_weights);
+  // Which input each gradient belongs to, read before the backward drops the micro-batch.
+  std::vector<at::Tensor> passed_tensors;
+  std::map<std::string, at::Tensor> passed_skips;
+  for (const auto& t : mb.input.tensors) {
+    passed_tensors.push_back(t.defined() ? passed[t.unsafeGetTensorImpl()] : at::Tensor());
+  }
+  for (const auto& [name, t] : mb.input.skips) {
+    if (t.defined()) passed_skips.emplace(name, passed[t.unsafeGetTensorImpl()]);
+  }
+  Batch input_grads = run_backward(micro_batch, outputs, grads, defer_weights);
+  // The input may also have been used inside the stage: then both parts make its gradient.
+  const auto combine = [](at::Tensor& computed, const at::Tensor& received) {
+    if (!received.defined()) return;
+    computed = computed.defined() ? computed + received : received;
+  };
+  for (size_t i = 0; i < input_grads.tensors.size() && i < passed_tensors.size(); ++i) {
+    combine(input_grads.tensors[i], passed_tensors[i]);
+  }
+  for (auto& [name, grad] : input_grads.skips) {
+    const auto it = passed_skips.find(name);
+    if (it != passed_skips.end()) combine(grad, it->second);
+  }
+  return input_grads;
 }
 
 Batch Stage::run_backward(int micro_batch, const std::vector<at::Tensor>& roots,
