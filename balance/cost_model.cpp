@@ -148,7 +148,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     if (l + 1 < n) transfer_ms_[l + 1] += options_.latency_ms;
   }
   if (std::any_of(layers_.begin(), layers_.end(), [](const LayerCost& l) {
-        return l.peak_bytes > 0 || l.backward_peak_bytes > 0;
+        return l.peak_bytes > 0 || l.backward_peak_bytes > 0 || l.carried_bytes > 0;
       })) {
     std::vector<int64_t> peaks(n);
     for (size_t l = 0; l < n; ++l) {
@@ -157,12 +157,16 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
       // each B makes them anew and only then adds them to those the stage holds throughout
       // (CostOptions::param_scale). A profile from before the backward's own peak was measured
       // has the forward's and backward's together, an upper bound (the forward's transients,
-      // freed before the backward, count too); unmeasured, nothing.
+      // freed before the backward, count too); unmeasured, nothing. Besides, the gradients of
+      // the skips the layer only carries are alive: made by the later layer that took them (or
+      // received, when that is past the stage's end), kept for the earlier one that made them
+      // (or sent back). The layer's own measurement never sees them.
       const LayerCost& layer = layers_[l];
       const int64_t above = layer.backward_peak_bytes >= 0 ? layer.backward_peak_bytes
                             : layer.peak_bytes > 0 ? layer.peak_bytes - layer.activation_bytes
                                                    : 0;
-      peaks[l] = activation_prefix_bytes_[l + 1] + std::max<int64_t>(0, above);
+      peaks[l] =
+          activation_prefix_bytes_[l + 1] + std::max<int64_t>(0, above) + layer.carried_bytes;
     }
     backward_peaks_ = RangeMax(std::move(peaks));
   }
@@ -289,7 +293,10 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
     const int64_t next_input = layers_[end].input_bytes;
     terms.output_bytes = next_input >= 0 ? next_input : layers_[end - 1].output_bytes;
   }
-  if (first > 0) terms.input_grad_bytes = terms.input_bytes;
+  if (first > 0) {
+    const int64_t measured_grad = layers_[first].input_grad_bytes;
+    terms.input_grad_bytes = measured_grad >= 0 ? measured_grad : terms.input_bytes;
+  }
   if (schedule_.splits(stage)) {
     terms.weight_bytes = weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
   }

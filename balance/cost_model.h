@@ -120,9 +120,10 @@ class CostModel {
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
   // Over layers l: what a backward adds at most while at l, plus the activations of l and the
-  // layers before it (LayerCost::backward_peak_bytes plus activation_prefix_bytes_[l + 1]); a
-  // stage's B peaks at the largest over its layers, less its activations. Empty when no layer's
-  // peak was measured.
+  // layers before it (LayerCost::backward_peak_bytes plus activation_prefix_bytes_[l + 1]) and
+  // the gradients of the skips l carries (LayerCost::carried_bytes); a stage's B peaks at the
+  // largest over its layers, less its activations. Empty when no layer's peak was measured and
+  // none carries anything.
   RangeMax backward_peaks_;
   // Over layers: what a W adds at most while at the layer (LayerCost::weight_peak_bytes); a
   // later stage's W peaks at the largest over its layers. Empty when none was measured.

@@ -43,8 +43,12 @@ void validate_layer_costs(const std::vector<LayerCost>& layers) {
     check_bytes(i, layer, "kept_grad_bytes", layer.kept_grad_bytes);
     check_bytes(i, layer, "peak_bytes", layer.peak_bytes);
     check_bytes(i, layer, "weight_peak_bytes", layer.weight_peak_bytes);
+    check_bytes(i, layer, "carried_bytes", layer.carried_bytes);
     // -1: not measured.
     if (layer.input_bytes != -1) check_bytes(i, layer, "input_bytes", layer.input_bytes);
+    if (layer.input_grad_bytes != -1) {
+      check_bytes(i, layer, "input_grad_bytes", layer.input_grad_bytes);
+    }
     if (layer.backward_peak_bytes != -1) {
       check_bytes(i, layer, "backward_peak_bytes", layer.backward_peak_bytes);
     }

@@ -21,9 +21,18 @@ struct LayerCost {
   int64_t activation_bytes = 0;  // what autograd saves for backward, per micro-batch
   int64_t output_bytes = 0;      // the layer's output, sent to the next stage when cut here
   // What a stage starting at this layer takes and holds per micro-batch: the previous layer's
-  // output, for the first layer a micro-batch of the model's input. -1: not measured, taken as
-  // the previous layer's output_bytes (0 for the first layer).
+  // output, for the first layer a micro-batch of the model's input (copied to an accelerator; a
+  // CPU profile reads as 0 there: on the CPU the first stage takes views of the caller's batch).
+  // -1: not measured, taken as the previous layer's output_bytes (0 for the first layer).
   int64_t input_bytes = -1;
+  // The gradients of that input, which a stage starting here sends back: one per floating
+  // tensor, so a tensor taken twice (as the main input and as a skip) counts twice. -1: not
+  // measured, taken as input_bytes.
+  int64_t input_grad_bytes = -1;
+  // Of the layer's output, the tensors it passed on untouched (skips it only carries): their
+  // gradients are alive while its backward runs (made by the layer that takes them, kept for the
+  // one that made them), which its measured peak does not include.
+  int64_t carried_bytes = 0;
   // Of backward_ms, what W takes when a schedule splits the backward (zb-h1): the parameters'
   // gradients from the layer's output gradient. 0 when not measured: W is then empty and B, the
   // input gradient, the whole backward.

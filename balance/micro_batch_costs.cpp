@@ -40,6 +40,8 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].activation_bytes = mix_bytes(a[i].activation_bytes, b[i].activation_bytes, t);
     out[i].output_bytes = mix_bytes(a[i].output_bytes, b[i].output_bytes, t);
     out[i].input_bytes = mix_bytes(a[i].input_bytes, b[i].input_bytes, t);
+    out[i].input_grad_bytes = mix_bytes(a[i].input_grad_bytes, b[i].input_grad_bytes, t);
+    out[i].carried_bytes = mix_bytes(a[i].carried_bytes, b[i].carried_bytes, t);
     out[i].kept_grad_bytes = mix_bytes(a[i].kept_grad_bytes, b[i].kept_grad_bytes, t);
     out[i].peak_bytes = mix_bytes(a[i].peak_bytes, b[i].peak_bytes, t);
     out[i].backward_peak_bytes = mix_bytes(a[i].backward_peak_bytes, b[i].backward_peak_bytes, t);
@@ -58,6 +60,8 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     layer.activation_bytes = scale_bytes(layer.activation_bytes, factor);
     layer.output_bytes = scale_bytes(layer.output_bytes, factor);
     layer.input_bytes = scale_bytes(layer.input_bytes, factor);
+    layer.input_grad_bytes = scale_bytes(layer.input_grad_bytes, factor);
+    layer.carried_bytes = scale_bytes(layer.carried_bytes, factor);
     layer.kept_grad_bytes = scale_bytes(layer.kept_grad_bytes, factor);
     layer.weight_held_bytes = scale_bytes(layer.weight_held_bytes, factor);
     // The parameters' gradients in a peak do not grow with the micro-batch; the rest does.

@@ -31,6 +31,9 @@ void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
   cost.activation_bytes = layer.at("activation_bytes").integer(0);
   cost.output_bytes = layer.at("output_bytes").integer(0);
   cost.input_bytes = layer.has("input_bytes") ? layer.at("input_bytes").integer(0) : -1;
+  cost.input_grad_bytes =
+      layer.has("input_grad_bytes") ? layer.at("input_grad_bytes").integer(0) : -1;
+  cost.carried_bytes = layer.has("carried_bytes") ? layer.at("carried_bytes").integer(0) : 0;
   cost.kept_grad_bytes = layer.has("kept_grad_bytes") ? layer.at("kept_grad_bytes").integer(0) : 0;
   cost.weight_held_bytes =
       layer.has("weight_held_bytes") ? layer.at("weight_held_bytes").integer(0) : -1;
@@ -128,6 +131,12 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
       r.at("sizes").fail(
           fmt::format("lacks the batch_size {} its layers were measured at", profile.batch_size));
     }
+  }
+  // On the CPU the engine's first stage takes its micro-batches as views of the caller's batch,
+  // where an accelerator's takes copies: it holds none of the model's input.
+  if (profile.device.rfind("cpu", 0) == 0) {
+    profile.layers.front().input_bytes = 0;
+    for (SizedCosts& sized : profile.sizes) sized.layers.front().input_bytes = 0;
   }
   if (r.has("engine")) {
     const JsonReader engine = r.at("engine");

@@ -28,6 +28,8 @@ nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
       {"backward_peak_bytes", layer.backward_peak_bytes},
       {"activation_bytes", layer.activation_bytes},
       {"input_bytes", layer.input_bytes},
+      {"input_grad_bytes", layer.input_grad_bytes},
+      {"carried_bytes", layer.carried_bytes},
       {"output_bytes", layer.output_bytes},
   };
 }

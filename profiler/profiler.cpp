@@ -75,6 +75,21 @@ int64_t batch_bytes(const Batch& batch) {
   return bytes;
 }
 
+// Bytes of the gradients of `tensors`: each floating one's own, shared storage or not.
+int64_t gradient_bytes(const std::vector<at::Tensor>& tensors) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && t.is_floating_point()) bytes += tensor_bytes(t);
+  }
+  return bytes;
+}
+
+std::vector<at::Tensor> skip_tensors(const Batch& batch) {
+  std::vector<at::Tensor> skips;
+  for (const auto& [name, t] : batch.skips) skips.push_back(t);
+  return skips;
+}
+
 // A detached copy of every tensor; floating ones become leaves requiring grad when asked.
 Batch as_leaves(const Batch& batch, bool requires_grad) {
   auto leaf = [&](const at::Tensor& t) {
@@ -145,6 +160,22 @@ class LayerRunner {
       : layer_(layer), index_(index), input_(std::move(input)), loss_(std::move(loss)) {
     params_ = layer_.parameters();
     leaves_ = leaves_of(input_);
+  }
+
+  // Bytes of `output`'s floating tensors that are the input's own, passed on untouched.
+  int64_t carried_bytes(const Batch& output) const {
+    std::vector<const c10::TensorImpl*> inputs;
+    for (const at::Tensor& t : leaves_) inputs.push_back(t.unsafeGetTensorImpl());
+    std::vector<at::Tensor> carried;
+    const auto add = [&](const at::Tensor& t) {
+      if (t.defined() &&
+          std::find(inputs.begin(), inputs.end(), t.unsafeGetTensorImpl()) != inputs.end()) {
+        carried.push_back(t);
+      }
+    };
+    for (const at::Tensor& t : output.tensors) add(t);
+    for (const auto& [name, t] : output.skips) add(t);
+    return gradient_bytes(carried);
   }
 
   // One untimed forward and backward (warm-up before the memory measurement).
@@ -445,6 +476,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     lp.param_bytes = sum_bytes(layer.parameters());
     lp.buffer_bytes = sum_bytes(layer.buffers());
     lp.input_bytes = batch_bytes(current);
+    lp.input_grad_bytes = gradient_bytes(current.tensors) + gradient_bytes(skip_tensors(current));
 
     // As in the pipeline's first stage, the model input needs no gradient.
     LayerRunner runner(layer, i, as_leaves(current, /*requires_grad=*/i > 0),
@@ -456,6 +488,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     if (co_runners) co_runners->resume();
 
     lp.output_bytes = batch_bytes(output);
+    lp.carried_bytes = runner.carried_bytes(output);
     for (const at::Tensor& t : output.tensors) lp.output_shapes.push_back(shape_of(t));
     current = detached(output);
     profile.layers.push_back(std::move(lp));

@@ -81,6 +81,12 @@ struct LayerProfile {
   // Bytes of the input tensors and skip tensors it gets: what a stage starting at this layer
   // takes (the previous layer's output_bytes; for the first layer, a micro-batch of the input).
   int64_t input_bytes = 0;
+  // Bytes of the gradients a backward sends for that input: one per floating tensor, so a
+  // tensor given twice (as the main input and as a skip) counts twice, unlike input_bytes.
+  int64_t input_grad_bytes = 0;
+  // Bytes of the outputs that are inputs passed on untouched (skips the layer only carries):
+  // their gradients are alive while its backward runs, unseen by backward_peak_bytes.
+  int64_t carried_bytes = 0;
   // Bytes of the output tensors and the skip tensors live after this layer: what crosses a
   // stage boundary placed after it.
   int64_t output_bytes = 0;

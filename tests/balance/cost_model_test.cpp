@@ -223,6 +223,44 @@ TEST(CostModel, AStageSendsTheNextStagesInputAndItsOwnInputsGradient) {
   EXPECT_EQ(measured.memory_terms(1, 1, 3).input_grad_bytes, 1500);
 }
 
+// A tensor given twice (the main input and a skip sharing its storage) is held once but has two
+// gradients: a stage sends back one per input tensor.
+TEST(CostModel, AStageSendsAGradientForEachTensorOfItsInput) {
+  std::vector<LayerCost> layers = three_layers();
+  layers[1].input_bytes = 1000;
+  layers[1].input_grad_bytes = 2000;
+  const auto options = options_with(ScheduleKind::kOneFOneB, CheckpointMode::kNever, 4);
+  const CostModel model(layers, 2, options);
+  EXPECT_EQ(model.memory_terms(1, 1, 3).input_bytes, 1000);
+  EXPECT_EQ(model.memory_terms(1, 1, 3).input_grad_bytes, 2000);
+  EXPECT_EQ(model.memory_terms(0, 0, 1).input_grad_bytes, 0);  // the model's input: none
+  layers[1].input_grad_bytes = -2;
+  EXPECT_THROW(CostModel(layers, 2, options), std::invalid_argument);
+}
+
+// While a layer's B runs, the gradients of the skips it only carries are alive too (made by the
+// later layer that took them, or received from the next stage, and kept for the layer that made
+// them, or sent back), which its own measured peak never saw. Three layers of 10 activation
+// bytes; layer 0 carries 50 bytes of skips, layer 1 30.
+TEST(CostModel, ABackwardHoldsTheGradientsOfTheSkipsItsLayerCarries) {
+  std::vector<LayerCost> layers = three_layers();
+  layers[0].carried_bytes = 50;
+  layers[1].carried_bytes = 30;
+  const auto options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 4);
+  const CostModel model(layers, 2, options);
+  EXPECT_EQ(model.memory_terms(0, 0, 1).backward_bytes, 50);
+  EXPECT_EQ(model.memory_bytes(0, 0, 1), 200 + 4 * 10 + 50);
+  // Layer 0's B, with layer 1's activations gone: 10 + 50 above the 20 the stage holds.
+  EXPECT_EQ(model.memory_terms(0, 0, 2).backward_bytes, 40);
+  EXPECT_EQ(model.memory_terms(0, 1, 2).backward_bytes, 30);
+  EXPECT_EQ(model.memory_terms(1, 1, 3).backward_bytes, 20);  // layer 1's 10 + 30 above 20
+  layers[1].backward_peak_bytes = 15;                         // on top of its measured B peak
+  layers[0].backward_peak_bytes = 0;
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).backward_bytes, 20 + 15 + 30 - 20);
+  layers[1].carried_bytes = -1;
+  EXPECT_THROW(CostModel(layers, 2, options), std::invalid_argument);
+}
+
 TEST(CostModel, OneFOneBKeepsStagesMinusStageMicroBatches) {
   std::vector<LayerCost> layers(4);
   for (auto& l : layers) {

@@ -51,6 +51,20 @@ TEST(ProfileReader, ReadsAPipebalProfile) {
   EXPECT_EQ(p.layers[1].output_bytes, 512);
 }
 
+// On the CPU the engine's first stage takes views of the caller's batch: a CPU profile's first
+// layer holds none of the model's input, an accelerator's holds its copy.
+TEST(ProfileReader, TheFirstStageHoldsTheModelsInputOnlyOnAnAccelerator) {
+  json doc = profile();
+  doc["layers"][0]["input_bytes"] = 300;
+  doc["layers"][1]["input_bytes"] = 512;
+  doc["device"] = "cuda:0";
+  EXPECT_EQ(profile_from_json(doc).layers[0].input_bytes, 300);
+  doc["device"] = "cpu";
+  const CostProfile cpu = profile_from_json(doc);
+  EXPECT_EQ(cpu.layers[0].input_bytes, 0);
+  EXPECT_EQ(cpu.layers[1].input_bytes, 512);
+}
+
 TEST(ProfileReader, AcceptsAHandWrittenDocumentWithoutSchemaOrNames) {
   json doc = {{"layers", {layer(1.0)}}};
   doc["layers"][0].erase("name");

@@ -94,6 +94,9 @@ inline std::vector<LayerCost> random_layers(std::mt19937& rng, int n, bool integ
     l.peak_bytes = rng() % 4 == 0 ? 0 : l.activation_bytes + bytes(rng);
     // The most a W adds (0: not measured).
     l.weight_peak_bytes = rng() % 4 == 0 ? 0 : bytes(rng) / 2;
+    // Skips carried through, and the input's gradients (-1: not measured).
+    l.carried_bytes = rng() % 3 == 0 ? bytes(rng) / 4 : 0;
+    l.input_grad_bytes = rng() % 4 == 0 ? -1 : bytes(rng) / 4;
   }
   return layers;
 }

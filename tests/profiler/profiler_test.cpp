@@ -321,6 +321,15 @@ TEST(Profiler, UNetSkipTensorsCountAcrossTheBoundary) {
   const LayerProfile& down0 = p.layers.at(2);
   ASSERT_EQ(down0.name, "down0");
   EXPECT_EQ(down0.output_bytes, (2 * 8 * 16 * 16 + 2 * 8 * 8 * 8) * kFloat);
+  // down0 only carries skip0 on. Its input is enc0's output given twice, as the main tensor and
+  // as skip0 (one storage, input_bytes), whose gradients are two tensors.
+  EXPECT_EQ(down0.carried_bytes, 2 * 8 * 16 * 16 * kFloat);
+  EXPECT_EQ(down0.input_bytes, 2 * 8 * 16 * 16 * kFloat);
+  EXPECT_EQ(down0.input_grad_bytes, 2 * down0.input_bytes);
+  // enc1 carries skip0 too and stashes its own output, which it made: not carried.
+  EXPECT_EQ(p.layers.at(3).carried_bytes, 2 * 8 * 16 * 16 * kFloat);
+  EXPECT_EQ(p.layers.at(0).carried_bytes, 0);  // nothing stashed yet
+  EXPECT_EQ(p.layers.back().carried_bytes, 0);
   for (const LayerProfile& layer : p.layers) {
     EXPECT_GT(layer.forward_ms, 0.0) << layer.name;
     EXPECT_GT(layer.backward_ms, 0.0) << layer.name;
