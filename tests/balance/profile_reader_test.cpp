@@ -107,6 +107,12 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   doc["layers"][1]["output_bytes"] = true;
   expect_error(doc, "layers[1].output_bytes must be an integer, not boolean");
   doc = profile();
+  doc["layers"][1]["carried_bytes"] = -3;
+  expect_error(doc, "layers[1].carried_bytes is -3, expected 0 to");
+  doc = profile();
+  doc["layers"][1]["input_grad_bytes"] = "all";
+  expect_error(doc, "layers[1].input_grad_bytes must be an integer, not string");
+  doc = profile();
   doc["layers"][1]["name"] = 3;
   expect_error(doc, "layers[1].name has the wrong type (number)");
   doc = profile();
