@@ -1,6 +1,7 @@
 // See stage.h.
 #include "pipeline/stage.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -130,23 +131,25 @@ Batch Stage::input_gradients(const Batch& input) const {
 
 Batch Stage::backward(int micro_batch, const Batch& output_grad, bool defer_weights) {
   MicroBatch& mb = state(micro_batch, "backward");
-  // An input the stage passes on untouched (a skip it only carries) is an output that is one of
-  // its input leaves: its gradient is the one received, sent back as it is. Given to autograd,
-  // it would be copied into the leaf's .grad, the stage holding both during its backward.
-  std::map<const c10::TensorImpl*, at::Tensor> passed;
-  for (const auto& t : mb.input.tensors) {
-    if (t.defined()) passed.emplace(t.unsafeGetTensorImpl(), at::Tensor());
-  }
-  for (const auto& [name, t] : mb.input.skips) {
-    if (t.defined()) passed.emplace(t.unsafeGetTensorImpl(), at::Tensor());
-  }
+  // An output that is one of the stage's input leaves is an input passed on untouched (a skip
+  // the stage only carries): its gradient is the one received, sent back as it is. Given to
+  // autograd, it would be copied into the leaf's .grad, the stage holding both in its backward.
+  const std::vector<at::Tensor> inputs = mb.input.tensors;  // handles: run_backward drops mb
+  const std::map<std::string, at::Tensor> input_skips = mb.input.skips;
+  const auto is_input = [&](const at::Tensor& t) {
+    const auto same = [&t](const at::Tensor& leaf) { return leaf.is_same(t); };
+    return std::any_of(inputs.begin(), inputs.end(), same) ||
+           std::any_of(input_skips.begin(), input_skips.end(),
+                       [&](const auto& skip) { return same(skip.second); });
+  };
+  std::map<const c10::TensorImpl*, at::Tensor> passed;  // received gradient by input leaf
   std::vector<at::Tensor> outputs, grads;
   auto add = [&](const at::Tensor& out, const at::Tensor& grad) {
     if (!out.defined() || !out.requires_grad() || !grad.defined()) return;
     at::Tensor moved = grad.to(out.device());
-    const auto input = passed.find(out.unsafeGetTensorImpl());
-    if (input != passed.end()) {  // passed on twice: both gradients
-      input->second = input->second.defined() ? input->second + moved : moved;
+    if (is_input(out)) {  // passed on twice: both gradients
+      at::Tensor& sum = passed[out.unsafeGetTensorImpl()];
+      sum = sum.defined() ? sum + moved : moved;
       return;
     }
     outputs.push_back(out);
@@ -159,27 +162,19 @@ Batch Stage::backward(int micro_batch, const Batch& output_grad, bool defer_weig
     const auto it = mb.output.skips.find(name);
     if (it != mb.output.skips.end()) add(it->second, grad);
   }
-  // Which input each gradient belongs to, read before the backward drops the micro-batch.
-  std::vector<at::Tensor> passed_tensors;
-  std::map<std::string, at::Tensor> passed_skips;
-  for (const auto& t : mb.input.tensors) {
-    passed_tensors.push_back(t.defined() ? passed[t.unsafeGetTensorImpl()] : at::Tensor());
-  }
-  for (const auto& [name, t] : mb.input.skips) {
-    if (t.defined()) passed_skips.emplace(name, passed[t.unsafeGetTensorImpl()]);
-  }
   Batch input_grads = run_backward(micro_batch, outputs, grads, defer_weights);
+  if (passed.empty()) return input_grads;
   // The input may also have been used inside the stage: then both parts make its gradient.
-  const auto combine = [](at::Tensor& computed, const at::Tensor& received) {
-    if (!received.defined()) return;
-    computed = computed.defined() ? computed + received : received;
+  const auto combine = [&passed](const at::Tensor& leaf, at::Tensor& grad) {
+    const auto it = passed.find(leaf.unsafeGetTensorImpl());
+    if (it != passed.end()) grad = grad.defined() ? grad + it->second : it->second;
   };
-  for (size_t i = 0; i < input_grads.tensors.size() && i < passed_tensors.size(); ++i) {
-    combine(input_grads.tensors[i], passed_tensors[i]);
+  for (size_t i = 0; i < inputs.size() && i < input_grads.tensors.size(); ++i) {
+    if (inputs[i].defined()) combine(inputs[i], input_grads.tensors[i]);
   }
   for (auto& [name, grad] : input_grads.skips) {
-    const auto it = passed_skips.find(name);
-    if (it != passed_skips.end()) combine(grad, it->second);
+    const auto it = input_skips.find(name);
+    if (it != input_skips.end() && it->second.defined()) combine(it->second, grad);
   }
   return input_grads;
 }
