@@ -84,12 +84,6 @@ int64_t gradient_bytes(const std::vector<at::Tensor>& tensors) {
   return bytes;
 }
 
-std::vector<at::Tensor> skip_tensors(const Batch& batch) {
-  std::vector<at::Tensor> skips;
-  for (const auto& [name, t] : batch.skips) skips.push_back(t);
-  return skips;
-}
-
 // A detached copy of every tensor; floating ones become leaves requiring grad when asked.
 Batch as_leaves(const Batch& batch, bool requires_grad) {
   auto leaf = [&](const at::Tensor& t) {
@@ -164,17 +158,11 @@ class LayerRunner {
 
   // Bytes of `output`'s floating tensors that are the input's own, passed on untouched.
   int64_t carried_bytes(const Batch& output) const {
-    std::vector<const c10::TensorImpl*> inputs;
-    for (const at::Tensor& t : leaves_) inputs.push_back(t.unsafeGetTensorImpl());
     std::vector<at::Tensor> carried;
-    const auto add = [&](const at::Tensor& t) {
-      if (t.defined() &&
-          std::find(inputs.begin(), inputs.end(), t.unsafeGetTensorImpl()) != inputs.end()) {
-        carried.push_back(t);
-      }
-    };
-    for (const at::Tensor& t : output.tensors) add(t);
-    for (const auto& [name, t] : output.skips) add(t);
+    for (const at::Tensor& t : leaves_of(output)) {
+      const auto same = [&t](const at::Tensor& leaf) { return leaf.is_same(t); };
+      if (t.defined() && std::any_of(leaves_.begin(), leaves_.end(), same)) carried.push_back(t);
+    }
     return gradient_bytes(carried);
   }
 
@@ -476,7 +464,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     lp.param_bytes = sum_bytes(layer.parameters());
     lp.buffer_bytes = sum_bytes(layer.buffers());
     lp.input_bytes = batch_bytes(current);
-    lp.input_grad_bytes = gradient_bytes(current.tensors) + gradient_bytes(skip_tensors(current));
+    lp.input_grad_bytes = gradient_bytes(leaves_of(current));
 
     // As in the pipeline's first stage, the model input needs no gradient.
     LayerRunner runner(layer, i, as_leaves(current, /*requires_grad=*/i > 0),
