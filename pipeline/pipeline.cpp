@@ -396,7 +396,7 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
                                                  s, i, work.losses[i]));
           }
         } else {
-          outgoing = stage.backward(i, incoming, split);
+          outgoing = stage.backward(i, std::move(incoming), split);
         }
         break;
       case ActionKind::kWeight:

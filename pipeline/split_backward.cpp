@@ -6,10 +6,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
+
+#include "pipeline/handed_backward.h"
 
 namespace pipebal::pipeline {
 namespace {
@@ -152,12 +153,10 @@ struct SplitBackward::Deferred {
   bool done = false;
 };
 
-SplitBackward::SplitBackward(const std::vector<at::Tensor>& roots,
-                             const std::vector<at::Tensor>& grads,
+SplitBackward::SplitBackward(std::vector<at::Tensor> roots, std::vector<at::Tensor> grads,
                              const std::vector<at::Tensor>& inputs,
                              const std::vector<at::Tensor>& params)
     : input_grads_(inputs.size()), deferred_(std::make_unique<Deferred>()) {
-  auto& engine = torch::autograd::Engine::get_default_engine();
   edge_list root_edges;
   for (const at::Tensor& root : roots)
     root_edges.push_back(torch::autograd::impl::gradient_edge(root));
@@ -231,12 +230,13 @@ SplitBackward::SplitBackward(const std::vector<at::Tensor>& roots,
     d.runs.push_back(std::move(from_outputs));
   }
 
+  roots.clear();  // their edges are all B needs: each goes once autograd is done with it
   if (!split) {
     for (WeightRun& run : d.runs) {
       if (run.kept) run.kept->keeping = false;
     }
     d.runs.clear();
-    engine.execute(root_edges, grads, /*keep_graph=*/false, /*create_graph=*/false,
+    handed_execute(root_edges, std::move(grads), /*keep_graph=*/false,
                    /*accumulate_grad=*/true);
     for (size_t slot : input_slots) input_grads_[slot] = inputs[slot].grad();
     return;
@@ -245,9 +245,9 @@ SplitBackward::SplitBackward(const std::vector<at::Tensor>& roots,
     // W starts at the kept nodes and runs only toward parameters, so the tensors that nodes on
     // the input's path alone saved (a softmax's output, a ReLU's mask) can go as B passes them.
     for (Node* node : input_path_only) node->add_post_hook(std::make_unique<ReleaseAfterRun>(node));
-    const variable_list computed =
-        engine.execute(root_edges, grads, /*keep_graph=*/true, /*create_graph=*/false,
-                       /*accumulate_grad=*/false, input_edges);
+    const variable_list computed = handed_execute(root_edges, std::move(grads),
+                                                  /*keep_graph=*/true,
+                                                  /*accumulate_grad=*/false, input_edges);
     for (size_t k = 0; k < input_slots.size(); ++k) input_grads_[input_slots[k]] = computed[k];
     // Those B did not reach (no gradient arrived there) are freed now.
     for (Node* node : input_path_only) node->release_variables();
@@ -291,13 +291,16 @@ void SplitBackward::run_weight() {
   if (!deferred_ || deferred_->done) return;
   Deferred& d = *deferred_;
   d.done = true;
-  auto& engine = torch::autograd::Engine::get_default_engine();
-  for (const WeightRun& run : d.runs) {
+  for (size_t r = 0; r < d.runs.size(); ++r) {
+    WeightRun& run = d.runs[r];
     if (run.roots.empty()) continue;
     edge_list outputs;
     for (size_t p : run.outputs) outputs.push_back(d.param_edges[p]);
+    // The last run needs the graph no more: it frees what each node saved as it goes, as a
+    // whole backward does (on the first stage, W is the whole backward).
+    const bool last = r + 1 == d.runs.size();
     const variable_list weight_grads =
-        engine.execute(run.roots, run.grads, /*keep_graph=*/true, /*create_graph=*/false,
+        handed_execute(std::move(run.roots), std::move(run.grads), /*keep_graph=*/!last,
                        /*accumulate_grad=*/false, outputs);
     for (size_t k = 0; k < run.outputs.size(); ++k)
       accumulate(d.params[run.outputs[k]], weight_grads[k]);

@@ -24,8 +24,9 @@ class SplitBackward {
  public:
   // Runs B: the gradients of `inputs` (leaves; undefined for those not requiring a gradient)
   // from `roots` (outputs) given their gradients `grads`. `params` are the parameters W will
-  // differentiate. The autograd graph is kept for W.
-  SplitBackward(const std::vector<at::Tensor>& roots, const std::vector<at::Tensor>& grads,
+  // differentiate. The autograd graph is kept for W. Roots and gradients are handed over as in
+  // handed_backward(): moved in, each goes once B is done with it, unless W needs it.
+  SplitBackward(std::vector<at::Tensor> roots, std::vector<at::Tensor> grads,
                 const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& params);
   ~SplitBackward();
   SplitBackward(SplitBackward&&) noexcept;

@@ -13,6 +13,7 @@
 #include "pipeline/batch_norm.h"
 #include "pipeline/dropout.h"
 #include "pipeline/error_text.h"
+#include "pipeline/handed_backward.h"
 #include "pipeline/in_place.h"
 #include "pipeline/transfer.h"
 
@@ -129,7 +130,7 @@ Batch Stage::input_gradients(const Batch& input) const {
   return grads;
 }
 
-Batch Stage::backward(int micro_batch, const Batch& output_grad, bool defer_weights) {
+Batch Stage::backward(int micro_batch, Batch output_grad, bool defer_weights) {
   MicroBatch& mb = state(micro_batch, "backward");
   // An output that is one of the stage's input leaves is an input passed on untouched (a skip
   // the stage only carries): its gradient is the one received, sent back as it is. Given to
@@ -162,7 +163,9 @@ Batch Stage::backward(int micro_batch, const Batch& output_grad, bool defer_weig
     const auto it = mb.output.skips.find(name);
     if (it != mb.output.skips.end()) add(it->second, grad);
   }
-  Batch input_grads = run_backward(micro_batch, outputs, grads, defer_weights);
+  output_grad = Batch();  // autograd alone holds them now (handed_backward.h)
+  Batch input_grads =
+      run_backward(micro_batch, std::move(outputs), std::move(grads), defer_weights);
   if (passed.empty()) return input_grads;
   // The input may also have been used inside the stage: then both parts make its gradient.
   const auto combine = [&passed](const at::Tensor& leaf, at::Tensor& grad) {
@@ -179,20 +182,22 @@ Batch Stage::backward(int micro_batch, const Batch& output_grad, bool defer_weig
   return input_grads;
 }
 
-Batch Stage::run_backward(int micro_batch, const std::vector<at::Tensor>& roots,
-                          const std::vector<at::Tensor>& grads, bool defer_weights) {
+Batch Stage::run_backward(int micro_batch, std::vector<at::Tensor> roots,
+                          std::vector<at::Tensor> grads, bool defer_weights) {
   MicroBatch& mb = state(micro_batch, "backward");
+  // The outputs go once the backward is done with them, as inside the stage (handed_backward.h).
+  mb.output = Batch();
   Batch input_grads;
   try {
     if (!defer_weights) {
-      if (!roots.empty()) torch::autograd::backward(roots, grads);
+      handed_backward(std::move(roots), std::move(grads));
       input_grads = input_gradients(mb.input);
       states_.erase(micro_batch);
       return input_grads;
     }
     std::vector<at::Tensor> inputs = mb.input.tensors;
     for (const auto& [name, t] : mb.input.skips) inputs.push_back(t);
-    mb.split.emplace(roots, grads, inputs, layers_.parameters());
+    mb.split.emplace(std::move(roots), std::move(grads), inputs, layers_.parameters());
     const std::vector<at::Tensor>& computed = mb.split->input_grads();
     size_t k = 0;
     for (; k < mb.input.tensors.size(); ++k) input_grads.tensors.push_back(computed[k]);
@@ -227,7 +232,8 @@ Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const
   }
   if (loss != nullptr) *loss = weighted.item<double>();
   if (!weighted.requires_grad()) return run_backward(micro_batch, {}, {}, defer_weights);
-  return run_backward(micro_batch, {weighted}, {at::ones_like(weighted)}, defer_weights);
+  at::Tensor seed = at::ones_like(weighted);
+  return run_backward(micro_batch, {std::move(weighted)}, {std::move(seed)}, defer_weights);
 }
 
 Batch Stage::infer(Batch input) {

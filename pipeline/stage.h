@@ -47,8 +47,9 @@ class Stage {
 
   // Backward of one micro-batch from the gradient of its output (one gradient per output
   // tensor and skip tensor; undefined where none flows). Returns the input's gradients. With
-  // `defer_weights` it is B alone: the parameters' gradients wait for weight() (W).
-  Batch backward(int micro_batch, const Batch& output_grad, bool defer_weights = false);
+  // `defer_weights` it is B alone: the parameters' gradients wait for weight() (W). Move the
+  // gradients in: each goes as soon as the backward is done with it.
+  Batch backward(int micro_batch, Batch output_grad, bool defer_weights = false);
 
   // Backward on the last stage: weights the micro-batch's loss so that the accumulated
   // gradients equal the whole batch's. Returns the input's gradients; `loss` gets the weighted
@@ -83,9 +84,10 @@ class Stage {
   Batch run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_seed);
   Batch input_gradients(const Batch& input) const;
   // Back-propagates `grads` from `roots` (the micro-batch's outputs or its loss): the whole
-  // backward, or B keeping what W needs. Returns the input's gradients.
-  Batch run_backward(int micro_batch, const std::vector<at::Tensor>& roots,
-                     const std::vector<at::Tensor>& grads, bool defer_weights);
+  // backward, or B keeping what W needs; neither the roots, the gradients nor the micro-batch's
+  // outputs are held beyond autograd's use of them. Returns the input's gradients.
+  Batch run_backward(int micro_batch, std::vector<at::Tensor> roots, std::vector<at::Tensor> grads,
+                     bool defer_weights);
   MicroBatch& state(int micro_batch, const char* action);
 
   int index_;

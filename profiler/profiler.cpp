@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "pipeline/error_text.h"
+#include "pipeline/handed_backward.h"
 #include "pipeline/in_place.h"
 #include "pipeline/split_backward.h"
 #include "profiler/co_runner.h"
@@ -169,13 +170,21 @@ class LayerRunner {
   // One untimed forward and backward (warm-up before the memory measurement).
   void run() {
     reset_grads();
-    Batch output = forward();
-    backward_from(output);
+    backward_from(forward());
+  }
+
+  // One untimed forward: the output the next layer is measured on.
+  Batch output() {
+    reset_grads();
+    return forward();
   }
 
   // One forward and backward under the memory meter.
-  Batch measure(MemoryMeter& meter, LayerProfile& profile) {
+  void measure(MemoryMeter& meter, LayerProfile& profile) {
     reset_grads();
+    // As on a stage after its first micro-batch, the parameters' gradients are there: the
+    // backward makes each new one, adds it to the held one and frees it, a node at a time.
+    give_param_grads();
     const int64_t base_bytes = meter.current_bytes();
     meter.reset_peak();
     Batch output = forward();
@@ -185,19 +194,26 @@ class LayerRunner {
     // The backward's own peak: what it adds above the activations it starts from, which the
     // forward's transients (freed before it) do not inflate; the loss's too on the last layer.
     meter.reset_peak();
-    backward_from(output);
+    backward_from(std::move(output));
     const int64_t backward_peak_bytes = meter.peak_bytes();
     profile.backward_peak_bytes = std::max<int64_t>(0, backward_peak_bytes - forward_end_bytes);
     profile.peak_bytes =
         std::max<int64_t>(0, std::max(forward_peak_bytes, backward_peak_bytes) - base_bytes);
     measure_weight(meter, profile);
-    return output;
   }
 
  private:
   void reset_grads() {
     clear_grads(params_);
     clear_grads(leaves_);
+  }
+
+  void give_param_grads() {
+    for (const at::Tensor& param : params_) {
+      if (param.requires_grad() && !param.grad().defined()) {
+        param.mutable_grad() = at::zeros_like(param);
+      }
+    }
   }
 
   // A forward and a B under the meter: what stays allocated until W, besides the output's
@@ -223,11 +239,7 @@ class LayerRunner {
       const int64_t held =
           meter.current_bytes() - base_bytes - (seeded_bytes - forward_bytes) - sent_bytes;
       profile.weight_held_bytes = std::max<int64_t>(0, held);
-      for (const at::Tensor& param : params_) {
-        if (param.requires_grad() && !param.grad().defined()) {
-          param.mutable_grad() = at::zeros_like(param);
-        }
-      }
+      give_param_grads();
       const int64_t weight_start_bytes = meter.current_bytes();
       meter.reset_peak();
       split.run_weight();
@@ -251,8 +263,9 @@ class LayerRunner {
   }
 
   // From the loss of the output when there is one, else from gradients of ones at every
-  // differentiable output.
-  void backward_from(const Batch& output) {
+  // differentiable output. As inside a stage, the output and its gradient go as soon as the
+  // backward is done with them (pipeline::handed_backward).
+  void backward_from(Batch output) {
     if (loss_) {
       at::Tensor loss;
       try {
@@ -262,16 +275,20 @@ class LayerRunner {
             fmt::format("the loss of layer {} ('{}', {})'s output failed: {}", index_,
                         layer_.name(), layer_.type(), error_summary(error)));
       }
+      output = Batch();
       if (loss.requires_grad()) backward({loss}, {at::ones_like(loss)});
       return;
     }
-    const std::vector<at::Tensor> outs = differentiable_outputs(output);
-    if (!outs.empty()) backward(outs, seed_gradients(outs));
+    std::vector<at::Tensor> outs = differentiable_outputs(output);
+    output = Batch();
+    if (outs.empty()) return;
+    std::vector<at::Tensor> seeds = seed_gradients(outs);
+    backward(std::move(outs), std::move(seeds));
   }
 
-  void backward(const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& seeds) {
+  void backward(std::vector<at::Tensor> outs, std::vector<at::Tensor> seeds) {
     try {
-      torch::autograd::backward(outs, seeds);
+      pipeline::handed_backward(std::move(outs), std::move(seeds));
     } catch (const std::exception& error) {
       throw std::invalid_argument(
           fmt::format("layer {} ('{}', {}): backward failed on input {}: {}", index_, layer_.name(),
@@ -472,8 +489,9 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     for (int w = 0; w < options.warmup; ++w) runner.run();
     // Memory on its own repetition: the timed ones then run without the meter's reads.
     if (co_runners) co_runners->pause();
-    Batch output = runner.measure(*meter, lp);
+    runner.measure(*meter, lp);
     if (co_runners) co_runners->resume();
+    Batch output = runner.output();
 
     lp.output_bytes = batch_bytes(output);
     lp.carried_bytes = runner.carried_bytes(output);

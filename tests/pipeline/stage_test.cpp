@@ -1,5 +1,7 @@
 // A stage's backward for inputs it passes on: a skip tensor it only carries gets back the very
-// gradient the stage received (no copy held beside it), one it also reads gets both parts.
+// gradient the stage received (no copy held beside it), one it also reads gets both parts. And
+// what it holds through its backward: its outputs and the gradient it received go as soon as
+// autograd is done with them, as a layer's inside the stage do.
 #include "pipeline/stage.h"
 
 #include <gtest/gtest.h>
@@ -94,6 +96,56 @@ TEST(Stage, ASkipReadAndCarriedGetsBothGradients) {
     EXPECT_TRUE(torch::allclose(input_grads.value(), x.grad(), 0, 1e-12)) << "split " << split;
     EXPECT_FALSE(torch::allclose(s.grad(), grad.skips.at("s")));  // the read part counts
   }
+}
+
+// Two linear layers (addmm saves its input, not its output): whether the stage's output and the
+// gradient it received are still alive when the first layer's backward runs.
+using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+struct Liveness {
+  bool output = true;
+  bool gradient = true;
+};
+
+Liveness liveness_in_backward(bool last) {
+  torch::manual_seed(7);
+  nn::Linear first(4, 4);
+  LayerSeq seq("two");
+  seq.add(make_layer("first", "Linear", first));
+  seq.add(make_layer("second", "Linear", nn::Linear(4, 4)));
+  Stage stage(last ? 1 : 0, 0, std::move(seq), c10::Device("cpu"));
+  Stage::ForwardMode mode;
+  mode.track_input_grad = true;
+  Batch output = stage.forward(0, Batch(torch::randn({2, 4})), mode);
+  const WeakTensor output_handle(output.value().getIntrusivePtr());
+  output = Batch();  // sent on: the stage's own handle is all there is
+  Batch received(torch::randn({2, 4}));
+  const WeakTensor gradient_handle(received.value().getIntrusivePtr());
+  Liveness seen;
+  first->weight.register_hook([&](const at::Tensor&) {
+    seen.output = !output_handle.expired();
+    seen.gradient = !gradient_handle.expired();
+  });
+  if (last) {
+    const auto mse = [](const at::Tensor& out, const at::Tensor& target) {
+      return torch::mse_loss(out, target);
+    };
+    double loss = 0;
+    stage.backward_from_loss(0, torch::randn({2, 4}), mse, 1.0, &loss);
+  } else {
+    stage.backward(0, std::move(received));
+  }
+  return seen;
+}
+
+TEST(Stage, ItsOutputAndTheGradientItReceivedGoOnceTheBackwardUsedThem) {
+  const Liveness seen = liveness_in_backward(/*last=*/false);
+  EXPECT_FALSE(seen.output);
+  EXPECT_FALSE(seen.gradient);
+}
+
+TEST(Stage, TheLastStagesOutputGoesOnceTheLossNoLongerNeedsIt) {
+  EXPECT_FALSE(liveness_in_backward(/*last=*/true).output);  // mse_loss's backward ran first
 }
 
 }  // namespace
