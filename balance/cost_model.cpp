@@ -168,6 +168,11 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
       peaks[l] =
           activation_prefix_bytes_[l + 1] + std::max<int64_t>(0, above) + layer.carried_bytes;
     }
+    // The first stage's W keeps each new parameter gradient until its end: at l it holds those
+    // of the stage's layers after l too (added below, per stage).
+    std::vector<int64_t> whole(n);
+    for (size_t l = 0; l < n; ++l) whole[l] = peaks[l] - param_prefix_bytes_[l + 1];
+    whole_weight_peaks_ = RangeMax(std::move(whole));
     backward_peaks_ = RangeMax(std::move(peaks));
   }
   if (std::any_of(layers_.begin(), layers_.end(),
@@ -305,15 +310,18 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
         std::max<int64_t>(0, backward_peaks_.max(first, end) - activation_prefix_bytes_[end]);
   }
   // The first stage's input needs no gradient: its B computes nothing and its W is the whole
-  // backward, in one run that walks down the micro-batch's activations as a B does and adds
-  // every parameter's new gradient at its end. Later stages' Ws run layer by layer, adding as
-  // they go: they hold what they held for W, and above it the largest layer's W transient.
-  // (Monotone in `end`, as the dp needs: every term only grows.)
+  // backward, in one run that walks down the micro-batch's activations as a B does, freeing them
+  // as it goes, and keeps every parameter's new gradient until its end, where it adds them all.
+  // Later stages' Ws run layer by layer, adding as they go: they hold what they held for W, and
+  // above it the largest layer's W transient. (Monotone in `end`, as the dp needs: every term
+  // only grows.)
   if (schedule_.splits(stage) && first == 0) {
-    const int64_t walk = backward_peaks_.empty()
-                             ? activation_prefix_bytes_[end] - activation_prefix_bytes_[first]
-                             : backward_peaks_.max(first, end) - activation_prefix_bytes_[first];
-    terms.weight_run_bytes = param_prefix_bytes_[end] - param_prefix_bytes_[first] + walk;
+    const int64_t params = param_prefix_bytes_[end] - param_prefix_bytes_[first];
+    terms.weight_run_bytes =
+        backward_peaks_.empty()
+            ? params + activation_prefix_bytes_[end] - activation_prefix_bytes_[first]
+            : whole_weight_peaks_.max(first, end) + param_prefix_bytes_[end] -
+                  activation_prefix_bytes_[first];
   } else if (schedule_.splits(stage)) {
     const bool measured = !weight_peaks_.empty() && end > first;
     terms.weight_run_bytes = terms.weight_bytes + (measured ? weight_peaks_.max(first, end) : 0);

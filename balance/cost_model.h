@@ -125,6 +125,11 @@ class CostModel {
   // largest over its layers, less its activations. Empty when no layer's peak was measured and
   // none carries anything.
   RangeMax backward_peaks_;
+  // Over layers l: backward_peaks_[l] less the parameters of l and the layers before it. The
+  // first stage's W, its whole backward, keeps each new parameter gradient until its end: at l
+  // it holds those of the stage's layers after l, and peaks at the largest of these plus the
+  // stage's parameters.
+  RangeMax whole_weight_peaks_;
   // Over layers: what a W adds at most while at the layer (LayerCost::weight_peak_bytes); a
   // later stage's W peaks at the largest over its layers. Empty when none was measured.
   RangeMax weight_peaks_;

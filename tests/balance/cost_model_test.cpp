@@ -323,6 +323,25 @@ TEST(CostModel, TheFirstStagesWMakesEveryParameterGradientAtOnce) {
   EXPECT_EQ(CostModel(three_layers(), 2, options).memory_terms(0, 0, 2).weight_run_bytes, 0);
 }
 
+// With the backward's peaks measured, the first stage's W walks down as a B does, freeing each
+// layer's activations once past it, and keeps every new parameter gradient until its end. Layer
+// 0's backward adds 150 (its own new gradients, 100, included), layer 1's 130: at layer 1 the W
+// holds both layers' activations and 130 (150), at layer 0 layer 0's activations, its 150 and
+// layer 1's kept gradients (260). Making every gradient at the peak of the walk would say 360.
+TEST(CostModel, TheFirstStagesWKeepsEachNewGradientAsItWalksDown) {
+  std::vector<LayerCost> layers = three_layers();
+  layers[0].backward_peak_bytes = 150;
+  layers[1].backward_peak_bytes = 130;
+  layers[2].backward_peak_bytes = 130;
+  CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 3);
+  options.weight_delays = {0, 0};
+  const CostModel model(layers, 2, options);
+  EXPECT_EQ(model.memory_terms(0, 0, 2).weight_run_bytes, 10 + 150 + 100);
+  EXPECT_EQ(model.memory_terms(0, 0, 1).weight_run_bytes, 10 + 150);
+  layers[1].backward_peak_bytes = 400;  // now layer 1's backward is the larger
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).weight_run_bytes, 20 + 400);
+}
+
 // A later stage's W runs layer by layer while the stage holds all it kept for W: it peaks at
 // that plus the largest of its layers' W transients (each layer's new parameter gradients and
 // workspace, freed before the next layer's). Stage 1 holds layers 1-2 (W delay 0, chunks 3:

@@ -130,6 +130,34 @@ TEST(SplitBackward, WithoutAnInputGradientWIsTheWholeBackward) {
   EXPECT_GT(net.params()[0].grad().abs().sum().item<double>(), 0);
 }
 
+// There W is the whole backward, and like one that does not keep its graph it frees what each
+// node saved once the node has run, and the outputs' gradients once used.
+TEST(SplitBackward, WithoutAnInputGradientWFreesAsItWalksDown) {
+  torch::manual_seed(4);
+  Net net;
+  const at::Tensor x = torch::randn({3, 6});
+  c10::Storage exp_result;
+  at::Tensor y;
+  {
+    const at::Tensor e = torch::exp(Probe::apply(net.first->forward(x)));  // exp saves e
+    exp_result = e.storage();
+    y = net.second->forward(e * 2);
+  }
+  at::Tensor grad = torch::ones_like(y);
+  const c10::Storage grad_storage = grad.storage();
+  SplitBackward split({y}, {std::move(grad)}, {x}, net.params());
+  size_t saved_during_w = 0, grad_during_w = 0;
+  Probe::on_backward = [&] {
+    saved_during_w = exp_result.use_count();
+    grad_during_w = grad_storage.use_count();
+  };
+  split.run_weight();
+  Probe::on_backward = nullptr;
+  EXPECT_EQ(saved_during_w, 1u) << "exp's saved result outlived its node's run inside W";
+  EXPECT_EQ(grad_during_w, 1u) << "the output's gradient outlived its use inside W";
+  EXPECT_TRUE(net.params()[0].grad().defined());
+}
+
 // A weight used on both sides of a layer whose input gradient is needed (tied weights): W from
 // B's kept gradient would count part of it twice, so B does the whole backward.
 TEST(SplitBackward, ATiedWeightIsNotSplitAndStaysExact) {
