@@ -21,6 +21,7 @@
 #include "profiler/profile_json.h"
 #include "profiler/profiler.h"
 #include "profiler/taken_batch.h"
+#include "tests/support/stage_peaks.h"
 
 namespace pipebal::profiler {
 namespace {
@@ -115,12 +116,8 @@ TEST(WaitingMessages, AreTheSendersMemoryAsTheTimedPeakPredicts) {
   // The prediction: profiled memory terms, durations by hand (stage 1's forward as long as
   // stage 0's kChunks forwards and one more), no transfer time.
   const auto checkpoint = pipeline::CheckpointMode::kExceptLast;
-  ProfileOptions profiling;
-  profiling.repeat = 2;
-  profiling.warmup = 1;
-  profiling.measure_engine = false;
-  const balance::CostProfile profile = cost_profile(
-      profile_model(layers, pipeline::Batch(torch::randn({kRows, kWidth})), profiling));
+  const balance::CostProfile profile =
+      testing::quick_cost_profile(layers, pipeline::Batch(torch::randn({kRows, kWidth})));
   // A CPU profile: stage 0 takes views of the input made outside the stages, holding none of
   // it. The parameters were made before counting began too: only their gradients count
   // (param_scale 1).
