@@ -4,8 +4,9 @@ stages as 2 threads of one process (`pipebal train`) and as 2 processes (`pipeba
 --nproc-per-node 2`, messages in shared memory), for a GPT and a U-Net at 8 micro-batches, every
 schedule (interleaved with 2 stages per device) and every checkpoint mode. Each plan is the dp
 balance for its schedule and checkpoint mode (`pipebal balance --stages 2`); each run is one
-measured step after one warm-up step, whose allocations the counting allocator charges to the
-stage that holds them. Memory depends on timing only through the messages waiting to be taken
+measured step after two warm-up steps, whose allocations the counting allocator charges to the
+stage that holds them (the first allocates the parameters' gradients, the second holds them
+throughout, as every later step). Memory depends on timing only through the messages waiting to be taken
 (the prediction counts those of the simulated timeline, "untimed" leaves them out): one run each.
 
 Writes the raw measurements (JSON) and the markdown summary made from them.
@@ -69,7 +70,7 @@ def main():
                                           "--chunks", str(CHUNKS), "--checkpoint", checkpoint,
                                           "--json", "-o", plan] + flags))
                 train = ["train", "--model", spec, "--input-shape", shape, "--plan", plan,
-                         "--steps", "1", "--warmup-steps", "1", "-q", "-o", out]
+                         "--steps", "1", "--warmup-steps", "2", "-q", "-o", out]
                 run([pipebal] + train)
                 threads = peaks(json.load(open(out)))
                 run([pipebal, "launch", "--nproc-per-node", "2", "--master-port", "0", "--",
@@ -99,7 +100,9 @@ def summary(raw, raw_path):
         "(parameters x 2, plus the inputs and activations its action list keeps, plus the "
         "messages it sent that wait for their receiver on the simulated timeline; without "
         "those: \"untimed\"). Measured: the "
-        "peak of what the counting allocator charged to each stage in a step, with the stages as "
+        "peak of what the counting allocator charged to each stage in the two warm-up steps (the "
+        "first allocates the parameters' gradients, which every later step holds throughout), "
+        "with the stages as "
         "threads of one process and as processes (messages in shared memory); a message is the "
         "memory of the stage that took it. Error: predicted against the thread run; processes "
         "vs threads: the larger per-stage difference between the two runs.",
