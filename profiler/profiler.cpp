@@ -173,14 +173,9 @@ class LayerRunner {
     backward_from(forward());
   }
 
-  // One untimed forward: the output the next layer is measured on.
-  Batch output() {
-    reset_grads();
-    return forward();
-  }
-
-  // One forward and backward under the memory meter.
-  void measure(MemoryMeter& meter, LayerProfile& profile) {
+  // The memory measurements, under the meter. Returns the layer's output, which the next layer
+  // is measured on.
+  Batch measure(MemoryMeter& meter, LayerProfile& profile) {
     reset_grads();
     // As on a stage after its first micro-batch, the parameters' gradients are there: the
     // backward makes each new one, adds it to the held one and frees it, a node at a time.
@@ -199,7 +194,7 @@ class LayerRunner {
     profile.backward_peak_bytes = std::max<int64_t>(0, backward_peak_bytes - forward_end_bytes);
     profile.peak_bytes =
         std::max<int64_t>(0, std::max(forward_peak_bytes, backward_peak_bytes) - base_bytes);
-    measure_weight(meter, profile);
+    return measure_weight(meter, profile);
   }
 
  private:
@@ -219,7 +214,8 @@ class LayerRunner {
   // A forward and a B under the meter: what stays allocated until W, besides the output's
   // gradient (the next layer's) and the input's (sent on). Then W, with the parameters'
   // gradients already there as on a stage after its first micro-batch: what it adds on top.
-  void measure_weight(MemoryMeter& meter, LayerProfile& profile) {
+  // Returns the forward's output.
+  Batch measure_weight(MemoryMeter& meter, LayerProfile& profile) {
     reset_grads();
     const int64_t base_bytes = meter.current_bytes();
     Batch output = forward();
@@ -227,7 +223,7 @@ class LayerRunner {
     const int64_t forward_bytes = meter.current_bytes() - base_bytes;
     profile.weight_held_bytes = std::max<int64_t>(0, forward_bytes);
     profile.weight_peak_bytes = 0;
-    if (outs.empty()) return;
+    if (outs.empty()) return output;
     const std::vector<at::Tensor> seeds = seed_gradients(outs);
     const int64_t seeded_bytes = meter.current_bytes() - base_bytes;
     try {
@@ -249,6 +245,7 @@ class LayerRunner {
           fmt::format("layer {} ('{}', {}): backward failed on input {}: {}", index_, layer_.name(),
                       layer_.type(), describe(input_), error_summary(error)));
     }
+    return output;
   }
 
   Batch forward() {
@@ -489,9 +486,8 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     for (int w = 0; w < options.warmup; ++w) runner.run();
     // Memory on its own repetition: the timed ones then run without the meter's reads.
     if (co_runners) co_runners->pause();
-    runner.measure(*meter, lp);
+    Batch output = runner.measure(*meter, lp);
     if (co_runners) co_runners->resume();
-    Batch output = runner.output();
 
     lp.output_bytes = batch_bytes(output);
     lp.carried_bytes = runner.carried_bytes(output);
