@@ -147,6 +147,12 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     }
     if (l + 1 < n) transfer_ms_[l + 1] += options_.latency_ms;
   }
+  first_weight_held_bytes_.assign(n + 1, 0);
+  for (size_t end = 1; end <= n; ++end) {
+    const int64_t received = end < n ? received_grad_bytes(static_cast<int>(end)) : 0;
+    first_weight_held_bytes_[end] = std::max(first_weight_held_bytes_[end - 1],
+                                             activation_prefix_bytes_[end] + received);
+  }
   if (std::any_of(layers_.begin(), layers_.end(), [](const LayerCost& l) {
         return l.peak_bytes > 0 || l.backward_peak_bytes > 0 || l.carried_bytes > 0;
       })) {
@@ -239,6 +245,12 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
   }
 }
 
+int64_t CostModel::received_grad_bytes(int cut) const {
+  const LayerCost& layer = layers_[cut];
+  if (layer.input_grad_bytes >= 0) return layer.input_grad_bytes;
+  return layer.input_bytes >= 0 ? layer.input_bytes : layers_[cut - 1].output_bytes;
+}
+
 double CostModel::allreduce_ms(int first, int end) const {
   if (options_.replicas < 2 || options_.allreduce_bytes_per_ms <= 0) return 0;
   const double r = options_.replicas;
@@ -298,30 +310,25 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
     const int64_t next_input = layers_[end].input_bytes;
     terms.output_bytes = next_input >= 0 ? next_input : layers_[end - 1].output_bytes;
   }
-  if (first > 0) {
-    const int64_t measured_grad = layers_[first].input_grad_bytes;
-    terms.input_grad_bytes = measured_grad >= 0 ? measured_grad : terms.input_bytes;
-  }
+  if (first > 0) terms.input_grad_bytes = received_grad_bytes(first);
   if (schedule_.splits(stage)) {
-    terms.weight_bytes = weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
+    terms.weight_bytes = first == 0 ? first_weight_held_bytes_[end]
+                                    : weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
   }
   if (!backward_peaks_.empty() && end > first) {
     terms.backward_bytes =
         std::max<int64_t>(0, backward_peaks_.max(first, end) - activation_prefix_bytes_[end]);
   }
-  // The first stage's input needs no gradient: its B computes nothing and its W is the whole
-  // backward, in one run that walks down the micro-batch's activations as a B does, freeing them
-  // as it goes, and keeps every parameter's new gradient until its end, where it adds them all.
+  // The first stage's W is its whole backward, in one run that walks down the micro-batch's
+  // activations as a B does, freeing them as it goes, and keeps every parameter's new gradient
+  // until its end, where it adds them all (unmeasured: all of them above what it held).
   // Later stages' Ws run layer by layer, adding as they go: they hold what they held for W, and
   // above it the largest layer's W transient. (Monotone in `end`, as the dp needs: every term
   // only grows.)
   if (schedule_.splits(stage) && first == 0) {
-    const int64_t params = param_prefix_bytes_[end] - param_prefix_bytes_[first];
-    terms.weight_run_bytes =
-        backward_peaks_.empty()
-            ? params + activation_prefix_bytes_[end] - activation_prefix_bytes_[first]
-            : whole_weight_peaks_.max(first, end) + param_prefix_bytes_[end] -
-                  activation_prefix_bytes_[first];
+    terms.weight_run_bytes = backward_peaks_.empty()
+                                 ? terms.weight_bytes + param_prefix_bytes_[end]
+                                 : whole_weight_peaks_.max(first, end) + param_prefix_bytes_[end];
   } else if (schedule_.splits(stage)) {
     const bool measured = !weight_peaks_.empty() && end > first;
     terms.weight_run_bytes = terms.weight_bytes + (measured ? weight_peaks_.max(first, end) : 0);

@@ -96,6 +96,10 @@ class CostModel {
   StageMemory memory_terms(int stage, int first, int end) const;
 
  private:
+  // The gradients sent back across a cut before layer `cut` (0 < cut < layer_count()): those of
+  // the input of a stage starting there (LayerCost::input_grad_bytes, else its input's bytes).
+  int64_t received_grad_bytes(int cut) const;
+
   // How many micro-batches hold their stage input, their full activations and what W needs
   // at the end of an action, when a stage's memory may peak.
   struct LiveCounts {
@@ -119,6 +123,12 @@ class CostModel {
   std::vector<int64_t> param_prefix_bytes_;
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
+  // By end layer: what the model's first stage, ending there, holds from B to W when its
+  // backward is split. Its input needs no gradient, so B computes nothing and keeps the whole
+  // graph: its activations, and the gradients it received (its output's and the skips' it sent),
+  // the roots of its W. A running maximum over ends, so that it never shrinks as the stage grows
+  // (the partitioners rely on it); the exact sum wherever that already grows.
+  std::vector<int64_t> first_weight_held_bytes_;
   // Over layers l: what a backward adds at most while at l, plus the activations of l and the
   // layers before it (LayerCost::backward_peak_bytes plus activation_prefix_bytes_[l + 1]) and
   // the gradients of the skips l carries (LayerCost::carried_bytes); a stage's B peaks at the

@@ -300,24 +300,40 @@ TEST(CostModel, ZeroBubbleHoldsWhatWNeedsFromBToItsDelayedW) {
   EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 2, 3).weight_bytes, 15);
 }
 
-// zb-h1's first stage has no input gradient to compute: its W is its whole backward, in one run
-// that walks down the micro-batch's activations (20) and makes every new parameter gradient
-// (layers 0-1: 200 bytes) before adding them to the held ones. With W delays 0 and 3
-// micro-batches stage 0 runs F0 F1 B0 W0 F2 B1 W1 B2 W2: during W0 it also holds F1's
-// activations (20).
+// zb-h1's first stage has no input gradient to compute: from B to W it holds its activations
+// (layers 0-1: 20 bytes) and the gradient it received (of layer 1's output: 2000), whatever the
+// layers measured as held for their own W (which they measured with an input gradient to make).
+// Its W is its whole backward, in one run that walks down those and makes every new parameter
+// gradient (200 bytes) before adding them to the held ones. With W delays 0 and 3 micro-batches
+// stage 0 runs F0 F1 B0 W0 F2 B1 W1 B2 W2: during W0 it also holds F1's activations (20).
 TEST(CostModel, TheFirstStagesWMakesEveryParameterGradientAtOnce) {
   CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 3);
   options.weight_delays = {0, 0};
-  const CostModel model(three_layers(), 2, options);
-  EXPECT_EQ(model.memory_terms(0, 0, 2).weight_run_bytes, 200 + 20);
-  EXPECT_EQ(model.memory_bytes(0, 0, 2), 400 + 20 + 220);
+  std::vector<LayerCost> layers = three_layers();
+  for (LayerCost& layer : layers) layer.weight_held_bytes = 5000;
+  const CostModel model(layers, 2, options);
+  EXPECT_EQ(model.memory_terms(0, 0, 2).weight_bytes, 20 + 2000);
+  EXPECT_EQ(model.memory_terms(0, 0, 2).weight_run_bytes, 20 + 2000 + 200);
+  EXPECT_EQ(model.memory_bytes(0, 0, 2), 400 + 20 + 2220);
+  // A measured gradient of the next stage's input counts as measured (its skips' included).
+  layers[2].input_grad_bytes = 3000;
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).weight_bytes, 20 + 3000);
+  // Ending where a smaller gradient comes back, the stage never holds less than ending earlier
+  // (the partitioners need it): at layer 1 it held 10 + 1000.
+  layers[1].input_grad_bytes = 5;
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 1).weight_bytes, 10 + 5);
+  layers[1].input_grad_bytes = 1500;
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 1).weight_bytes, 10 + 1500);
+  layers[2].input_grad_bytes = 0;
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).weight_bytes, 10 + 1500);
   // Later stages' Ws add layer by layer: they hold what they held for W.
   const StageMemory later = model.memory_terms(1, 2, 3);
   EXPECT_EQ(later.weight_run_bytes, later.weight_bytes);
   // A measured W transient is in the whole backward's walk already.
-  std::vector<LayerCost> layers = three_layers();
+  layers = three_layers();
   for (LayerCost& layer : layers) layer.weight_peak_bytes = 7;
-  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).weight_run_bytes, 200 + 20);
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).weight_run_bytes,
+            20 + 2000 + 200);
   options.schedule = ScheduleKind::kOneFOneB;  // a whole backward adds as it goes
   options.weight_delays.clear();
   EXPECT_EQ(CostModel(three_layers(), 2, options).memory_terms(0, 0, 2).weight_run_bytes, 0);

@@ -92,9 +92,11 @@ TEST(WeightDelays, WhatBHoldsForNothingCostsNothingSoH1sDelaysStay) {
   const CostModel holding(layers, 3, options);
   EXPECT_EQ(bounded_weight_delays(holding, {2, 2, 2}), (std::vector<int>{0, 1, 2}));
   // Holding 1.5 times that, stage 2 fits 2 micro-batches waiting (600 bytes), not 3; stage 1
-  // not even 1 beside the 2 it has in flight at delay 1 (400 + 300); stage 0 not even W right
-  // after B beside the 2 in flight (400 + 300): it runs its backward whole.
+  // not even 1 beside the 2 it has in flight at delay 1 (400 + 300). Stage 0, whose B computes
+  // nothing, holds its activations and the gradient it received (200 + 100): not even W right
+  // after B fits beside the 2 in flight (400 + 300), and it runs its backward whole.
   for (LayerCost& layer : layers) layer.weight_held_bytes = 150;
+  layers[2].input_grad_bytes = 100;
   const CostModel heavier(layers, 3, options);
   EXPECT_EQ(bounded_weight_delays(heavier, {2, 2, 2}),
             (std::vector<int>{pipeline::kWholeBackward, 0, 1}));
