@@ -211,29 +211,27 @@ class LayerRunner {
     }
   }
 
-  // A forward and a B under the meter: what stays allocated until W, besides the output's
-  // gradient (the next layer's) and the input's (sent on). Then W, with the parameters'
+  // A forward and a B under the meter: what stays allocated until W, besides the input's
+  // gradient (sent on). The output's gradient is handed to B, as in a stage: it stays only where
+  // B keeps it for W (a parameter's node right at the output). Then W, with the parameters'
   // gradients already there as on a stage after its first micro-batch: what it adds on top.
   // Returns the forward's output.
   Batch measure_weight(MemoryMeter& meter, LayerProfile& profile) {
     reset_grads();
     const int64_t base_bytes = meter.current_bytes();
     Batch output = forward();
-    const std::vector<at::Tensor> outs = differentiable_outputs(output);
-    const int64_t forward_bytes = meter.current_bytes() - base_bytes;
-    profile.weight_held_bytes = std::max<int64_t>(0, forward_bytes);
+    std::vector<at::Tensor> outs = differentiable_outputs(output);
+    profile.weight_held_bytes = std::max<int64_t>(0, meter.current_bytes() - base_bytes);
     profile.weight_peak_bytes = 0;
     if (outs.empty()) return output;
-    const std::vector<at::Tensor> seeds = seed_gradients(outs);
-    const int64_t seeded_bytes = meter.current_bytes() - base_bytes;
+    std::vector<at::Tensor> seeds = seed_gradients(outs);
     try {
-      pipeline::SplitBackward split(outs, seeds, leaves_, params_);
+      pipeline::SplitBackward split(std::move(outs), std::move(seeds), leaves_, params_);
       int64_t sent_bytes = 0;
       for (const at::Tensor& grad : split.input_grads()) {
         if (grad.defined()) sent_bytes += static_cast<int64_t>(grad.nbytes());
       }
-      const int64_t held =
-          meter.current_bytes() - base_bytes - (seeded_bytes - forward_bytes) - sent_bytes;
+      const int64_t held = meter.current_bytes() - base_bytes - sent_bytes;
       profile.weight_held_bytes = std::max<int64_t>(0, held);
       give_param_grads();
       const int64_t weight_start_bytes = meter.current_bytes();
