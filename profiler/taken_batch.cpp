@@ -85,7 +85,20 @@ void count_as_taken(pipeline::Batch& batch) {
 
   for (auto& [impl, uses] : blocks) {
     if (only_the_batch_uses(uses)) {
-      CpuMemoryScope::hand_over(uses.front()->storage().data());
+      const int64_t bytes = viewed_bytes(uses);
+      if (bytes == static_cast<int64_t>(uses.front()->storage().nbytes())) {
+        CpuMemoryScope::hand_over(uses.front()->storage().data());
+        continue;
+      }
+      // Part of a block the sender is done with (a skip's gradient sliced from a concatenation's):
+      // a device would hold a copy of that part, not the block. Copies, by the taker's thread (a
+      // tensor the batch holds twice stays one), and the block goes with its last view.
+      std::map<const c10::TensorImpl*, at::Tensor> copies;
+      for (at::Tensor* t : uses) {
+        auto [copy, made] = copies.try_emplace(t->unsafeGetTensorImpl());
+        if (made) copy->second = t->detach().clone();
+        *t = copy->second;
+      }
       continue;
     }
     // Views of the taker's own, the last of which uncounts its share.

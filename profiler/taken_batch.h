@@ -13,10 +13,11 @@ namespace pipebal::profiler {
 
 // On the taking stage's thread, for a batch it took from another thread's stage: each block of
 // CPU memory the batch views becomes the taker's (CpuMemoryScope::hand_over) when nothing but the
-// batch refers to it; a block the sender still uses (a saved output it back-propagates from, a
-// gradient kept for W) is charged to both, as separate devices would hold it twice, the taker's
-// share until the last of its views is gone. Tensors on other devices are left as they are, and
-// so is everything while no CpuMemoryScope counts.
+// batch refers to it, and when the batch views only part of such a block, the taker copies that
+// part and the block goes (a device would receive the part alone); a block the sender still uses (a
+// saved output it back-propagates from, a gradient kept for W) is charged to both, as separate
+// devices would hold it twice, the taker's share until the last of its views is gone. Tensors on
+// other devices are left as they are, and so is everything while no CpuMemoryScope counts.
 void count_as_taken(pipeline::Batch& batch);
 
 }  // namespace pipebal::profiler

@@ -1,5 +1,6 @@
 // A batch one stage's thread takes from another's is charged to the taker: wholly when only the
-// batch refers to its memory, to both while the sender still uses it.
+// batch refers to its memory (a copy when it views a part of it), to both while the sender still
+// uses it.
 #include "profiler/taken_batch.h"
 
 #include <thread>
@@ -61,6 +62,33 @@ TEST(TakenBatch, HandsOverMemoryOnlyTheBatchRefersTo) {
   EXPECT_EQ(scope.peak_bytes() - counts.total_base, kBytes) << "moved, not counted twice";
   EXPECT_EQ(batch.value().data_ptr(), data) << "the same memory, not a copy";
   EXPECT_EQ(batch.skips.at("view").data_ptr(), data);
+
+  batch = pipeline::Batch();
+  EXPECT_EQ(counts.taker(), 0);
+  EXPECT_EQ(counts.total(), 0);
+}
+
+// A part of a block (a skip's gradient sliced from a concatenation's) is what a device would
+// receive: the taker holds a copy of that part, and the block goes.
+TEST(TakenBatch, CopiesThePartOfABlockOnlyTheBatchRefersTo) {
+  CpuMemoryScope scope;
+  const Counts counts(scope);
+  pipeline::Batch batch;
+  on_thread_tagged(kSender, [&] {
+    const at::Tensor block = torch::arange(1000, torch::kFloat);
+    const at::Tensor part = block.narrow(0, 100, 250);
+    batch.tensors.push_back(part);
+    batch.skips.emplace("same", part);  // the same view twice stays one
+  });
+  ASSERT_EQ(counts.sender(), kBytes);
+
+  on_thread_tagged(kTaker, [&] { count_as_taken(batch); });
+  EXPECT_EQ(counts.sender(), 0) << "the block went with its last view";
+  EXPECT_EQ(counts.taker(), kBytes / 4);
+  EXPECT_EQ(counts.total(), kBytes / 4);
+  EXPECT_EQ(batch.value()[0].item<float>(), 100.0f);
+  EXPECT_FLOAT_EQ(batch.value().sum().item<float>(), (100.0f + 349.0f) * 250.0f / 2.0f);
+  EXPECT_TRUE(batch.skips.at("same").is_same(batch.value()));
 
   batch = pipeline::Batch();
   EXPECT_EQ(counts.taker(), 0);
