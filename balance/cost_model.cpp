@@ -150,8 +150,8 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
   first_weight_held_bytes_.assign(n + 1, 0);
   for (size_t end = 1; end <= n; ++end) {
     const int64_t received = end < n ? received_grad_bytes(static_cast<int>(end)) : 0;
-    first_weight_held_bytes_[end] = std::max(first_weight_held_bytes_[end - 1],
-                                             activation_prefix_bytes_[end] + received);
+    first_weight_held_bytes_[end] =
+        std::max(first_weight_held_bytes_[end - 1], activation_prefix_bytes_[end] + received);
   }
   if (std::any_of(layers_.begin(), layers_.end(), [](const LayerCost& l) {
         return l.peak_bytes > 0 || l.backward_peak_bytes > 0 || l.carried_bytes > 0;
@@ -312,8 +312,9 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
   }
   if (first > 0) terms.input_grad_bytes = received_grad_bytes(first);
   if (schedule_.splits(stage)) {
-    terms.weight_bytes = first == 0 ? first_weight_held_bytes_[end]
-                                    : weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
+    terms.weight_bytes = first == 0
+                             ? first_weight_held_bytes_[end]
+                             : weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
   }
   if (!backward_peaks_.empty() && end > first) {
     terms.backward_bytes =

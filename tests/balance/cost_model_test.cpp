@@ -332,8 +332,7 @@ TEST(CostModel, TheFirstStagesWMakesEveryParameterGradientAtOnce) {
   // A measured W transient is in the whole backward's walk already.
   layers = three_layers();
   for (LayerCost& layer : layers) layer.weight_peak_bytes = 7;
-  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).weight_run_bytes,
-            20 + 2000 + 200);
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(0, 0, 2).weight_run_bytes, 20 + 2000 + 200);
   options.schedule = ScheduleKind::kOneFOneB;  // a whole backward adds as it goes
   options.weight_delays.clear();
   EXPECT_EQ(CostModel(three_layers(), 2, options).memory_terms(0, 0, 2).weight_run_bytes, 0);
