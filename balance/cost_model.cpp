@@ -125,6 +125,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
   param_prefix_bytes_.assign(n + 1, 0);
   activation_prefix_bytes_.assign(n + 1, 0);
   weight_held_prefix_bytes_.assign(n + 1, 0);
+  released_output_bytes_.assign(n, 0);
   transfer_ms_.assign(n + 1, 0.0);
   for (size_t l = 0; l < n; ++l) {
     const LayerCost& layer = layers_[l];
@@ -136,10 +137,12 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     param_prefix_bytes_[l + 1] = param_prefix_bytes_[l] + layer.param_bytes;
     activation_prefix_bytes_[l + 1] = activation_prefix_bytes_[l] + layer.activation_bytes;
     // Not measured (a profile from before): all the activations and the kept gradients.
-    weight_held_prefix_bytes_[l + 1] =
-        weight_held_prefix_bytes_[l] + (layer.weight_held_bytes >= 0
-                                            ? layer.weight_held_bytes
-                                            : layer.activation_bytes + layer.kept_grad_bytes);
+    const int64_t held = layer.weight_held_bytes >= 0
+                             ? layer.weight_held_bytes
+                             : layer.activation_bytes + layer.kept_grad_bytes;
+    weight_held_prefix_bytes_[l + 1] = weight_held_prefix_bytes_[l] + held;
+    // At most what it is part of, so that a stage's terms still grow with it.
+    released_output_bytes_[l] = std::min(layer.released_output_bytes, held);
     // An infinite bandwidth is as free as 0.
     if (l + 1 < n && options_.bandwidth_bytes_per_ms > 0) {
       transfer_ms_[l + 1] =
@@ -312,9 +315,11 @@ StageMemory CostModel::memory_terms(int stage, int first, int end) const {
   }
   if (first > 0) terms.input_grad_bytes = received_grad_bytes(first);
   if (schedule_.splits(stage)) {
+    // The stage's last layer's output is sent, not held for W, unless its own graph keeps it.
     terms.weight_bytes = first == 0
                              ? first_weight_held_bytes_[end]
-                             : weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first];
+                             : weight_held_prefix_bytes_[end] - weight_held_prefix_bytes_[first] -
+                                   released_output_bytes_[end - 1];
   }
   if (!backward_peaks_.empty() && end > first) {
     terms.backward_bytes =

@@ -123,11 +123,14 @@ class CostModel {
   std::vector<int64_t> param_prefix_bytes_;
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes
+  std::vector<int64_t> released_output_bytes_;     // LayerCost::released_output_bytes, per layer
   // By end layer: what the model's first stage, ending there, holds from B to W when its
   // backward is split. Its input needs no gradient, so B computes nothing and keeps the whole
-  // graph: its activations, and the gradients it received (its output's and the skips' it sent),
-  // the roots of its W. A running maximum over ends, so that it never shrinks as the stage grows
-  // (the partitioners rely on it); the exact sum wherever that already grows.
+  // graph: its activations, and the gradients it received (its output's and the skips' it
+  // sent), the roots of its W. (Its output counts, as the profile cannot tell whether a graph
+  // that no B walked keeps it: LayerCost::released_output_bytes is measured after a B.) A running
+  // maximum over ends, so that it never shrinks as the stage grows (the partitioners rely on it);
+  // the exact sum wherever that already grows.
   std::vector<int64_t> first_weight_held_bytes_;
   // Over layers l: what a backward adds at most while at l, plus the activations of l and the
   // layers before it (LayerCost::backward_peak_bytes plus activation_prefix_bytes_[l + 1]) and

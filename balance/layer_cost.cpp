@@ -44,6 +44,7 @@ void validate_layer_costs(const std::vector<LayerCost>& layers) {
     check_bytes(i, layer, "peak_bytes", layer.peak_bytes);
     check_bytes(i, layer, "weight_peak_bytes", layer.weight_peak_bytes);
     check_bytes(i, layer, "carried_bytes", layer.carried_bytes);
+    check_bytes(i, layer, "released_output_bytes", layer.released_output_bytes);
     // -1: not measured.
     if (layer.input_bytes != -1) check_bytes(i, layer, "input_bytes", layer.input_bytes);
     if (layer.input_grad_bytes != -1) {

@@ -43,6 +43,9 @@ struct LayerCost {
   // activations, the output, the kept gradients. -1: not measured, taken as activation_bytes +
   // kept_grad_bytes.
   int64_t weight_held_bytes = -1;
+  // Of weight_held_bytes, the output that nothing of the layer's graph keeps for W: a stage
+  // ending at this layer sends its output and holds none of it from B to W. 0 when not measured.
+  int64_t released_output_bytes = 0;
   // The most a W allocates above what it starts from: the parameters' new gradients before they
   // are added to the held ones, and any workspace. 0 when not measured (none counted).
   int64_t weight_peak_bytes = 0;

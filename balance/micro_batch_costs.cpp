@@ -46,6 +46,8 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].peak_bytes = mix_bytes(a[i].peak_bytes, b[i].peak_bytes, t);
     out[i].backward_peak_bytes = mix_bytes(a[i].backward_peak_bytes, b[i].backward_peak_bytes, t);
     out[i].weight_held_bytes = mix_bytes(a[i].weight_held_bytes, b[i].weight_held_bytes, t);
+    out[i].released_output_bytes =
+        mix_bytes(a[i].released_output_bytes, b[i].released_output_bytes, t);
     out[i].weight_peak_bytes = mix_bytes(a[i].weight_peak_bytes, b[i].weight_peak_bytes, t);
   }
   return out;
@@ -64,6 +66,7 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     layer.carried_bytes = scale_bytes(layer.carried_bytes, factor);
     layer.kept_grad_bytes = scale_bytes(layer.kept_grad_bytes, factor);
     layer.weight_held_bytes = scale_bytes(layer.weight_held_bytes, factor);
+    layer.released_output_bytes = scale_bytes(layer.released_output_bytes, factor);
     // The parameters' gradients in a peak do not grow with the micro-batch; the rest does.
     layer.peak_bytes = scale_beyond(layer.peak_bytes, layer.param_bytes, factor);
     layer.backward_peak_bytes = scale_beyond(layer.backward_peak_bytes, layer.param_bytes, factor);

@@ -37,6 +37,8 @@ void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
   cost.kept_grad_bytes = layer.has("kept_grad_bytes") ? layer.at("kept_grad_bytes").integer(0) : 0;
   cost.weight_held_bytes =
       layer.has("weight_held_bytes") ? layer.at("weight_held_bytes").integer(0) : -1;
+  cost.released_output_bytes =
+      layer.has("released_output_bytes") ? layer.at("released_output_bytes").integer(0) : 0;
   cost.weight_peak_bytes =
       layer.has("weight_peak_bytes") ? layer.at("weight_peak_bytes").integer(0) : 0;
   cost.peak_bytes = layer.has("peak_bytes") ? layer.at("peak_bytes").integer(0) : 0;

@@ -23,6 +23,7 @@ nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
       {"weight_ms", layer.weight_ms},
       {"kept_grad_bytes", layer.kept_grad_bytes},
       {"weight_held_bytes", layer.weight_held_bytes},
+      {"released_output_bytes", layer.released_output_bytes},
       {"weight_peak_bytes", layer.weight_peak_bytes},
       {"peak_bytes", layer.peak_bytes},
       {"backward_peak_bytes", layer.backward_peak_bytes},

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "profiler/memory_meter.h"
 #include "profiler/profile_merge.h"
 #include "profiler/statistics.h"
+#include "profiler/tensor_references.h"
 
 namespace pipebal::profiler {
 namespace {
@@ -145,6 +147,27 @@ std::vector<at::Tensor> seed_gradients(const std::vector<at::Tensor>& outputs) {
   return seeds;
 }
 
+// Bytes of the blocks `output` views that nothing else refers to: once the output is sent and
+// dropped, they go (LayerProfile::released_output_bytes). Tensors passed through from the input
+// are the input's too, and stay.
+int64_t released_bytes(const Batch& output) {
+  std::map<const c10::StorageImpl*, std::vector<const at::Tensor*>> blocks;
+  const auto note = [&blocks](const at::Tensor& t) {
+    if (t.defined() && t.has_storage() && t.storage().data() != nullptr) {
+      blocks[t.storage().unsafeGetStorageImpl()].push_back(&t);
+    }
+  };
+  for (const at::Tensor& t : output.tensors) note(t);
+  for (const auto& [name, t] : output.skips) note(t);
+  int64_t bytes = 0;
+  for (const auto& [block, uses] : blocks) {
+    if (only_these_refer_to_their_block(uses)) {
+      bytes += static_cast<int64_t>(uses.front()->storage().nbytes());
+    }
+  }
+  return bytes;
+}
+
 using LossFn = std::function<at::Tensor(const at::Tensor&)>;
 
 // Runs one layer on a fixed input: warm-up and the memory measurement. With a loss (the model's
@@ -222,6 +245,7 @@ class LayerRunner {
     Batch output = forward();
     std::vector<at::Tensor> outs = differentiable_outputs(output);
     profile.weight_held_bytes = std::max<int64_t>(0, meter.current_bytes() - base_bytes);
+    profile.released_output_bytes = 0;
     profile.weight_peak_bytes = 0;
     if (outs.empty()) return output;
     std::vector<at::Tensor> seeds = seed_gradients(outs);
@@ -233,6 +257,7 @@ class LayerRunner {
       }
       const int64_t held = meter.current_bytes() - base_bytes - sent_bytes;
       profile.weight_held_bytes = std::max<int64_t>(0, held);
+      profile.released_output_bytes = std::min(profile.weight_held_bytes, released_bytes(output));
       give_param_grads();
       const int64_t weight_start_bytes = meter.current_bytes();
       meter.reset_peak();

@@ -69,6 +69,10 @@ struct LayerProfile {
   // Bytes a micro-batch still holds after B, until its W: the output, what W needs of the
   // saved activations (B frees the rest) and the kept gradients.
   int64_t weight_held_bytes = 0;
+  // Of weight_held_bytes, the output's blocks that nothing of the layer's graph keeps: a stage
+  // ending at this layer, which sent its output and dropped it, holds none of them from B to W
+  // (an inner layer's output, the next layer's input, stays counted, as in activation_bytes).
+  int64_t released_output_bytes = 0;
   // The most W allocates above what it starts from (the held bytes, the parameters' gradients
   // already there): each parameter's new gradient before it is added to the held one, and any
   // workspace.

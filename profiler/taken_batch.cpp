@@ -1,17 +1,16 @@
 // See taken_batch.h.
 #include "profiler/taken_batch.h"
 
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <utility>
 #include <vector>
 
 #include <ATen/Functions.h>
 
 #include "profiler/cpu_memory.h"
+#include "profiler/tensor_references.h"
 
 namespace pipebal::profiler {
 namespace {
@@ -31,44 +30,6 @@ class TakersShare {
   std::function<void()> uncount_;
 };
 
-// What a copy of the views would take: each tensor object's bytes once, at most the block's.
-int64_t viewed_bytes(const std::vector<at::Tensor*>& uses) {
-  std::set<const c10::TensorImpl*> seen;
-  int64_t bytes = 0;
-  for (const at::Tensor* t : uses) {
-    if (seen.insert(t->unsafeGetTensorImpl()).second) bytes += static_cast<int64_t>(t->nbytes());
-  }
-  return std::min(bytes, static_cast<int64_t>(uses.front()->storage().nbytes()));
-}
-
-// Whether nothing but `uses` (tensors of one batch viewing one block) refers to their block:
-// each tensor object is referred to only by the batch and by the views made of it (a view keeps
-// its base, which may be a tensor outside the batch that only views keep), and every reference
-// to the block is one of those tensor objects.
-bool only_the_batch_uses(const std::vector<at::Tensor*>& uses) {
-  struct Object {
-    const at::TensorBase* tensor;
-    size_t references;  // that it should have
-  };
-  std::map<const c10::TensorImpl*, Object> objects;
-  std::set<const c10::TensorImpl*> viewed;  // views whose base is counted already
-  const auto refer = [&objects](const at::TensorBase& t) {
-    ++objects.try_emplace(t.unsafeGetTensorImpl(), Object{&t, 0}).first->second.references;
-  };
-  for (const at::Tensor* t : uses) {
-    refer(*t);
-    for (const at::TensorBase* view = t; view->is_view();) {
-      if (!viewed.insert(view->unsafeGetTensorImpl()).second) break;
-      refer(view->_base());
-      view = &view->_base();
-    }
-  }
-  for (const auto& [impl, object] : objects) {
-    if (object.tensor->use_count() != object.references) return false;
-  }
-  return uses.front()->storage().use_count() == objects.size();
-}
-
 }  // namespace
 
 void count_as_taken(pipeline::Batch& batch) {
@@ -84,8 +45,9 @@ void count_as_taken(pipeline::Batch& batch) {
   for (auto& [name, t] : batch.skips) note(t);
 
   for (auto& [impl, uses] : blocks) {
-    if (only_the_batch_uses(uses)) {
-      const int64_t bytes = viewed_bytes(uses);
+    const std::vector<const at::Tensor*> views(uses.begin(), uses.end());
+    const int64_t bytes = viewed_bytes(views);
+    if (only_these_refer_to_their_block(views)) {
       if (bytes == static_cast<int64_t>(uses.front()->storage().nbytes())) {
         CpuMemoryScope::hand_over(uses.front()->storage().data());
         continue;
@@ -102,7 +64,7 @@ void count_as_taken(pipeline::Batch& batch) {
       continue;
     }
     // Views of the taker's own, the last of which uncounts its share.
-    auto share = std::make_shared<TakersShare>(uses.front()->storage(), viewed_bytes(uses));
+    auto share = std::make_shared<TakersShare>(uses.front()->storage(), bytes);
     for (at::Tensor* t : uses) {
       *t = at::from_blob(
           t->data_ptr(), t->sizes(), t->strides(), [share](void*) {}, t->options());

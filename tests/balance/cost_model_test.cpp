@@ -300,6 +300,27 @@ TEST(CostModel, ZeroBubbleHoldsWhatWNeedsFromBToItsDelayedW) {
   EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 2, 3).weight_bytes, 15);
 }
 
+// What a layer holds for W counts its output; a stage that ends with it has sent the output and
+// holds none of it from B to W, unless the layer's own graph keeps it (released_output_bytes
+// says how much it does not). A layer inside the stage keeps counting it (the next layer's input).
+TEST(CostModel, AStagesLastLayerHoldsNoneOfTheOutputItSentForW) {
+  std::vector<LayerCost> layers = three_layers();
+  for (LayerCost& layer : layers) {
+    layer.weight_held_bytes = 50;
+    layer.released_output_bytes = 30;
+  }
+  CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 3);
+  options.weight_delays = {0, 0};
+  const CostModel model(layers, 2, options);
+  EXPECT_EQ(model.memory_terms(1, 1, 3).weight_bytes, 50 + 50 - 30);
+  EXPECT_EQ(model.memory_terms(1, 1, 2).weight_bytes, 50 - 30);
+  // The first stage, whose B walks nothing, holds its activations and the gradient it received.
+  EXPECT_EQ(model.memory_terms(0, 0, 2).weight_bytes, 20 + 2000);
+  // Never more released than held, so that the stage's memory still grows with its end.
+  layers[1].released_output_bytes = 80;
+  EXPECT_EQ(CostModel(layers, 2, options).memory_terms(1, 1, 2).weight_bytes, 0);
+}
+
 // zb-h1's first stage has no input gradient to compute: from B to W it holds its activations
 // (layers 0-1: 20 bytes) and the gradient it received (of layer 1's output: 2000), whatever the
 // layers measured as held for their own W (which they measured with an input gradient to make).

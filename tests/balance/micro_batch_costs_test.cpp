@@ -17,9 +17,9 @@ namespace {
 using nlohmann::json;
 
 // Layer i at micro-batch size b: forward 1 + b ms (a fixed cost and a per-sample one),
-// backward twice that, activations 100 b bytes, input 20 b bytes, output 10 b bytes; peaks its
-// parameters' gradients (which no size changes) plus 300 b bytes, the backward's alone plus 200 b,
-// a W's plus 50 b.
+// backward twice that, activations 100 b bytes, input 20 b bytes, output 10 b bytes, 60 b held
+// from B to W (the output among them, released); peaks its parameters' gradients (which no size
+// changes) plus 300 b bytes, the backward's alone plus 200 b, a W's plus 50 b.
 LayerCost layer_at(int i, int64_t b) {
   LayerCost layer;
   layer.name = "l" + std::to_string(i);
@@ -29,6 +29,8 @@ LayerCost layer_at(int i, int64_t b) {
   layer.activation_bytes = 100 * b;
   layer.output_bytes = 10 * b;
   layer.input_bytes = 20 * b;
+  layer.weight_held_bytes = 60 * b;
+  layer.released_output_bytes = 10 * b;
   layer.peak_bytes = layer.param_bytes + 300 * b;
   layer.backward_peak_bytes = layer.param_bytes + 200 * b;
   layer.weight_peak_bytes = layer.param_bytes + 50 * b;
@@ -71,6 +73,8 @@ TEST(MicroBatchCosts, BetweenMeasuredSizesCostsAreLinear) {
       EXPECT_EQ(at.layers[i].peak_bytes, layer_at(i, b).peak_bytes) << b;
       EXPECT_EQ(at.layers[i].backward_peak_bytes, layer_at(i, b).backward_peak_bytes) << b;
       EXPECT_EQ(at.layers[i].weight_peak_bytes, layer_at(i, b).weight_peak_bytes) << b;
+      EXPECT_EQ(at.layers[i].weight_held_bytes, layer_at(i, b).weight_held_bytes) << b;
+      EXPECT_EQ(at.layers[i].released_output_bytes, layer_at(i, b).released_output_bytes) << b;
       EXPECT_EQ(at.layers[i].name, layer_at(i, b).name);
     }
   }
@@ -86,6 +90,7 @@ TEST(MicroBatchCosts, BeyondMeasuredSizesCostsScaleWithTheNearest) {
   EXPECT_DOUBLE_EQ(large.layers[1].forward_ms, layer_at(1, 32).forward_ms * 2);
   EXPECT_EQ(large.layers[1].output_bytes, 640);
   EXPECT_EQ(large.layers[1].input_bytes, 1280);
+  EXPECT_EQ(large.layers[1].released_output_bytes, 640);
   // The parameters' gradients in the peaks stay as they are; what is beyond them scales.
   EXPECT_EQ(small.layers[0].peak_bytes, layer_at(0, 1).peak_bytes);
   EXPECT_EQ(large.layers[1].backward_peak_bytes, layer_at(1, 64).backward_peak_bytes);

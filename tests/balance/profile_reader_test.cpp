@@ -109,6 +109,9 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   doc = profile();
   doc["layers"][1]["carried_bytes"] = -3;
   expect_error(doc, "layers[1].carried_bytes is -3, expected 0 to");
+  doc["layers"][1]["carried_bytes"] = 0;
+  doc["layers"][1]["released_output_bytes"] = -1;
+  expect_error(doc, "layers[1].released_output_bytes is -1, expected 0 to");
   doc = profile();
   doc["layers"][1]["input_grad_bytes"] = "all";
   expect_error(doc, "layers[1].input_grad_bytes must be an integer, not string");

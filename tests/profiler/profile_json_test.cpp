@@ -41,6 +41,8 @@ Profile hand_profile() {
   a.peak_bytes = 64;
   a.backward_peak_bytes = 24;
   a.weight_peak_bytes = 20;
+  a.weight_held_bytes = 48;
+  a.released_output_bytes = 32;
   LayerProfile b = a;
   b.index = 1;
   b.name = "head";
@@ -104,6 +106,8 @@ TEST(ProfileJson, BalancerReadsTheWrittenFile) {
   EXPECT_EQ(cost.layers[1].peak_bytes, 64);
   EXPECT_EQ(cost.layers[1].backward_peak_bytes, 24);
   EXPECT_EQ(cost.layers[1].weight_peak_bytes, 20);
+  EXPECT_EQ(cost.layers[1].weight_held_bytes, 48);
+  EXPECT_EQ(cost.layers[1].released_output_bytes, 32);
 }
 
 // A layer's peaks grow with the micro-batch: each size carries its own.
@@ -114,6 +118,7 @@ TEST(ProfileJson, EverySizeCarriesItsOwnPeaks) {
     layer.peak_bytes *= 2;
     layer.backward_peak_bytes *= 2;
     layer.weight_peak_bytes *= 2;
+    layer.released_output_bytes *= 2;
   }
   p.sizes = {Profile::Size{/*chunks=*/2, /*micro_batch_size=*/2, p.layers}, twice};
   const std::string path = pipebal::testing::scratch_path("profile.json");
@@ -124,6 +129,7 @@ TEST(ProfileJson, EverySizeCarriesItsOwnPeaks) {
   EXPECT_EQ(cost.sizes[1].layers[1].peak_bytes, 128);
   EXPECT_EQ(cost.sizes[1].layers[1].backward_peak_bytes, 48);
   EXPECT_EQ(cost.sizes[1].layers[1].weight_peak_bytes, 40);
+  EXPECT_EQ(cost.sizes[1].layers[1].released_output_bytes, 64);
 }
 
 }  // namespace

@@ -64,14 +64,18 @@ TEST(ProfilerBytes, LinearAndReluMatchWhatAutogradSaves) {
   // From B to W it holds its output and the gradient that arrived at it, which B keeps for W
   // (addmm, the output's node, has the weight's branch), as a stage does the gradient it received.
   EXPECT_EQ(fc.weight_held_bytes, 2 * n * out * kFloat);
+  // Nothing of its graph keeps the output: a stage ending here, which sent it, holds none of it.
+  EXPECT_EQ(fc.released_output_bytes, n * out * kFloat);
 
   const LayerProfile& relu = p.layers[2];
   EXPECT_EQ(relu.param_bytes, 0);
   // relu saves its result, which is the output: [n, out].
   EXPECT_EQ(relu.activation_bytes, n * out * kFloat);
   EXPECT_EQ(relu.output_bytes, n * out * kFloat);
-  // No parameters: B keeps no gradient, and the result it saved is all it holds until W.
+  // No parameters: B keeps no gradient, and frees the result it saved, the output (no W runs
+  // through it): the output is all it holds, and only while the next layer's input.
   EXPECT_EQ(relu.weight_held_bytes, n * out * kFloat);
+  EXPECT_EQ(relu.released_output_bytes, n * out * kFloat);
 
   // The identity passes its input through: nothing new, nothing to differentiate.
   EXPECT_EQ(p.layers[0].activation_bytes, 0);
