@@ -289,7 +289,10 @@ StageDurations CostModel::durations(int stage, int first, int end, double comput
   const double backward = (backward_prefix_ms_[end] - backward_prefix_ms_[first]) * scale;
   d.backward_ms = backward + action;
   if (schedule_.splits(stage)) {
-    const double weight = (weight_prefix_ms_[end] - weight_prefix_ms_[first]) * scale;
+    // The model's first stage has no input gradient to compute: its B is the engine's action
+    // alone, and its W the whole backward (pipeline/split_backward.h).
+    const double weight =
+        first == 0 ? backward : (weight_prefix_ms_[end] - weight_prefix_ms_[first]) * scale;
     d.weight_ms = weight + action;
     d.backward_ms = std::max(0.0, backward - weight) + action;
   }

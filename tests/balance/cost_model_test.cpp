@@ -107,15 +107,19 @@ TEST(CostModel, EngineCostsAddToEveryActionAndOnceToTheStep) {
   // One stage runs its 12 actions back to back, then the step's fixed cost.
   EXPECT_DOUBLE_EQ(simulate_balance(model, {3}, 4).step_ms, 4 * (3 * 12.1) + 0.3);
 
-  // zb-h1 splits the backward: W is an action of its own.
+  // zb-h1 splits the backward: W is an action of its own. The first stage has no input gradient
+  // to compute: its B is the action alone, its W the whole backward.
   std::vector<LayerCost> layers = three_layers();
   for (auto& layer : layers) layer.weight_ms = 0.5;
   CostOptions zb = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 4);
   zb.engine = {0, 0.1};
   const CostModel split(layers, 2, zb);
-  const StageDurations s = split.durations(0, 0, 2);
-  EXPECT_DOUBLE_EQ(s.backward_ms, 4 - 1 + 0.1);
-  EXPECT_DOUBLE_EQ(s.weight_ms, 1 + 0.1);
+  const StageDurations first = split.durations(0, 0, 2);
+  EXPECT_DOUBLE_EQ(first.backward_ms, 0.1);
+  EXPECT_DOUBLE_EQ(first.weight_ms, 4 + 0.1);
+  const StageDurations later = split.durations(1, 2, 3);
+  EXPECT_DOUBLE_EQ(later.backward_ms, 2 - 0.5 + 0.1);
+  EXPECT_DOUBLE_EQ(later.weight_ms, 0.5 + 0.1);
   EXPECT_DOUBLE_EQ(split.overhead_ms(0), 3 * 0.1);
 
   options.engine = {-1, 0};
