@@ -121,6 +121,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
   forward_prefix_ms_.assign(n + 1, 0.0);
   backward_prefix_ms_.assign(n + 1, 0.0);
   weight_prefix_ms_.assign(n + 1, 0.0);
+  input_grad_prefix_ms_.assign(n + 1, 0.0);
   work_prefix_ms_.assign(n + 1, 0.0);
   param_prefix_bytes_.assign(n + 1, 0);
   activation_prefix_bytes_.assign(n + 1, 0);
@@ -131,7 +132,11 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
     const LayerCost& layer = layers_[l];
     forward_prefix_ms_[l + 1] = forward_prefix_ms_[l] + layer.forward_ms;
     backward_prefix_ms_[l + 1] = backward_prefix_ms_[l] + layer.backward_ms;
-    weight_prefix_ms_[l + 1] = weight_prefix_ms_[l] + std::min(layer.weight_ms, layer.backward_ms);
+    const double weight = std::min(layer.weight_ms, layer.backward_ms);
+    weight_prefix_ms_[l + 1] = weight_prefix_ms_[l] + weight;
+    input_grad_prefix_ms_[l + 1] =
+        input_grad_prefix_ms_[l] +
+        (layer.input_grad_ms >= 0 ? layer.input_grad_ms : layer.backward_ms - weight);
     work_prefix_ms_[l + 1] =
         work_prefix_ms_[l] + layer.forward_ms * (1.0 + recompute_share) + layer.backward_ms;
     param_prefix_bytes_[l + 1] = param_prefix_bytes_[l] + layer.param_bytes;
@@ -289,12 +294,16 @@ StageDurations CostModel::durations(int stage, int first, int end, double comput
   const double backward = (backward_prefix_ms_[end] - backward_prefix_ms_[first]) * scale;
   d.backward_ms = backward + action;
   if (schedule_.splits(stage)) {
-    // The model's first stage has no input gradient to compute: its B is the engine's action
-    // alone, and its W the whole backward (pipeline/split_backward.h).
-    const double weight =
-        first == 0 ? backward : (weight_prefix_ms_[end] - weight_prefix_ms_[first]) * scale;
-    d.weight_ms = weight + action;
-    d.backward_ms = std::max(0.0, backward - weight) + action;
+    // B and W as measured apart: together they can take longer than the backward whole. The
+    // model's first stage has no input gradient to compute: its B is the engine's action alone,
+    // and its W the whole backward (pipeline/split_backward.h).
+    if (first == 0) {
+      d.weight_ms = backward + action;
+      d.backward_ms = action;
+    } else {
+      d.weight_ms = (weight_prefix_ms_[end] - weight_prefix_ms_[first]) * scale + action;
+      d.backward_ms = (input_grad_prefix_ms_[end] - input_grad_prefix_ms_[first]) * scale + action;
+    }
   }
   return d;
 }

@@ -66,7 +66,9 @@ class CostModel {
 
   // Compute time per micro-batch: forward + backward, plus the recomputed forward averaged over
   // the micro-batches that are checkpointed, divided by the stage's speed. Monotone in the extent.
-  // Additive: time_ms(s, a, c) = time_ms(s, a, b) + time_ms(s, b, c).
+  // Additive: time_ms(s, a, c) = time_ms(s, a, b) + time_ms(s, b, c). The backward counts
+  // whole: where a schedule splits it, durations() has B and W as measured apart, which may
+  // take longer together.
   double time_ms(int stage, int first, int end) const;
   // The engine's cost of a stage's actions per micro-batch (F, B, R averaged over the
   // micro-batches that are checkpointed, W where the backward is split): the same for any extent.
@@ -118,8 +120,9 @@ class CostModel {
   std::vector<int64_t> caps_;
   std::vector<double> forward_prefix_ms_;  // prefix sums over layers, n + 1 entries
   std::vector<double> backward_prefix_ms_;
-  std::vector<double> weight_prefix_ms_;  // the W part of backward (LayerCost::weight_ms)
-  std::vector<double> work_prefix_ms_;    // forward * (1 + recompute share) + backward
+  std::vector<double> weight_prefix_ms_;      // the W part of backward (LayerCost::weight_ms)
+  std::vector<double> input_grad_prefix_ms_;  // B when split (LayerCost::input_grad_ms)
+  std::vector<double> work_prefix_ms_;        // forward * (1 + recompute share) + backward
   std::vector<int64_t> param_prefix_bytes_;
   std::vector<int64_t> activation_prefix_bytes_;
   std::vector<int64_t> weight_held_prefix_bytes_;  // LayerCost::weight_held_bytes

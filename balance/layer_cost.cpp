@@ -46,6 +46,7 @@ void validate_layer_costs(const std::vector<LayerCost>& layers) {
     check_bytes(i, layer, "carried_bytes", layer.carried_bytes);
     check_bytes(i, layer, "released_output_bytes", layer.released_output_bytes);
     // -1: not measured.
+    if (layer.input_grad_ms != -1) check_ms(i, layer, "input_grad_ms", layer.input_grad_ms);
     if (layer.input_bytes != -1) check_bytes(i, layer, "input_bytes", layer.input_bytes);
     if (layer.input_grad_bytes != -1) {
       check_bytes(i, layer, "input_grad_bytes", layer.input_grad_bytes);

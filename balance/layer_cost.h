@@ -37,6 +37,10 @@ struct LayerCost {
   // gradients from the layer's output gradient. 0 when not measured: W is then empty and B, the
   // input gradient, the whole backward.
   double weight_ms = 0;
+  // B alone when the backward is split: the input's gradient, W deferred. B + W can exceed
+  // backward_ms (autograd runs the layer twice, W reads what B kept again). -1: not measured,
+  // taken as backward_ms - weight_ms.
+  double input_grad_ms = -1;
   // Bytes of the gradients that B keeps for W, held from B to W when the backward is split.
   int64_t kept_grad_bytes = 0;
   // All a micro-batch holds from B to W when the backward is split: what W needs of the

@@ -37,6 +37,9 @@ std::vector<LayerCost> blend(const std::vector<LayerCost>& a, const std::vector<
     out[i].forward_ms = mix(a[i].forward_ms, b[i].forward_ms);
     out[i].backward_ms = mix(a[i].backward_ms, b[i].backward_ms);
     out[i].weight_ms = mix(a[i].weight_ms, b[i].weight_ms);
+    out[i].input_grad_ms = a[i].input_grad_ms < 0 || b[i].input_grad_ms < 0
+                               ? -1.0
+                               : mix(a[i].input_grad_ms, b[i].input_grad_ms);
     out[i].activation_bytes = mix_bytes(a[i].activation_bytes, b[i].activation_bytes, t);
     out[i].output_bytes = mix_bytes(a[i].output_bytes, b[i].output_bytes, t);
     out[i].input_bytes = mix_bytes(a[i].input_bytes, b[i].input_bytes, t);
@@ -59,6 +62,9 @@ std::vector<LayerCost> scale(const std::vector<LayerCost>& layers, double factor
     layer.forward_ms = std::min(layer.forward_ms * factor, kMaxLayerMs);
     layer.backward_ms = std::min(layer.backward_ms * factor, kMaxLayerMs);
     layer.weight_ms = std::min(layer.weight_ms * factor, kMaxLayerMs);
+    if (layer.input_grad_ms >= 0) {
+      layer.input_grad_ms = std::min(layer.input_grad_ms * factor, kMaxLayerMs);
+    }
     layer.activation_bytes = scale_bytes(layer.activation_bytes, factor);
     layer.output_bytes = scale_bytes(layer.output_bytes, factor);
     layer.input_bytes = scale_bytes(layer.input_bytes, factor);

@@ -28,6 +28,7 @@ void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
   cost.forward_ms = layer.at("forward_ms").number(0);
   cost.backward_ms = layer.at("backward_ms").number(0);
   cost.weight_ms = layer.has("weight_ms") ? layer.at("weight_ms").number(0) : 0.0;
+  cost.input_grad_ms = layer.has("input_grad_ms") ? layer.at("input_grad_ms").number(0) : -1.0;
   cost.activation_bytes = layer.at("activation_bytes").integer(0);
   cost.output_bytes = layer.at("output_bytes").integer(0);
   cost.input_bytes = layer.has("input_bytes") ? layer.at("input_bytes").integer(0) : -1;

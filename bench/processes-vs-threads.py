@@ -125,7 +125,7 @@ def main():
 
 
 # Layer and engine times of profiles taken in turns with the runs: each the median over rounds.
-TIMES = ("forward_ms", "backward_ms", "weight_ms")
+TIMES = ("forward_ms", "backward_ms", "weight_ms", "input_grad_ms")
 
 
 def pooled_profile(rounds):

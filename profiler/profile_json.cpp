@@ -21,6 +21,7 @@ nlohmann::json sized_layer_to_json(const LayerProfile& layer) {
       {"backward_p10_ms", layer.backward_p10_ms},
       {"backward_p90_ms", layer.backward_p90_ms},
       {"weight_ms", layer.weight_ms},
+      {"input_grad_ms", layer.input_grad_ms},
       {"kept_grad_bytes", layer.kept_grad_bytes},
       {"weight_held_bytes", layer.weight_held_bytes},
       {"released_output_bytes", layer.released_output_bytes},

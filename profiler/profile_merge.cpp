@@ -30,6 +30,7 @@ void pool_layers(std::vector<LayerProfile>& pooled, const std::vector<LayerProfi
     append(pooled[i].forward_samples_ms, round[i].forward_samples_ms);
     append(pooled[i].backward_samples_ms, round[i].backward_samples_ms);
     append(pooled[i].weight_samples_ms, round[i].weight_samples_ms);
+    append(pooled[i].input_grad_samples_ms, round[i].input_grad_samples_ms);
   }
 }
 
@@ -43,6 +44,9 @@ void summarise_samples(LayerProfile& layer) {
   layer.backward_p10_ms = percentile(layer.backward_samples_ms, 10);
   layer.backward_p90_ms = percentile(layer.backward_samples_ms, 90);
   if (!layer.weight_samples_ms.empty()) layer.weight_ms = median(layer.weight_samples_ms);
+  if (!layer.input_grad_samples_ms.empty()) {
+    layer.input_grad_ms = median(layer.input_grad_samples_ms);
+  }
 }
 
 Profile merge_profiles(const std::vector<Profile>& rounds) {

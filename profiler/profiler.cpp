@@ -336,7 +336,8 @@ class PassTimer {
       : layers_(layers), sample_(std::move(sample)), loss_(std::move(loss)) {}
 
   // One forward and one backward pass; with a timer, appends each layer's durations. With
-  // `split`, each layer's backward runs as B then W (split_backward.h) and only W is timed.
+  // `split`, each layer's backward runs as B then W (split_backward.h), and B and W are timed
+  // (not the forward).
   void run(LayerTimer* timer, std::vector<LayerProfile>* profiles, bool split = false) {
     const size_t n = layers_.size();
     std::vector<Batch> inputs(n), outputs(n);
@@ -355,9 +356,14 @@ class PassTimer {
       if (k + 1 == n && loss_) {
         // As on the last stage: the loss of the output, then autograd from it.
         if (split) {
+          // B includes the loss, as backward_ms does.
+          if (timer != nullptr) timer->start();
           const at::Tensor loss = loss_(outputs[k].value());
-          if (loss.requires_grad())
+          if (loss.requires_grad()) {
             split_backward(k, {loss}, {at::ones_like(loss)}, inputs, timer, profiles);
+          } else if (timer != nullptr) {
+            timer->stop_ms();
+          }
           continue;
         }
         if (timer != nullptr) timer->start();
@@ -388,6 +394,7 @@ class PassTimer {
         if (it != inputs[k + 1].skips.end()) add(t, it->second.grad());
       }
       if (split) {
+        if (timer != nullptr) timer->start();
         split_backward(k, outs, grads, inputs, timer, profiles);
         continue;
       }
@@ -401,14 +408,16 @@ class PassTimer {
   }
 
  private:
-  // Layer k's backward as B, then W timed; the input's gradients are left in its .grad, where
-  // the layer before finds them as after a whole backward.
+  // Layer k's backward as B, then W, each timed (B from the caller's start of `timer`); the
+  // input's gradients are left in its .grad, where the layer before finds them as after a whole
+  // backward.
   void split_backward(size_t k, const std::vector<at::Tensor>& roots,
                       const std::vector<at::Tensor>& grads, std::vector<Batch>& inputs,
                       LayerTimer* timer, std::vector<LayerProfile>* profiles) {
     std::vector<at::Tensor> leaves = inputs[k].tensors;
     for (const auto& [name, t] : inputs[k].skips) leaves.push_back(t);
     pipeline::SplitBackward split(roots, grads, leaves, layers_[k].parameters());
+    if (timer != nullptr) (*profiles)[k].input_grad_samples_ms.push_back(timer->stop_ms());
     if (profiles != nullptr) (*profiles)[k].kept_grad_bytes = split.kept_bytes();
     if (timer != nullptr) timer->start();
     split.run_weight();
@@ -531,20 +540,22 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     passes.run(nullptr, nullptr);
     report(ProfileProgress::Phase::kWarmupPasses, w + 1, options.warmup, "");
   }
+  // B's and W's own times (zb-h1 splits the backward) in half as many passes again, one after
+  // every second whole-backward pass: a machine whose speed drifts moves both alike.
   const auto start = std::chrono::steady_clock::now();
-  int timed_passes = 0;
+  int split_passes = 0;
   for (int r = 0; r < options.repeat; ++r) {
     passes.run(timer.get(), &profile.layers);
-    ++timed_passes;
+    if (r % 2 == 1) {
+      passes.run(timer.get(), &profile.layers, /*split=*/true);
+      ++split_passes;
+    }
     report(ProfileProgress::Phase::kTimedPasses, r + 1, options.repeat, "");
     const double spent_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (options.time_budget_s > 0 && spent_s >= options.time_budget_s) break;
   }
-  // W's own time (zb-h1 defers it), in half as many passes again, after the whole-backward ones.
-  for (int r = 0; r < std::max(1, timed_passes / 2); ++r) {
-    passes.run(timer.get(), &profile.layers, /*split=*/true);
-  }
+  if (split_passes == 0) passes.run(timer.get(), &profile.layers, /*split=*/true);
   for (LayerProfile& lp : profile.layers) summarise_samples(lp);
   if (options.measure_engine && options.device.is_cpu()) {
     profile.engine = measure_engine_cost(std::max(20, options.repeat));

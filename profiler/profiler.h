@@ -64,6 +64,11 @@ struct LayerProfile {
   // parameters' gradients from the kept output-side gradients, median of its own passes.
   double weight_ms = 0;
   std::vector<double> weight_samples_ms;
+  // B alone in those passes: the input's gradient with W deferred (with the loss on the model's
+  // last layer, as backward_ms). B + W can exceed backward_ms: autograd runs the layer twice and
+  // W reads what B kept again.
+  double input_grad_ms = 0;
+  std::vector<double> input_grad_samples_ms;
   // Bytes of the gradients B keeps for W (held from B to W under zb-h1).
   int64_t kept_grad_bytes = 0;
   // Bytes a micro-batch still holds after B, until its W: the output, what W needs of the

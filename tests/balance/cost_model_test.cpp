@@ -121,6 +121,17 @@ TEST(CostModel, EngineCostsAddToEveryActionAndOnceToTheStep) {
   EXPECT_DOUBLE_EQ(later.backward_ms, 2 - 0.5 + 0.1);
   EXPECT_DOUBLE_EQ(later.weight_ms, 0.5 + 0.1);
   EXPECT_DOUBLE_EQ(split.overhead_ms(0), 3 * 0.1);
+  // B as profiled apart, when it was: B + W may exceed the backward whole. The first stage's B
+  // stays the action alone; time_ms (the balancer's additive cost) keeps the backward whole.
+  for (auto& layer : layers) layer.input_grad_ms = 1.8;
+  const CostModel measured(layers, 2, zb);
+  EXPECT_DOUBLE_EQ(measured.durations(1, 2, 3).backward_ms, 1.8 + 0.1);
+  EXPECT_DOUBLE_EQ(measured.durations(1, 2, 3).weight_ms, 0.5 + 0.1);
+  EXPECT_DOUBLE_EQ(measured.durations(1, 1, 3, 0.5).backward_ms, 2 * 1.8 * 0.5 + 0.1);
+  EXPECT_DOUBLE_EQ(measured.durations(0, 0, 2).backward_ms, 0.1);
+  EXPECT_DOUBLE_EQ(measured.time_ms(1, 2, 3), split.time_ms(1, 2, 3));
+  layers[0].input_grad_ms = -2;
+  EXPECT_THROW(CostModel(layers, 2, zb), std::invalid_argument);
 
   options.engine = {-1, 0};
   EXPECT_THROW(CostModel(three_layers(), 1, options), std::invalid_argument);

@@ -17,14 +17,16 @@ namespace {
 using nlohmann::json;
 
 // Layer i at micro-batch size b: forward 1 + b ms (a fixed cost and a per-sample one),
-// backward twice that, activations 100 b bytes, input 20 b bytes, output 10 b bytes, 60 b held
-// from B to W (the output among them, released); peaks its parameters' gradients (which no size
-// changes) plus 300 b bytes, the backward's alone plus 200 b, a W's plus 50 b.
+// backward twice that (B measured apart on layer 0 alone: 1.5 times), activations 100 b bytes,
+// input 20 b bytes, output 10 b bytes, 60 b held from B to W (the output among them, released);
+// peaks its parameters' gradients (which no size changes) plus 300 b bytes, the backward's alone
+// plus 200 b, a W's plus 50 b.
 LayerCost layer_at(int i, int64_t b) {
   LayerCost layer;
   layer.name = "l" + std::to_string(i);
   layer.forward_ms = 1.0 + double(b) * (i + 1);
   layer.backward_ms = 2 * layer.forward_ms;
+  layer.input_grad_ms = i == 0 ? 1.5 * layer.forward_ms : -1;  // measured on layer 0 only
   layer.param_bytes = 1000 * (i + 1);
   layer.activation_bytes = 100 * b;
   layer.output_bytes = 10 * b;
@@ -66,6 +68,7 @@ TEST(MicroBatchCosts, BetweenMeasuredSizesCostsAreLinear) {
     for (int i = 0; i < 2; ++i) {
       EXPECT_NEAR(at.layers[i].forward_ms, layer_at(i, b).forward_ms, 1e-12) << b;
       EXPECT_NEAR(at.layers[i].backward_ms, layer_at(i, b).backward_ms, 1e-12) << b;
+      EXPECT_NEAR(at.layers[i].input_grad_ms, layer_at(i, b).input_grad_ms, 1e-12) << b;
       EXPECT_EQ(at.layers[i].activation_bytes, layer_at(i, b).activation_bytes) << b;
       EXPECT_EQ(at.layers[i].output_bytes, layer_at(i, b).output_bytes) << b;
       EXPECT_EQ(at.layers[i].input_bytes, layer_at(i, b).input_bytes) << b;
@@ -85,6 +88,8 @@ TEST(MicroBatchCosts, BeyondMeasuredSizesCostsScaleWithTheNearest) {
   EXPECT_EQ(small.source, CostSource::kExtrapolated);
   EXPECT_DOUBLE_EQ(small.layers[0].forward_ms, layer_at(0, 2).forward_ms / 2);
   EXPECT_EQ(small.layers[0].activation_bytes, 100);
+  EXPECT_DOUBLE_EQ(small.layers[0].input_grad_ms, layer_at(0, 2).input_grad_ms / 2);
+  EXPECT_DOUBLE_EQ(small.layers[1].input_grad_ms, -1);  // not measured stays so
   const CostsAtSize large = costs_at_micro_batch_size(profile_at_sizes(), 64);
   EXPECT_EQ(large.source, CostSource::kExtrapolated);
   EXPECT_DOUBLE_EQ(large.layers[1].forward_ms, layer_at(1, 32).forward_ms * 2);

@@ -49,6 +49,11 @@ TEST(ProfileReader, ReadsAPipebalProfile) {
   EXPECT_EQ(p.layers[1].param_bytes, 4096);
   EXPECT_EQ(p.layers[1].activation_bytes, 1024);
   EXPECT_EQ(p.layers[1].output_bytes, 512);
+  // B's own time is optional: -1 where the profile has none (B is then backward - W).
+  EXPECT_DOUBLE_EQ(p.layers[1].input_grad_ms, -1);
+  json doc = profile();
+  doc["layers"][1]["input_grad_ms"] = 2.0;
+  EXPECT_DOUBLE_EQ(profile_from_json(doc).layers[1].input_grad_ms, 2.0);
 }
 
 // On the CPU the engine's first stage takes views of the caller's batch: a CPU profile's first
@@ -112,6 +117,9 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   doc["layers"][1]["carried_bytes"] = 0;
   doc["layers"][1]["released_output_bytes"] = -1;
   expect_error(doc, "layers[1].released_output_bytes is -1, expected 0 to");
+  doc = profile();
+  doc["layers"][0]["input_grad_ms"] = -0.5;
+  expect_error(doc, "layers[0].input_grad_ms is -0.5, expected a finite number >= 0");
   doc = profile();
   doc["layers"][1]["input_grad_bytes"] = "all";
   expect_error(doc, "layers[1].input_grad_bytes must be an integer, not string");

@@ -252,10 +252,13 @@ TEST(Profiler, LastLayerBackwardIncludesTheLoss) {
   };
   const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), options);
   // The memory measurement's warm-up and its own pass, then the timed passes' warm-up, the timed
-  // passes and one pass timing W alone (half the timed ones, rounded).
+  // passes and one pass timing B and W apart (one after every second timed pass).
   EXPECT_EQ(calls, options.warmup + 1 + options.warmup + options.repeat + 1);
   ASSERT_EQ(p.layers[1].backward_samples_ms.size(), 3u);
   ASSERT_EQ(p.layers[1].weight_samples_ms.size(), 1u);
+  ASSERT_EQ(p.layers[1].input_grad_samples_ms.size(), 1u);
+  // B of the last layer includes the loss, as its whole backward does.
+  EXPECT_GE(p.layers[1].input_grad_ms, 20.0);
   // The first layer's input needs no gradient: its W is its whole backward, the last one's W
   // only the weight gradients (the loss and the input's gradient are B's).
   EXPECT_GT(p.layers[0].weight_ms, 0);
