@@ -90,7 +90,7 @@ Plan plan_balance(const CostModel& model, const std::vector<int>& balance,
                   const std::string& algorithm) {
   if (!delay_free_model(model)) return make_plan(model, balance, algorithm);
   const CostModel bounded(model.layers(), model.stage_count(),
-                          with_bounded_weight_delays(model, balance));
+                          with_fastest_weight_delays(model, balance));
   return make_plan(bounded, balance, algorithm);
 }
 

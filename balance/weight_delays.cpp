@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "balance/plan.h"
+
 namespace pipebal::balance {
 namespace {
 
@@ -66,9 +68,61 @@ std::vector<int> bounded_weight_delays(const CostModel& model, const std::vector
   return delays;
 }
 
-CostOptions with_bounded_weight_delays(const CostModel& model, const std::vector<int>& balance) {
+std::vector<int> fastest_weight_delays(const CostModel& model, const std::vector<int>& balance) {
+  const std::vector<int> bounds = bounded_weight_delays(model, balance);
+  const int stages = model.stage_count();
+  const auto step_ms = [&](const std::vector<int>& delays) {
+    const CostModel priced = repriced(model, pipeline::ScheduleKind::kZeroBubbleH1, delays);
+    return simulate_balance(priced, balance, model.options().chunks).step_ms;
+  };
+  // Strictly faster only, past rounding: ties keep what was found first, the longer delays.
+  const auto faster = [](double candidate, double best) {
+    return candidate < best - 1e-9 * std::max(1.0, best);
+  };
+  std::vector<int> best = bounds;
+  double best_ms = step_ms(best);
+  int64_t combinations = 1;
+  for (int s = 0; s < stages && combinations <= kExhaustiveDelayCombinations; ++s) {
+    combinations *= bounds[s] + 2;  // kWholeBackward, 0, ..., bounds[s]
+  }
+  if (combinations <= kExhaustiveDelayCombinations) {
+    // Counting down from the bounds, as an odometer whose digits run from bounds[s] to -1.
+    std::vector<int> delays = bounds;
+    while (true) {
+      int s = stages - 1;
+      for (; s >= 0 && delays[s] == pipeline::kWholeBackward; --s) delays[s] = bounds[s];
+      if (s < 0) break;
+      --delays[s];
+      const double ms = step_ms(delays);
+      if (faster(ms, best_ms)) {
+        best = delays;
+        best_ms = ms;
+      }
+    }
+    return best;
+  }
+  for (bool improved = true; improved;) {
+    improved = false;
+    for (int s = 0; s < stages; ++s) {
+      std::vector<int> delays = best;
+      for (int delay = bounds[s]; delay >= pipeline::kWholeBackward; --delay) {
+        if (delay == best[s]) continue;
+        delays[s] = delay;
+        const double ms = step_ms(delays);
+        if (faster(ms, best_ms)) {
+          best = delays;
+          best_ms = ms;
+          improved = true;
+        }
+      }
+    }
+  }
+  return best;
+}
+
+CostOptions with_fastest_weight_delays(const CostModel& model, const std::vector<int>& balance) {
   CostOptions options = model.options();
-  if (options.weight_delays.empty()) options.weight_delays = bounded_weight_delays(model, balance);
+  if (options.weight_delays.empty()) options.weight_delays = fastest_weight_delays(model, balance);
   return options;
 }
 

@@ -23,8 +23,17 @@ namespace pipebal::balance {
 // std::invalid_argument for a balance that does not fit the model.
 std::vector<int> bounded_weight_delays(const CostModel& model, const std::vector<int>& balance);
 
+// Per stage a delay from kWholeBackward up to bounded_weight_delays' (so within the same budget)
+// whose simulated step is the shortest: a split backward can cost more than a whole one (B and W
+// measured apart), and a shorter delay on one stage can pay where a longer one on another does
+// not. Exhaustive over every combination when there are at most kExhaustiveDelayCombinations,
+// else coordinate descent from the bounded delays (each stage's best with the others fixed,
+// until no stage improves). Ties keep the longer delays; never slower than the bounded delays.
+std::vector<int> fastest_weight_delays(const CostModel& model, const std::vector<int>& balance);
+inline constexpr int64_t kExhaustiveDelayCombinations = 4096;
+
 // `model`'s options for zb-h1 with `balance`: W delays given in the options are kept, none given
-// are chosen by bounded_weight_delays.
-CostOptions with_bounded_weight_delays(const CostModel& model, const std::vector<int>& balance);
+// are chosen by fastest_weight_delays.
+CostOptions with_fastest_weight_delays(const CostModel& model, const std::vector<int>& balance);
 
 }  // namespace pipebal::balance
