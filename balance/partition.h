@@ -29,7 +29,7 @@ const std::vector<Algorithm>& all_algorithms();
 std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm);
 
 // make_plan(model, balance, algorithm), except for zb-h1 without W delays in the options: costed
-// and simulated with the delays bounded_weight_delays chooses for the balance (weight_delays.h).
+// and simulated with the delays fastest_weight_delays chooses for the balance (weight_delays.h).
 Plan plan_balance(const CostModel& model, const std::vector<int>& balance,
                   const std::string& algorithm);
 

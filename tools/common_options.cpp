@@ -83,8 +83,8 @@ CLI::Option* add_weight_delays_option(CLI::App& cmd, std::string& delays) {
   return cmd.add_option(
       "--weight-delays", delays,
       "with --schedule zb-h1: per stage, how many micro-batches later than its B each W runs, "
-      "e.g. 0,1, or -1 for the whole backward in B (default: a plan's, which keep 1F1B's peak "
-      "memory or the caps; else H1's 0,1,2,...)");
+      "e.g. 0,1, or -1 for the whole backward in B (default: a plan's, the fastest simulated "
+      "within 1F1B's peak memory or the caps; else H1's 0,1,2,...)");
 }
 
 std::vector<int> parse_weight_delays(const std::string& text) {
