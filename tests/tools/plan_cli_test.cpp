@@ -213,13 +213,38 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
     EXPECT_GE(layer["weight_held_bytes"].get<int64_t>(), 0) << layer["name"];
   }
   EXPECT_GT(doc["layers"][1]["weight_ms"].get<double>(), 0);
-  CliResult r = run_pipebal("plan " + without_engine_costs(profile) +
-                            " --devices 2 --schedules 1f1b,zb-h1 --top 50 --format json");
+  // Whether zb-h1 beats 1F1B on this tiny model is the machine's to say; what must hold either way
+  // is that each zb-h1 configuration planned alone is ranked beside 1F1B's, unless a 1F1B one of
+  // the same stages and micro-batches is no slower and holds no more.
+  const std::string costs = without_engine_costs(profile);
+  CliResult r =
+      run_pipebal("plan " + costs + " --devices 2 --schedules zb-h1 --top 50 --format json");
   ASSERT_EQ(r.status, 0) << r.err;
-  const json result = json::parse(r.out);
-  std::set<std::string> schedules;
-  for (const json& c : result["ranked"]) schedules.insert(c["schedule"].get<std::string>());
-  EXPECT_EQ(schedules.count("zb-h1"), 1u) << r.out;
+  const json alone = json::parse(r.out);
+  r = run_pipebal("plan " + costs + " --devices 2 --schedules 1f1b,zb-h1 --top 50 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json both = json::parse(r.out);
+  const auto same_shape = [](const json& a, const json& b) {
+    return a["stages"] == b["stages"] && a["chunks"] == b["chunks"] &&
+           a["checkpoint"] == b["checkpoint"] && a["replicas"] == b["replicas"];
+  };
+  int pipelined = 0;
+  for (const json& zb : alone["ranked"]) {
+    if (zb["stages"] == 1) continue;
+    ++pipelined;
+    EXPECT_EQ(zb["schedule"], "zb-h1");
+    const bool ranked = std::any_of(both["ranked"].begin(), both["ranked"].end(),
+                                    [&](const json& c) { return c == zb; });
+    const bool dominated =
+        std::any_of(both["ranked"].begin(), both["ranked"].end(), [&](const json& c) {
+          return c["schedule"] == "1f1b" && same_shape(c, zb) &&
+                 std::llround(c["step_ms"].get<double>() * 1e6) <=
+                     std::llround(zb["step_ms"].get<double>() * 1e6) &&
+                 c["peak_bytes"] <= zb["peak_bytes"];
+        });
+    EXPECT_TRUE(ranked || dominated) << zb.dump() << "\n" << both.dump();
+  }
+  EXPECT_GT(pipelined, 0) << alone.dump();
   r = run_pipebal("balance " + profile + " --stages 2 --chunks 4 --schedule zb-h1 -o " + dir +
                   "/plan.json");
   ASSERT_EQ(r.status, 0) << r.err;
