@@ -24,6 +24,7 @@ Usage: bench/schedules.py [--build build] [--steps 20] [--allow-dirty] [--from-r
 (--from-raw writes the summary again from the committed raw data, measuring nothing.)"""
 import argparse
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -85,10 +86,25 @@ def main():
     write_text("reports/schedules.md", summary(raw))
 
 
-def paired_gain(base_steps, steps):
-    """The median over rounds of base / this - 1, each round's two steps taken one after the
-    other."""
-    return statistics.median(b / x - 1 for b, x in zip(base_steps, steps))
+def paired_gains(base_steps, steps):
+    """Per round, base / this - 1: the round's two steps were taken one after the other."""
+    return [b / x - 1 for b, x in zip(base_steps, steps)]
+
+
+def median_interval(values, confidence=0.95):
+    """A distribution-free interval for the median: the k-th smallest and k-th largest values,
+    with k the largest for which Binomial(n, 1/2) leaves at most (1 - confidence) / 2 on each
+    side; the whole range when there are too few values for that."""
+    ordered = sorted(values)
+    n = len(ordered)
+    tail, k = 0.0, 0
+    while True:
+        tail += math.comb(n, k) / 2 ** n  # P(fewer than k + 1 values below the median)
+        if tail > (1 - confidence) / 2:
+            break
+        k += 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k]
 
 
 def summary(raw):
@@ -106,7 +122,10 @@ def summary(raw):
         f"whole, then with 0,0 and H1's 0,1), the {len(SCHEDULES)} plans trained side by side "
         f"by `pipebal validate --plans`, one measured step of each in turn, {steps} rounds; a "
         "plan's time is the median of its steps. Gain over 1f1b measured: the median over "
-        "rounds of 1f1b's step over the plan's in that round. After each round the model was "
+        "rounds of 1f1b's step over the plan's in that round, with a distribution-free 95% "
+        "interval for that median (order statistics of the rounds' ratios) in the goals below: "
+        "a miss whose interval reaches half the predicted gain is within the noise. After each "
+        "round the model was "
         "profiled again and every plan, its balance kept, predicted from those profiles pooled: "
         "\"in turns\", which the machine's drift between the up-front profile and the runs does "
         "not move. Steps apart: a plan's slowest step over its fastest, the noise the "
@@ -128,7 +147,8 @@ def summary(raw):
             in_turns = e["predicted_in_turns_step_ms"]
             in_turns_error = (in_turns - measured) / measured
             predicted_gain = one["predicted_step_ms"] / e["predicted_step_ms"] - 1
-            measured_gain = paired_gain(one["measured_steps_ms"], e["measured_steps_ms"])
+            gains = paired_gains(one["measured_steps_ms"], e["measured_steps_ms"])
+            measured_gain = statistics.median(gains)
             peak = max(e["measured_device_bytes"])
             delays = f" W delays {e['weight_delays']}" if e.get("weight_delays") else ""
             lines.append(
@@ -139,10 +159,14 @@ def summary(raw):
                 f"{100 * predicted_gain:+.1f}% | {100 * measured_gain:+.1f}% | "
                 f"{max(e['predicted_device_bytes']) / mib:.1f} | {peak / mib:.1f} |")
             if name in ("interleaved 2", "zb-h1") and predicted_gain > 0:
-                met = measured_gain >= predicted_gain / 2
+                low, high = median_interval(gains)
+                half = predicted_gain / 2
+                verdict = ("met" if measured_gain >= half else
+                           "not met, within the noise" if high >= half else "not met")
                 goals.append(f"- {case['model']}, {case['chunks']} micro-batches, {name}: "
                              f"predicted {100 * predicted_gain:+.1f}% over 1f1b, measured "
-                             f"{100 * measured_gain:+.1f}% — {'met' if met else 'not met'}")
+                             f"{100 * measured_gain:+.1f}% (95% interval {100 * low:+.1f}% to "
+                             f"{100 * high:+.1f}%) — {verdict}")
             if name == "zb-h1":
                 ratio = peak / max(one["measured_device_bytes"])
                 goals.append(f"- {case['model']}, {case['chunks']} micro-batches: zb-h1's peak "
