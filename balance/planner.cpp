@@ -410,8 +410,25 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   std::sort(feasible.begin(), feasible.end(), [](const Configuration& a, const Configuration& b) {
     return rank_key(a) < rank_key(b);
   });
-  result.ranked =
-      search.keep_dominated ? std::move(feasible) : without_dominated(std::move(feasible));
+  if (search.keep_dominated) {
+    result.ranked = std::move(feasible);
+  } else {
+    std::vector<ScheduleKind> fitting;
+    for (const Configuration& c : feasible) {
+      if (std::find(fitting.begin(), fitting.end(), c.schedule) == fitting.end()) {
+        fitting.push_back(c.schedule);
+      }
+    }
+    const size_t fit = feasible.size();
+    result.ranked = without_dominated(std::move(feasible));
+    result.dominated = static_cast<int>(fit - result.ranked.size());
+    for (const ScheduleKind schedule : fitting) {
+      const bool ranked =
+          std::any_of(result.ranked.begin(), result.ranked.end(),
+                      [&](const Configuration& c) { return c.schedule == schedule; });
+      if (!ranked) result.dominated_schedules.push_back(schedule);
+    }
+  }
   result.recommended = recommended(result.ranked, search.min_gain);
   return result;
 }

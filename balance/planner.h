@@ -95,6 +95,11 @@ struct PlanSearchResult {
   Configuration plain;
   int searched = 0;     // configurations costed
   int over_memory = 0;  // of which no partition fits the caps
+  // Of those that fit, how many were left out of `ranked` as dominated, and the schedules that
+  // fit somewhere but lost every configuration so (zb-h1 whose split backward never pays is
+  // 1F1B at best): a user who listed them learns why none is ranked.
+  int dominated = 0;
+  std::vector<pipeline::ScheduleKind> dominated_schedules;
   // The profile measured one micro-batch size: counts other than its own were not searched.
   bool one_size = false;
   // Which of `ranked` to run: the fastest, unless it pipelines and the fastest configuration

@@ -6,6 +6,8 @@
 #include <memory>
 #include <ostream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -95,6 +97,18 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
   }
   print_row("plain", result.plain, params.data_parallel, out);
   if (!result.plain.plan.fits_memory()) out << "(the plain model does not fit one device's cap)\n";
+  if (result.dominated > 0) {
+    out << fmt::format(
+        "{} configuration{} left out: no faster than a ranked one of the same stages and "
+        "micro-batches that holds no more\n",
+        result.dominated, result.dominated > 1 ? "s" : "");
+  }
+  for (const pipeline::ScheduleKind schedule : result.dominated_schedules) {
+    out << fmt::format(
+        "{}: none ranked: another schedule or checkpoint mode does as well as each of its "
+        "configurations with no more memory\n",
+        pipeline::to_string(schedule));
+  }
 
   const Configuration& best = result.recommendation();
   out << "\n";
@@ -139,6 +153,14 @@ nlohmann::json configuration_to_json(const Configuration& c) {
           {"peak_bytes", c.peak_bytes}};
 }
 
+std::vector<std::string> schedule_names(const std::vector<pipeline::ScheduleKind>& schedules) {
+  std::vector<std::string> names;
+  for (const pipeline::ScheduleKind schedule : schedules) {
+    names.push_back(pipeline::to_string(schedule));
+  }
+  return names;
+}
+
 nlohmann::json result_to_json(const PlanParams& params, const balance::PlanSearchResult& result) {
   nlohmann::json ranked = nlohmann::json::array();
   const size_t shown = std::min<size_t>(result.ranked.size(), std::max(params.top, 1));
@@ -146,6 +168,8 @@ nlohmann::json result_to_json(const PlanParams& params, const balance::PlanSearc
   return {{"devices", params.devices},
           {"searched", result.searched},
           {"over_memory", result.over_memory},
+          {"dominated", result.dominated},
+          {"dominated_schedules", schedule_names(result.dominated_schedules)},
           {"plain", configuration_to_json(result.plain)},
           {"ranked", std::move(ranked)},
           {"recommended_rank", result.recommended + 1},

@@ -302,6 +302,61 @@ TEST(Planner, RecommendsPipeliningOnlyForAClearGain) {
   }
 }
 
+// Dominance against the grid kept whole: a configuration is left out exactly when a ranked one
+// of the same stages, replicas, micro-batches and threads is no slower and holds no more; the
+// result counts them and names the schedules that lost every configuration so. zb-h1 whose B
+// alone costs the whole backward never pays (its fastest delays make it 1F1B at best), and
+// with B = backward - W it fills 1F1B's bubble and is ranked.
+TEST(Planner, LeavesOutOnlyDominatedConfigurationsAndNamesTheSchedulesThatLostThemAll) {
+  for (const bool split_pays : {false, true}) {
+    CostProfile profile = profile_of({1, 2, 1, 3, 1, 2}, 0.2, 8);
+    const auto split = [split_pays](std::vector<LayerCost>& layers) {
+      for (LayerCost& l : layers) {
+        l.weight_ms = l.backward_ms / 2;
+        l.input_grad_ms = split_pays ? -1 : l.backward_ms;
+      }
+    };
+    split(profile.layers);
+    for (SizedCosts& size : profile.sizes) split(size.layers);
+    PlanSearch search = on_devices(2);
+    search.schedules = {ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1};
+    search.keep_dominated = true;
+    const PlanSearchResult all = search_plans(profile, search);
+    search.keep_dominated = false;
+    const PlanSearchResult kept = search_plans(profile, search);
+
+    const auto same_shape = [](const Configuration& a, const Configuration& b) {
+      return a.stages == b.stages && a.replicas == b.replicas && a.chunks == b.chunks &&
+             a.threads_per_stage == b.threads_per_stage;
+    };
+    const auto dominates = [&](const Configuration& a, const Configuration& b) {
+      return same_shape(a, b) && std::llround(a.step_ms * 1e6) <= std::llround(b.step_ms * 1e6) &&
+             a.peak_bytes <= b.peak_bytes;
+    };
+    const auto key = [](const Configuration& c) { return describe(c); };
+    EXPECT_EQ(kept.dominated, static_cast<int>(all.ranked.size() - kept.ranked.size()));
+    size_t next = 0;  // `kept` is `all` in the same order, less the dominated ones
+    for (const Configuration& c : all.ranked) {
+      const bool is_kept = next < kept.ranked.size() && key(kept.ranked[next]) == key(c);
+      const bool beaten = std::any_of(kept.ranked.begin(), kept.ranked.begin() + next,
+                                      [&](const Configuration& k) { return dominates(k, c); });
+      EXPECT_NE(is_kept, beaten) << describe(c);
+      if (is_kept) ++next;
+    }
+    EXPECT_EQ(next, kept.ranked.size());
+
+    const auto ranks = [&](ScheduleKind schedule) {
+      return std::any_of(kept.ranked.begin(), kept.ranked.end(),
+                         [&](const Configuration& c) { return c.schedule == schedule; });
+    };
+    EXPECT_TRUE(ranks(ScheduleKind::kOneFOneB));
+    EXPECT_EQ(ranks(ScheduleKind::kZeroBubbleH1), split_pays);
+    EXPECT_EQ(kept.dominated_schedules,
+              split_pays ? std::vector<ScheduleKind>{}
+                         : std::vector<ScheduleKind>{ScheduleKind::kZeroBubbleH1});
+  }
+}
+
 // Repricing: the same profile gives back every configuration's prediction exactly; a profile
 // twice as slow in every layer (free links) twice its step; the balance stays the one it had,
 // where dp on the new costs would cut elsewhere.

@@ -246,6 +246,20 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
     EXPECT_TRUE(ranked || dominated) << zb.dump() << "\n" << both.dump();
   }
   EXPECT_GT(pipelined, 0) << alone.dump();
+  // What was left out is counted, and a listed schedule none of whose configurations is ranked
+  // is named, in the JSON and in the table.
+  EXPECT_EQ(both["dominated"].get<int>(), both["searched"].get<int>() -
+                                              both["over_memory"].get<int>() -
+                                              static_cast<int>(both["ranked"].size()));
+  const bool zb_ranked = std::any_of(both["ranked"].begin(), both["ranked"].end(),
+                                     [](const json& c) { return c["schedule"] == "zb-h1"; });
+  EXPECT_EQ(both["dominated_schedules"], zb_ranked ? json::array() : json::array({"zb-h1"}));
+  r = run_pipebal("plan " + costs + " --devices 2 --schedules 1f1b,zb-h1 --top 50");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("zb-h1: none ranked") == std::string::npos, zb_ranked) << r.out;
+  EXPECT_NE(r.out.find(std::to_string(both["dominated"].get<int>()) + " configuration"),
+            std::string::npos)
+      << r.out;
   r = run_pipebal("balance " + profile + " --stages 2 --chunks 4 --schedule zb-h1 -o " + dir +
                   "/plan.json");
   ASSERT_EQ(r.status, 0) << r.err;
