@@ -413,11 +413,11 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   if (search.keep_dominated) {
     result.ranked = std::move(feasible);
   } else {
-    std::vector<ScheduleKind> fitting;
-    for (const Configuration& c : feasible) {
-      if (std::find(fitting.begin(), fitting.end(), c.schedule) == fitting.end()) {
-        fitting.push_back(c.schedule);
-      }
+    std::vector<ScheduleKind> fitting;  // of the schedules searched (not the plain model's)
+    for (const ScheduleKind schedule : schedules) {
+      const bool fits = std::any_of(feasible.begin(), feasible.end(),
+                                    [&](const Configuration& c) { return c.schedule == schedule; });
+      if (fits) fitting.push_back(schedule);
     }
     const size_t fit = feasible.size();
     result.ranked = without_dominated(std::move(feasible));
