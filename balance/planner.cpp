@@ -189,6 +189,11 @@ std::vector<Configuration> without_dominated(std::vector<Configuration> ranked) 
   return kept;
 }
 
+bool has_schedule(const std::vector<Configuration>& configs, ScheduleKind schedule) {
+  return std::any_of(configs.begin(), configs.end(),
+                     [schedule](const Configuration& c) { return c.schedule == schedule; });
+}
+
 // The fastest of `ranked` (sorted), unless it pipelines and the fastest that does not is within
 // `min_gain` of it.
 size_t recommended(const std::vector<Configuration>& ranked, double min_gain) {
@@ -415,18 +420,13 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   } else {
     std::vector<ScheduleKind> fitting;  // of the schedules searched (not the plain model's)
     for (const ScheduleKind schedule : schedules) {
-      const bool fits = std::any_of(feasible.begin(), feasible.end(),
-                                    [&](const Configuration& c) { return c.schedule == schedule; });
-      if (fits) fitting.push_back(schedule);
+      if (has_schedule(feasible, schedule)) fitting.push_back(schedule);
     }
     const size_t fit = feasible.size();
     result.ranked = without_dominated(std::move(feasible));
     result.dominated = static_cast<int>(fit - result.ranked.size());
     for (const ScheduleKind schedule : fitting) {
-      const bool ranked =
-          std::any_of(result.ranked.begin(), result.ranked.end(),
-                      [&](const Configuration& c) { return c.schedule == schedule; });
-      if (!ranked) result.dominated_schedules.push_back(schedule);
+      if (!has_schedule(result.ranked, schedule)) result.dominated_schedules.push_back(schedule);
     }
   }
   result.recommended = recommended(result.ranked, search.min_gain);
