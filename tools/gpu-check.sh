@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# GPU check: builds pipebal against a CUDA-enabled LibTorch, runs the *_CUDA tests (profiler
-# and engine), profiles one zoo model with every timer backend on the GPU, printing a short
+# GPU check: builds pipebal against a CUDA-enabled LibTorch, runs the *_CUDA tests (profiler,
+# engine, and pipelines across processes with their stages on the GPU), profiles one zoo model with every timer backend on the GPU, printing a short
 # table, then balances it for 2 stages and trains that balance on the GPU, printing the
 # predicted beside the measured step time, and trains it again as 2 processes over Gloo.
 #
@@ -48,11 +48,12 @@ grep -q "CUDA code paths: ON" "$out/configure.log" ||
   { echo "gpu-check: this LibTorch has no CUDA; nothing to check" >&2; exit 1; }
 
 echo "== build"
-cmake --build "$build" -j "$jobs" --target pipebal profiler_tests pipeline_tests 2>&1 | tail -n 20
+cmake --build "$build" -j "$jobs" --target pipebal profiler_tests pipeline_tests \
+  distributed_tests transparency_rank 2>&1 | tail -n 20
 
 echo "== *_CUDA tests"
 status=0
-for suite in profiler_tests pipeline_tests; do
+for suite in profiler_tests pipeline_tests distributed_tests; do
   "$build/tests/$suite" --gtest_filter='*_CUDA*' 2>&1 | tee "$out/$suite-cuda.log" | tail -n 8 ||
     status=1
 done

@@ -6,7 +6,8 @@
 //    1F1B, every checkpoint mode, skip tensors and deferred batch norm, zb-h1, and the
 //    interleaved schedule with 2 and 3 stages per process; batches whose size changes from step
 //    to step (a message larger or smaller than the receive posted for it, or its slot). The
-//    messages go through shared memory (the ranks say so), and in some cases through Gloo.
+//    messages go through shared memory (the ranks say so), and in some cases through Gloo; on
+//    a GPU, a few of these cases with the stages on cuda:0.
 //  - Failure: a rank that throws, is killed with SIGKILL or hangs ends every rank, each with
 //    one line that names the failed rank; a launch exits with the failed rank's status.
 // Every run is bounded by `timeout`, so a hang fails the test instead of stalling the suite.
@@ -17,6 +18,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 
 #include "distributed/launcher.h"
 #include "tests/support/scratch_dir.h"
@@ -66,10 +68,9 @@ void PrintTo(const Config& c, std::ostream* os) {
       << (c.through_gloo ? ", through Gloo" : "");
 }
 
-class AcrossProcesses : public ::testing::TestWithParam<Config> {};
-
-TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
-  const Config& c = GetParam();
+// Trains `c` as processes on `device` (transparency_rank compares each step with the plain
+// model) and expects every rank to say so, its messages carried the way `c` asks.
+void expect_transparent(const Config& c, const std::string& device = "cpu") {
   int stages = 1;
   for (char ch : c.balance) stages += ch == ',';
   const int processes = stages / c.virtual_stages * c.replicas;
@@ -77,8 +78,8 @@ TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
       launch(processes,
              fmt::format("--schedule {} --checkpoint {} --balance {} --chunks {}{}", c.schedule,
                          c.checkpoint, c.balance, c.chunks, c.batch_norm ? " --batch-norm" : "") +
-                 fmt::format(" --replicas {} --virtual {}{}", c.replicas, c.virtual_stages,
-                             c.vary_samples ? " --vary-samples" : ""),
+                 fmt::format(" --replicas {} --virtual {}{} --device {}", c.replicas,
+                             c.virtual_stages, c.vary_samples ? " --vary-samples" : "", device),
              c.through_gloo ? "PIPEBAL_SHM_DISABLE=1 " : "");
   EXPECT_EQ(run.status, 0) << run.err;
   const std::string out = read_text(scratch_path("launch.out"));
@@ -89,7 +90,12 @@ TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
   for (size_t at = out.find(way); at != std::string::npos; at = out.find(way, at + 1))
     ++ranks_that_way;
   EXPECT_EQ(ranks_that_way, static_cast<size_t>(processes)) << out;
+  EXPECT_NE(out.find("steps on " + device), std::string::npos) << out;
 }
+
+class AcrossProcesses : public ::testing::TestWithParam<Config> {};
+
+TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) { expect_transparent(GetParam()); }
 
 std::vector<Config> configs() {
   std::vector<Config> all;
@@ -124,6 +130,26 @@ std::vector<Config> configs() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, AcrossProcesses, ::testing::ValuesIn(configs()));
+
+// Stages on the GPU, one process each, all on cuda:0 (NCCL refuses two ranks on one device, so
+// their messages leave the GPU: through shared memory, or Gloo with PIPEBAL_SHM_DISABLE=1);
+// replicas average their gradients over Gloo. Runs where LibTorch sees a CUDA device
+// (tools/gpu-check.sh); skipped elsewhere.
+TEST(AcrossProcessesOnCuda, EveryStepEqualsThePlainModel_CUDA) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<Config> cases = {
+      {"1f1b", "except_last", "3,3,2", 4},
+      {"gpipe", "always", "3,3,2", 4, false, 1, 1, false, true},
+      {"zb-h1", "except_last", "3,3,2", 4},
+      {"1f1b", "never", "2,3", 3, true},
+      {"1f1b", "except_last", "4,4", 3, false, 2},
+      {"interleaved", "except_last", "2,2,2,2", 4, false, 1, 2, false, true},
+  };
+  for (const Config& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c));
+    expect_transparent(c, "cuda:0");
+  }
+}
 
 // Runs `processes` ranks of transparency_rank directly (no launcher), each with its own
 // stderr, and returns each one's wait status.

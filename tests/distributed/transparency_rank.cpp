@@ -6,9 +6,11 @@
 // the plain model's to 1e-10; with deferred batch norm, whose micro-batch statistics differ from
 // the whole batch's by design, gradients and running statistics must equal the threaded
 // pipeline's (whose statistics tests/pipeline checks against the plain model). Exit 0 when they do,
-// 1 when not, 2 when the run failed (one line on stderr, as the CLI). A failure can be injected
-// into one rank: a throw, a SIGKILL or a never-returning layer in its stage's first forward of
-// step 1.
+// 1 when not, 2 when the run failed (one line on stderr, as the CLI). With --device cuda the
+// c10d pipeline's stages run on the GPU (every rank on cuda:LOCAL_RANK, or all on cuda:0 with
+// --device cuda:0), the references on the CPU; on two devices float64 sums may be ordered
+// differently, so the tolerance is 1e-9 there. A failure can be injected into one rank: a throw,
+// a SIGKILL or a never-returning layer in its stage's first forward of step 1.
 #include <signal.h>
 #include <unistd.h>
 
@@ -92,7 +94,7 @@ std::vector<int> parse_list(const std::string& text) {
 }
 
 int run(int argc, char** argv) {
-  std::string schedule = "gpipe", checkpoint = "never", balance_text = "4,4";
+  std::string schedule = "gpipe", checkpoint = "never", balance_text = "4,4", device_text = "cpu";
   int chunks = 3, steps = 3, fail_rank = -1, replicas = 1, virtual_stages = 1;
   double timeout_s = 60;
   bool batch_norm = false, vary_samples = false;
@@ -120,6 +122,8 @@ int run(int argc, char** argv) {
       replicas = std::stoi(value());
     else if (arg == "--virtual")
       virtual_stages = std::stoi(value());
+    else if (arg == "--device")
+      device_text = value();
     else if (arg == "--fail")
       g_failure = value();
     else if (arg == "--fail-rank")
@@ -172,8 +176,11 @@ int run(int argc, char** argv) {
   options.deferred_batch_norm = batch_norm;
   options.virtual_stages = virtual_stages;
   options.step_timeout_s = timeout_s;
-  pipeline::Pipeline pipe(piped, balance, {}, options,
-                          distributed::c10d_transport(group, placement));
+  c10::Device device(device_text);
+  if (device.is_cuda() && !device.has_index()) device = c10::Device(c10::kCUDA, env->local_rank);
+  const double rtol = device.is_cpu() ? 1e-10 : 1e-9, atol = device.is_cpu() ? 1e-12 : 1e-11;
+  pipeline::Pipeline pipe(piped, balance, std::vector<c10::Device>(balance.size(), device),
+                          options, distributed::c10d_transport(group, placement));
   distributed::GradientAverager averager(group, placement);
   pipeline::Pipeline threads(threaded, balance, {}, options);
 
@@ -210,7 +217,7 @@ int run(int argc, char** argv) {
     expect(!params.empty() && params.size() == expected.size(), "no parameters to compare");
     for (size_t p = 0; p < params.size() && p < expected.size(); ++p) {
       expect(params[p].grad().defined() &&
-                 torch::allclose(params[p].grad(), expected[p].grad(), 1e-10, 1e-12),
+                 torch::allclose(params[p].grad().cpu(), expected[p].grad(), rtol, atol),
              fmt::format("step {}: gradient of parameter {} of rank {} differs from the {}'s", step,
                          p, rank, name));
     }
@@ -232,7 +239,7 @@ int run(int argc, char** argv) {
     g_armed = false;
     averager.average(mine_piped);
     auto expect_loss = [&](double expected, const std::string& name) {
-      expect(std::abs(result.loss - expected) <= 1e-10 * std::abs(expected),
+      expect(std::abs(result.loss - expected) <= rtol * std::abs(expected),
              fmt::format("step {}: loss {} differs from the {}'s {}", step, result.loss, name,
                          expected));
     };
@@ -242,7 +249,7 @@ int run(int argc, char** argv) {
       const auto &buffers = mine_piped_buffers, &expected = mine_threaded_buffers;
       expect(!buffers.empty() && buffers.size() == expected.size(), "no buffers to compare");
       for (size_t b = 0; b < buffers.size() && b < expected.size(); ++b) {
-        expect(torch::allclose(buffers[b], expected[b], 1e-10, 1e-12),
+        expect(torch::allclose(buffers[b].cpu(), expected[b], rtol, atol),
                fmt::format("step {}: buffer {} of rank {} differs from the threaded pipeline's",
                            step, b, rank));
       }
@@ -257,7 +264,8 @@ int run(int argc, char** argv) {
   if (mismatches == 0) {
     const std::vector<int> shared = group->shared_memory_peers();
     std::cout << fmt::format(
-        "rank {}: {} steps equal the plain model's, messages {}\n", rank, steps,
+        "rank {}: {} steps on {} equal the plain model's, messages {}\n", rank, steps,
+        device.str(),
         shared.empty() ? "through Gloo"
                        : fmt::format("in memory shared with rank {}", fmt::join(shared, " and ")));
   }
