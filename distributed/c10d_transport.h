@@ -10,6 +10,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+
+#include <c10/core/Device.h>
 
 #include "distributed/group.h"
 #include "distributed/placement.h"
@@ -17,14 +20,25 @@
 
 namespace pipebal::distributed {
 
-// Each rank runs the stage `placement` gives it.
+enum class Way { kNccl, kSharedMemory, kGlooTensors, kGloo };
+
+// How this rank's messages to and from `peer` travel, its stages on `device`. The first call for
+// a peer may settle it with the peer (Group::shares_memory_with, and with
+// PIPEBAL_TENSOR_CHANNEL=1 an exchange of devices through the store), so both must make it.
+Way way_to(Group& group, int peer, const c10::Device& device);
+
+// What a rank says of its messages to `peer`: "through NCCL", "in memory shared with rank 1", ...
+std::string describe_way(Way way, int peer);
+
+// Each rank runs the stage `placement` gives it, on `device`.
 std::shared_ptr<pipeline::Transport> c10d_transport(std::shared_ptr<Group> group,
-                                                    Placement placement);
+                                                    Placement placement,
+                                                    c10::Device device = c10::kCPU);
 
 // One channel of such a transport: from stage `from` on rank `from_rank` to stage `to` on
-// `to_rank`, this process at one end; through shared memory where Group::shares_memory_with
-// says so (which this call may settle).
+// `to_rank`, this process at one end, its stage on `device`; the way way_to() says.
 std::unique_ptr<pipeline::Channel> c10d_channel(std::shared_ptr<Group> group, int from, int to,
-                                                int from_rank, int to_rank);
+                                                int from_rank, int to_rank,
+                                                const c10::Device& device = c10::kCPU);
 
 }  // namespace pipebal::distributed

@@ -449,6 +449,10 @@ std::vector<int> Group::shared_memory_peers() const {
   return peers;
 }
 
+c10::intrusive_ptr<c10d::Store> Group::store(const std::string& name) {
+  return c10::make_intrusive<c10d::PrefixStore>("group/" + name, state_->store);
+}
+
 c10::intrusive_ptr<c10d::ProcessGroupGloo> Group::subgroup(const std::string& name,
                                                            const std::vector<int>& members) {
   State& st = *state_;
@@ -460,8 +464,7 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> Group::subgroup(const std::string& na
   options->devices = st.group->getOptions()->devices;
   try {
     return c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("group/" + name, st.store),
-        static_cast<int>(me - members.begin()), static_cast<int>(members.size()), options);
+        store(name), static_cast<int>(me - members.begin()), static_cast<int>(members.size()), options);
   } catch (const std::exception& error) {
     throw RemoteFailure(fmt::format("the ranks of group {} did not all connect within {:g} s: {}",
                                     name, st.timeout.count() / 1000.0,

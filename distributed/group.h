@@ -22,6 +22,7 @@
 
 namespace c10d {
 class ProcessGroupGloo;  // a ProcessGroup in LibTorch 1.x, a Backend in 2.x
+class Store;
 class Work;
 }  // namespace c10d
 
@@ -102,6 +103,10 @@ class Group {
   // make the same things in the same order number them alike (e.g. a channel's store keys).
   int next_serial(const std::string& name);
   std::chrono::milliseconds timeout() const;
+
+  // The run's store under `name`: where the members of a group of their own meet (as
+  // subgroup() does for Gloo groups; nccl_link.h for NCCL).
+  c10::intrusive_ptr<c10d::Store> store(const std::string& name);
 
   // A Gloo group of some of the ranks (`members`, in order, this one among them), for
   // collectives among them only (e.g. one stage's replicas). Every member must call it with the

@@ -2,6 +2,7 @@
 #include "distributed/wire_message.h"
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -34,11 +35,18 @@ void describe(const at::Tensor& tensor, std::vector<int64_t>& words) {
   for (int64_t size : tensor.sizes()) words.push_back(size);
 }
 
-// Reads a description and places the tensors' bytes after it, as pack_message laid them out.
+// Reads a description and places the tensors' bytes after it, as pack_message laid them out;
+// or, for a description alone, makes each tensor new on `allocate_on`.
 class Reader {
  public:
-  Reader(const at::Tensor& bytes, int64_t size, const int64_t* word, const int64_t* end)
-      : bytes_(bytes), size_(size), word_(word), end_(end), data_end_((end - word + 2) * kWord) {}
+  Reader(const at::Tensor& bytes, int64_t size, const int64_t* word, const int64_t* end,
+         std::optional<c10::Device> allocate_on)
+      : bytes_(bytes),
+        size_(size),
+        word_(word),
+        end_(end),
+        data_end_((end - word + 2) * kWord),
+        allocate_on_(allocate_on) {}
 
   int64_t next() {
     if (word_ == end_) throw std::runtime_error("malformed message: description too short");
@@ -67,6 +75,7 @@ class Reader {
       numel *= size;
     }
     const auto options = at::TensorOptions().dtype(dtype);
+    if (allocate_on_) return at::empty(sizes, options.device(*allocate_on_));
     if (numel == 0) return at::empty(sizes, options);
     const int64_t offset = aligned(data_end_);
     const int64_t nbytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
@@ -91,15 +100,51 @@ class Reader {
   const int64_t* word_;
   const int64_t* end_;
   int64_t data_end_;  // where the last tensor's bytes end
+  std::optional<c10::Device> allocate_on_;
 };
+
+// A message's batch: views of its bytes, or (a description alone) new tensors on `allocate_on`.
+pipeline::Batch read_message(const at::Tensor& bytes, std::optional<c10::Device> allocate_on) {
+  const int64_t size = message_size(bytes);
+  if (size > bytes.numel()) {
+    throw std::runtime_error(
+        fmt::format("malformed message: {} bytes announced, {} received", size, bytes.numel()));
+  }
+  const auto* head = reinterpret_cast<const int64_t*>(bytes.data_ptr<uint8_t>());
+  const int64_t count = head[1];
+  if (count < 2 || (2 + count) * kWord > size) {
+    throw std::runtime_error(fmt::format(
+        "malformed message: a description of {} words in a message of {} bytes", count, size));
+  }
+  Reader reader(bytes, size, head + 2, head + 2 + count, allocate_on);
+  pipeline::Batch batch;
+  const int64_t tensors = reader.next();
+  const int64_t skips = reader.next();
+  if (tensors < 0 || skips < 0 || tensors + skips > count) {
+    throw std::runtime_error(
+        fmt::format("malformed message: {} tensors and {} skips", tensors, skips));
+  }
+  for (int64_t t = 0; t < tensors; ++t) batch.tensors.push_back(reader.tensor());
+  for (int64_t k = 0; k < skips; ++k) {
+    const int64_t length = reader.next();
+    if (length < 0 || length > count) {
+      throw std::runtime_error(fmt::format("malformed message: a name of {} bytes", length));
+    }
+    std::string name(static_cast<size_t>(length), '\0');
+    for (auto& c : name) c = static_cast<char>(reader.next());
+    batch.skips[name] = reader.tensor();
+  }
+  reader.expect_end();
+  return batch;
+}
 
 }  // namespace
 
-MessageWriter::MessageWriter(const pipeline::Batch& batch)
+MessageWriter::MessageWriter(const pipeline::Batch& batch, Contents contents)
     : words_{static_cast<int64_t>(batch.tensors.size()), static_cast<int64_t>(batch.skips.size())} {
   auto add = [&](const at::Tensor& tensor) {
     describe(tensor, words_);
-    if (has_data(tensor)) data_.push_back(&tensor);
+    if (contents == Contents::kTensors && has_data(tensor)) data_.push_back(&tensor);
   };
   for (const auto& tensor : batch.tensors) add(tensor);
   for (const auto& [name, tensor] : batch.skips) {
@@ -159,37 +204,18 @@ int64_t message_size(const at::Tensor& bytes) {
 }
 
 pipeline::Batch unpack_message(const at::Tensor& bytes) {
-  const int64_t size = message_size(bytes);
-  if (size > bytes.numel()) {
-    throw std::runtime_error(
-        fmt::format("malformed message: {} bytes announced, {} received", size, bytes.numel()));
-  }
-  const auto* head = reinterpret_cast<const int64_t*>(bytes.data_ptr<uint8_t>());
-  const int64_t count = head[1];
-  if (count < 2 || (2 + count) * kWord > size) {
-    throw std::runtime_error(fmt::format(
-        "malformed message: a description of {} words in a message of {} bytes", count, size));
-  }
-  Reader reader(bytes, size, head + 2, head + 2 + count);
-  pipeline::Batch batch;
-  const int64_t tensors = reader.next();
-  const int64_t skips = reader.next();
-  if (tensors < 0 || skips < 0 || tensors + skips > count) {
-    throw std::runtime_error(
-        fmt::format("malformed message: {} tensors and {} skips", tensors, skips));
-  }
-  for (int64_t t = 0; t < tensors; ++t) batch.tensors.push_back(reader.tensor());
-  for (int64_t k = 0; k < skips; ++k) {
-    const int64_t length = reader.next();
-    if (length < 0 || length > count) {
-      throw std::runtime_error(fmt::format("malformed message: a name of {} bytes", length));
-    }
-    std::string name(static_cast<size_t>(length), '\0');
-    for (auto& c : name) c = static_cast<char>(reader.next());
-    batch.skips[name] = reader.tensor();
-  }
-  reader.expect_end();
-  return batch;
+  return read_message(bytes, std::nullopt);
+}
+
+at::Tensor pack_description(const pipeline::Batch& batch) {
+  const MessageWriter writer(batch, MessageWriter::Contents::kDescription);
+  at::Tensor bytes = at::empty({writer.size()}, at::kByte);
+  writer.fill(bytes);
+  return bytes;
+}
+
+pipeline::Batch unpack_description(const at::Tensor& bytes, const c10::Device& device) {
+  return read_message(bytes, device);
 }
 
 }  // namespace pipebal::distributed

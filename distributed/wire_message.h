@@ -8,12 +8,15 @@
 //   then         each defined, non-empty tensor's bytes, at 64-byte aligned offsets, in the
 //                description's order.
 // Packing copies the tensors into the buffer (from any device); unpacking makes views of it.
+// A description alone (no tensor bytes) is a message too: it tells a receiver what tensors to
+// make room for when they travel by themselves (tensor_channel.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "pipeline/batch.h"
 
@@ -26,7 +29,8 @@ constexpr int64_t kMinMessageBytes = 4 * 8;
 // written into that room. Holds references to the batch's tensors.
 class MessageWriter {
  public:
-  explicit MessageWriter(const pipeline::Batch& batch);
+  enum class Contents { kTensors, kDescription };
+  explicit MessageWriter(const pipeline::Batch& batch, Contents contents = Contents::kTensors);
   int64_t size() const { return size_; }
   // Writes exactly size() bytes at `out` (64-byte aligned: the tensors' offsets are relative
   // to it).
@@ -54,5 +58,12 @@ int64_t message_size(const at::Tensor& bytes);
 // The batch a buffer holds; its tensors are views of `bytes`. Throws std::runtime_error naming
 // what is malformed.
 pipeline::Batch unpack_message(const at::Tensor& bytes);
+
+// The description of `batch` alone, as a message in a uint8 CPU tensor of its exact size.
+at::Tensor pack_description(const pipeline::Batch& batch);
+
+// The batch a description describes: each defined tensor new (uninitialised) on `device`, of
+// its dtype and shape. Throws std::runtime_error naming what is malformed.
+pipeline::Batch unpack_description(const at::Tensor& bytes, const c10::Device& device);
 
 }  // namespace pipebal::distributed

@@ -279,6 +279,16 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     };
   }
   pipeline::micro_batch_sizes(st.shape[0], settings.chunks);  // rejects more chunks than samples
+  std::vector<c10::Device> devices = parse_devices(settings.devices);
+  if (multi_process) {
+    // "cuda" without an index means this host's GPU of this process: cuda:LOCAL_RANK.
+    for (auto& device : devices) {
+      if (device.is_cuda() && !device.has_index()) {
+        device =
+            c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(settings.launch->local_rank));
+      }
+    }
+  }
   std::shared_ptr<pipeline::Transport> transport;
   if (multi_process) {
     const distributed::LaunchEnv& env = *settings.launch;
@@ -286,7 +296,16 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         settings.step_timeout_s > 0 ? settings.step_timeout_s : kDefaultProcessTimeoutS;
     st.group = std::make_shared<distributed::Group>(
         env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-    transport = distributed::c10d_transport(st.group, st.placement);
+    // This rank's stages share its device (the first of them says which).
+    c10::Device device = c10::kCPU;
+    for (size_t s = 0; s < settings.balance.size(); ++s) {
+      if (st.placement.runs(static_cast<int>(s), env.rank)) {
+        if (devices.size() == 1) device = devices[0];
+        if (s < devices.size() && devices.size() > 1) device = devices[s];
+        break;
+      }
+    }
+    transport = distributed::c10d_transport(st.group, st.placement, device);
     st.averager = std::make_unique<distributed::GradientAverager>(st.group, st.placement);
     size_t first = 0;
     for (size_t s = 0; s < settings.balance.size(); ++s) {
@@ -300,16 +319,6 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     // A message one stage's thread takes from another's is the taker's memory, as it is in
     // another process (or on a device of its own).
     transport = pipeline::in_process_transport(profiler::count_as_taken);
-  }
-  std::vector<c10::Device> devices = parse_devices(settings.devices);
-  if (multi_process) {
-    // "cuda" without an index means this host's GPU of this process: cuda:LOCAL_RANK.
-    for (auto& device : devices) {
-      if (device.is_cuda() && !device.has_index()) {
-        device =
-            c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(settings.launch->local_rank));
-      }
-    }
   }
   st.pipeline = std::make_unique<pipeline::Pipeline>(st.model.layers, settings.balance, devices,
                                                      options, transport);

@@ -37,11 +37,12 @@ struct Launched {
   std::string err;
 };
 
-Launched launch(int processes, const std::string& args, const std::string& env = "") {
+Launched launch(int processes, const std::string& args, const std::string& env = "",
+                const std::string& binary = PIPEBAL_RANK_BINARY) {
   const std::string err = scratch_path("launch.err");
   const std::string command = fmt::format(
       "{}{}{} launch --nproc-per-node {} --master-port 0 -- {} {} >{} 2>{}", env, kGuard,
-      PIPEBAL_BINARY, processes, PIPEBAL_RANK_BINARY, args, scratch_path("launch.out"), err);
+      PIPEBAL_BINARY, processes, binary, args, scratch_path("launch.out"), err);
   const int raw = std::system(command.c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(err)};
 }
@@ -56,6 +57,9 @@ struct Config {
   int virtual_stages = 1;     // interleaved: stages per process
   bool vary_samples = false;  // batches of 11, 14, 7 samples: messages grow, then shrink
   bool through_gloo = false;  // PIPEBAL_SHM_DISABLE=1: the messages themselves through Gloo
+  // With through_gloo, PIPEBAL_TENSOR_CHANNEL=1: each tensor by itself over a Gloo group of the
+  // two ranks, matched in order as NCCL matches them (tensor_channel.h).
+  bool tensor_by_tensor = false;
 };
 
 void PrintTo(const Config& c, std::ostream* os) {
@@ -65,7 +69,7 @@ void PrintTo(const Config& c, std::ostream* os) {
       << (c.virtual_stages > 1 ? ", " + std::to_string(c.virtual_stages) + " stages per process"
                                : "")
       << (c.vary_samples ? ", batches of 11, 14, 7 samples" : "")
-      << (c.through_gloo ? ", through Gloo" : "");
+      << (c.through_gloo ? ", through Gloo" : "") << (c.tensor_by_tensor ? " tensor by tensor" : "");
 }
 
 // Trains `c` as processes on `device` (transparency_rank compares each step with the plain
@@ -80,12 +84,15 @@ void expect_transparent(const Config& c, const std::string& device = "cpu") {
                          c.checkpoint, c.balance, c.chunks, c.batch_norm ? " --batch-norm" : "") +
                  fmt::format(" --replicas {} --virtual {}{} --device {}", c.replicas,
                              c.virtual_stages, c.vary_samples ? " --vary-samples" : "", device),
-             c.through_gloo ? "PIPEBAL_SHM_DISABLE=1 " : "");
+             std::string(c.through_gloo ? "PIPEBAL_SHM_DISABLE=1 " : "") +
+                 (c.tensor_by_tensor ? "PIPEBAL_TENSOR_CHANNEL=1 " : ""));
   EXPECT_EQ(run.status, 0) << run.err;
   const std::string out = read_text(scratch_path("launch.out"));
   EXPECT_EQ(count_lines(out), processes) << "each rank says its steps matched";
   // Ranks on one host exchange messages in shared memory unless told not to.
-  const std::string way = c.through_gloo ? "through Gloo" : "in memory shared with rank";
+  const std::string way = c.tensor_by_tensor ? "tensor by tensor through Gloo"
+                          : c.through_gloo   ? "through Gloo"
+                                             : "in memory shared with rank";
   size_t ranks_that_way = 0;
   for (size_t at = out.find(way); at != std::string::npos; at = out.find(way, at + 1))
     ++ranks_that_way;
@@ -126,10 +133,34 @@ std::vector<Config> configs() {
   all.push_back({"interleaved", "never", "1,2,2,1,1,1", 6, false, 1, 3});
   all.push_back({"interleaved", "always", "2,1,2,1,1,1", 3, false, 1, 2});   // 3 processes
   all.push_back({"interleaved", "except_last", "2,2,2,2", 4, false, 2, 2});  // x 2 replicas
+  // Tensor by tensor, matched in the order sent (as over NCCL): every schedule takes each
+  // channel's messages in the order its other end sends them, also two channels between the
+  // same ranks (interleaved), skips across two processes and messages that change size.
+  for (const char* schedule : {"gpipe", "1f1b", "zb-h1"}) {
+    all.push_back({schedule, "except_last", "3,3,2", 4, false, 1, 1, false, true, true});
+  }
+  all.push_back({"interleaved", "always", "2,2,2,2", 4, false, 1, 2, false, true, true});
+  all.push_back({"1f1b", "never", "2,3", 3, true, 1, 1, false, true, true});
+  all.push_back({"1f1b", "never", "4,4", 3, false, 2, 1, false, true, true});  // x 2 replicas
+  all.push_back({"gpipe", "never", "3,3,2", 4, false, 1, 1, true, true, true});
   return all;
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, AcrossProcesses, ::testing::ValuesIn(configs()));
+
+// Tensor by tensor, a link matches messages in the order they were sent: a receiver that takes
+// one out of turn is refused before it receives a tensor, with one error naming the channel and
+// both positions (tensor_channel_rank.cpp; the matrix above runs every schedule this way).
+TEST(TensorChannel, CarriesABatchAsSentAndRefusesToTakeAMessageOutOfTurn) {
+  const Launched run = launch(2, "", "", PIPEBAL_TENSOR_CHANNEL_RANK_BINARY);
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_EQ(read_text(scratch_path("launch.out")),
+            "waiting for rank 1's gradients of micro-batch 2 (stage 1 to 0): it was sent as "
+            "message 2 of the channel, taken as message 1: the two stages take the channel's "
+            "messages in different orders, which a link that matches them in order cannot "
+            "carry\n");
+}
 
 // Stages on the GPU, one process each, all on cuda:0 (NCCL refuses two ranks on one device, so
 // their messages leave the GPU: through shared memory, or Gloo with PIPEBAL_SHM_DISABLE=1);

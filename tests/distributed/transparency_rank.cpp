@@ -180,7 +180,7 @@ int run(int argc, char** argv) {
   if (device.is_cuda() && !device.has_index()) device = c10::Device(c10::kCUDA, env->local_rank);
   const double rtol = device.is_cpu() ? 1e-10 : 1e-9, atol = device.is_cpu() ? 1e-12 : 1e-11;
   pipeline::Pipeline pipe(piped, balance, std::vector<c10::Device>(balance.size(), device),
-                          options, distributed::c10d_transport(group, placement));
+                          options, distributed::c10d_transport(group, placement, device));
   distributed::GradientAverager averager(group, placement);
   pipeline::Pipeline threads(threaded, balance, {}, options);
 
@@ -262,12 +262,12 @@ int run(int argc, char** argv) {
     threaded_sgd.step();
   }
   if (mismatches == 0) {
-    const std::vector<int> shared = group->shared_memory_peers();
+    // How the messages to the next process of the pipeline travel.
+    const int next = placement.rank_of((placement.device_of(rank) + 1) % placement.devices, replica);
     std::cout << fmt::format(
         "rank {}: {} steps on {} equal the plain model's, messages {}\n", rank, steps,
         device.str(),
-        shared.empty() ? "through Gloo"
-                       : fmt::format("in memory shared with rank {}", fmt::join(shared, " and ")));
+        distributed::describe_way(distributed::way_to(*group, next, device), next));
   }
   return mismatches == 0 ? 0 : 1;
 }

@@ -1,7 +1,9 @@
 // The message format of the c10d transport: a batch packed and unpacked comes back equal, tensor
 // by tensor and skip by skip, whatever its dtypes, shapes and strides; its size is the analytic
 // sum of its parts; the unused tail of a larger buffer is zero; a malformed buffer is refused
-// with an error, never read out of bounds; a writer writes the same bytes into memory of its own.
+// with an error, never read out of bounds; a writer writes the same bytes into memory of its own;
+// a description alone is the message less its tensors' bytes and comes back as new tensors of
+// the same dtypes and shapes.
 #include <cstring>
 
 #include <gtest/gtest.h>
@@ -13,7 +15,9 @@ namespace {
 
 using pipebal::distributed::message_size;
 using pipebal::distributed::MessageWriter;
+using pipebal::distributed::pack_description;
 using pipebal::distributed::pack_message;
+using pipebal::distributed::unpack_description;
 using pipebal::distributed::unpack_message;
 using pipebal::pipeline::Batch;
 
@@ -51,6 +55,46 @@ TEST(WireMessage, BatchComesBackEqualTensorByTensorAndSkipBySkip) {
     ASSERT_EQ(back.skips.count(name), 1u) << name;
     expect_same(back.skips.at(name), tensor);
   }
+}
+
+void expect_same_layout(const at::Tensor& got, const at::Tensor& want) {
+  ASSERT_EQ(got.defined(), want.defined());
+  if (!want.defined()) return;
+  EXPECT_EQ(got.scalar_type(), want.scalar_type());
+  EXPECT_EQ(got.sizes(), want.sizes());
+  EXPECT_TRUE(got.is_contiguous());
+  EXPECT_TRUE(got.is_cpu());
+}
+
+TEST(WireMessage, ADescriptionAloneComesBackAsNewTensorsOfTheSameLayouts) {
+  const Batch batch = mixed_batch();
+  const at::Tensor description = pack_description(batch);
+  const at::Tensor whole = pack_message(batch);
+  // The whole message less its tensors' bytes: 5x3 doubles, 5x2x2 longs, then the skips in
+  // name order, 5 bools and 5x7 floats, each at a 64-byte aligned offset.
+  EXPECT_EQ(message_size(description), description.numel());
+  EXPECT_TRUE(torch::equal(description.narrow(0, 8, description.numel() - 8),
+                           whole.narrow(0, 8, description.numel() - 8)))
+      << "the same description words";
+  int64_t expected_whole = description.numel();
+  for (int64_t bytes : {5 * 3 * 8, 5 * 2 * 2 * 8, 5, 5 * 7 * 4}) {
+    expected_whole = aligned(expected_whole) + bytes;
+  }
+  EXPECT_EQ(message_size(whole), expected_whole);
+
+  const Batch back = unpack_description(description, c10::Device("cpu"));
+  ASSERT_EQ(back.tensors.size(), batch.tensors.size());
+  for (size_t t = 0; t < batch.tensors.size(); ++t)
+    expect_same_layout(back.tensors[t], batch.tensors[t]);
+  ASSERT_EQ(back.skips.size(), batch.skips.size());
+  for (const auto& [name, tensor] : batch.skips) {
+    ASSERT_EQ(back.skips.count(name), 1u) << name;
+    expect_same_layout(back.skips.at(name), tensor);
+  }
+  // Cut short, it is refused like any message.
+  EXPECT_THROW(unpack_description(description.narrow(0, 0, description.numel() - 8),
+                                  c10::Device("cpu")),
+               std::runtime_error);
 }
 
 TEST(WireMessage, SizeIsTheDescriptionPlusEachTensorAtAlignedOffsets) {
