@@ -57,8 +57,9 @@ struct Config {
   int virtual_stages = 1;     // interleaved: stages per process
   bool vary_samples = false;  // batches of 11, 14, 7 samples: messages grow, then shrink
   bool through_gloo = false;  // PIPEBAL_SHM_DISABLE=1: the messages themselves through Gloo
-  // With through_gloo, PIPEBAL_TENSOR_CHANNEL=1: each tensor by itself over a Gloo group of the
-  // two ranks, matched in order as NCCL matches them (tensor_channel.h).
+  // PIPEBAL_TENSOR_CHANNEL=1: with through_gloo, each tensor by itself over a Gloo group of the
+  // two ranks, matched in order as NCCL matches them (tensor_channel.h); without, still through
+  // shared memory on a CPU or one GPU (NCCL only joins different GPUs).
   bool tensor_by_tensor = false;
 };
 
@@ -69,7 +70,7 @@ void PrintTo(const Config& c, std::ostream* os) {
       << (c.virtual_stages > 1 ? ", " + std::to_string(c.virtual_stages) + " stages per process"
                                : "")
       << (c.vary_samples ? ", batches of 11, 14, 7 samples" : "")
-      << (c.through_gloo ? ", through Gloo" : "") << (c.tensor_by_tensor ? " tensor by tensor" : "");
+      << (c.through_gloo ? ", through Gloo" : "") << (c.tensor_by_tensor ? ", PIPEBAL_TENSOR_CHANNEL=1" : "");
 }
 
 // Trains `c` as processes on `device` (transparency_rank compares each step with the plain
@@ -90,9 +91,9 @@ void expect_transparent(const Config& c, const std::string& device = "cpu") {
   const std::string out = read_text(scratch_path("launch.out"));
   EXPECT_EQ(count_lines(out), processes) << "each rank says its steps matched";
   // Ranks on one host exchange messages in shared memory unless told not to.
-  const std::string way = c.tensor_by_tensor ? "tensor by tensor through Gloo"
-                          : c.through_gloo   ? "through Gloo"
-                                             : "in memory shared with rank";
+  const std::string way = !c.through_gloo      ? "in memory shared with rank"
+                          : c.tensor_by_tensor ? "tensor by tensor through Gloo"
+                                               : "through Gloo";
   size_t ranks_that_way = 0;
   for (size_t at = out.find(way); at != std::string::npos; at = out.find(way, at + 1))
     ++ranks_that_way;
@@ -163,7 +164,8 @@ TEST(TensorChannel, CarriesABatchAsSentAndRefusesToTakeAMessageOutOfTurn) {
 }
 
 // Stages on the GPU, one process each, all on cuda:0 (NCCL refuses two ranks on one device, so
-// their messages leave the GPU: through shared memory, or Gloo with PIPEBAL_SHM_DISABLE=1);
+// their messages leave the GPU: through shared memory, or Gloo with PIPEBAL_SHM_DISABLE=1, also
+// with PIPEBAL_TENSOR_CHANNEL=1, which takes NCCL only between different GPUs);
 // replicas average their gradients over Gloo. Runs where LibTorch sees a CUDA device
 // (tools/gpu-check.sh); skipped elsewhere.
 TEST(AcrossProcessesOnCuda, EveryStepEqualsThePlainModel_CUDA) {
@@ -175,6 +177,8 @@ TEST(AcrossProcessesOnCuda, EveryStepEqualsThePlainModel_CUDA) {
       {"1f1b", "never", "2,3", 3, true},
       {"1f1b", "except_last", "4,4", 3, false, 2},
       {"interleaved", "except_last", "2,2,2,2", 4, false, 1, 2, false, true},
+      {"1f1b", "except_last", "3,3,2", 4, false, 1, 1, false, true, true},
+      {"zb-h1", "never", "3,3,2", 4, false, 1, 1, false, false, true},  // not NCCL: one GPU
   };
   for (const Config& c : cases) {
     SCOPED_TRACE(::testing::PrintToString(c));
