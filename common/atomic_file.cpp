@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "common/remove_tree.h"
+
 namespace pipebal {
 namespace {
 
@@ -124,7 +126,7 @@ void remove_stale_temporaries(const fs::path& target) {
     const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
     // A staging directory (StagedDirectory) as well as a file.
     if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
-      fs::remove_all(entry.path(), error);
+      remove_tree(entry.path().string());
     }
   }
 }
@@ -238,7 +240,7 @@ StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string
   const fs::path target = fs::path(path_).lexically_normal();
   remove_stale_temporaries(target.has_filename() ? target : target.parent_path());
   staging_ = (target.has_filename() ? target : target.parent_path()).string() + temporary_suffix();
-  fs::remove_all(staging_, error);
+  remove_tree(staging_);
   if (!fs::create_directories(staging_, error)) {
     throw std::runtime_error("cannot create '" + path_ + "': " + error.message());
   }
@@ -246,8 +248,7 @@ StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string
 
 StagedDirectory::~StagedDirectory() {
   if (committed_) return;
-  std::error_code ignored;
-  fs::remove_all(staging_, ignored);
+  remove_tree(staging_);
 }
 
 void StagedDirectory::commit() {
@@ -262,7 +263,7 @@ void StagedDirectory::commit() {
     throw std::runtime_error("cannot write '" + path_ + "': " + error.message());
   }
   committed_ = true;
-  if (replacing) fs::remove_all(previous, error);
+  if (replacing) remove_tree(previous);
 }
 
 }  // namespace pipebal

@@ -49,7 +49,7 @@ grep -q "CUDA code paths: ON" "$out/configure.log" ||
 
 echo "== build"
 cmake --build "$build" -j "$jobs" --target pipebal profiler_tests pipeline_tests \
-  distributed_tests transparency_rank 2>&1 | tail -n 20
+  distributed_tests transparency_rank 2>&1 | tee "$out/build.log" | tail -n 20
 
 echo "== *_CUDA tests"
 status=0

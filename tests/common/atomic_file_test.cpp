@@ -1,6 +1,6 @@
 // Output files: written whole or not at all, through symbolic links, never over a device or a
 // FIFO; temporary files of dead processes cleaned up; inputs read only from regular files;
-// directories of documents put in place whole.
+// directories of documents put in place whole; a tree removed without following its links.
 #include "common/atomic_file.h"
 
 #include <sys/stat.h>
@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/remove_tree.h"
 #include "tests/support/scratch_dir.h"
 
 namespace pipebal {
@@ -27,6 +28,30 @@ std::vector<std::string> names_in(const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+TEST(RemoveTree, RemovesEverythingUnderAPathButNothingALinkPointsTo) {
+  const std::string outside = scratch_path("outside");
+  fs::create_directories(outside);
+  { std::ofstream(outside + "/keep") << "kept"; }
+  const std::string tree = scratch_path("tree");
+  fs::create_directories(tree + "/a/b/c");
+  { std::ofstream(tree + "/a/b/c/file") << "x"; }
+  { std::ofstream(tree + "/top") << "y"; }
+  fs::create_directory_symlink(outside, tree + "/a/link");
+  EXPECT_TRUE(remove_tree(tree));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tree)));
+  EXPECT_EQ(names_in(outside), std::vector<std::string>{"keep"});
+  EXPECT_TRUE(remove_tree(tree)) << "nothing there is nothing to remove";
+  const std::string file = scratch_path("file");
+  { std::ofstream(file) << "z"; }
+  EXPECT_TRUE(remove_tree(file));
+  EXPECT_FALSE(fs::exists(file));
+  const std::string plain = scratch_path("plain");
+  { std::ofstream(plain) << "p"; }
+  std::string error;
+  EXPECT_FALSE(remove_tree(plain + "/below", &error)) << "a path under a file";
+  EXPECT_EQ(error, "Not a directory");
 }
 
 TEST(AtomicFile, WritesAndReplacesWithoutLeavingTemporaries) {

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/remove_tree.h"
+
 namespace pipebal::testing {
 
 // Removes a test's scratch directory when the test passed; a failed test's stays for a look.
@@ -18,8 +20,7 @@ class ScratchCleaner : public ::testing::EmptyTestEventListener {
   explicit ScratchCleaner(std::string dir) : dir_(std::move(dir)) {}
   void OnTestEnd(const ::testing::TestInfo& test) override {
     if (!dir_.empty() && test.result() != nullptr && test.result()->Passed()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
+      remove_tree(dir_);
     }
     dir_.clear();
   }
@@ -48,7 +49,7 @@ inline std::string scratch_dir() {
     return listener;
   }();
   if (cleaner->dir() != dir.string()) {  // the first call in this test
-    std::filesystem::remove_all(dir);
+    remove_tree(dir.string());
     std::filesystem::create_directories(dir);
     cleaner->set(dir.string());
   }
@@ -63,7 +64,7 @@ inline std::string scratch_path(const std::string& name) {
 // A fresh, empty directory scratch_dir() / name.
 inline std::string fresh_dir(const std::string& name) {
   const std::filesystem::path dir = scratch_path(name);
-  std::filesystem::remove_all(dir);
+  remove_tree(dir.string());
   std::filesystem::create_directories(dir);
   return dir.string();
 }
