@@ -17,7 +17,10 @@
 # $BUILD_DIR/gpu-check) for the profiles and the log, CMAKE_EXTRA_ARGS. A pip wheel's LibTorch
 # ships its own (newer) fmt headers, which shadow the system's: when the link then misses
 # fmt::vNN symbols, add CMAKE_EXTRA_ARGS=-DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY.
-# Last run: NVIDIA H200, LibTorch 2.11.0+cu130, CUDA 13.0, 2026-11-30 (reports/profiler-bench.md).
+# A pip wheel's LibTorch (2.11) ships no Gloo headers: give them in $DEPS_PREFIX/include or
+# CMAKE_EXTRA_ARGS=-DPIPEBAL_GLOO_INCLUDE_DIR=... (Gloo's own headers, with a gloo/config.h).
+# NCCL links are built when nccl.h is found (the nvidia-nccl wheel's, through python3).
+# Last run: NVIDIA H200, LibTorch 2.11.0+cu130, CUDA 13.0, 2026-12-04 (reports/gpu-check.md).
 set -euo pipefail
 
 model=${1:-resnet:depth=18}
@@ -106,9 +109,11 @@ else
 fi
 
 # Across processes: NCCL refuses two ranks on one GPU, so the two stages' processes share
-# cuda:0 and their messages travel through host memory over Gloo; the losses must equal the
-# one-process run's (same seed, same plan).
-echo "== the same plan as 2 processes on cuda:0 (Gloo through host memory)"
+# cuda:0 and their messages leave the GPU (shared memory). In float32 on a GPU the losses need
+# not be bit for bit the one-process run's (cuDNN may pick other algorithms in another process,
+# and TF32 rounds them differently): within 1% at every step, the largest difference printed.
+# The float64 transparency of processes on the GPU is AcrossProcessesOnCuda above.
+echo "== the same plan as 2 processes on cuda:0"
 if [[ -f "$out/plan.json" ]] &&
   "$build/tools/pipebal" launch --nproc-per-node 2 --master-port 0 -- "$build/tools/pipebal" \
     train --plan "$out/plan.json" --devices cuda:0 --chunks "$chunks" --steps 10 \
@@ -118,10 +123,10 @@ import json, os, sys
 out = sys.argv[1]
 one = json.load(open(os.path.join(out, "run.json")))
 two = json.load(open(os.path.join(out, "run-processes.json")))
-same = [a["loss"] for a in one["steps"]] == [b["loss"] for b in two["steps"]]
+apart = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(one["steps"], two["steps"]))
 print(f"2 processes: median step {two['median_step_ms']:.2f} ms (1 process: "
-      f"{one['median_step_ms']:.2f} ms), losses {'identical' if same else 'DIFFER'}")
-sys.exit(0 if same else 1)
+      f"{one['median_step_ms']:.2f} ms), losses at most {apart:.2%} apart")
+sys.exit(0 if apart <= 0.01 and len(one["steps"]) == len(two["steps"]) else 1)
 PY
 else
   echo "2 processes on cuda failed:"; tail -n 3 "$out/train-processes.txt"
