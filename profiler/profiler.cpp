@@ -329,11 +329,22 @@ class LayerRunner {
 // runs them: each layer gets the previous layer's fresh output (detached, as at a stage
 // boundary), and each backward starts from the gradient the next layer's backward produced.
 // Timing each layer in isolation instead, repeated with its own data hot in cache, measured
-// sums of layers below a whole step (reports/profiler-bench.md).
+// sums of layers below a whole step (reports/profiler-bench.md). The parameters' gradients stay
+// between passes, zeroed, so that each backward adds into them as a training step's does (a
+// step zeroes them, or with LibTorch 2.x leaves them none for its first micro-batch only): a
+// backward that finds none hands its own over instead, a pass over every gradient less.
 class PassTimer {
  public:
   PassTimer(pipeline::LayerSeq& layers, Batch sample, LossFn loss)
       : layers_(layers), sample_(std::move(sample)), loss_(std::move(loss)) {}
+  // The model's gradients as found: none.
+  ~PassTimer() {
+    for (auto& p : layers_.parameters()) {
+      if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+    }
+  }
+  PassTimer(const PassTimer&) = delete;
+  PassTimer& operator=(const PassTimer&) = delete;
 
   // One forward and one backward pass; with a timer, appends each layer's durations. With
   // `split`, each layer's backward runs as B then W (split_backward.h), and B and W are timed
@@ -403,7 +414,7 @@ class PassTimer {
       if (timer != nullptr) (*profiles)[k].backward_samples_ms.push_back(timer->stop_ms());
     }
     for (auto& p : layers_.parameters()) {
-      if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+      if (p.grad().defined()) p.mutable_grad().zero_();
     }
   }
 

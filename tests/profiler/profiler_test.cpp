@@ -326,6 +326,41 @@ TEST(Profiler, LeavesTheModelBitIdenticalAndGradientFree) {
   EXPECT_FALSE(input.requires_grad());
 }
 
+// Scales by a weight, and records at each forward whether the weight has a gradient, which the
+// backward of that pass will add into (the profiler may run a copy: the record is shared).
+std::vector<bool> g_weight_had_grad;
+struct GradProbeImpl : torch::nn::Cloneable<GradProbeImpl> {
+  GradProbeImpl() { reset(); }
+  void reset() override { weight = register_parameter("weight", torch::ones({8})); }
+  at::Tensor forward(const at::Tensor& x) {
+    g_weight_had_grad.push_back(weight.grad().defined());
+    return x * weight;
+  }
+  at::Tensor weight;
+};
+TORCH_MODULE(GradProbe);
+
+// A training step's backward adds into the parameters' gradients (zeroed, not none: every
+// micro-batch but a step's first, and all of them under LibTorch 1.x's zero_grad), a pass over
+// every gradient more than handing its own over: the timed passes do the same.
+TEST(Profiler, TimedBackwardsAddIntoGradientsAsATrainingStepDoes) {
+  LayerSeq seq("probe");
+  seq.add(pipeline::make_layer("a", "Linear", torch::nn::Linear(8, 8)));
+  seq.add(pipeline::make_layer("probe", "GradProbe", GradProbe()));
+  g_weight_had_grad.clear();
+  ProfileOptions options;
+  options.warmup = 1;
+  options.repeat = 4;
+  options.measure_engine = false;
+  profile_model(seq, Batch(torch::randn({4, 8})), options);
+  // The last passes: 4 whole ones and a split one after every second.
+  ASSERT_GE(g_weight_had_grad.size(), 6u);
+  for (size_t i = g_weight_had_grad.size() - 6; i < g_weight_had_grad.size(); ++i) {
+    EXPECT_TRUE(g_weight_had_grad[i]) << "timed pass " << i;
+  }
+  for (const at::Tensor& p : seq.parameters()) EXPECT_FALSE(p.grad().defined());
+}
+
 TEST(Profiler, UNetSkipTensorsCountAcrossTheBoundary) {
   models::Model model = models::build_model("unet:B=2,C=4", /*seed=*/0);
   const Profile p = profile_model(model.layers, Batch(torch::randn({2, 3, 16, 16})), quick());
