@@ -463,8 +463,9 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> Group::subgroup(const std::string& na
   auto options = c10d::ProcessGroupGloo::Options::create(st.timeout);
   options->devices = st.group->getOptions()->devices;
   try {
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(
-        store(name), static_cast<int>(me - members.begin()), static_cast<int>(members.size()), options);
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store(name),
+                                                       static_cast<int>(me - members.begin()),
+                                                       static_cast<int>(members.size()), options);
   } catch (const std::exception& error) {
     throw RemoteFailure(fmt::format("the ranks of group {} did not all connect within {:g} s: {}",
                                     name, st.timeout.count() / 1000.0,

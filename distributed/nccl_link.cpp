@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include <fmt/format.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <fmt/format.h>
 
 #ifdef PIPEBAL_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>

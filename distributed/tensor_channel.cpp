@@ -60,7 +60,10 @@ class TensorChannel : public pipeline::Channel {
  public:
   TensorChannel(std::shared_ptr<Group> group, const ChannelEnds& ends,
                 std::unique_ptr<TensorLink> link)
-      : group_(group), ends_(ends), link_(std::move(link)), descriptions_(gloo_channel(group, ends)) {}
+      : group_(group),
+        ends_(ends),
+        link_(std::move(link)),
+        descriptions_(gloo_channel(group, ends)) {}
 
   void post(int micro_batch, pipeline::Parcel parcel) override {
     pipeline::Batch description(

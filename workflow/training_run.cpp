@@ -300,8 +300,11 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     c10::Device device = c10::kCPU;
     for (size_t s = 0; s < settings.balance.size(); ++s) {
       if (st.placement.runs(static_cast<int>(s), env.rank)) {
-        if (devices.size() == 1) device = devices[0];
-        if (s < devices.size() && devices.size() > 1) device = devices[s];
+        if (devices.size() == 1) {
+          device = devices[0];
+        } else if (s < devices.size()) {
+          device = devices[s];
+        }
         break;
       }
     }

@@ -40,9 +40,9 @@ struct Launched {
 Launched launch(int processes, const std::string& args, const std::string& env = "",
                 const std::string& binary = PIPEBAL_RANK_BINARY) {
   const std::string err = scratch_path("launch.err");
-  const std::string command = fmt::format(
-      "{}{}{} launch --nproc-per-node {} --master-port 0 -- {} {} >{} 2>{}", env, kGuard,
-      PIPEBAL_BINARY, processes, binary, args, scratch_path("launch.out"), err);
+  const std::string command =
+      fmt::format("{}{}{} launch --nproc-per-node {} --master-port 0 -- {} {} >{} 2>{}", env,
+                  kGuard, PIPEBAL_BINARY, processes, binary, args, scratch_path("launch.out"), err);
   const int raw = std::system(command.c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(err)};
 }
@@ -70,7 +70,8 @@ void PrintTo(const Config& c, std::ostream* os) {
       << (c.virtual_stages > 1 ? ", " + std::to_string(c.virtual_stages) + " stages per process"
                                : "")
       << (c.vary_samples ? ", batches of 11, 14, 7 samples" : "")
-      << (c.through_gloo ? ", through Gloo" : "") << (c.tensor_by_tensor ? ", PIPEBAL_TENSOR_CHANNEL=1" : "");
+      << (c.through_gloo ? ", through Gloo" : "")
+      << (c.tensor_by_tensor ? ", PIPEBAL_TENSOR_CHANNEL=1" : "");
 }
 
 // Trains `c` as processes on `device` (transparency_rank compares each step with the plain
@@ -103,7 +104,9 @@ void expect_transparent(const Config& c, const std::string& device = "cpu") {
 
 class AcrossProcesses : public ::testing::TestWithParam<Config> {};
 
-TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) { expect_transparent(GetParam()); }
+TEST_P(AcrossProcesses, EveryStepEqualsThePlainModelInFloat64) {
+  expect_transparent(GetParam());
+}
 
 std::vector<Config> configs() {
   std::vector<Config> all;

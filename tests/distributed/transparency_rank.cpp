@@ -177,10 +177,12 @@ int run(int argc, char** argv) {
   options.virtual_stages = virtual_stages;
   options.step_timeout_s = timeout_s;
   c10::Device device(device_text);
-  if (device.is_cuda() && !device.has_index()) device = c10::Device(c10::kCUDA, env->local_rank);
+  if (device.is_cuda() && !device.has_index()) {
+    device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env->local_rank));
+  }
   const double rtol = device.is_cpu() ? 1e-10 : 1e-9, atol = device.is_cpu() ? 1e-12 : 1e-11;
-  pipeline::Pipeline pipe(piped, balance, std::vector<c10::Device>(balance.size(), device),
-                          options, distributed::c10d_transport(group, placement, device));
+  pipeline::Pipeline pipe(piped, balance, std::vector<c10::Device>(balance.size(), device), options,
+                          distributed::c10d_transport(group, placement, device));
   distributed::GradientAverager averager(group, placement);
   pipeline::Pipeline threads(threaded, balance, {}, options);
 
@@ -263,10 +265,10 @@ int run(int argc, char** argv) {
   }
   if (mismatches == 0) {
     // How the messages to the next process of the pipeline travel.
-    const int next = placement.rank_of((placement.device_of(rank) + 1) % placement.devices, replica);
+    const int next =
+        placement.rank_of((placement.device_of(rank) + 1) % placement.devices, replica);
     std::cout << fmt::format(
-        "rank {}: {} steps on {} equal the plain model's, messages {}\n", rank, steps,
-        device.str(),
+        "rank {}: {} steps on {} equal the plain model's, messages {}\n", rank, steps, device.str(),
         distributed::describe_way(distributed::way_to(*group, next, device), next));
   }
   return mismatches == 0 ? 0 : 1;

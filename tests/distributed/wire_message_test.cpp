@@ -92,9 +92,9 @@ TEST(WireMessage, ADescriptionAloneComesBackAsNewTensorsOfTheSameLayouts) {
     expect_same_layout(back.skips.at(name), tensor);
   }
   // Cut short, it is refused like any message.
-  EXPECT_THROW(unpack_description(description.narrow(0, 0, description.numel() - 8),
-                                  c10::Device("cpu")),
-               std::runtime_error);
+  EXPECT_THROW(
+      unpack_description(description.narrow(0, 0, description.numel() - 8), c10::Device("cpu")),
+      std::runtime_error);
 }
 
 TEST(WireMessage, SizeIsTheDescriptionPlusEachTensorAtAlignedOffsets) {
