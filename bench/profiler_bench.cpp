@@ -59,14 +59,16 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Whole-model forward + backward on a training-mode clone, median over `repeat` runs.
+// Whole-model forward + backward on a training-mode clone, median over `repeat` runs. The
+// gradients are zeroed between runs, not set to none, so that the backward adds into them as a
+// training step's (and the profiler's timed passes) do.
 double whole_model_ms(const models::Model& model, const Batch& input, const BenchParams& params) {
   pipebal::pipeline::LayerSeq layers = model.layers.clone();
   layers.train(true);
   std::vector<double> samples;
   for (int r = 0; r < params.warmup + params.repeat; ++r) {
     for (const at::Tensor& p : layers.parameters()) {
-      if (p.grad().defined()) at::Tensor(p).mutable_grad() = at::Tensor();
+      if (p.grad().defined()) at::Tensor(p).mutable_grad().zero_();
     }
     const auto start = std::chrono::steady_clock::now();
     const Batch output = layers.forward(input);
