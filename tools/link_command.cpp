@@ -110,7 +110,8 @@ void add_link_command(CLI::App& app) {
       ->capture_default_str();
   cmd->footer(
       "Runs as two processes (rank 0 and 1 measure; rank 0 writes), through the channels the\n"
-      "pipeline uses: shared memory on one host (unless PIPEBAL_SHM_DISABLE=1), else Gloo.\n"
+      "pipeline uses: shared memory on one host (unless PIPEBAL_SHM_DISABLE=1), else Gloo\n"
+      "(tensor by tensor with PIPEBAL_TENSOR_CHANNEL=1).\n"
       "`balance` then prices each transfer as latency + bytes / bandwidth unless --bandwidth is\n"
       "given.\n"
       "Example:\n"
