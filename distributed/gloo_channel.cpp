@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "distributed/buffer_pool.h"
+#include "distributed/sends_in_flight.h"
 #include "distributed/tags.h"
 #include "distributed/wire_message.h"
 
@@ -35,7 +36,9 @@ constexpr size_t kReceivesAhead = 2;
 class GlooChannel : public pipeline::Channel {
  public:
   GlooChannel(std::shared_ptr<Group> group, const ChannelEnds& ends)
-      : group_(std::move(group)), ends_(ends) {}
+      : group_(std::move(group)),
+        ends_(ends),
+        sending_(*group_, fmt::format("sending to rank {}", ends_.to_rank)) {}
 
   void post(int micro_batch, pipeline::Parcel parcel) override {
     pipeline::synchronize(parcel.stream);  // the batch is computed before it is read
@@ -95,19 +98,10 @@ class GlooChannel : public pipeline::Channel {
     // Sends of a failed step may still be pending; they are kept, not waited for.
   }
 
-  void flush() override {
-    for (Sending& sending : sending_) {
-      group_->wait(*sending.work, fmt::format("sending to rank {}", ends_.to_rank));
-    }
-    sending_.clear();
-  }
+  void flush() override { sending_.wait_all(); }
 
  private:
   struct Receive {
-    c10::intrusive_ptr<c10d::Work> work;
-    at::Tensor buffer;
-  };
-  struct Sending {
     c10::intrusive_ptr<c10d::Work> work;
     at::Tensor buffer;
   };
@@ -139,13 +133,7 @@ class GlooChannel : public pipeline::Channel {
 
   void send(at::Tensor tensor, int tag) {
     std::vector<at::Tensor> message{tensor};
-    // Sends that are done need their buffers no more (waiting on one says if it failed).
-    while (!sending_.empty() && sending_.front().work->isCompleted()) {
-      group_->wait(*sending_.front().work, fmt::format("sending to rank {}", ends_.to_rank));
-      sending_.pop_front();
-    }
-    sending_.push_back(
-        {group_->process_group().send(message, ends_.to_rank, tag), std::move(tensor)});
+    sending_.add(group_->process_group().send(message, ends_.to_rank, tag), std::move(tensor));
   }
 
   // `read()`, with a malformed message's error naming the channel.
@@ -166,7 +154,7 @@ class GlooChannel : public pipeline::Channel {
   std::vector<int64_t> capacity_;  // by micro-batch: the size of its next message
   std::deque<int> expected_;       // micro-batches still to take, in order
   std::map<int, Receive> posted_;  // receives posted ahead, by micro-batch
-  std::deque<Sending> sending_;    // in flight, in order; each buffer alive until its send is done
+  SendsInFlight sending_;          // each buffer alive until its send is done
   BufferPool send_buffers_;        // messages packed, free again once sent
   BufferPool receive_buffers_;     // messages received, free again once the engine lets go
 };

@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "distributed/gloo_channel.h"
+#include "distributed/sends_in_flight.h"
 #include "distributed/wire_message.h"
 
 namespace pipebal::distributed {
@@ -63,22 +63,18 @@ class TensorChannel : public pipeline::Channel {
       : group_(group),
         ends_(ends),
         link_(std::move(link)),
-        descriptions_(gloo_channel(group, ends)) {}
+        descriptions_(gloo_channel(group, ends)),
+        sending_(*group_, fmt::format("sending to rank {}", ends_.to_rank)) {}
 
   void post(int micro_batch, pipeline::Parcel parcel) override {
     pipeline::Batch description(
         {pack_description(parcel.batch), at::tensor({sent_}, at::TensorOptions(at::kLong))});
     descriptions_->post(micro_batch, pipeline::Parcel(std::move(description)));
-    // Sends that are done need their tensors no more (waiting on one says if it failed).
-    while (!sending_.empty() && sending_.front().work->isCompleted()) {
-      group_->wait(*sending_.front().work, fmt::format("sending to rank {}", ends_.to_rank));
-      sending_.pop_front();
-    }
     // A device link's sends (and a copy to its device) follow the batch's computation.
     pipeline::CurrentStream on(parcel.stream);
     for (at::Tensor* tensor : tensors_with_data(parcel.batch)) {
       at::Tensor data = tensor->detach().to(link_->device()).contiguous();
-      sending_.push_back({link_->send(data), data});
+      sending_.add(link_->send(data), data);
     }
     ++sent_;
   }
@@ -126,18 +122,10 @@ class TensorChannel : public pipeline::Channel {
 
   void flush() override {
     descriptions_->flush();
-    for (Sending& sending : sending_) {
-      group_->wait(*sending.work, fmt::format("sending to rank {}", ends_.to_rank));
-    }
-    sending_.clear();
+    sending_.wait_all();
   }
 
  private:
-  struct Sending {
-    c10::intrusive_ptr<c10d::Work> work;
-    at::Tensor tensor;  // alive until sent
-  };
-
   std::string what(int micro_batch) const { return ends_.waiting_for(micro_batch); }
 
   std::shared_ptr<Group> group_;
@@ -147,7 +135,7 @@ class TensorChannel : public pipeline::Channel {
   std::atomic<bool> cancelled_{false};
   int64_t sent_ = 0;      // messages posted, ever
   int64_t received_ = 0;  // messages taken, ever
-  std::deque<Sending> sending_;
+  SendsInFlight sending_;
 };
 
 }  // namespace

@@ -296,17 +296,14 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         settings.step_timeout_s > 0 ? settings.step_timeout_s : kDefaultProcessTimeoutS;
     st.group = std::make_shared<distributed::Group>(
         env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-    // This rank's stages share its device (the first of them says which).
+    // This rank's stages share its device: its first stage's, the stage numbered as its place
+    // in the pipeline (placement.h).
+    const size_t first_stage = static_cast<size_t>(st.placement.device_of(env.rank));
     c10::Device device = c10::kCPU;
-    for (size_t s = 0; s < settings.balance.size(); ++s) {
-      if (st.placement.runs(static_cast<int>(s), env.rank)) {
-        if (devices.size() == 1) {
-          device = devices[0];
-        } else if (s < devices.size()) {
-          device = devices[s];
-        }
-        break;
-      }
+    if (devices.size() == 1) {
+      device = devices[0];
+    } else if (first_stage < devices.size()) {
+      device = devices[first_stage];
     }
     transport = distributed::c10d_transport(st.group, st.placement, device);
     st.averager = std::make_unique<distributed::GradientAverager>(st.group, st.placement);
