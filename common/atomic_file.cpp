@@ -187,6 +187,14 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   sync_directory(target);
 }
 
+void check_writable(const std::string& path) {
+  const fs::path target = write_target(path);
+  TemporaryFile probe(target.string() + temporary_suffix());
+  const int fd = ::open(probe.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+  ::close(fd);
+}
+
 std::string read_file(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {

@@ -19,6 +19,13 @@ constexpr int64_t kMaxReadBytes = int64_t{1} << 30;
 // std::runtime_error naming the path and the reason.
 void write_file_atomically(const std::string& path, const std::string& content);
 
+// Checks now that write_file_atomically could write `path`: its directory exists and takes a
+// new file, and the path (or what it links to) is not a directory or a device. Commands that
+// work for long call it before the work, so that an output that cannot be written is refused
+// up front instead of losing the result at the end. Creates and removes one temporary file;
+// throws std::runtime_error with the text write_file_atomically would.
+void check_writable(const std::string& path);
+
 // Makes SIGINT and SIGTERM remove the temporary files being written, print one line
 // ("pipebal: interrupted") unless `announce` is false (a process of a launched run, whose
 // launcher says it), and exit with status 128 + the signal. For executables.

@@ -69,6 +69,9 @@ void run_link(const LinkParams& p) {
         "pipebal link ...");
   }
   const std::vector<int64_t> sizes = sizes_to_measure(p);
+  for (const std::string& path : {p.profile, p.output}) {  // refused before the measurement
+    if (env->rank == 0 && !path.empty()) check_writable(path);
+  }
   const double timeout_s = p.timeout_s > 0 ? p.timeout_s : workflow::kDefaultProcessTimeoutS;
   const auto group = std::make_shared<distributed::Group>(
       *env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/atomic_file.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "profiler/device.h"
@@ -99,6 +100,7 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   }
   // Parse every option before the (slow) model build, so that typos fail at once.
   const profiler::ProfileOptions options = profile_options(params);
+  if (!params.output_path.empty()) check_writable(params.output_path);
   if (params.threads > 0) at::set_num_threads(params.threads);
 
   models::Model model = models::build_model(params.model, params.seed);

@@ -135,6 +135,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   settings.launch = distributed::launch_env_from_process();
   if (!settings.data.empty()) settings.warmup_steps = 0;  // every step trains on the data
   const bool reports = !settings.launch || settings.launch->rank == 0;
+  // An output that cannot be written is refused before the run, not after it.
+  for (const std::string& path : {p.output, p.trace, settings.save}) {
+    if (reports && !path.empty()) check_writable(path);
+  }
   Progress progress(std::cerr, Progress::mode_for_stderr(p.quiet || !reports));
   const int warmup = settings.warmup_steps;
   // Said once the run is made (bad input gets its one line alone): processes on this host, or

@@ -84,6 +84,25 @@ TEST(AtomicFile, RefusesToReplaceWhatIsNotARegularFile) {
   EXPECT_THROW(write_file_atomically(pipebal::testing::scratch_dir(), "x"), std::runtime_error);
 }
 
+TEST(AtomicFile, CheckingAPathLeavesNothingAndRefusesWhatAWriteWould) {
+  const std::string dir = pipebal::testing::fresh_dir("check");
+  check_writable(dir + "/new.json");
+  write_file_atomically(dir + "/old.json", "kept");
+  check_writable(dir + "/old.json");
+  EXPECT_EQ(read_file(dir + "/old.json"), "kept");
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"old.json"}) << "no file made, no temporary";
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0600), 0);
+  for (const std::string& path : {dir + "/missing/new.json", dir + "/fifo", dir}) {
+    try {
+      check_writable(path);
+      FAIL() << path;
+    } catch (const std::runtime_error& error) {
+      EXPECT_EQ(std::string(error.what()).rfind("cannot write '" + path + "': ", 0), 0u)
+          << error.what();
+    }
+  }
+}
+
 TEST(AtomicFile, ReadRefusesFifosAndDevicesWithoutBlocking) {
   const std::string fifo = scratch_path("fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);

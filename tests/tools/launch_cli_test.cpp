@@ -226,6 +226,18 @@ TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
       << balanced.out;
 }
 
+// An output that rank 0 cannot write stops the link before it measures anything.
+TEST(LaunchCli, LinkRefusesAnOutputItCannotWriteBeforeMeasuring) {
+  const std::string dir = scratch_dir();
+  const CliResult r = run_pipebal(fmt::format(
+      "launch --nproc-per-node 2 --master-port 0 -- {} link --sizes 64K --repeats 2 --timeout 60 "
+      "-o {}/missing/link.json",
+      PIPEBAL_BINARY, dir));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("cannot write '" + dir + "/missing/link.json'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("fit: "), std::string::npos) << r.out;
+}
+
 // validate --processes trains every candidate as one process per stage.
 TEST(LaunchCli, ValidateTrainsTheCandidatesAsProcesses) {
   const std::string dir = scratch_dir() + "/v";

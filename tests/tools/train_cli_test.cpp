@@ -1,5 +1,6 @@
 // `pipebal train` end to end: the run document, the Chrome trace, and bad input.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -139,6 +140,28 @@ TEST(TrainCli, BadInputIsOneLineExitTwoAndNoOutputFile) {
     EXPECT_NE(r.err.find(fragment), std::string::npos) << args << ": " << r.err;
     EXPECT_TRUE(read_text(dir + "/run.json").empty()) << args;
   }
+}
+
+// A run whose output cannot be written is refused before it trains or profiles: one line, exit
+// 2, nothing printed on stdout (where the run's summary would be) and nothing left behind.
+TEST(TrainCli, AnOutputItCannotWriteIsRefusedBeforeTheWork) {
+  const std::string dir = fresh_dir("train_unwritable");
+  const std::string missing = dir + "/missing/out.json";
+  const std::vector<std::string> cases = {
+      "train " + kModel + " --balance 2,3 --steps 2 -o " + missing,
+      "train " + kModel + " --balance 2,3 --steps 2 --trace " + missing,
+      "train " + kModel + " --balance 2,3 --steps 2 -o " + dir,  // a directory
+      "profile " + kModel + " -o " + missing,
+  };
+  for (const std::string& args : cases) {
+    const CliResult r = run_pipebal(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot write"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args << ": the work ran before the output was checked";
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/missing"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 0) << "no temporaries";
 }
 
 }  // namespace
