@@ -363,7 +363,8 @@ void add_balance_command(CLI::App& app) {
   sub->add_option("--chunks,-m", params->chunks,
                   fmt::format("Micro-batches per step (default: the profile's, else {}); must "
                               "give the micro-batch size the profile was measured at",
-                              pipeline::kDefaultChunks));
+                              pipeline::kDefaultChunks))
+      ->check(given_at_least(1));
   add_schedule_option(*sub, params->schedule);
   add_virtual_stages_option(*sub, params->virtual_stages);
   add_weight_delays_option(*sub, params->weight_delays);

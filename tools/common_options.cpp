@@ -32,6 +32,17 @@ CLI::Validator named(Enum (*parse)(const std::string&), const std::string& what)
 
 }  // namespace
 
+CLI::Validator given_at_least(int least) {
+  return CLI::Validator(
+      [least](std::string& value) -> std::string {
+        const auto number = parse_integer_list(value);
+        if (!number || number->size() != 1) return "expected a whole number, got " + value;
+        if (number->front() < least) return fmt::format("must be at least {}, got {}", least, value);
+        return "";
+      },
+      "");
+}
+
 CLI::Option* add_model_option(CLI::App& cmd, std::string& spec) {
   return cmd.add_option("--model", spec, "model SPEC (see `pipebal models`) or TorchScript file");
 }
@@ -73,10 +84,11 @@ CLI::Option* add_dtype_option(CLI::App& cmd, std::string& dtype) {
 }
 
 CLI::Option* add_virtual_stages_option(CLI::App& cmd, int& virtual_stages) {
-  return cmd.add_option(
-      "--virtual", virtual_stages,
-      "stages per device with --schedule interleaved (default 2): the model is "
-      "cut into that many times more stages, device d holding d, d + devices, ...");
+  return cmd
+      .add_option("--virtual", virtual_stages,
+                  "stages per device with --schedule interleaved (default 2): the model is "
+                  "cut into that many times more stages, device d holding d, d + devices, ...")
+      ->check(given_at_least(1));
 }
 
 CLI::Option* add_weight_delays_option(CLI::App& cmd, std::string& delays) {

@@ -13,6 +13,10 @@
 
 namespace pipebal::tools {
 
+// For a count whose unset value (0) means "the default": a value given must be at least
+// `least` ("--virtual: must be at least 1, got 0"), never taken for the default.
+CLI::Validator given_at_least(int least);
+
 CLI::Option* add_model_option(CLI::App& cmd, std::string& spec);
 CLI::Option* add_input_shape_option(CLI::App& cmd, std::string& shape);
 // --input-shape and the repeatable --input specs (models/input_spec.h), which exclude each other.

@@ -114,6 +114,10 @@ const std::vector<BadInput> kTable = {
      "601 stages: at most 512"},
     {"balance {dir}/ok.json --stages 2 --chunks 100000",
      "micro-batches is beyond what pipebal plans"},
+    {"balance {dir}/ok.json --stages 2 --chunks 0", "--chunks: must be at least 1, got 0"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --schedule interleaved "
+     "--virtual 0",
+     "--virtual: must be at least 1, got 0"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --stages 9 -o {dir}/v",
      "9 stages need at least 9 layers"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --schedule zigzag -o {dir}/v",
