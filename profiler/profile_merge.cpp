@@ -36,16 +36,49 @@ void pool_layers(std::vector<LayerProfile>& pooled, const std::vector<LayerProfi
 
 }  // namespace
 
-void summarise_samples(LayerProfile& layer) {
-  layer.forward_ms = median(layer.forward_samples_ms);
-  layer.forward_p10_ms = percentile(layer.forward_samples_ms, 10);
-  layer.forward_p90_ms = percentile(layer.forward_samples_ms, 90);
-  layer.backward_ms = median(layer.backward_samples_ms);
-  layer.backward_p10_ms = percentile(layer.backward_samples_ms, 10);
-  layer.backward_p90_ms = percentile(layer.backward_samples_ms, 90);
-  if (!layer.weight_samples_ms.empty()) layer.weight_ms = median(layer.weight_samples_ms);
-  if (!layer.input_grad_samples_ms.empty()) {
-    layer.input_grad_ms = median(layer.input_grad_samples_ms);
+namespace {
+
+// One kind of sample (e.g. the forwards) of every layer, sample i of each taken in pass i.
+using Samples = std::vector<double> LayerProfile::*;
+
+// The median over passes of a pass's total (its layers' samples of `kinds` summed) over the sum
+// of the layers' own medians; 1 when the layers do not hold one sample per pass each.
+double pass_factor(const std::vector<LayerProfile>& layers, const std::vector<Samples>& kinds) {
+  const size_t passes = (layers.front().*kinds.front()).size();
+  double sum_of_medians = 0;
+  std::vector<double> totals(passes, 0.0);
+  for (const LayerProfile& layer : layers) {
+    for (const Samples kind : kinds) {
+      const std::vector<double>& samples = layer.*kind;
+      if (samples.size() != passes || passes == 0) return 1.0;
+      sum_of_medians += median(samples);
+      for (size_t i = 0; i < passes; ++i) totals[i] += samples[i];
+    }
+  }
+  return sum_of_medians > 0 ? median(totals) / sum_of_medians : 1.0;
+}
+
+}  // namespace
+
+void summarise_passes(std::vector<LayerProfile>& layers) {
+  if (layers.empty()) return;
+  const double forward = pass_factor(layers, {&LayerProfile::forward_samples_ms});
+  const double backward = pass_factor(layers, {&LayerProfile::backward_samples_ms});
+  const double split = pass_factor(
+      layers, {&LayerProfile::input_grad_samples_ms, &LayerProfile::weight_samples_ms});
+  for (LayerProfile& layer : layers) {
+    layer.forward_ms = forward * median(layer.forward_samples_ms);
+    layer.forward_p10_ms = forward * percentile(layer.forward_samples_ms, 10);
+    layer.forward_p90_ms = forward * percentile(layer.forward_samples_ms, 90);
+    layer.backward_ms = backward * median(layer.backward_samples_ms);
+    layer.backward_p10_ms = backward * percentile(layer.backward_samples_ms, 10);
+    layer.backward_p90_ms = backward * percentile(layer.backward_samples_ms, 90);
+    if (!layer.weight_samples_ms.empty()) {
+      layer.weight_ms = split * median(layer.weight_samples_ms);
+    }
+    if (!layer.input_grad_samples_ms.empty()) {
+      layer.input_grad_ms = split * median(layer.input_grad_samples_ms);
+    }
   }
 }
 
@@ -79,9 +112,9 @@ Profile merge_profiles(const std::vector<Profile>& rounds) {
     action_ms.push_back(round.engine->action_ms);
   }
   if (!step_ms.empty()) pooled.engine = balance::EngineCost{median(step_ms), median(action_ms)};
-  for (LayerProfile& layer : pooled.layers) summarise_samples(layer);
+  summarise_passes(pooled.layers);
   for (Profile::Size& size : pooled.sizes) {
-    for (LayerProfile& layer : size.layers) summarise_samples(layer);
+    summarise_passes(size.layers);
   }
   return pooled;
 }

@@ -567,7 +567,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     if (options.time_budget_s > 0 && spent_s >= options.time_budget_s) break;
   }
   if (split_passes == 0) passes.run(timer.get(), &profile.layers, /*split=*/true);
-  for (LayerProfile& lp : profile.layers) summarise_samples(lp);
+  summarise_passes(profile.layers);
   if (options.measure_engine && options.device.is_cpu()) {
     profile.engine = measure_engine_cost(std::max(20, options.repeat));
   }

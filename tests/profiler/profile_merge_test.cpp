@@ -18,8 +18,9 @@ LayerProfile layer(const std::string& name, std::vector<double> forward,
   l.forward_samples_ms = std::move(forward);
   l.backward_samples_ms = std::move(backward);
   l.activation_bytes = activation_bytes;
-  summarise_samples(l);
-  return l;
+  std::vector<LayerProfile> alone = {l};
+  summarise_passes(alone);  // one layer: its own medians
+  return alone.front();
 }
 
 // Two layers at the profile's size and at one more size; `slow` scales every time.
@@ -52,6 +53,35 @@ TEST(ProfileMerge, MediansAreOverEveryRoundsSamples) {
   EXPECT_DOUBLE_EQ(pooled.sizes[1].layers[1].backward_ms, 40);
   // Memory is the first round's.
   EXPECT_EQ(pooled.layers[0].activation_bytes, 100);
+}
+
+// Five passes over three layers of 1, 2 and 3 ms, three of them interrupted by 0.5 ms, each time
+// in another layer: every layer's median misses its interruption, every such pass has one.
+TEST(SummarisePasses, LayersAddUpToTheMedianPassEachKeepingItsShare) {
+  std::vector<LayerProfile> layers = {layer("0", {1, 1, 1.5, 1, 1}, {2, 2, 2, 2, 2}, 0),
+                                      layer("1", {2, 2.5, 2, 2, 2}, {4, 4, 4, 4, 4}, 0),
+                                      layer("2", {3, 3, 3, 3.5, 3}, {6, 6, 6, 6, 6}, 0)};
+  // The split passes: B and W scaled together, by their passes' totals (7 7 8 7 7 over 7).
+  layers[0].input_grad_samples_ms = {1, 1, 1, 1, 1};
+  layers[0].weight_samples_ms = {1, 1, 2, 1, 1};
+  layers[1].input_grad_samples_ms = {2, 2, 2, 2, 2};
+  layers[1].weight_samples_ms = {3, 3, 3, 3, 3};
+  summarise_passes(layers);
+  const double forward = 6.5 / 6;  // the median pass (6 6.5 6.5 6.5 6) over 1 + 2 + 3
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_DOUBLE_EQ(layers[i].forward_ms, forward * (i + 1)) << i;
+    EXPECT_DOUBLE_EQ(layers[i].backward_ms, 2.0 * (i + 1)) << "no interruption, no change";
+    EXPECT_LE(layers[i].forward_p10_ms, layers[i].forward_ms);
+    EXPECT_GE(layers[i].forward_p90_ms, layers[i].forward_ms);
+  }
+  EXPECT_DOUBLE_EQ(layers[0].forward_ms + layers[1].forward_ms + layers[2].forward_ms, 6.5);
+  EXPECT_DOUBLE_EQ(layers[0].weight_ms, 1.0);  // the median pass is not the interrupted one
+  EXPECT_DOUBLE_EQ(layers[1].weight_ms, 3.0);
+  // A layer without a sample per pass (a profile cut short) leaves every layer its own median.
+  layers[2].forward_samples_ms.pop_back();
+  summarise_passes(layers);
+  EXPECT_DOUBLE_EQ(layers[0].forward_ms, 1.0);
+  EXPECT_DOUBLE_EQ(layers[2].forward_ms, 3.0);
 }
 
 TEST(ProfileMerge, TheEnginesCostsAreTheMediansOfTheRoundsThatMeasuredThem) {

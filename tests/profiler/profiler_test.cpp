@@ -2,6 +2,7 @@
 // the caller's model. Byte counts are float32 (4 bytes) unless said otherwise.
 #include "profiler/profiler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -192,6 +193,27 @@ TEST(ProfilerTiming, EachLayerIsChargedItsOwnTime) {
   for (double ms : p.layers[2].forward_samples_ms) EXPECT_GE(ms, 12.0);
   EXPECT_EQ(p.layers[2].forward_samples_ms.size(), 3u);
   EXPECT_GT(p.layers[0].forward_ms, 0.0);
+}
+
+// The layers' forward and backward times add up to the median pass over the model, as a stage's
+// layers run: computed from the profile's own samples, sample i of every layer from pass i.
+TEST(Profiler, LayersAddUpToTheMedianPass) {
+  const Profile p = profile_model(models::build_model("mlp:layers=6,width=32", 1).layers,
+                                  Batch(torch::randn({8, 32})), quick());
+  for (const bool forward : {true, false}) {
+    std::vector<double> passes;
+    double sum = 0;
+    for (const LayerProfile& layer : p.layers) {
+      const std::vector<double>& samples =
+          forward ? layer.forward_samples_ms : layer.backward_samples_ms;
+      passes.resize(samples.size());
+      for (size_t i = 0; i < samples.size(); ++i) passes[i] += samples[i];
+      sum += forward ? layer.forward_ms : layer.backward_ms;
+    }
+    ASSERT_EQ(passes.size(), 3u);
+    std::sort(passes.begin(), passes.end());
+    EXPECT_NEAR(sum, passes[1], 1e-9 * passes[1]) << (forward ? "forward" : "backward");
+  }
 }
 
 TEST(Profiler, KeepsSamplesAndSpread) {
