@@ -62,6 +62,9 @@ def main():
                  "--threads", "1", "-q", "-o", profile])
             layers = json.load(open(profile))["layers"]
             summed = sum(l["forward_ms"] + l["backward_ms"] for l in layers)
+            # The layers' own medians, before the profiler scales them to the median pass.
+            medians = sum(statistics.median(l["forward_samples_ms"]) +
+                          statistics.median(l["backward_samples_ms"]) for l in layers)
             out = os.path.join(work, "run.json")
             train = [pipebal, "train", "--model", spec, "--input-shape", shape, "--balance",
                      str(len(layers)), "--chunks", "1", "--threads", "1", "--steps",
@@ -70,8 +73,8 @@ def main():
             measured = json.load(open(out))["median_step_ms"]
             run(train, env=dict(os.environ, PIPEBAL_KEEP_DENORMALS="1"))
             kept = json.load(open(out))["median_step_ms"]
-            rounds.append({"layers": len(layers), "sum_ms": summed, "measured_ms": measured,
-                           "denormals_kept_ms": kept})
+            rounds.append({"layers": len(layers), "sum_ms": summed, "medians_sum_ms": medians,
+                           "measured_ms": measured, "denormals_kept_ms": kept})
         raw["models"].append({"name": name, "spec": spec, "input_shape": shape,
                               "rounds": rounds})
     with open(args.raw, "w") as f:
@@ -90,6 +93,14 @@ def kept_columns(rounds):
     return f"{kept:.1f} | {ratio:.2f}"
 
 
+def medians_column(rounds):
+    """The sum of the layers' own medians over the measured step (median over rounds); raw data
+    from before it was recorded has none."""
+    if "medians_sum_ms" not in rounds[0]:
+        return "–"
+    return f"{statistics.median(r['medians_sum_ms'] / r['measured_ms'] for r in rounds):.3f}"
+
+
 def write_summary(raw, md):
     lines = [
         "# Do per-layer costs add up?",
@@ -102,11 +113,13 @@ def write_summary(raw, md):
         "apart: the slowest round's measured step over the fastest's, the noise the ratio sits "
         "in. Subnormals kept: the same training step with subnormal floats kept "
         "(`PIPEBAL_KEEP_DENORMALS=1`; pipebal flushes them to zero by default), measured right "
-        "after the one that flushes them; kept / flushed: the median of the rounds' ratios.",
+        "after the one that flushes them; kept / flushed: the median of the rounds' ratios. "
+        "Medians / measured: the same ratio with the layers' own medians summed, before the "
+        "profiler scales them to add up to the median pass (`profiler::summarise_passes`).",
         "",
-        "| model | layers | sum of layers ms | measured step ms | sum / measured | rounds apart "
-        "| subnormals kept ms | kept / flushed |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| model | layers | sum of layers ms | measured step ms | sum / measured | "
+        "medians / measured | rounds apart | subnormals kept ms | kept / flushed |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for m in raw["models"]:
         ratios = [r["sum_ms"] / r["measured_ms"] for r in m["rounds"]]
@@ -115,7 +128,8 @@ def write_summary(raw, md):
             f"| {m['name']} (`{m['spec']}` [{m['input_shape']}]) | {m['rounds'][0]['layers']} | "
             f"{statistics.median(r['sum_ms'] for r in m['rounds']):.1f} | "
             f"{statistics.median(r['measured_ms'] for r in m['rounds']):.1f} | "
-            f"{statistics.median(ratios):.3f} | {max(measured) / min(measured):.2f} | "
+            f"{statistics.median(ratios):.3f} | {medians_column(m['rounds'])} | "
+            f"{max(measured) / min(measured):.2f} | "
             f"{kept_columns(m['rounds'])} |")
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -18,8 +18,8 @@ namespace pipebal::profiler {
 // Recomputes the layers' times from their timing samples, sample i of every layer taken in timed
 // pass i (forward, backward, and the split B/W passes). A layer's own median leaves out the
 // machine's interruptions (a timer tick, another process), which strike a few layers of each
-// pass, yet a stage runs its layers in one go, interruptions included: the sum of a 150-layer
-// model's medians fell 2-5% short of its median pass. So each kind of pass scales its layers'
+// pass, yet a stage runs its layers in one go, interruptions included: on models of many layers
+// the sum of the medians fell short of the median pass (reports/layer-sum.md). So each kind of pass scales its layers'
 // medians (and p10/p90) by one factor, the median over passes of their total over the sum of the
 // medians: the layers then add up to the median pass, each keeping its share. Layers without one
 // sample per pass each keep their own medians.
