@@ -110,7 +110,8 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
   // The environment is free-form context: a thread count it gives in range is used, anything
   // else there is only shown.
   if (r.has("environment") && r.at("environment").has("intra_op_threads")) {
-    const json& threads = r.at("environment").at("intra_op_threads").value();
+    const JsonReader field = r.at("environment").at("intra_op_threads");
+    const json& threads = field.value();
     if (threads.is_number_integer() && threads.get<int64_t>() > 0 &&
         threads.get<int64_t>() <= 4096) {
       profile.threads = static_cast<int>(threads.get<int64_t>());

@@ -14,7 +14,9 @@
 #   tools/gpu-check.sh [MODEL_SPEC] [INPUT_SHAPE]     # default: resnet:depth=18 32,3,64,64
 #
 # Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), OUT_DIR (default
-# $BUILD_DIR/gpu-check) for the profiles and the log, CMAKE_EXTRA_ARGS. A pip wheel's LibTorch
+# $BUILD_DIR/gpu-check) for the profiles and the log, CMAKE_EXTRA_ARGS. FULL_SUITE=1 then also
+# builds every target and runs the whole suite against this LibTorch (ctest, failures' output
+# in $OUT_DIR/ctest.log), within FULL_SUITE_S seconds (default 600). A pip wheel's LibTorch
 # ships its own (newer) fmt headers, which shadow the system's: when the link then misses
 # fmt::vNN symbols, add CMAKE_EXTRA_ARGS=-DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY.
 # A pip wheel's LibTorch (2.11) ships no Gloo headers: give them in $DEPS_PREFIX/include or
@@ -131,5 +133,12 @@ PY
 else
   echo "2 processes on cuda failed:"; tail -n 3 "$out/train-processes.txt"
   status=1
+fi
+if [[ "${FULL_SUITE:-0}" == 1 ]]; then
+  echo "== the whole suite against this LibTorch"
+  cmake --build "$build" -j "$jobs" 2>&1 | tee -a "$out/build.log" | grep -E "error:" | head -n 20
+  (cd "$build" && timeout "${FULL_SUITE_S:-600}" ctest -j "$jobs" --timeout 300 \
+    --output-on-failure >"$out/ctest.log" 2>&1) || status=1
+  grep -E "tests passed|\(Failed\)|\(Timeout\)|Not Run" "$out/ctest.log" | head -n 30
 fi
 exit $status
