@@ -40,9 +40,11 @@ def main():
         f"backend. The whole run took {doc['total_wall_s']:.1f} s.",
         "- Repeatability: per layer, the coefficient of variation of its median over the "
         "profiles; the median layer and the worst layer.",
-        "- Additivity: the sum of the per-layer forward and backward medians of one profile "
+        "- Additivity: the sum of the per-layer forward and backward times of one profile "
+        "(each layer's median, scaled so that the layers of a pass add up to the median pass) "
         "against a measured whole-model forward + backward (autograd from the output with a "
-        "gradient of ones, as the profiler does) on a training-mode clone.", "",
+        "gradient of ones, as the profiler does) on a training-mode clone, measured after the "
+        "profiles.", "",
         "| model | input | layers | profile s | fwd CV med / max | bwd CV med / max | sum ms | "
         "whole ms | sum / whole |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
