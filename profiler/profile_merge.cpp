@@ -64,8 +64,8 @@ void summarise_passes(std::vector<LayerProfile>& layers) {
   if (layers.empty()) return;
   const double forward = pass_factor(layers, {&LayerProfile::forward_samples_ms});
   const double backward = pass_factor(layers, {&LayerProfile::backward_samples_ms});
-  const double split = pass_factor(
-      layers, {&LayerProfile::input_grad_samples_ms, &LayerProfile::weight_samples_ms});
+  const double split =
+      pass_factor(layers, {&LayerProfile::input_grad_samples_ms, &LayerProfile::weight_samples_ms});
   for (LayerProfile& layer : layers) {
     layer.forward_ms = forward * median(layer.forward_samples_ms);
     layer.forward_p10_ms = forward * percentile(layer.forward_samples_ms, 10);

@@ -19,10 +19,10 @@ namespace pipebal::profiler {
 // pass i (forward, backward, and the split B/W passes). A layer's own median leaves out the
 // machine's interruptions (a timer tick, another process), which strike a few layers of each
 // pass, yet a stage runs its layers in one go, interruptions included: on models of many layers
-// the sum of the medians fell short of the median pass (reports/layer-sum.md). So each kind of pass scales its layers'
-// medians (and p10/p90) by one factor, the median over passes of their total over the sum of the
-// medians: the layers then add up to the median pass, each keeping its share. Layers without one
-// sample per pass each keep their own medians.
+// the sum of the medians fell short of the median pass (reports/layer-sum.md). So each kind of pass
+// scales its layers' medians (and p10/p90) by one factor, the median over passes of their total
+// over the sum of the medians: the layers then add up to the median pass, each keeping its share.
+// Layers without one sample per pass each keep their own medians.
 void summarise_passes(std::vector<LayerProfile>& layers);
 
 // One profile holding every round's timing samples (forward, backward and W), per layer and per

@@ -37,7 +37,8 @@ CLI::Validator given_at_least(int least) {
       [least](std::string& value) -> std::string {
         const auto number = parse_integer_list(value);
         if (!number || number->size() != 1) return "expected a whole number, got " + value;
-        if (number->front() < least) return fmt::format("must be at least {}, got {}", least, value);
+        if (number->front() < least)
+          return fmt::format("must be at least {}, got {}", least, value);
         return "";
       },
       "");
