@@ -16,7 +16,8 @@
 # Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), OUT_DIR (default
 # $BUILD_DIR/gpu-check) for the profiles and the log, CMAKE_EXTRA_ARGS. FULL_SUITE=1 then also
 # builds every target and runs the whole suite against this LibTorch (ctest, failures' output
-# in $OUT_DIR/ctest.log), within FULL_SUITE_S seconds (default 600). A pip wheel's LibTorch
+# in $OUT_DIR/ctest.log), within FULL_SUITE_S seconds (default 600); FULL_SUITE=only does that
+# alone, after the configure step. A pip wheel's LibTorch
 # ships its own (newer) fmt headers, which shadow the system's: when the link then misses
 # fmt::vNN symbols, add CMAKE_EXTRA_ARGS=-DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY.
 # A pip wheel's LibTorch (2.11) ships no Gloo headers: give them in $DEPS_PREFIX/include or
@@ -52,12 +53,13 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$pr
 grep -q "CUDA code paths: ON" "$out/configure.log" ||
   { echo "gpu-check: this LibTorch has no CUDA; nothing to check" >&2; exit 1; }
 
+status=0
+if [[ "${FULL_SUITE:-0}" != only ]]; then  # the regular checks, up to "fi  # FULL_SUITE=only"
 echo "== build"
 cmake --build "$build" -j "$jobs" --target pipebal profiler_tests pipeline_tests \
   distributed_tests transparency_rank 2>&1 | tee "$out/build.log" | tail -n 20
 
 echo "== *_CUDA tests"
-status=0
 for suite in profiler_tests pipeline_tests distributed_tests; do
   "$build/tests/$suite" --gtest_filter='*_CUDA*' 2>&1 | tee "$out/$suite-cuda.log" | tail -n 8 ||
     status=1
@@ -134,7 +136,8 @@ else
   echo "2 processes on cuda failed:"; tail -n 3 "$out/train-processes.txt"
   status=1
 fi
-if [[ "${FULL_SUITE:-0}" == 1 ]]; then
+fi  # FULL_SUITE=only skips to here
+if [[ "${FULL_SUITE:-0}" != 0 ]]; then
   echo "== the whole suite against this LibTorch"
   cmake --build "$build" -j "$jobs" 2>&1 | tee -a "$out/build.log" | grep -E "error:" | head -n 20
   (cd "$build" && timeout "${FULL_SUITE_S:-600}" ctest -j "$jobs" --timeout 300 \
