@@ -563,6 +563,12 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
   return run.finish();
 }
 
+std::vector<size_t> turn_order(int round, size_t runs) {
+  std::vector<size_t> order(runs);
+  for (size_t i = 0; i < runs; ++i) order[i] = (static_cast<size_t>(round) + i) % runs;
+  return order;
+}
+
 std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings,
                                                 const std::function<void(int round)>& after_round) {
   std::vector<std::unique_ptr<TrainingRun>> runs;
@@ -578,9 +584,9 @@ std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>
   }
   for (int round = 0;; ++round) {
     bool stepped = false;
-    for (auto& run : runs) {
-      if (run->done()) continue;
-      run->step();
+    for (const size_t k : turn_order(round, runs.size())) {
+      if (runs[k]->done()) continue;
+      runs[k]->step();
       stepped = true;
     }
     if (!stepped) break;

@@ -93,6 +93,17 @@ TEST(TrainingRun, TheConstructingThreadRunsOneIntraOpThreadWhileTheRunLives) {
   EXPECT_EQ(at::get_num_threads(), 2);
 }
 
+// Every round steps every run once; over as many rounds as runs, each run goes first once and
+// follows each of the others once.
+TEST(TurnOrder, EachRoundStartsOneRunFurtherOn) {
+  EXPECT_EQ(turn_order(0, 3), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(turn_order(1, 3), (std::vector<size_t>{1, 2, 0}));
+  EXPECT_EQ(turn_order(2, 3), (std::vector<size_t>{2, 0, 1}));
+  EXPECT_EQ(turn_order(3, 3), turn_order(0, 3));
+  EXPECT_EQ(turn_order(7, 1), (std::vector<size_t>{0}));
+  EXPECT_TRUE(turn_order(4, 0).empty());
+}
+
 TEST(RunInterleaved, CallsBackAfterEachRoundOfMeasuredStepsOnly) {
   TrainSettings three = two_stages("mlp:layers=3,width=16", {16, 16}, {2, 2});
   TrainSettings five = three;
