@@ -563,9 +563,18 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
   return run.finish();
 }
 
+// A balanced Latin square (Williams): the first row 0, 1, n-1, 2, n-2, ...; row r adds r to it;
+// with an odd count the rows come again reversed, as each pair would otherwise meet in one order.
 std::vector<size_t> turn_order(int round, size_t runs) {
   std::vector<size_t> order(runs);
-  for (size_t i = 0; i < runs; ++i) order[i] = (static_cast<size_t>(round) + i) % runs;
+  if (runs == 0) return order;
+  const size_t period = runs % 2 == 0 ? runs : 2 * runs;
+  const size_t row = static_cast<size_t>(round) % period;
+  for (size_t i = 0; i < runs; ++i) {
+    const size_t first_row = i % 2 == 1 ? (i + 1) / 2 : (runs - i / 2) % runs;
+    order[i] = (first_row + row) % runs;
+  }
+  if (row >= runs) std::reverse(order.begin(), order.end());
   return order;
 }
 

@@ -106,10 +106,11 @@ class TrainingRun {
   std::unique_ptr<State> state_;
 };
 
-// The order in which round `round` (from 0) steps `runs` runs: all of them, starting at
-// round % runs. Which run goes first, right after the work between rounds, and which follows
-// which, varies: a run measured always right after the same neighbour (one whose thread pools
-// linger, or the profile between rounds) would carry that neighbour's cost in every step.
+// The order in which round `round` (from 0) steps `runs` runs: all of them, balanced so that over
+// `runs` rounds (2 * `runs` when odd) each run goes first equally often, right after the work
+// between rounds, and follows each other run equally often. A run measured always right after
+// the same neighbour (one whose thread pools linger, or the profile between rounds) would carry
+// that neighbour's cost in every step.
 std::vector<size_t> turn_order(int round, size_t runs);
 
 // A whole TrainingRun.
@@ -121,9 +122,8 @@ reports::RunRecord run_training(const TrainSettings& settings, const StepCallbac
 // rehearses its measured steps (TrainSettings::rehearse): the other runs' turns in between
 // would otherwise leave its caches cold, which slows the configurations with the most threads
 // and the smallest steps the most. `after_round` (when set) runs after each round of measured
-// steps, given its index from 0: work to be measured in turns with the runs. Each round starts
-// one run further on (turn_order), so that no run always follows the same one, or the work
-// after the round before.
+// steps, given its index from 0: work to be measured in turns with the runs. The rounds vary the
+// order (turn_order), so that no run always follows the same one, or the work between rounds.
 std::vector<reports::RunRecord> run_interleaved(
     const std::vector<TrainSettings>& settings,
     const std::function<void(int round)>& after_round = {});

@@ -7,6 +7,8 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <vector>
 
 namespace pipebal::workflow {
@@ -93,15 +95,31 @@ TEST(TrainingRun, TheConstructingThreadRunsOneIntraOpThreadWhileTheRunLives) {
   EXPECT_EQ(at::get_num_threads(), 2);
 }
 
-// Every round steps every run once; over as many rounds as runs, each run goes first once and
-// follows each of the others once.
-TEST(TurnOrder, EachRoundStartsOneRunFurtherOn) {
-  EXPECT_EQ(turn_order(0, 3), (std::vector<size_t>{0, 1, 2}));
-  EXPECT_EQ(turn_order(1, 3), (std::vector<size_t>{1, 2, 0}));
-  EXPECT_EQ(turn_order(2, 3), (std::vector<size_t>{2, 0, 1}));
-  EXPECT_EQ(turn_order(3, 3), turn_order(0, 3));
+// Every round steps every run once; over a period (n rounds, 2n when n is odd) each run goes
+// first equally often and each run directly follows each other run equally often.
+TEST(TurnOrder, EachRunGoesFirstAndFollowsEveryOtherEquallyOften) {
+  EXPECT_EQ(turn_order(0, 4), (std::vector<size_t>{0, 1, 3, 2}));
+  EXPECT_EQ(turn_order(1, 4), (std::vector<size_t>{1, 2, 0, 3}));
+  EXPECT_EQ(turn_order(4, 4), turn_order(0, 4));
   EXPECT_EQ(turn_order(7, 1), (std::vector<size_t>{0}));
   EXPECT_TRUE(turn_order(4, 0).empty());
+  for (size_t n = 2; n <= 7; ++n) {
+    const int period = static_cast<int>(n % 2 == 0 ? n : 2 * n);
+    std::map<size_t, int> first;
+    std::map<std::pair<size_t, size_t>, int> follows;
+    for (int round = 0; round < period; ++round) {
+      std::vector<size_t> order = turn_order(round, n);
+      ++first[order.front()];
+      for (size_t i = 1; i < n; ++i) ++follows[{order[i - 1], order[i]}];
+      std::sort(order.begin(), order.end());
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(order[i], i) << "round " << round << " of " << n;
+    }
+    ASSERT_EQ(first.size(), n);
+    for (const auto& [run, count] : first) EXPECT_EQ(count, period / static_cast<int>(n)) << n;
+    ASSERT_EQ(follows.size(), n * (n - 1)) << n;
+    const int each = period * static_cast<int>(n - 1) / static_cast<int>(n * (n - 1));
+    for (const auto& [pair, count] : follows) EXPECT_EQ(count, each) << n;
+  }
 }
 
 TEST(RunInterleaved, CallsBackAfterEachRoundOfMeasuredStepsOnly) {
