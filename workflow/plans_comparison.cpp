@@ -18,6 +18,7 @@
 #include "profiler/profile_json.h"
 #include "profiler/profile_merge.h"
 #include "reports/validation_record.h"
+#include "workflow/interleaved_runs.h"
 #include "workflow/profiling.h"
 #include "workflow/training_run.h"
 

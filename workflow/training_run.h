@@ -41,8 +41,9 @@ struct TrainSettings {
   double step_timeout_s = 0;  // a step running longer fails with pipeline::StepTimeout; 0: never
   // Before each measured step, its forward and backward run once unmeasured and without an
   // update, so that the measured step starts with this run's weights, activations and threads
-  // warm even when other runs took turns in between (run_interleaved). It draws its own dropout
-  // masks and updates batch-norm statistics: for measuring, not for training a model to keep.
+  // warm even when other runs took turns in between (run_interleaved, workflow/interleaved_runs.h).
+  // It draws its own dropout masks and updates batch-norm statistics: for measuring, not for
+  // training a model to keep.
   bool rehearse = false;
   // One process per stage (rank r runs stage r) over c10d when set with world_size > 1, e.g.
   // from torchrun's environment (distributed::launch_env_from_process()). Every process runs
@@ -106,26 +107,7 @@ class TrainingRun {
   std::unique_ptr<State> state_;
 };
 
-// The order in which round `round` (from 0) steps `runs` runs: all of them, balanced so that over
-// `runs` rounds (2 * `runs` when odd) each run goes first equally often, right after the work
-// between rounds, and follows each other run equally often. A run measured always right after
-// the same neighbour (one whose thread pools linger, or the profile between rounds) would carry
-// that neighbour's cost in every step.
-std::vector<size_t> turn_order(int round, size_t runs);
-
 // A whole TrainingRun.
 reports::RunRecord run_training(const TrainSettings& settings, const StepCallback& on_step = {});
-
-// Several runs alive side by side, trained in turns after their warm-up: one measured step of
-// each, then the next, so that a slow spell of a shared machine falls on all of them alike and
-// ratios of their step times stay fair (validate's pipelined and one-micro-batch runs). Each
-// rehearses its measured steps (TrainSettings::rehearse): the other runs' turns in between
-// would otherwise leave its caches cold, which slows the configurations with the most threads
-// and the smallest steps the most. `after_round` (when set) runs after each round of measured
-// steps, given its index from 0: work to be measured in turns with the runs. The rounds vary the
-// order (turn_order), so that no run always follows the same one, or the work between rounds.
-std::vector<reports::RunRecord> run_interleaved(
-    const std::vector<TrainSettings>& settings,
-    const std::function<void(int round)>& after_round = {});
 
 }  // namespace pipebal::workflow

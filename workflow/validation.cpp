@@ -25,6 +25,7 @@
 #include "profiler/profiler.h"
 #include "reports/html_report.h"
 #include "reports/run_record.h"
+#include "workflow/interleaved_runs.h"
 #include "workflow/training_run.h"
 #include "workflow/watchdog.h"
 
