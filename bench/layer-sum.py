@@ -3,6 +3,8 @@
 profile's per-layer forward and backward times (one thread, the whole batch) beside the measured
 step of the plain model trained as one stage with one micro-batch (one thread), in interleaved
 rounds (profile, train, profile, train, ...); the ratio is per round, its median reported.
+Beside it the sum with what the profile says the engine adds to such a step (one forward and one
+backward action, `engine` in the profile): what the simulator predicts for the plain model.
 Each round also trains with subnormal floats kept (PIPEBAL_KEEP_DENORMALS=1; pipebal flushes
 them by default, workflow/denormals.h), to show what flushing them is worth per model.
 
@@ -60,7 +62,11 @@ def main():
             profile = os.path.join(work, "profile.json")
             run([pipebal, "profile", "--model", spec, "--input-shape", shape, "--chunks", "1",
                  "--threads", "1", "-q", "-o", profile])
-            layers = json.load(open(profile))["layers"]
+            document = json.load(open(profile))
+            layers = document["layers"]
+            # A step's own cost and one per action: the plain model's forward and backward.
+            engine = document.get("engine", {"step_ms": 0, "action_ms": 0})
+            engine_ms = engine["step_ms"] + 2 * engine["action_ms"]
             summed = sum(l["forward_ms"] + l["backward_ms"] for l in layers)
             # The layers' own medians, before the profiler scales them to the median pass.
             medians = sum(statistics.median(l["forward_samples_ms"]) +
@@ -74,6 +80,7 @@ def main():
             run(train, env=dict(os.environ, PIPEBAL_KEEP_DENORMALS="1"))
             kept = json.load(open(out))["median_step_ms"]
             rounds.append({"layers": len(layers), "sum_ms": summed, "medians_sum_ms": medians,
+                           "engine_ms": engine_ms,
                            "measured_ms": measured, "denormals_kept_ms": kept})
         raw["models"].append({"name": name, "spec": spec, "input_shape": shape,
                               "rounds": rounds})
@@ -101,6 +108,15 @@ def medians_column(rounds):
     return f"{statistics.median(r['medians_sum_ms'] / r['measured_ms'] for r in rounds):.3f}"
 
 
+def engine_column(rounds):
+    """The sum with the engine's cost over the measured step (median over rounds); raw data
+    from before it was recorded has none."""
+    if "engine_ms" not in rounds[0]:
+        return "–"
+    ratio = statistics.median((r["sum_ms"] + r["engine_ms"]) / r["measured_ms"] for r in rounds)
+    return f"{ratio:.3f}"
+
+
 def write_summary(raw, md):
     lines = [
         "# Do per-layer costs add up?",
@@ -115,11 +131,15 @@ def write_summary(raw, md):
         "(`PIPEBAL_KEEP_DENORMALS=1`; pipebal flushes them to zero by default), measured right "
         "after the one that flushes them; kept / flushed: the median of the rounds' ratios. "
         "Medians / measured: the same ratio with the layers' own medians summed, before the "
-        "profiler scales them to add up to the median pass (`profiler::summarise_passes`).",
+        "profiler scales them to add up to the median pass (`profiler::summarise_passes`). "
+        "With the engine / measured: the sum plus what the profile measured pipebal's engine "
+        "to add to such a step (its `engine` costs: once per step, and once per action, here a "
+        "forward and a backward), which the simulator adds too: its prediction for this step.",
         "",
         "| model | layers | sum of layers ms | measured step ms | sum / measured | "
-        "medians / measured | rounds apart | subnormals kept ms | kept / flushed |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "with the engine / measured | medians / measured | rounds apart | subnormals kept ms | "
+        "kept / flushed |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for m in raw["models"]:
         ratios = [r["sum_ms"] / r["measured_ms"] for r in m["rounds"]]
@@ -128,7 +148,8 @@ def write_summary(raw, md):
             f"| {m['name']} (`{m['spec']}` [{m['input_shape']}]) | {m['rounds'][0]['layers']} | "
             f"{statistics.median(r['sum_ms'] for r in m['rounds']):.1f} | "
             f"{statistics.median(r['measured_ms'] for r in m['rounds']):.1f} | "
-            f"{statistics.median(ratios):.3f} | {medians_column(m['rounds'])} | "
+            f"{statistics.median(ratios):.3f} | {engine_column(m['rounds'])} | "
+            f"{medians_column(m['rounds'])} | "
             f"{max(measured) / min(measured):.2f} | "
             f"{kept_columns(m['rounds'])} |")
     with open(md, "w") as f:
