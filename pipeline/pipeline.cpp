@@ -217,6 +217,17 @@ Pipeline::~Pipeline() {
   (void)activity_.release();
 }
 
+void Pipeline::run_on_stage_thread(int s, const std::function<void()>& job) {
+  if (abandoned_) {
+    throw std::logic_error("the pipeline was abandoned after a step timed out");
+  }
+  const auto local = std::find(local_stages_.begin(), local_stages_.end(), s);
+  if (local == local_stages_.end()) {
+    throw std::invalid_argument(fmt::format("stage {} does not run in this process", s));
+  }
+  workers_[static_cast<size_t>(local - local_stages_.begin())]->submit(job).get();
+}
+
 // One run of a job on every stage. Held by the jobs themselves, so that a stage still running
 // after a timeout never touches freed memory.
 struct Pipeline::ParallelRun {

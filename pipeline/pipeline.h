@@ -86,6 +86,12 @@ class Pipeline {
   // the last stage; an empty batch in the others).
   Batch forward(const Batch& input);
 
+  // Runs `job` on the thread of stage `s`, with the stage's intra-op thread pool, between steps,
+  // and waits for it; rethrows what it throws. For work that should share the stage's threads
+  // rather than start a pool of its own beside them (validate --auto profiles the plain model on
+  // several threads so). Throws std::invalid_argument when this process does not run stage `s`.
+  void run_on_stage_thread(int s, const std::function<void()>& job);
+
   int stages() const { return static_cast<int>(stages_.size()); }
   // Whether this process runs stage `s`.
   bool runs_stage(int s) const { return stages_[s] != nullptr; }

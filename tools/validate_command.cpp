@@ -57,7 +57,7 @@ void print_auto_table(const workflow::AutoValidation& v) {
                100 * (pick.measured_step_ms / fastest->measured_step_ms - 1),
                fmt::join(fastest->labels, ", "), balance::describe(fastest->config));
   }
-  if (pick.predicted_in_turns_ms > 0) {  // not for the plain model on several threads
+  if (pick.predicted_in_turns_ms > 0) {  // when profiled in turns
     fmt::print(
         "predicted from the profile taken in turns with the runs: {:.1f} ms for the pick "
         "({:+.1f}%)\n",
@@ -73,8 +73,14 @@ void run_auto_validate(const workflow::AutoValidateSettings& settings) {
         std::fflush(stdout);
       });
   print_auto_table(result);
-  fmt::print("\nwrote {0}/profile.json, profile-threads.json, plan.json, plan-validation.json\n",
-             settings.output);
+  // What this run wrote: the several-thread and in-turns profiles only when taken.
+  std::vector<std::string> written;
+  for (const std::string& file : workflow::plan_validation_files()) {
+    if (file != "report.html" && std::filesystem::exists(settings.output + "/" + file)) {
+      written.push_back(file);
+    }
+  }
+  fmt::print("\nwrote {}/{}\n", settings.output, fmt::join(written, ", "));
 }
 
 std::string describe_plan(const balance::Plan& plan) {

@@ -22,7 +22,7 @@ std::vector<size_t> turn_order(int round, size_t runs) {
 }
 
 std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings,
-                                                const std::function<void(int round)>& after_round) {
+                                                const AfterRound& after_round) {
   std::vector<std::unique_ptr<TrainingRun>> runs;
   int tag_base = 0;
   for (TrainSettings s : settings) {
@@ -30,6 +30,8 @@ std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>
     runs.push_back(std::make_unique<TrainingRun>(s, tag_base));
     tag_base += static_cast<int>(s.balance.size());
   }
+  std::vector<TrainingRun*> alive;
+  for (auto& run : runs) alive.push_back(run.get());
   // Warm-up (and memory counting) one run after the other, then measured steps in turns.
   for (auto& run : runs) {
     while (run->warming_up()) run->step();
@@ -42,7 +44,7 @@ std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>
       stepped = true;
     }
     if (!stepped) break;
-    if (after_round) after_round(round);
+    if (after_round) after_round(round, alive);
   }
   std::vector<reports::RunRecord> records;
   for (auto& run : runs) records.push_back(run->finish());

@@ -19,16 +19,19 @@ namespace pipebal::workflow {
 // that neighbour's cost in every step.
 std::vector<size_t> turn_order(int round, size_t runs);
 
+// Called after each round of measured steps with the round's index from 0 and the runs, in the
+// order of their settings, alive between two of their steps.
+using AfterRound = std::function<void(int round, const std::vector<TrainingRun*>& runs)>;
+
 // Several runs alive side by side, trained in turns after their warm-up: one measured step of
 // each, then the next, so that a slow spell of a shared machine falls on all of them alike and
 // ratios of their step times stay fair (validate's pipelined and one-micro-batch runs). Each
 // rehearses its measured steps (TrainSettings::rehearse): the other runs' turns in between
 // would otherwise leave its caches cold, which slows the configurations with the most threads
 // and the smallest steps the most. `after_round` (when set) runs after each round of measured
-// steps, given its index from 0: work to be measured in turns with the runs. The rounds vary the
+// steps: work to be measured in turns with the runs. The rounds vary the
 // order (turn_order), so that no run always follows the same one, or the work between rounds.
-std::vector<reports::RunRecord> run_interleaved(
-    const std::vector<TrainSettings>& settings,
-    const std::function<void(int round)>& after_round = {});
+std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings,
+                                                const AfterRound& after_round = {});
 
 }  // namespace pipebal::workflow

@@ -130,25 +130,43 @@ nlohmann::json configuration_json(const CheckedConfiguration& c) {
   return json;
 }
 
-// Every configuration of the stages' own thread count predicted again from the profile rounds
-// taken in turns with the runs.
-void predict_in_turns(std::vector<CheckedConfiguration>& list,
-                      const std::vector<profiler::Profile>& rounds,
+// Every configuration predicted again from the profiles taken in turns with the runs: `sized`
+// for the stages' own thread count, `wide` (when taken) for the plain model on several threads.
+void predict_in_turns(std::vector<CheckedConfiguration>& list, const profiler::Profile& sized,
+                      const std::optional<profiler::Profile>& wide,
                       const balance::CostOptions& costs) {
-  const balance::CostProfile sized = profiler::cost_profile(profiler::merge_profiles(rounds));
-  const balance::Configuration plain = balance::plain_model(sized, costs);
+  const balance::CostProfile sized_costs = profiler::cost_profile(sized);
+  const balance::Configuration plain = balance::plain_model(sized_costs, costs);
   for (CheckedConfiguration& c : list) {
-    if (c.config.threads_per_stage > 1) continue;
-    c.predicted_in_turns_ms = balance::reprice(sized, costs, c.config, plain).step_ms;
+    if (c.config.threads_per_stage <= 1) {
+      c.predicted_in_turns_ms = balance::reprice(sized_costs, costs, c.config, plain).step_ms;
+    } else if (wide && wide->environment.intra_op_threads == c.config.threads_per_stage) {
+      c.predicted_in_turns_ms =
+          balance::reprice(profiler::cost_profile(*wide), costs, c.config, plain).step_ms;
+    }
   }
+}
+
+// Where `list` holds the plain model on `threads` threads; -1 when it does not.
+int plain_on_threads_index(const std::vector<CheckedConfiguration>& list, int threads) {
+  for (size_t k = 0; k < list.size(); ++k) {
+    const balance::Configuration& c = list[k].config;
+    if (c.stages == 1 && c.threads_per_stage == threads) return static_cast<int>(k);
+  }
+  return -1;
 }
 
 }  // namespace
 
 const std::vector<std::string>& plan_validation_files() {
   // report.html: what `pipebal report DIR` adds, replaced with the rest by a new run.
-  static const std::vector<std::string> files = {
-      "profile.json", "profile-threads.json", "plan.json", "plan-validation.json", "report.html"};
+  static const std::vector<std::string> files = {"profile.json",
+                                                 "profile-threads.json",
+                                                 "profile-in-turns.json",
+                                                 "profile-threads-in-turns.json",
+                                                 "plan.json",
+                                                 "plan-validation.json",
+                                                 "report.html"};
   return files;
 }
 
@@ -285,16 +303,40 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   profiler::ProfileOptions in_turns = options;
   in_turns.warmup = 3;
   in_turns.repeat = 2;
-  std::vector<profiler::Profile> in_turns_rounds;
-  std::function<void(int)> profile_in_turns;
-  // Not the plain model on several threads: the runs' own several-thread pools, alive in turns,
-  // would push the process past the cores, and its threads would sleep between parallel regions,
-  // measuring it far slower than it runs.
+  std::vector<profiler::Profile> in_turns_rounds, wide_in_turns_rounds;
+  // The plain model on several threads is profiled on the thread of the run that trains it, with
+  // that run's pool: a pool of its own beside the runs' would push the process past the cores,
+  // and its threads would sleep between parallel regions, measuring it far slower than it runs.
+  // Its engine costs come from the profile taken up front (measuring them would start a pool).
+  const int wide_run = wide ? plain_on_threads_index(list, wide_threads) : -1;
+  profiler::ProfileOptions wide_in_turns = in_turns;
+  wide_in_turns.co_runners = 0;
+  wide_in_turns.measure_engine = false;
+  AfterRound profile_in_turns;
   if (p.profile_in_turns) {
-    profile_in_turns = [&](int) { profile_round(in_turns, in_turns_rounds, nullptr); };
+    profile_in_turns = [&](int, const std::vector<TrainingRun*>& alive) {
+      profile_round(in_turns, in_turns_rounds, nullptr);
+      if (wide_run < 0) return;
+      alive[static_cast<size_t>(wide_run)]->run_on_stage_thread(0, [&] {
+        wide_in_turns_rounds.push_back(
+            profile_at_sizes(model, inputs, {1}, p.seed, wide_in_turns, {}, beat));
+      });
+    };
   }
   const std::vector<reports::RunRecord> measured = run_interleaved(runs, profile_in_turns);
-  if (p.profile_in_turns) predict_in_turns(list, in_turns_rounds, search.costs);
+  if (p.profile_in_turns) {
+    const profiler::Profile sized = profiler::merge_profiles(in_turns_rounds);
+    write_file_atomically(output.staging() + "/profile-in-turns.json",
+                          profiler::profile_to_json(sized).dump(2) + "\n");
+    std::optional<profiler::Profile> wide_pooled;
+    if (!wide_in_turns_rounds.empty()) {
+      wide_pooled = profiler::merge_profiles(wide_in_turns_rounds);
+      wide_pooled->engine = wide->engine;
+      write_file_atomically(output.staging() + "/profile-threads-in-turns.json",
+                            profiler::profile_to_json(*wide_pooled).dump(2) + "\n");
+    }
+    predict_in_turns(list, sized, wide_pooled, search.costs);
+  }
   std::vector<double> predicted_ms, measured_ms;
   for (size_t k = 0; k < list.size(); ++k) {
     list[k].measured_step_ms = measured[k].median_step_ms;

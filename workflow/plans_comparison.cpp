@@ -227,7 +227,7 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
   const balance::Plan& first = plans.front().plan;
   std::optional<InTurnsProfiler> in_turns;
   if (s.profile_in_turns) in_turns.emplace(plans, s.seed);
-  const auto after_round = [&](int round) {
+  const auto after_round = [&](int round, const std::vector<TrainingRun*>& /*runs*/) {
     if (in_turns) in_turns->profile_round();
     say(fmt::format("round {} of {} done", round + 1, s.steps));
   };

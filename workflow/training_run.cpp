@@ -557,6 +557,10 @@ reports::RunRecord TrainingRun::finish() {
   return run;
 }
 
+void TrainingRun::run_on_stage_thread(int stage, const std::function<void()>& job) {
+  state_->pipeline->run_on_stage_thread(stage, job);
+}
+
 reports::RunRecord run_training(const TrainSettings& settings, const StepCallback& on_step) {
   TrainingRun run(settings);
   while (!run.done()) run.step(on_step);

@@ -99,6 +99,9 @@ class TrainingRun {
   reports::RunRecord finish();
   // Rank of this process in a multi-process run; 0 otherwise.
   int rank() const;
+  // Runs `job` on the thread of stage `stage` (run here), with its intra-op thread pool, between
+  // steps (pipeline::Pipeline::run_on_stage_thread).
+  void run_on_stage_thread(int stage, const std::function<void()>& job);
 
  private:
   void gather_ranks();

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -439,6 +440,44 @@ TEST(Pipeline, RejectsBadBalanceAndDevices) {
   EXPECT_THROW(pipeline.step(Batch(torch::randn({2, kWidth}, torch::kDouble)),
                              torch::randn({2, 3}, torch::kDouble), mse),
                std::invalid_argument);  // 4 chunks, 2 samples
+}
+
+// A job for a stage runs on the thread that runs the stage's actions, with its intra-op thread
+// count; what it throws comes back to the caller.
+TEST(Pipeline, RunsAJobOnTheThreadOfAStage) {
+  std::mutex mutex;
+  std::thread::id forward_thread;
+  LayerSeq seq("threads");
+  seq.add(make_layer("fc0", "Linear", nn::Linear(2, 2)));
+  seq.add(make_layer("seen", "Identity", nn::Functional([&](const at::Tensor& x) {
+                       std::lock_guard<std::mutex> lock(mutex);
+                       forward_thread = std::this_thread::get_id();
+                       return x;
+                     })));
+  PipelineOptions options;
+  options.chunks = 2;
+  options.threads_per_stage = 2;
+  const int callers = at::get_num_threads();
+  at::set_num_threads(1);  // the caller's count differs from the stages'
+  Pipeline pipeline(seq, {1, 1}, {}, options);
+  pipeline.step(Batch(torch::randn({4, 2})), torch::randn({4, 2}), mse);
+  std::thread::id job_thread[2];
+  int job_threads[2] = {0, 0};
+  for (int s = 0; s < 2; ++s) {
+    pipeline.run_on_stage_thread(s, [&, s] {
+      job_thread[s] = std::this_thread::get_id();
+      job_threads[s] = at::get_num_threads();
+    });
+    EXPECT_EQ(job_threads[s], 2) << s;
+    EXPECT_NE(job_thread[s], std::this_thread::get_id()) << s;
+  }
+  EXPECT_NE(job_thread[0], job_thread[1]);
+  EXPECT_EQ(job_thread[1], forward_thread);
+  EXPECT_THROW(pipeline.run_on_stage_thread(0, [] { throw std::runtime_error("job failed"); }),
+               std::runtime_error);
+  EXPECT_THROW(pipeline.run_on_stage_thread(2, [] {}), std::invalid_argument);
+  pipeline.step(Batch(torch::randn({4, 2})), torch::randn({4, 2}), mse);  // still usable
+  at::set_num_threads(callers);
 }
 
 TEST(Pipeline, LossFollowsThePlainModelStepForStep) {

@@ -377,19 +377,19 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
   const json& configs = v["configurations"];
   std::set<std::string> labels;
   std::set<int> predicted_ranks, measured_ranks;
+  double wide_in_turns_ms = 0;
   for (const json& c : configs) {
     for (const json& label : c["labels"]) labels.insert(label.get<std::string>());
     predicted_ranks.insert(c["predicted_rank"].get<int>());
     measured_ranks.insert(c["measured_rank"].get<int>());
     EXPECT_GT(c["measured_step_ms"].get<double>(), 0);
-    // Predicted again from the profile taken after each round (other samples, other times),
-    // except the plain model on several threads, which is not profiled in turns.
+    // Predicted again from the profiles taken after each round (other samples, other times),
+    // the plain model on several threads from the one taken on its own run's thread.
+    EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
+    EXPECT_NE(c["predicted_in_turns_step_ms"], c["predicted_step_ms"]) << c.dump();
+    EXPECT_TRUE(c.contains("step_error_in_turns")) << c.dump();
     if (c["threads_per_stage"].get<int>() > 1) {
-      EXPECT_FALSE(c.contains("predicted_in_turns_step_ms")) << c.dump();
-    } else {
-      EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
-      EXPECT_NE(c["predicted_in_turns_step_ms"], c["predicted_step_ms"]) << c.dump();
-      EXPECT_TRUE(c.contains("step_error_in_turns")) << c.dump();
+      wide_in_turns_ms = c["predicted_in_turns_step_ms"].get<double>();
     }
     int layers = 0;
     for (const json& n : c["balance"]) layers += n.get<int>();
@@ -428,9 +428,21 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
     }
   };
   expect_pooled(profile["layers"]);
-  if (std::thread::hardware_concurrency() >= 2) {
-    expect_pooled(json::parse(read_text(dir + "/out/profile-threads.json"))["layers"]);
+  if (std::thread::hardware_concurrency() < 2) return;
+  expect_pooled(json::parse(read_text(dir + "/out/profile-threads.json"))["layers"]);
+  // The plain model on 2 threads profiled after each of the 2 measured rounds, 2 passes each, on
+  // its run's 2-thread pool; its prediction in turns is what `balance` predicts from that profile.
+  const std::string wide = dir + "/out/profile-threads-in-turns.json";
+  const json wide_profile = json::parse(read_text(wide));
+  EXPECT_EQ(wide_profile["environment"]["intra_op_threads"], 2);
+  for (const json& layer : wide_profile["layers"]) {
+    EXPECT_EQ(layer["forward_samples_ms"].size(), 4u) << layer.dump();
   }
+  EXPECT_TRUE(wide_profile.contains("engine")) << "kept from the profile taken up front";
+  const CliResult priced = run_pipebal("balance " + wide + " --stages 1 --chunks 1 --json");
+  ASSERT_EQ(priced.status, 0) << priced.err;
+  EXPECT_DOUBLE_EQ(wide_in_turns_ms,
+                   json::parse(priced.out)["prediction"]["step_ms"].get<double>());
 }
 
 // 32 micro-batches of 2 samples through a tiny model: each call's fixed cost dwarfs its work, so

@@ -1,5 +1,5 @@
 // workflow::turn_order balances the order of the runs over the rounds; run_interleaved steps
-// every run and calls back after each round of measured steps.
+// every run and calls back after each round of measured steps with the runs alive.
 #include "workflow/interleaved_runs.h"
 
 #include <gtest/gtest.h>
@@ -52,7 +52,16 @@ TEST(RunInterleaved, CallsBackAfterEachRoundOfMeasuredStepsOnly) {
   five.warmup_steps = 2;
   std::vector<int> rounds;
   const std::vector<reports::RunRecord> runs =
-      run_interleaved({three, five}, [&rounds](int round) { rounds.push_back(round); });
+      run_interleaved({three, five}, [&](int round, const std::vector<TrainingRun*>& alive) {
+        rounds.push_back(round);
+        ASSERT_EQ(alive.size(), 2u);
+        // In the order of their settings, between their steps: the first done after its three
+        // measured rounds, the second after its five.
+        EXPECT_EQ(alive[0]->total_steps(), 1 + 3);
+        EXPECT_EQ(alive[1]->total_steps(), 2 + 5);
+        EXPECT_EQ(alive[0]->done(), round >= 2);
+        EXPECT_EQ(alive[1]->done(), round >= 4);
+      });
   // One call per round while any run still steps, none during the warm-up.
   EXPECT_EQ(rounds, (std::vector<int>{0, 1, 2, 3, 4}));
   ASSERT_EQ(runs.size(), 2u);
