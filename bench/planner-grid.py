@@ -90,7 +90,8 @@ def summary_row(name, spec, shape, doc):
     def error(predicted):
         return f"{100 * (predicted / measured_ms(pick) - 1):+.1f}%"
 
-    # The configurations profiled in turns: all but the plain model on several threads.
+    # The configurations predicted again in turns (raw data from before 9fa4747: all but the plain
+    # model on several threads).
     in_turns = [c for c in configs if "step_error_in_turns" in c]
 
     def median_abs(key):
@@ -178,8 +179,8 @@ def write_summary(raw, md):
         "micro-batch, gpipe and 1f1b with checkpoint never or except_last on the same balance) "
         "count once, as the median of their runs. After each measured round the model was profiled once "
         "more (`--profile-in-turns`), and every configuration predicted again from that profile "
-        "with its balance kept (all but the plain model on several threads, whose profile the runs' "
-        "own thread pools would slow): \"in turns\" below, and the median absolute error of "
+        "with its balance kept (the plain model on 2 threads, since 9fa4747, from a profile "
+        "taken on the thread of its own run, with that run's pool): \"in turns\" below, and the median absolute error of "
         "those configurations both ways; the difference between the two predictions is what the "
         "machine changed between the profile and the runs. \"Same work apart\": the largest ratio "
         "between runs of one such group (and their ms), the noise the comparisons sit in. The "
