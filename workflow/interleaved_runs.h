@@ -29,8 +29,8 @@ using AfterRound = std::function<void(int round, const std::vector<TrainingRun*>
 // rehearses its measured steps (TrainSettings::rehearse): the other runs' turns in between
 // would otherwise leave its caches cold, which slows the configurations with the most threads
 // and the smallest steps the most. `after_round` (when set) runs after each round of measured
-// steps: work to be measured in turns with the runs. The rounds vary the
-// order (turn_order), so that no run always follows the same one, or the work between rounds.
+// steps: work to be measured in turns with the runs. The rounds vary the order (turn_order), so
+// that no run always follows the same one, or the work between rounds.
 std::vector<reports::RunRecord> run_interleaved(const std::vector<TrainSettings>& settings,
                                                 const AfterRound& after_round = {});
 
