@@ -218,6 +218,11 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     watchdog.beat(fmt::format("profiling at micro-batch size {}, {} of {}", size, progress.done,
                               progress.total));
   };
+  // The plain model on the calling thread's intra-op threads: every device's, where it is called.
+  const auto profile_plain = [&](profiler::ProfileOptions at) {
+    at.co_runners = 0;
+    return profile_at_sizes(model, inputs, {1}, p.seed, at, {}, beat);
+  };
   std::vector<profiler::Profile> sized_rounds, wide_rounds;
   // One round: every size into `sized`, then (`wide` given) the plain model on every device's
   // threads.
@@ -226,8 +231,6 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                                  std::vector<profiler::Profile>* wide) {
     sized.push_back(profile_at_sizes(model, inputs, chunks, p.seed, at, co_runners, beat));
     if (!wide) return;
-    profiler::ProfileOptions wide_options = at;
-    wide_options.co_runners = 0;
     // On a thread of its own, which takes its OpenMP pool with it when it ends. A pool outliving
     // its use counts against the cores: once a process's pools hold more threads than there are
     // cores, libgomp's idle threads sleep almost at once instead of polling, and every parallel
@@ -235,7 +238,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     wide->push_back(std::async(std::launch::async, [&] {
                       at::internal::lazy_init_num_threads();
                       at::set_num_threads(wide_threads);
-                      return profile_at_sizes(model, inputs, {1}, p.seed, wide_options, {}, beat);
+                      return profile_plain(at);
                     }).get());
     at::set_num_threads(p.threads);  // ATen's default for new threads, which the pool set
   };
@@ -310,17 +313,14 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   // Its engine costs come from the profile taken up front (measuring them would start a pool).
   const int wide_run = wide ? plain_on_threads_index(list, wide_threads) : -1;
   profiler::ProfileOptions wide_in_turns = in_turns;
-  wide_in_turns.co_runners = 0;
   wide_in_turns.measure_engine = false;
   AfterRound profile_in_turns;
   if (p.profile_in_turns) {
     profile_in_turns = [&](int, const std::vector<TrainingRun*>& alive) {
       profile_round(in_turns, in_turns_rounds, nullptr);
       if (wide_run < 0) return;
-      alive[static_cast<size_t>(wide_run)]->run_on_stage_thread(0, [&] {
-        wide_in_turns_rounds.push_back(
-            profile_at_sizes(model, inputs, {1}, p.seed, wide_in_turns, {}, beat));
-      });
+      alive[static_cast<size_t>(wide_run)]->run_on_stage_thread(
+          0, [&] { wide_in_turns_rounds.push_back(profile_plain(wide_in_turns)); });
     };
   }
   const std::vector<reports::RunRecord> measured = run_interleaved(runs, profile_in_turns);
