@@ -194,15 +194,27 @@ bool has_schedule(const std::vector<Configuration>& configs, ScheduleKind schedu
                      [schedule](const Configuration& c) { return c.schedule == schedule; });
 }
 
-// The fastest of `ranked` (sorted), unless it pipelines and the fastest that does not is within
-// `min_gain` of it.
+// How much a configuration asks of the machine: the plain model on one device (its micro-batches
+// accumulated or not), what does not pipeline but occupies several devices (the plain model on
+// several threads, data-parallel replicas), a pipeline.
+int demand(const Configuration& c) {
+  if (c.stages > 1) return 2;
+  return c.devices > 1 ? 1 : 0;
+}
+
+// The fastest of `ranked` (sorted), unless one that asks less of the machine is within
+// `min_gain` of it: the fastest of the least demanding such kind.
 size_t recommended(const std::vector<Configuration>& ranked, double min_gain) {
-  if (ranked.empty() || ranked.front().stages == 1) return 0;
-  const auto unpipelined = std::find_if(ranked.begin(), ranked.end(),
-                                        [](const Configuration& c) { return c.stages == 1; });
-  if (unpipelined == ranked.end()) return 0;
-  const bool clear_gain = unpipelined->step_ms >= ranked.front().step_ms * (1 + min_gain);
-  return clear_gain ? 0 : static_cast<size_t>(unpipelined - ranked.begin());
+  if (ranked.empty()) return 0;
+  const double margin = ranked.front().step_ms * (1 + min_gain);
+  for (int kind = 0; kind < demand(ranked.front()); ++kind) {
+    const auto fastest = std::find_if(ranked.begin(), ranked.end(),
+                                      [kind](const Configuration& c) { return demand(c) == kind; });
+    if (fastest != ranked.end() && fastest->step_ms < margin) {
+      return static_cast<size_t>(fastest - ranked.begin());
+    }
+  }
+  return 0;
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // simulator predicts its step, costs taken at that configuration's micro-batch size
 // (micro_batch_costs.h). The answer is ranked by predicted time per mini-batch and compared with
 // the plain model on one device; it recommends pipelining only when that is predicted clearly
-// faster than not pipelining (PlanSearch::min_gain).
+// faster than not pipelining, and more devices only when they are predicted clearly faster than
+// one (PlanSearch::min_gain).
 //
 //   PlanSearch search;
 //   search.devices = 2;
@@ -54,9 +55,12 @@ struct PlanSearch {
   // A pipelined configuration is recommended only when it is predicted at least this much
   // faster (0.05: 5%) than the best one that does not pipeline (one stage: the plain model on
   // one device or on several threads, its micro-batches accumulated, or data-parallel replicas
-  // of it). Pipelining costs what a profile of the layers does not see (hand-offs between
-  // threads or processes, a stage's caches gone cold between its actions) and predictions err
-  // by more than a few percent: a predicted gain smaller than that is not worth the risk.
+  // of it), and one of those on several devices only when it is this much faster than the
+  // plain model on one device. Pipelining costs what a profile of the layers does not see
+  // (hand-offs between threads or processes, a stage's caches gone cold between its actions), a
+  // second thread or process what a profile on an idle machine does not (wake-ups, a core shared
+  // with the rest of the system), and predictions err by more than a few percent: a predicted
+  // gain smaller than that is not worth the risk, nor the devices.
   double min_gain = 0.05;
 };
 
@@ -102,8 +106,9 @@ struct PlanSearchResult {
   std::vector<pipeline::ScheduleKind> dominated_schedules;
   // The profile measured one micro-batch size: counts other than its own were not searched.
   bool one_size = false;
-  // Which of `ranked` to run: the fastest, unless it pipelines and the fastest configuration
-  // that does not is within PlanSearch::min_gain of it.
+  // Which of `ranked` to run: the fastest, unless one that asks less of the machine is within
+  // PlanSearch::min_gain of it -- then the fastest of the least demanding such kind: the plain
+  // model on one device before what does not pipeline on several devices, before a pipeline.
   size_t recommended = 0;
   const Configuration& recommendation() const { return ranked.at(recommended); }
 };

@@ -184,9 +184,11 @@ def write_summary(raw, md):
         "those configurations both ways; the difference between the two predictions is what the "
         "machine changed between the profile and the runs. \"Same work apart\": the largest ratio "
         "between runs of one such group (and their ms), the noise the comparisons sit in. The "
-        "pick is the plan's recommendation: the fastest prediction, unless that pipelines and a "
-        "configuration that does not is predicted within 5% of it (`--min-gain`), which is then "
-        "picked; the fastest prediction passed over is shown beside it.",
+        "pick is the plan's recommendation: the fastest prediction, unless one that asks less of "
+        "the machine is predicted within 5% of it (`--min-gain`; since 2026-12-04 also the plain "
+        "model on one device over it on 2 threads, before only one that does not pipeline over "
+        "one that does), which is then picked; the fastest prediction passed over is shown "
+        "beside it.",
         "",
         "| model | distinct configurations | planner's pick | fastest predicted, passed over "
         "(--min-gain 5%) | predicted ms | measured ms | prediction error "

@@ -33,7 +33,8 @@ constexpr const char* kFooter =
     "Micro-batch counts come from the profile's sizes (profile with several --chunks); costs\n"
     "between measured sizes are interpolated. Step times are the simulator's, per mini-batch.\n"
     "Pipelining is recommended only when predicted at least --min-gain percent faster than\n"
-    "the best configuration that does not pipeline; the ranking itself is by predicted time.";
+    "the best configuration that does not pipeline, and more threads or replicas only when\n"
+    "that much faster than one device; the ranking itself is by predicted time.";
 
 balance::PlanSearch plan_search(const PlanParams& params, const balance::CostProfile& profile) {
   balance::PlanSearch search;
@@ -115,10 +116,11 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
   if (result.recommended > 0) {
     const Configuration& fastest = result.ranked.front();
     out << fmt::format(
-        "pipelining does not pay enough here: {} is predicted fastest, but only {:.1f}% faster "
+        "{} does not pay enough here: {} is predicted fastest, but only {:.1f}% faster "
         "than {} (--min-gain {}%), which pipebal recommends: {:.3f} ms per step, {:.2f}x the "
         "plain model\n",
-        balance::describe(fastest), 100 * (best.step_ms / fastest.step_ms - 1),
+        fastest.stages > 1 ? "pipelining" : "using more devices", balance::describe(fastest),
+        100 * (best.step_ms / fastest.step_ms - 1),
         balance::describe(best), params.min_gain_percent, best.step_ms, best.speedup);
   } else if (best.stages == 1 && best.chunks == 1 && best.replicas == 1 &&
              best.threads_per_stage <= 1) {
@@ -230,8 +232,9 @@ void add_plan_command(CLI::App& app) {
                 "device: pipebal launch)");
   sub->add_option("--min-gain", params->min_gain_percent,
                   "Recommend pipelining only when predicted at least this many percent faster "
-                  "than the best configuration that does not pipeline (a profile does not see "
-                  "all that pipelining costs)")
+                  "than the best configuration that does not pipeline, and the plain model on "
+                  "several devices only when this much faster than on one (a profile does not "
+                  "see all that more devices cost)")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   sub->add_option("--top", params->top, "Configurations to list")->capture_default_str();

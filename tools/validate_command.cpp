@@ -221,8 +221,9 @@ void add_validate_command(CLI::App& app) {
       ->capture_default_str();
   auto min_gain_percent = std::make_shared<double>(100 * automatic->min_gain);
   cmd->add_option("--min-gain", *min_gain_percent,
-                  "--auto: recommend pipelining only when predicted this many percent faster than "
-                  "not pipelining (as pipebal plan --min-gain)")
+                  "--auto: recommend pipelining (or more devices) only when predicted this many "
+                  "percent faster than not pipelining (than one device; as pipebal plan "
+                  "--min-gain)")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   auto searched = std::make_shared<std::pair<std::vector<std::string>, std::vector<std::string>>>();

@@ -202,6 +202,65 @@ TEST(PlanCli, PlanRecommendsPipeliningOnlyAboveTheMinimumGain) {
       << r.out;
 }
 
+// The plain model on 2 threads (--plain-profile), predicted 2% faster than on one device, is
+// ranked first but recommended only when --min-gain is below its gain; pipelines lose here (one
+// micro-batch).
+TEST(PlanCli, PlanRecommendsMoreThreadsOnlyAboveTheMinimumGain) {
+  const std::string dir = fresh_dir("plan_threads_gain");
+  CliResult r = run_pipebal("profile " + kModel + " --chunks 1 --warmup 1 --repeat 3 -q -o " +
+                            dir + "/one.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // The same profile as if measured on 2 threads, every layer 2% faster, the engine unchanged.
+  json wide = json::parse(read_text(dir + "/one.json"));
+  wide["environment"]["intra_op_threads"] = 2;
+  for (json& layer : wide["layers"]) {
+    for (auto& [key, value] : layer.items()) {
+      if (value.is_number_float() && key.size() > 3 && key.substr(key.size() - 3) == "_ms") {
+        value = value.get<double>() / 1.02;
+      } else if (key.find("_samples_ms") != std::string::npos) {
+        for (json& sample : value) sample = sample.get<double>() / 1.02;
+      }
+    }
+  }
+  std::ofstream(dir + "/two.json") << wide.dump(2);
+  const std::string plan = "plan " + dir + "/one.json --devices 2 --chunks 1 --plain-profile " +
+                           dir + "/two.json";
+
+  r = run_pipebal(plan + " --format json -o " + dir + "/plan.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json cautious = json::parse(r.out);
+  const json& fastest = cautious["ranked"][0];
+  ASSERT_EQ(fastest["threads_per_stage"], 2);
+  const double gain = cautious["plain"]["step_ms"].get<double>() / fastest["step_ms"].get<double>();
+  ASSERT_GT(gain, 1.0);
+  ASSERT_LT(gain, 1.05);
+  const int rank = cautious["recommended_rank"].get<int>();
+  ASSERT_GT(rank, 1);
+  const json& pick = cautious["ranked"][rank - 1];
+  EXPECT_EQ(pick["stages"], 1);
+  EXPECT_EQ(pick["devices"], 1);
+  EXPECT_EQ(pick["step_ms"], cautious["plain"]["step_ms"]);
+  EXPECT_EQ(json::parse(read_text(dir + "/plan.json")), cautious["recommended"]);
+  EXPECT_NE(cautious["recommended"].value("threads_per_stage", 0), 2);
+
+  r = run_pipebal(plan);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("using more devices does not pay enough here: the plain model on 2 threads "
+                       "is predicted fastest"),
+            std::string::npos)
+      << r.out;
+
+  r = run_pipebal(plan + " --min-gain 0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("pipelining does not pay here: the plain model on 2 threads is predicted "
+                       "fastest"),
+            std::string::npos)
+      << r.out;
+  r = run_pipebal(plan + " --min-gain 0 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["recommended_rank"], 1);
+}
+
 // Zero-bubble H1 when listed: the profile times each layer's W, the planner weighs zb-h1 against
 // 1F1B, and a zb-h1 plan trains as it says.
 TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
