@@ -392,7 +392,10 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
           "profile the same model and input",
           wide.layers.size(), wide.mini_batch_size(), profile.layers.size(), batch));
     }
-    if (wide.threads < 2 || wide.threads > search.devices) continue;
+    if (wide.threads < 2 || wide.threads > search.devices) {
+      result.plain_threads_not_weighed.push_back(wide.threads);
+      continue;
+    }
     ++result.searched;
     Configuration config = plain_on_threads(wide, search.costs, wide.threads);
     if (!config.plan.fits_memory()) {

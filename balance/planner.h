@@ -106,6 +106,9 @@ struct PlanSearchResult {
   std::vector<pipeline::ScheduleKind> dominated_schedules;
   // The profile measured one micro-batch size: counts other than its own were not searched.
   bool one_size = false;
+  // Thread counts of PlanSearch::plain_profiles not weighed: fewer than 2, or more than the
+  // devices (a user who gave them learns why no such candidate is ranked).
+  std::vector<int> plain_threads_not_weighed;
   // Which of `ranked` to run: the fastest, unless one that asks less of the machine is within
   // PlanSearch::min_gain of it -- then the fastest of the least demanding such kind: the plain
   // model on one device before what does not pipeline on several devices, before a pipeline.

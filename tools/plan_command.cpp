@@ -185,6 +185,15 @@ void run_plan(const PlanParams& params, std::ostream& out) {
   const balance::CostProfile profile = balance::read_profile(params.profile_path);
   const balance::PlanSearchResult result =
       balance::search_plans(profile, plan_search(params, profile));
+  for (const int threads : result.plain_threads_not_weighed) {
+    std::cerr << fmt::format(
+        "pipebal: warning: a --plain-profile measured on {} thread{} was not weighed: {}\n",
+        threads, threads == 1 ? "" : "s",
+        threads < 2 ? std::string("the plain model on several threads needs a profile made with "
+                                  "--threads 2 or more")
+                    : fmt::format("it needs {} devices, --devices is {}", threads,
+                                  params.devices));
+  }
   if (!params.output_path.empty()) {
     balance::write_plan(params.output_path, result.recommendation().plan);
   }

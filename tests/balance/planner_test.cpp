@@ -239,9 +239,12 @@ TEST(Planner, WeighsThePlainModelOnMoreThreads) {
   EXPECT_NEAR(best.speedup, 2.0, 1e-12);  // beats the pipeline's 16/9
   EXPECT_EQ(describe(best), "the plain model on 2 threads");
   // More threads than devices are not a candidate; another model's profile is refused.
+  EXPECT_TRUE(result.plain_threads_not_weighed.empty());
   search.devices = 1;
   search.plain_profiles = {wide};
-  EXPECT_EQ(search_plans(profile, search).ranked.front().threads_per_stage, 0);
+  const PlanSearchResult one_device = search_plans(profile, search);
+  EXPECT_EQ(one_device.ranked.front().threads_per_stage, 0);
+  EXPECT_EQ(one_device.plain_threads_not_weighed, std::vector<int>{2});
   search.devices = 2;
   search.plain_profiles = {profile_of({1, 1}, 0, 8)};
   EXPECT_THROW(search_plans(profile, search), std::invalid_argument);

@@ -204,7 +204,7 @@ TEST(PlanCli, PlanRecommendsPipeliningOnlyAboveTheMinimumGain) {
 
 // The plain model on 2 threads (--plain-profile), predicted 2% faster than on one device, is
 // ranked first but recommended only when --min-gain is below its gain; pipelines lose here (one
-// micro-batch).
+// micro-batch). On one device it is not weighed, with a warning.
 TEST(PlanCli, PlanRecommendsMoreThreadsOnlyAboveTheMinimumGain) {
   const std::string dir = fresh_dir("plan_threads_gain");
   CliResult r = run_pipebal("profile " + kModel + " --chunks 1 --warmup 1 --repeat 3 -q -o " +
@@ -259,6 +259,18 @@ TEST(PlanCli, PlanRecommendsMoreThreadsOnlyAboveTheMinimumGain) {
   r = run_pipebal(plan + " --min-gain 0 --format json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["recommended_rank"], 1);
+  EXPECT_EQ(r.err, "");
+
+  // On one device the 2-thread profile is not weighed, and the user is told why.
+  r = run_pipebal("plan " + dir + "/one.json --devices 1 --chunks 1 --plain-profile " + dir +
+                  "/two.json --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const json& config : json::parse(r.out)["ranked"]) {
+    EXPECT_NE(config.value("threads_per_stage", 0), 2);
+  }
+  EXPECT_EQ(r.err,
+            "pipebal: warning: a --plain-profile measured on 2 threads was not weighed: it needs "
+            "2 devices, --devices is 1\n");
 }
 
 // Zero-bubble H1 when listed: the profile times each layer's W, the planner weighs zb-h1 against
