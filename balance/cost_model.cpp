@@ -64,7 +64,8 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
     throw std::invalid_argument(
         fmt::format("link latency must be from 0 to 1e6 ms, got {}", options.latency_ms));
   }
-  for (const double ms : {options.engine.step_ms, options.engine.action_ms}) {
+  for (const double ms :
+       {options.engine.step_ms, options.engine.action_ms, options.engine.handoff_ms}) {
     if (!(ms >= 0 && ms <= 1e6)) {
       throw std::invalid_argument(
           fmt::format("the engine's costs must be from 0 to 1e6 ms, got {}", ms));
@@ -153,7 +154,7 @@ CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions opti
       transfer_ms_[l + 1] =
           static_cast<double>(layer.output_bytes) / options_.bandwidth_bytes_per_ms;
     }
-    if (l + 1 < n) transfer_ms_[l + 1] += options_.latency_ms;
+    if (l + 1 < n) transfer_ms_[l + 1] += message_latency_ms();
   }
   first_weight_held_bytes_.assign(n + 1, 0);
   for (size_t end = 1; end <= n; ++end) {

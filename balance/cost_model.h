@@ -3,6 +3,7 @@
 // Every partitioner and the simulator's inputs come from here, so they agree by construction.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -36,7 +37,8 @@ struct CostOptions {
   std::vector<double> device_speeds;       // empty: all 1; one value: every stage; interleaved:
                                            // also one per device
   double bandwidth_bytes_per_ms = 0;       // link bandwidth; 0: transfers are free
-  double latency_ms = 0;                   // added to every transfer between stages
+  double latency_ms = 0;                   // added to every transfer between stages (at least
+                                           // the engine's hand-off: message_latency_ms())
   // Pipeline replicas trained data-parallel: after each step every stage all-reduces its
   // gradients over its replicas at this bandwidth (0: free).
   int replicas = 1;
@@ -75,6 +77,12 @@ class CostModel {
   double overhead_ms(int stage) const { return options_.engine.action_ms * actions_[stage]; }
   // Time to send the output of layer end-1 to the next stage (one way); 0 after the last layer.
   double transfer_ms(int end) const { return transfer_ms_[end]; }
+  // What every message between stages costs besides its bytes: the link's latency, and at least
+  // the engine's hand-off to the receiving stage's thread (a measured link's latency, taken
+  // through the engine's channels, includes it).
+  double message_latency_ms() const {
+    return std::max(options_.latency_ms, options_.engine.handoff_ms);
+  }
   // Time of the stage's gradient all-reduce over its replicas after the step (a ring: each
   // replica sends and receives 2 (R - 1) / R of the gradient bytes); 0 with one replica.
   double allreduce_ms(int first, int end) const;

@@ -66,10 +66,13 @@ struct LayerCost {
 // What pipebal's engine adds to a step beyond its layers' costs, measured by the profiler on a
 // trivial model (profiler/engine_overhead.h): once per step (handing the step to the stages'
 // threads and collecting them) and once per action of a stage (taking and posting its messages,
-// the autograd call, the timeline). Host time: it does not scale with a device's speed.
+// the autograd call, the timeline), and once per message between two stages (`handoff_ms`: the
+// receiving stage's thread woken and handed the message, beyond the action that posts it).
+// Host time: it does not scale with a device's speed.
 struct EngineCost {
   double step_ms = 0;
   double action_ms = 0;
+  double handoff_ms = 0;  // 0 in profiles made before it was measured
 };
 
 // The same layers measured at another micro-batch size (`pipebal profile --chunks 1,2,4,8`):

@@ -134,8 +134,8 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
     }
     memory.push_back(m);
     if (end < model.layer_count()) {
-      // The bytes scale with the micro-batch; the link's latency does not.
-      const double latency = model.options().latency_ms;
+      // The bytes scale with the micro-batch; the latency and the hand-off do not.
+      const double latency = model.message_latency_ms();
       transfer_ms.push_back(latency + (model.transfer_ms(end) - latency) * scale);
     }
     first = end;

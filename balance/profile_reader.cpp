@@ -144,9 +144,12 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
   }
   if (r.has("engine")) {
     const JsonReader engine = r.at("engine");
-    profile.engine = EngineCost{engine.at("step_ms").number(0), engine.at("action_ms").number(0)};
-    for (const char* key : {"step_ms", "action_ms"}) {
-      if (engine.at(key).number(0) > kMaxLayerMs) engine.at(key).fail("is beyond any real step");
+    profile.engine = EngineCost{engine.at("step_ms").number(0), engine.at("action_ms").number(0),
+                                engine.has("handoff_ms") ? engine.at("handoff_ms").number(0) : 0};
+    for (const char* key : {"step_ms", "action_ms", "handoff_ms"}) {
+      if (engine.has(key) && engine.at(key).number(0) > kMaxLayerMs) {
+        engine.at(key).fail("is beyond any real step");
+      }
     }
   }
   if (r.has("link")) {

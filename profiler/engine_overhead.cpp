@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "pipeline/module_layer.h"
@@ -18,10 +19,14 @@ namespace {
 
 constexpr int kChunks = 8;
 constexpr int64_t kWidth = 8;
+constexpr int kStepRoundsPerRound = 10;
 
-pipeline::LayerSeq trivial_model() {
+pipeline::LayerSeq trivial_model(int layers = 1) {
   pipeline::LayerSeq model("engine-calibration");
-  model.add(pipeline::make_layer("fc", "Linear", torch::nn::Linear(kWidth, kWidth)));
+  for (int l = 0; l < layers; ++l) {
+    model.add(pipeline::make_layer(fmt::format("fc{}", l), "Linear",
+                                   torch::nn::Linear(kWidth, kWidth)));
+  }
   return model;
 }
 
@@ -51,6 +56,11 @@ class KeepDefaultGenerator {
   at::Tensor state_;
 };
 
+pipeline::PipelineOptions with_chunks(pipeline::PipelineOptions options, int chunks) {
+  options.chunks = chunks;
+  return options;
+}
+
 }  // namespace
 
 balance::EngineCost measure_engine_cost(int rounds) {
@@ -66,22 +76,28 @@ balance::EngineCost measure_engine_cost(int rounds) {
   options.threads_per_stage = at::get_num_threads();
   options.chunks = 1;
   pipeline::Pipeline single(trivial_model(), {1}, {}, options);
-  options.chunks = kChunks;
-  pipeline::Pipeline several(trivial_model(), {1}, {}, options);
+  pipeline::Pipeline several(trivial_model(), {1}, {}, with_chunks(options, kChunks));
+  pipeline::Pipeline one_stage(trivial_model(2), {2}, {}, options);
+  pipeline::Pipeline two_stages(trivial_model(2), {1, 1}, {}, options);
 
-  std::vector<double> single_ms, several_ms;
-  for (int r = -3; r < rounds; ++r) {  // three rounds of warm-up
-    const double a = single.step(one, target.narrow(0, 0, 1), mse).step_ms;
+  // Steps of a trivial model take a tenth of a millisecond: many rounds cost little, and the
+  // differences sought are a few microseconds. Each difference is taken within its round.
+  std::vector<double> single_ms, several_ms, second_stage_ms;
+  const at::Tensor first_target = target.narrow(0, 0, 1);
+  for (int r = -3; r < kStepRoundsPerRound * rounds; ++r) {  // three rounds of warm-up
+    const double a = single.step(one, first_target, mse).step_ms;
     const double b = several.step(all, target, mse).step_ms;
+    const double c = one_stage.step(one, first_target, mse).step_ms;
+    const double d = two_stages.step(one, first_target, mse).step_ms;
     if (r < 0) continue;
     single_ms.push_back(a);
     several_ms.push_back(b);
+    second_stage_ms.push_back(d - c);
   }
 
   ProfileOptions layer_options;
   layer_options.repeat = rounds;
   layer_options.measure_engine = false;
-  const at::Tensor first_target = target.narrow(0, 0, 1);
   layer_options.loss = [first_target](const at::Tensor& output) {
     return mse(output, first_target);
   };
@@ -92,6 +108,8 @@ balance::EngineCost measure_engine_cost(int rounds) {
   balance::EngineCost cost;
   cost.action_ms = std::max(0.0, (per_micro_batch_ms - compute_ms) / 2);
   cost.step_ms = std::max(0.0, median(single_ms) - per_micro_batch_ms);
+  const double two_messages_ms = median(second_stage_ms) - 2 * cost.action_ms;
+  cost.handoff_ms = std::max(0.0, two_messages_ms / 2);
   return cost;
 }
 

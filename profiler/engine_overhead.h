@@ -7,7 +7,11 @@
 // alternating rounds, and the layer is profiled as any model's, loss included. With c the
 // profiled forward + backward of one sample:
 //   step(1) = step_ms + 2 action_ms + c      step(8) = step_ms + 8 (2 action_ms + c)
-// Both are clamped at 0 (the profile of so small a layer may exceed its share of a step).
+// The hand-off comes from two such layers at one micro-batch, as one stage and as two: the two
+// stages take two actions and two messages more (the forward's output, the input's gradient),
+//   step(2 stages) - step(1 stage) = 2 action_ms + 2 handoff_ms
+// which also charges each message its share of waking a second stage's thread for the step.
+// All are clamped at 0 (the profile of so small a layer may exceed its share of a step).
 #pragma once
 
 #include "balance/layer_cost.h"

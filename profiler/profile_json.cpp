@@ -98,7 +98,8 @@ nlohmann::json profile_to_json(const Profile& profile) {
   if (!profile.inputs.empty()) doc["inputs"] = profile.inputs;
   if (profile.engine) {
     doc["engine"] = {{"step_ms", profile.engine->step_ms},
-                     {"action_ms", profile.engine->action_ms}};
+                     {"action_ms", profile.engine->action_ms},
+                     {"handoff_ms", profile.engine->handoff_ms}};
   }
   return doc;
 }

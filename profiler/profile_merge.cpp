@@ -105,13 +105,16 @@ Profile merge_profiles(const std::vector<Profile>& rounds) {
                   fmt::format(" at micro-batch size {}", size.micro_batch_size));
     }
   }
-  std::vector<double> step_ms, action_ms;
+  std::vector<double> step_ms, action_ms, handoff_ms;
   for (const Profile& round : rounds) {
     if (!round.engine) continue;
     step_ms.push_back(round.engine->step_ms);
     action_ms.push_back(round.engine->action_ms);
+    handoff_ms.push_back(round.engine->handoff_ms);
   }
-  if (!step_ms.empty()) pooled.engine = balance::EngineCost{median(step_ms), median(action_ms)};
+  if (!step_ms.empty()) {
+    pooled.engine = balance::EngineCost{median(step_ms), median(action_ms), median(handoff_ms)};
+  }
   summarise_passes(pooled.layers);
   for (Profile::Size& size : pooled.sizes) {
     summarise_passes(size.layers);

@@ -33,8 +33,10 @@ void print_profile_table(const Profile& profile, std::ostream& out) {
   out << fmt::format("\nforward + backward: {:.3f} ms per (micro-)batch of {}\n",
                      forward_ms + backward_ms, profile.batch_size);
   if (profile.engine) {
-    out << fmt::format("the engine's own costs: {:.3f} ms per step, {:.3f} ms per action\n",
-                       profile.engine->step_ms, profile.engine->action_ms);
+    out << fmt::format(
+        "the engine's own costs: {:.3f} ms per step, {:.3f} ms per action, {:.3f} ms per "
+        "hand-off between stages\n",
+        profile.engine->step_ms, profile.engine->action_ms, profile.engine->handoff_ms);
   }
 }
 

@@ -42,8 +42,8 @@ constexpr const char* kFooter =
     "Times are medians after warm-up; the profile is measured at the micro-batch size\n"
     "ceil(batch / chunks), which is what `pipebal balance --chunks` expects. Several counts\n"
     "measure several sizes (the first is the profile's own); balance interpolates between them.\n"
-    "On a CPU the profile also records what pipebal's engine adds per step and per action\n"
-    "(`engine`), which balance, plan and validate charge.\n"
+    "On a CPU the profile also records what pipebal's engine adds per step, per action and\n"
+    "per message between stages (`engine`), which balance, plan and validate charge.\n"
     "For stages that share a CPU, --co-runners (stages - 1) times each layer with the other\n"
     "cores as busy as the other stages will keep them.";
 

@@ -139,6 +139,36 @@ TEST(CostModel, EngineCostsAddToEveryActionAndOnceToTheStep) {
   EXPECT_THROW(CostModel(three_layers(), 1, options), std::invalid_argument);
 }
 
+// Every message between stages costs the engine's hand-off to the receiving thread, or the link's
+// latency where that is larger (a measured link's, taken through the engine, includes it). One
+// micro-batch through two stages has two on its critical path: the output and its gradient.
+TEST(CostModel, EveryMessageCostsTheEnginesHandOffAtLeast) {
+  CostOptions options = options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 1);
+  const CostModel free(three_layers(), 2, options);
+  options.engine.handoff_ms = 0.25;
+  const CostModel handed(three_layers(), 2, options);
+  EXPECT_DOUBLE_EQ(handed.message_latency_ms(), 0.25);
+  EXPECT_DOUBLE_EQ(handed.transfer_ms(1), free.transfer_ms(1) + 0.25);
+  EXPECT_DOUBLE_EQ(handed.transfer_ms(3), 0);  // after the last layer, no message
+  EXPECT_DOUBLE_EQ(simulate_balance(handed, {1, 2}, 1).step_ms,
+                   simulate_balance(free, {1, 2}, 1).step_ms + 2 * 0.25);
+  // One stage sends nothing.
+  EXPECT_DOUBLE_EQ(simulate_balance(CostModel(three_layers(), 1, options), {3}, 1).step_ms,
+                   simulate_balance(CostModel(three_layers(), 1, options_with(
+                                                  ScheduleKind::kGPipe, CheckpointMode::kNever, 1)),
+                                    {3}, 1)
+                       .step_ms);
+
+  options.latency_ms = 0.5;
+  const CostModel linked(three_layers(), 2, options);
+  EXPECT_DOUBLE_EQ(linked.message_latency_ms(), 0.5);
+  EXPECT_DOUBLE_EQ(simulate_balance(linked, {1, 2}, 1).step_ms,
+                   simulate_balance(free, {1, 2}, 1).step_ms + 2 * 0.5);
+
+  options.engine.handoff_ms = -1;
+  EXPECT_THROW(CostModel(three_layers(), 2, options), std::invalid_argument);
+}
+
 TEST(CostModel, GPipeKeepsEveryMicroBatch) {
   // Stage 1 holds layers 1-2: params 200 * 2, input 1000 (output of layer 0), activations 20.
   // Every micro-batch keeps the input it took until its backward.

@@ -139,6 +139,14 @@ TEST(ProfileReader, ReadsTheEnginesCostsWhenTheProfileHasThem) {
   ASSERT_TRUE(p.engine.has_value());
   EXPECT_DOUBLE_EQ(p.engine->step_ms, 0.25);
   EXPECT_DOUBLE_EQ(p.engine->action_ms, 0.125);
+  EXPECT_DOUBLE_EQ(p.engine->handoff_ms, 0);  // a profile from before it was measured
+  doc["engine"]["handoff_ms"] = 0.0625;
+  EXPECT_DOUBLE_EQ(profile_from_json(doc).engine->handoff_ms, 0.0625);
+  doc["engine"]["handoff_ms"] = -1;
+  expect_error(doc, "engine.handoff_ms is -1, expected a finite number >= 0");
+  doc["engine"]["handoff_ms"] = 1e13;
+  expect_error(doc, "engine.handoff_ms is beyond any real step");
+  doc["engine"].erase("handoff_ms");
   doc["engine"]["action_ms"] = -1;
   expect_error(doc, "engine.action_ms is -1, expected a finite number >= 0");
   doc["engine"] = {{"step_ms", 1e13}, {"action_ms", 0}};

@@ -80,13 +80,15 @@ TEST(ProfileJson, TheEnginesCostsReachTheBalancer) {
   Profile p = hand_profile();
   EXPECT_FALSE(profile_to_json(p).contains("engine"));
   EXPECT_FALSE(cost_profile(p).engine.has_value());
-  p.engine = balance::EngineCost{0.25, 0.125};
+  p.engine = balance::EngineCost{0.25, 0.125, 0.0625};
   const nlohmann::json doc = profile_to_json(p);
   EXPECT_DOUBLE_EQ(doc.at("engine").at("step_ms").get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(doc.at("engine").at("handoff_ms").get<double>(), 0.0625);
   const balance::CostProfile cost = cost_profile(p);
   ASSERT_TRUE(cost.engine.has_value());
   EXPECT_DOUBLE_EQ(cost.engine->step_ms, 0.25);
   EXPECT_DOUBLE_EQ(cost.engine->action_ms, 0.125);
+  EXPECT_DOUBLE_EQ(cost.engine->handoff_ms, 0.0625);
 }
 
 TEST(ProfileJson, BalancerReadsTheWrittenFile) {

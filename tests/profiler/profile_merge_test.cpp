@@ -87,13 +87,14 @@ TEST(SummarisePasses, LayersAddUpToTheMedianPassEachKeepingItsShare) {
 TEST(ProfileMerge, TheEnginesCostsAreTheMediansOfTheRoundsThatMeasuredThem) {
   std::vector<Profile> rounds = {round(1, 100), round(1, 100), round(1, 100), round(1, 100)};
   EXPECT_FALSE(merge_profiles(rounds).engine.has_value());
-  rounds[0].engine = balance::EngineCost{0.3, 0.01};
-  rounds[1].engine = balance::EngineCost{0.1, 0.05};
-  rounds[3].engine = balance::EngineCost{0.2, 0.02};
+  rounds[0].engine = balance::EngineCost{0.3, 0.01, 0.04};
+  rounds[1].engine = balance::EngineCost{0.1, 0.05, 0.06};
+  rounds[3].engine = balance::EngineCost{0.2, 0.02, 0.02};
   const Profile pooled = merge_profiles(rounds);
   ASSERT_TRUE(pooled.engine.has_value());
   EXPECT_DOUBLE_EQ(pooled.engine->step_ms, 0.2);
   EXPECT_DOUBLE_EQ(pooled.engine->action_ms, 0.02);
+  EXPECT_DOUBLE_EQ(pooled.engine->handoff_ms, 0.04);
 }
 
 TEST(ProfileMerge, OneRoundIsItself) {

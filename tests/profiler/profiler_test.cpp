@@ -239,6 +239,7 @@ TEST(Profiler, KeepsSamplesAndSpread) {
   ASSERT_TRUE(p.engine.has_value());
   EXPECT_TRUE(std::isfinite(p.engine->step_ms) && p.engine->step_ms >= 0);
   EXPECT_TRUE(std::isfinite(p.engine->action_ms) && p.engine->action_ms >= 0);
+  EXPECT_TRUE(std::isfinite(p.engine->handoff_ms) && p.engine->handoff_ms >= 0);
   options.measure_engine = false;
   EXPECT_FALSE(profile_model(seq, Batch(torch::randn({4, 8})), options).engine.has_value());
 }
@@ -253,6 +254,7 @@ TEST(Profiler, MeasuringTheEngineLeavesTheSeededStreamAlone) {
   EXPECT_TRUE(torch::equal(torch::randn({4}), expected));
   EXPECT_GE(cost.step_ms, 0.0);
   EXPECT_GE(cost.action_ms, 0.0);
+  EXPECT_GE(cost.handoff_ms, 0.0);
 }
 
 // The last stage computes the loss inside its backward action; so does the profile of the
