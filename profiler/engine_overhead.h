@@ -18,8 +18,8 @@
 
 namespace pipebal::profiler {
 
-// On the CPU, with the calling thread's intra-op thread count for the stage; `rounds` step
-// pairs and as many profiled passes (medians of each).
+// On the CPU, with the calling thread's intra-op thread count for the stage; `rounds` profiled
+// passes of the layer and ten times as many rounds of the four steps (medians of each).
 balance::EngineCost measure_engine_cost(int rounds = 20);
 
 }  // namespace pipebal::profiler
