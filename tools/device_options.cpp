@@ -58,10 +58,13 @@ void apply_device_params(const DeviceParams& params, const balance::CostProfile&
 
 std::string measured_link_note(const DeviceParams& params, const balance::CostProfile& profile) {
   if (!params.bandwidth.empty() || !profile.link) return "";
+  const double handoff_ms = profile.engine ? profile.engine->handoff_ms : 0;
   return fmt::format(
-      "transfers over the link measured in the profile: {:.3f} ms latency + bytes "
-      "at {}\n",
-      profile.link->latency_ms, balance::format_bandwidth(profile.link->bandwidth_bytes_per_ms));
+      "transfers over the link measured in the profile: {:.3f} ms latency + bytes at {}{}\n",
+      profile.link->latency_ms, balance::format_bandwidth(profile.link->bandwidth_bytes_per_ms),
+      handoff_ms > profile.link->latency_ms
+          ? fmt::format(" (each message at least the engine's hand-off, {:.3f} ms)", handoff_ms)
+          : "");
 }
 
 }  // namespace pipebal::tools

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <tuple>
@@ -200,7 +201,7 @@ TEST(LaunchCli, InterleavedRunsSeveralStagesPerProcessExactlyLikeOneProcess) {
 }
 
 // `pipebal link` between two processes adds the measured link to a profile; balance then prices
-// transfers with it.
+// transfers with it, each message at least the engine's hand-off.
 TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
   const std::string dir = scratch_dir();
   const std::string profile = dir + "/profile.json";
@@ -224,6 +225,25 @@ TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
   EXPECT_EQ(balanced.status, 0) << balanced.err;
   EXPECT_NE(balanced.out.find("transfers over the link measured in the profile"), std::string::npos)
       << balanced.out;
+
+  // A message costs at least the engine's hand-off between stages, and the note says so when
+  // that is more than the link's latency.
+  nlohmann::json quick = doc;
+  quick["link"]["latency_ms"] = 0.001;
+  quick["engine"]["handoff_ms"] = 0.05;
+  const std::string quick_path = profile + ".quick.json";
+  std::ofstream(quick_path) << quick.dump(2);
+  const CliResult noted = run_pipebal("balance " + quick_path + " --stages 2");
+  EXPECT_EQ(noted.status, 0) << noted.err;
+  EXPECT_NE(noted.out.find("0.001 ms latency + bytes at "), std::string::npos) << noted.out;
+  EXPECT_NE(noted.out.find("(each message at least the engine's hand-off, 0.050 ms)"),
+            std::string::npos)
+      << noted.out;
+  quick["engine"]["handoff_ms"] = 0;
+  std::ofstream(quick_path) << quick.dump(2);
+  const CliResult plain = run_pipebal("balance " + quick_path + " --stages 2");
+  EXPECT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("hand-off"), std::string::npos) << plain.out;
 }
 
 // An output that rank 0 cannot write stops the link before it measures anything.
