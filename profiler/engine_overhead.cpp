@@ -24,8 +24,8 @@ constexpr int kStepRoundsPerRound = 10;
 pipeline::LayerSeq trivial_model(int layers = 1) {
   pipeline::LayerSeq model("engine-calibration");
   for (int l = 0; l < layers; ++l) {
-    model.add(pipeline::make_layer(fmt::format("fc{}", l), "Linear",
-                                   torch::nn::Linear(kWidth, kWidth)));
+    model.add(
+        pipeline::make_layer(fmt::format("fc{}", l), "Linear", torch::nn::Linear(kWidth, kWidth)));
   }
   return model;
 }

@@ -120,8 +120,8 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
         "than {} (--min-gain {}%), which pipebal recommends: {:.3f} ms per step, {:.2f}x the "
         "plain model\n",
         fastest.stages > 1 ? "pipelining" : "using more devices", balance::describe(fastest),
-        100 * (best.step_ms / fastest.step_ms - 1),
-        balance::describe(best), params.min_gain_percent, best.step_ms, best.speedup);
+        100 * (best.step_ms / fastest.step_ms - 1), balance::describe(best),
+        params.min_gain_percent, best.step_ms, best.speedup);
   } else if (best.stages == 1 && best.chunks == 1 && best.replicas == 1 &&
              best.threads_per_stage <= 1) {
     out << "pipelining does not pay here: the plain model on one device is predicted fastest; "
@@ -191,8 +191,7 @@ void run_plan(const PlanParams& params, std::ostream& out) {
         threads, threads == 1 ? "" : "s",
         threads < 2 ? std::string("the plain model on several threads needs a profile made with "
                                   "--threads 2 or more")
-                    : fmt::format("it needs {} devices, --devices is {}", threads,
-                                  params.devices));
+                    : fmt::format("it needs {} devices, --devices is {}", threads, params.devices));
   }
   if (!params.output_path.empty()) {
     balance::write_plan(params.output_path, result.recommendation().plan);

@@ -153,11 +153,12 @@ TEST(CostModel, EveryMessageCostsTheEnginesHandOffAtLeast) {
   EXPECT_DOUBLE_EQ(simulate_balance(handed, {1, 2}, 1).step_ms,
                    simulate_balance(free, {1, 2}, 1).step_ms + 2 * 0.25);
   // One stage sends nothing.
-  EXPECT_DOUBLE_EQ(simulate_balance(CostModel(three_layers(), 1, options), {3}, 1).step_ms,
-                   simulate_balance(CostModel(three_layers(), 1, options_with(
-                                                  ScheduleKind::kGPipe, CheckpointMode::kNever, 1)),
-                                    {3}, 1)
-                       .step_ms);
+  EXPECT_DOUBLE_EQ(
+      simulate_balance(CostModel(three_layers(), 1, options), {3}, 1).step_ms,
+      simulate_balance(CostModel(three_layers(), 1,
+                                 options_with(ScheduleKind::kGPipe, CheckpointMode::kNever, 1)),
+                       {3}, 1)
+          .step_ms);
 
   options.latency_ms = 0.5;
   const CostModel linked(three_layers(), 2, options);

@@ -207,8 +207,8 @@ TEST(PlanCli, PlanRecommendsPipeliningOnlyAboveTheMinimumGain) {
 // micro-batch). On one device it is not weighed, with a warning.
 TEST(PlanCli, PlanRecommendsMoreThreadsOnlyAboveTheMinimumGain) {
   const std::string dir = fresh_dir("plan_threads_gain");
-  CliResult r = run_pipebal("profile " + kModel + " --chunks 1 --warmup 1 --repeat 3 -q -o " +
-                            dir + "/one.json");
+  CliResult r = run_pipebal("profile " + kModel + " --chunks 1 --warmup 1 --repeat 3 -q -o " + dir +
+                            "/one.json");
   ASSERT_EQ(r.status, 0) << r.err;
   // The same profile as if measured on 2 threads, every layer 2% faster, the engine unchanged.
   json wide = json::parse(read_text(dir + "/one.json"));
@@ -223,8 +223,8 @@ TEST(PlanCli, PlanRecommendsMoreThreadsOnlyAboveTheMinimumGain) {
     }
   }
   std::ofstream(dir + "/two.json") << wide.dump(2);
-  const std::string plan = "plan " + dir + "/one.json --devices 2 --chunks 1 --plain-profile " +
-                           dir + "/two.json";
+  const std::string plan =
+      "plan " + dir + "/one.json --devices 2 --chunks 1 --plain-profile " + dir + "/two.json";
 
   r = run_pipebal(plan + " --format json -o " + dir + "/plan.json");
   ASSERT_EQ(r.status, 0) << r.err;
