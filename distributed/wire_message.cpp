@@ -112,7 +112,7 @@ pipeline::Batch read_message(const at::Tensor& bytes, std::optional<c10::Device>
   }
   const auto* head = reinterpret_cast<const int64_t*>(bytes.data_ptr<uint8_t>());
   const int64_t count = head[1];
-  if (count < 2 || (2 + count) * kWord > size) {
+  if (count < 2 || count > size / kWord - 2) {
     throw std::runtime_error(fmt::format(
         "malformed message: a description of {} words in a message of {} bytes", count, size));
   }
@@ -120,7 +120,7 @@ pipeline::Batch read_message(const at::Tensor& bytes, std::optional<c10::Device>
   pipeline::Batch batch;
   const int64_t tensors = reader.next();
   const int64_t skips = reader.next();
-  if (tensors < 0 || skips < 0 || tensors + skips > count) {
+  if (tensors < 0 || skips < 0 || tensors > count || skips > count - tensors) {
     throw std::runtime_error(
         fmt::format("malformed message: {} tensors and {} skips", tensors, skips));
   }

@@ -5,6 +5,7 @@
 // a description alone is the message less its tensors' bytes and comes back as new tensors of
 // the same dtypes and shapes.
 #include <cstring>
+#include <limits>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -151,9 +152,13 @@ TEST(WireMessage, MalformedBuffersAreRefused) {
   EXPECT_THROW(unpack_message(good.narrow(0, 0, size - 1)), std::runtime_error);  // truncated
   EXPECT_THROW(unpack_message(with_word(1, 1)), std::runtime_error);     // description short
   EXPECT_THROW(unpack_message(with_word(1, size)), std::runtime_error);  // past the end
+  // So many words that counting their bytes would overflow: (2 + 2^61) * 8 wraps to 16.
+  EXPECT_THROW(unpack_message(with_word(1, int64_t{1} << 61)), std::runtime_error);
   EXPECT_THROW(unpack_message(with_word(2, 1000)), std::runtime_error);  // tensor count
-  EXPECT_THROW(unpack_message(with_word(5, 999)), std::runtime_error);   // dtype
-  EXPECT_THROW(unpack_message(with_word(6, 99)), std::runtime_error);    // dims
+  EXPECT_THROW(unpack_message(with_word(3, std::numeric_limits<int64_t>::max())),
+               std::runtime_error);                                     // skips overflow
+  EXPECT_THROW(unpack_message(with_word(5, 999)), std::runtime_error);  // dtype
+  EXPECT_THROW(unpack_message(with_word(6, 99)), std::runtime_error);   // dims
   EXPECT_THROW(unpack_message(with_word(7, int64_t{1} << 40)), std::runtime_error);  // a size
   EXPECT_NO_THROW(unpack_message(good));
 }
