@@ -28,6 +28,7 @@
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
 #include "profiler/taken_batch.h"
+#include "workflow/shared_settings.h"
 
 namespace pipebal::workflow {
 namespace {
@@ -296,6 +297,8 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         settings.step_timeout_s > 0 ? settings.step_timeout_s : kDefaultProcessTimeoutS;
     st.group = std::make_shared<distributed::Group>(
         env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+    distributed::require_same_settings(
+        *st.group, shared_settings(settings, st.model, st.dataset ? &*st.dataset : nullptr));
     // This rank's stages share its device: its first stage's, the stage numbered as its place
     // in the pipeline (placement.h).
     const size_t first_stage = static_cast<size_t>(st.placement.device_of(env.rank));

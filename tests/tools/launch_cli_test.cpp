@@ -307,6 +307,26 @@ TEST(LaunchCli, WorldSizeThatIsNotTheStageCountIsOneLine) {
             "process per stage\n");
 }
 
+// A rank started with other settings would wait for messages that never come (here rank 1
+// expects 8 micro-batches of rank 0's 4), or train other weights silently: the ranks compare
+// their settings at the rendezvous and stop there, naming the difference; nothing is written.
+TEST(LaunchCli, RanksStartedWithOtherSettingsStopAtTheRendezvousWithOneLine) {
+  const std::string dir = scratch_dir() + "/outputs";
+  std::filesystem::create_directories(dir);
+  const std::string train = kTrain.substr(0, kTrain.find("--chunks"));
+  const CliResult r = run_pipebal(
+      fmt::format("launch --nproc-per-node 2 --master-port 0 -- sh -c "
+                  "'exec {}{}--chunks $((4 + 4 * RANK)) --timeout 60 -q -o {}/run.json'",
+                  PIPEBAL_BINARY, train, dir));
+  EXPECT_EQ(r.status, 2) << r.err;
+  const std::string line =
+      "rank 1's --chunks is 8, rank 0's is 4: every process of a run must be given the same "
+      "settings";
+  EXPECT_NE(r.err.find("pipebal: error: rank 0: " + line + "\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pipebal launch: rank 0 exited with status 2"), std::string::npos) << r.err;
+  expect_files(dir, {});
+}
+
 // A listening socket on a free loopback port, for the length of a test.
 struct BusyPort {
   int fd = -1;

@@ -1,0 +1,90 @@
+// See settings_agreement.h.
+#include "distributed/settings_agreement.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "distributed/group.h"
+
+namespace pipebal::distributed {
+namespace {
+
+constexpr const char* kWhy = "every process of a run must be given the same settings";
+
+std::string encode(const SharedSettings& settings) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const SharedSetting& s : settings) list.push_back({s.name, s.value, s.digest});
+  return list.dump();
+}
+
+// A rank's settings as it posted them; what cannot be read (another pipebal's) decodes empty
+// and so differs from any settings that are not.
+SharedSettings decode(const std::string& text) {
+  SharedSettings settings;
+  try {
+    for (const auto& entry : nlohmann::json::parse(text)) {
+      settings.push_back({entry.at(0).get<std::string>(), entry.at(1).get<std::string>(),
+                          entry.at(2).get<bool>()});
+    }
+  } catch (const nlohmann::json::exception&) {
+    return {};
+  }
+  return settings;
+}
+
+std::string difference(int rank, const SharedSettings& theirs, const SharedSettings& ours) {
+  for (size_t i = 0; i < theirs.size() && i < ours.size(); ++i) {
+    const SharedSetting& t = theirs[i];
+    const SharedSetting& o = ours[i];
+    if (t.name != o.name) break;
+    if (t.value == o.value) continue;
+    if (t.digest) return fmt::format("rank {}'s {} differ from rank 0's: {}", rank, t.name, kWhy);
+    return fmt::format("rank {}'s {} is {}, rank 0's is {}: {}", rank, t.name, t.value, o.value,
+                       kWhy);
+  }
+  return fmt::format("rank {} was started with other settings than rank 0 (another pipebal?): {}",
+                     rank, kWhy);
+}
+
+bool same(const SharedSettings& a, const SharedSettings& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].value != b[i].value) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> settings_difference(const std::vector<SharedSettings>& by_rank) {
+  for (size_t r = 1; r < by_rank.size(); ++r) {
+    if (!same(by_rank[r], by_rank[0])) {
+      return difference(static_cast<int>(r), by_rank[r], by_rank[0]);
+    }
+  }
+  return std::nullopt;
+}
+
+void require_same_settings(Group& group, const SharedSettings& mine) {
+  const std::string kVerdict = "settings/verdict";
+  if (group.rank() != 0) {
+    group.publish(fmt::format("settings/{}", group.rank()), encode(mine));
+    const std::string verdict = group.await(kVerdict);
+    if (!verdict.empty()) throw PeerFailed("stopped: rank 0 failed: " + verdict);
+    return;
+  }
+  std::vector<SharedSettings> by_rank{mine};
+  for (int r = 1; r < group.size(); ++r) {
+    by_rank.push_back(decode(group.await(fmt::format("settings/{}", r))));
+  }
+  const std::optional<std::string> difference = settings_difference(by_rank);
+  group.publish(kVerdict, difference.value_or(""));
+  if (difference) {
+    group.report_failure(*difference);
+    throw std::invalid_argument(*difference);
+  }
+}
+
+}  // namespace pipebal::distributed
