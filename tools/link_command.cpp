@@ -14,10 +14,12 @@
 #include "balance/profile_reader.h"
 #include "balance/units.h"
 #include "common/atomic_file.h"
+#include "common/git_commit.h"
 #include "common/schema.h"
 #include "distributed/group.h"
 #include "distributed/launch_env.h"
 #include "distributed/link_probe.h"
+#include "distributed/settings_agreement.h"
 #include "workflow/training_run.h"
 
 namespace pipebal::tools {
@@ -75,6 +77,11 @@ void run_link(const LinkParams& p) {
   const double timeout_s = p.timeout_s > 0 ? p.timeout_s : workflow::kDefaultProcessTimeoutS;
   const auto group = std::make_shared<distributed::Group>(
       *env, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  // Both ranks must walk the same sizes the same number of times, or one waits for the other.
+  distributed::require_same_settings(
+      *group, {{"pipebal build", git_commit()},
+               {"list of message sizes", fmt::format("{}", fmt::join(sizes, ","))},
+               {"--repeats", std::to_string(p.repeats)}});
   const std::vector<balance::LinkSample> samples = distributed::probe_link(group, sizes, p.repeats);
   if (group->rank() != 0) return;
   const balance::LinkModel link = balance::fit_link(samples);

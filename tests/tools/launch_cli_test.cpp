@@ -258,6 +258,23 @@ TEST(LaunchCli, LinkRefusesAnOutputItCannotWriteBeforeMeasuring) {
   EXPECT_EQ(r.out.find("fit: "), std::string::npos) << r.out;
 }
 
+// The two ranks of link must walk the same sizes, or one would wait for the other.
+TEST(LaunchCli, LinkRanksGivenOtherSizesStopWithOneLine) {
+  const std::string dir = scratch_dir() + "/outputs";
+  std::filesystem::create_directories(dir);
+  const CliResult r = run_pipebal(fmt::format(
+      "launch --nproc-per-node 2 --master-port 0 -- sh -c "
+      "'exec {} link --sizes $((64 + 64 * RANK))K --repeats 2 --timeout 60 -o {}/link.json'",
+      PIPEBAL_BINARY, dir));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("rank 0: rank 1's list of message sizes is 131072, rank 0's is 65536: "
+                       "every process of a run must be given the same settings"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("fit: "), std::string::npos) << r.out;
+  expect_files(dir, {});
+}
+
 // validate --processes trains every candidate as one process per stage.
 TEST(LaunchCli, ValidateTrainsTheCandidatesAsProcesses) {
   const std::string dir = scratch_dir() + "/v";
