@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     made = meta(args.allow_dirty)
-    bench = binary(args.build, "bench/balance_bench")
+    bench = binary(args.build, "bench/balance_bench", args.allow_dirty)
     timing = google_benchmark(bench, ["--benchmark_filter=DpPartition|PlanSearch",
                                       "--benchmark_repetitions=5",
                                       "--benchmark_report_aggregates_only=true"])

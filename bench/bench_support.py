@@ -63,8 +63,23 @@ def write_text(path, lines):
     print(f"wrote {path}", file=sys.stderr)
 
 
-def binary(build, name):
+def binary(build, name, allow_dirty=False):
+    """The absolute path of `name` in the build directory `build`. Unless a dirty tree is
+    allowed, the build must come from the checkout's HEAD (`pipebal --version` names the commit
+    it was built from): a report must not name a commit its binaries were not built from."""
     path = os.path.abspath(os.path.join(build, name))
     if not os.path.exists(path):
         sys.exit(f"{path} is missing: build it first (benchmarks: -DPIPEBAL_BUILD_BENCH=ON)")
+    if not allow_dirty:
+        check_built_from_head(build)
     return path
+
+
+def check_built_from_head(build):
+    pipebal = os.path.abspath(os.path.join(build, "tools", "pipebal"))
+    version = run([pipebal, "--version"]).strip()  # "pipebal 0.1.0 (92653ce)"
+    built = version[version.rfind("(") + 1:].rstrip(")")
+    head = run(["git", "rev-parse", "--short", "HEAD"]).strip()
+    if built != head:
+        sys.exit(f"{build} was built from {built}, not from HEAD ({head}): rebuild it "
+                 f"(cmake --build {build}) so that the report names the commit it measured")

@@ -141,7 +141,7 @@ def main():
     ap.add_argument("--md", default="reports/core-pairing.md")
     ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
-    pipebal = bench_support.binary(args.build, "tools/pipebal")
+    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
     doc = dict(bench_support.meta(args.allow_dirty), model=MODEL, input_shape=SHAPE, trials=[])
     orders = [["alone", "pair", "wide"], ["pair", "wide", "alone"], ["wide", "alone", "pair"]]
     with tempfile.TemporaryDirectory(prefix="pipebal-core-pairing-") as work:

@@ -57,7 +57,7 @@ def main():
     ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     made = meta(args.allow_dirty)
-    bench = binary(args.build, "bench/engine_bench")
+    bench = binary(args.build, "bench/engine_bench", args.allow_dirty)
     docs = []
     for name, spec, shape in MODELS:
         doc = json.loads(run([bench, "--model", spec, "--input-shape", shape,

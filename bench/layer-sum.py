@@ -50,7 +50,7 @@ def main():
     if args.from_raw:
         write_summary(json.load(open(args.raw)), args.md)
         return
-    pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
+    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
     commit = bench_support.commit(args.allow_dirty)
     work = tempfile.mkdtemp()
     raw = {"commit": commit, "machine": bench_support.machine(),

@@ -45,7 +45,7 @@ def main():
     ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     made = meta(args.allow_dirty)
-    pipebal = binary(args.build, "tools/pipebal")
+    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
     raw = {"made": made, "speed": [], "memory": []}
     with tempfile.TemporaryDirectory() as work:
         for r in range(1, args.runs + 1):

@@ -137,7 +137,7 @@ def main():
 
 
 def measure(args):
-    pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
+    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
     commit = bench_support.commit(args.allow_dirty)
     version = run([pipebal, "--version"]).strip()
     work = tempfile.mkdtemp()

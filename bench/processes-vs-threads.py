@@ -58,7 +58,7 @@ def main():
         open(args.md, "w").write(summary(json.load(open(args.raw)), args.raw))
         print(f"wrote {args.md}", file=sys.stderr)
         return
-    pipebal = os.path.abspath(os.path.join(args.build, "tools", "pipebal"))
+    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
     commit = bench_support.commit(args.allow_dirty)
     work = tempfile.mkdtemp()
     launch = [pipebal, "launch", "--nproc-per-node", "2", "--master-port", "0", "--"]

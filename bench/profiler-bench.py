@@ -21,7 +21,8 @@ def main():
     ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     made = meta(args.allow_dirty)
-    command = [binary(args.build, "bench/profiler_bench"), "--profiles", str(args.profiles),
+    command = [binary(args.build, "bench/profiler_bench", args.allow_dirty),
+               "--profiles", str(args.profiles),
                "--threads", "1", "--repeat", str(args.repeat), "--warmup", "2"]
     doc = json.loads(run(command))
     doc["made"] = made

@@ -55,7 +55,7 @@ def main():
         write_text("reports/schedules.md", summary(json.load(open("reports/schedules-raw.json"))))
         return
     made = meta(args.allow_dirty)
-    pipebal = binary(args.build, "tools/pipebal")
+    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
     raw = {"made": made, "devices": DEVICES, "steps": args.steps, "cases": []}
     with tempfile.TemporaryDirectory() as work:
         for label, model in MODELS:

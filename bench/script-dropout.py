@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     made = meta(args.allow_dirty)
-    pipebal = binary(args.build, "tools/pipebal")
+    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
     raw = {"made": made, "balance": BALANCE, "input_shape": SHAPE, "rounds": [],
            "models": [name for name, _, _ in MODELS]}
     with tempfile.TemporaryDirectory() as work:

@@ -55,7 +55,7 @@ def main():
         open(args.md, "w").write(summary(json.load(open(args.raw)), args.raw))
         print(f"wrote {args.md}", file=sys.stderr)
         return
-    pipebal = bench_support.binary(args.build, "tools/pipebal")
+    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
     raw = dict(bench_support.meta(args.allow_dirty), chunks=CHUNKS, cases=[])
     work = tempfile.mkdtemp()
     profile, plan, out = (os.path.join(work, f) for f in ("profile.json", "plan.json", "run.json"))

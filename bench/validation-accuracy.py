@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     made = meta(args.allow_dirty)
-    pipebal = binary(args.build, "tools/pipebal")
+    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     with tempfile.TemporaryDirectory() as work:

@@ -28,7 +28,7 @@ def main():
     ap.add_argument("--allow-dirty", action="store_true")
     args = ap.parse_args()
     made = meta(args.allow_dirty)
-    pipebal = binary(args.build, "tools/pipebal")
+    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
     raw = {"made": made, "models": []}
     with tempfile.TemporaryDirectory() as work:
         for spec, shape in MODELS:
