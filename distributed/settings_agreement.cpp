@@ -16,7 +16,8 @@ constexpr const char* kWhy = "every process of a run must be given the same sett
 std::string encode(const SharedSettings& settings) {
   nlohmann::json list = nlohmann::json::array();
   for (const SharedSetting& s : settings) list.push_back({s.name, s.value, s.digest});
-  return list.dump();
+  // A value need not be UTF-8 (a mistyped flag is refused only later): replace what is not.
+  return list.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // A rank's settings as it posted them; what cannot be read (another pipebal's) decodes empty
