@@ -335,7 +335,8 @@ TEST(Planner, RecommendsMoreDevicesOnlyForAClearGain) {
   ASSERT_EQ(eager.ranked.front().stages, 2);
   EXPECT_EQ(eager.recommended, 0u);
   search.min_gain = 0.8;
-  const Configuration& cautious = search_plans(profile, search).recommendation();
+  const PlanSearchResult cautious_search = search_plans(profile, search);
+  const Configuration& cautious = cautious_search.recommendation();
   EXPECT_EQ(cautious.devices, 1);
   EXPECT_EQ(cautious.stages, 1);
   EXPECT_DOUBLE_EQ(cautious.step_ms, eager.plain.step_ms);

@@ -265,7 +265,8 @@ TEST(PlanCli, PlanRecommendsMoreThreadsOnlyAboveTheMinimumGain) {
   r = run_pipebal("plan " + dir + "/one.json --devices 1 --chunks 1 --plain-profile " + dir +
                   "/two.json --format json");
   ASSERT_EQ(r.status, 0) << r.err;
-  for (const json& config : json::parse(r.out)["ranked"]) {
+  const json one_device = json::parse(r.out);
+  for (const json& config : one_device["ranked"]) {
     EXPECT_NE(config.value("threads_per_stage", 0), 2);
   }
   EXPECT_EQ(r.err,
