@@ -57,6 +57,19 @@ bool same(const SharedSettings& a, const SharedSettings& b) {
   return true;
 }
 
+// The value of `key` once posted. A process that never posts it (a pipebal from before this
+// agreement goes straight on to its messages) is named at the timeout: "`missing` (...)".
+std::string await_posted(Group& group, const std::string& key, const std::string& missing) {
+  try {
+    return group.await(key);
+  } catch (const PeerFailed&) {
+    throw;
+  } catch (const RemoteFailure& error) {
+    throw RemoteFailure(
+        fmt::format("{} ({}): does it run another pipebal? {}", missing, error.what(), kWhy));
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> settings_difference(const std::vector<SharedSettings>& by_rank) {
@@ -72,13 +85,15 @@ void require_same_settings(Group& group, const SharedSettings& mine) {
   const std::string kVerdict = "settings/verdict";
   if (group.rank() != 0) {
     group.publish(fmt::format("settings/{}", group.rank()), encode(mine));
-    const std::string verdict = group.await(kVerdict);
+    const std::string verdict =
+        await_posted(group, kVerdict, "rank 0 gave no verdict on the settings");
     if (!verdict.empty()) throw PeerFailed("stopped: rank 0 failed: " + verdict);
     return;
   }
   std::vector<SharedSettings> by_rank{mine};
   for (int r = 1; r < group.size(); ++r) {
-    by_rank.push_back(decode(group.await(fmt::format("settings/{}", r))));
+    by_rank.push_back(decode(await_posted(group, fmt::format("settings/{}", r),
+                                          fmt::format("rank {} posted no settings", r))));
   }
   const std::optional<std::string> difference = settings_difference(by_rank);
   group.publish(kVerdict, difference.value_or(""));
