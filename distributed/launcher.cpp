@@ -212,9 +212,13 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     if (failed && !stopping) {
       stopping = true;
       result = exit_code(status);
-      log << fmt::format("pipebal launch: rank {} {}; stopping the other {} process{}\n", rank,
-                         describe(status), running, running == 1 ? "" : "es")
-          << std::flush;
+      if (running > 0) {
+        log << fmt::format("pipebal launch: rank {} {}; stopping the other {} process{}\n", rank,
+                           describe(status), running, running == 1 ? "" : "es");
+      } else {
+        log << fmt::format("pipebal launch: rank {} {}\n", rank, describe(status));
+      }
+      log << std::flush;
       stop_all(SIGTERM);
       kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(options.grace_s));

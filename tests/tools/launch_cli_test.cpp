@@ -341,6 +341,7 @@ TEST(LaunchCli, RanksStartedWithOtherSettingsStopAtTheRendezvousWithOneLine) {
       "settings";
   EXPECT_NE(r.err.find("pipebal: error: rank 0: " + line + "\n"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("pipebal launch: rank 0 exited with status 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("the other 0 processes"), std::string::npos) << r.err;  // none to stop
   expect_files(dir, {});
 }
 
