@@ -4,10 +4,6 @@
 // real rendezvous (two ranks as threads on loopback): agreeing ranks go on, rank 0 refuses a
 // difference and the other rank stops as its echo, and a rank that posts nothing is named at the
 // timeout.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <functional>
@@ -21,6 +17,7 @@
 
 #include "distributed/group.h"
 #include "distributed/settings_agreement.h"
+#include "tests/support/loopback_port.h"
 
 namespace {
 
@@ -75,24 +72,11 @@ TEST(SettingsAgreement, SettingsThatCannotBeComparedOneByOneAreOtherSettings) {
   EXPECT_EQ(settings_difference({settings("4"), SharedSettings{}}), other);
 }
 
-// A loopback port free a moment ago.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 // What each rank's `agree` (given its group) returned or threw, as text: "ok", or the
 // exception's kind and message.
 std::pair<std::string, std::string> two_ranks(const std::function<void(Group&)>& rank0,
                                               const std::function<void(Group&)>& rank1) {
-  const int port = free_port();
+  const int port = pipebal::testing::free_loopback_port();
   auto run = [port](int rank, const std::function<void(Group&)>& agree) -> std::string {
     LaunchEnv env;
     env.rank = rank;

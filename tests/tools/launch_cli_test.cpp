@@ -2,9 +2,6 @@
 // `pipebal launch` and torchrun (`python3 -m torch.distributed.run --no-python`). Both train
 // exactly like one process; rank 0 alone writes the outputs, with every rank's part; bad
 // rendezvous settings are one line and exit status 2.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/loopback_port.h"
 #include "tests/tools/cli_support.h"
 
 namespace pipebal::testing {
@@ -345,24 +343,6 @@ TEST(LaunchCli, RanksStartedWithOtherSettingsStopAtTheRendezvousWithOneLine) {
   expect_files(dir, {});
 }
 
-// A listening socket on a free loopback port, for the length of a test.
-struct BusyPort {
-  int fd = -1;
-  int port = 0;
-  BusyPort() {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    EXPECT_EQ(listen(fd, 1), 0);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-    port = ntohs(address.sin_port);
-  }
-  ~BusyPort() { close(fd); }
-};
-
 // A rank that stopped because another failed may exit first; launch names the one that failed.
 TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
   const CliResult r = run_pipebal(
@@ -386,11 +366,7 @@ TEST(LaunchCli, PortInUseIsOneLine) {
 }
 
 TEST(LaunchCli, UnreachableMasterIsOneLineAtTheTimeout) {
-  int port = 0;
-  {
-    const BusyPort closed;  // free again once closed: nobody serves it
-    port = closed.port;
-  }
+  const int port = free_loopback_port();
   const std::string train = kTrain;
   const CliResult r =
       run_shell(as_rank(1, 2, port, train.substr(0, train.find("--timeout")) + "--timeout 2 -q"));
