@@ -54,6 +54,17 @@ CostProfile profile_of(const std::vector<double>& per_sample_ms, double fixed_ms
   return profile;
 }
 
+// Two devices, and the plain model of profile_of({1, 1, 1, 1}, 0, 8) profiled on two threads
+// `speedup` times as fast.
+PlanSearch on_two_devices_with_two_threads(double speedup) {
+  const double per_sample = 1 / speedup;
+  CostProfile wide = profile_of({per_sample, per_sample, per_sample, per_sample}, 0, 8);
+  wide.threads = 2;
+  PlanSearch search = on_devices(2);
+  search.plain_profiles = {wide};
+  return search;
+}
+
 // The profile's engine costs count in every configuration: once per step, once per action.
 TEST(Planner, ChargesTheProfilesEngineCosts) {
   const CostProfile bare = profile_of({1, 2, 3, 4}, 0.5, 8);
@@ -255,11 +266,7 @@ TEST(Planner, WeighsThePlainModelOnMoreThreads) {
 // on two threads 1.75 times, a gain of 1.6% for the pipeline.
 TEST(Planner, RecommendsPipeliningOnlyForAClearGain) {
   const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
-  const double per_sample = 1 / 1.75;
-  CostProfile wide = profile_of({per_sample, per_sample, per_sample, per_sample}, 0, 8);
-  wide.threads = 2;
-  PlanSearch search = on_devices(2);
-  search.plain_profiles = {wide};
+  PlanSearch search = on_two_devices_with_two_threads(1.75);
   const PlanSearchResult result = search_plans(profile, search);
   ASSERT_EQ(result.ranked.front().stages, 2);  // the ranking stays by predicted time
   EXPECT_NEAR(result.ranked.front().speedup, 16.0 / 9.0, 1e-12);
@@ -309,11 +316,7 @@ TEST(Planner, RecommendsPipeliningOnlyForAClearGain) {
 // is predicted 4% faster than on one device, the pipeline (16/9) 71% faster than that.
 TEST(Planner, RecommendsMoreDevicesOnlyForAClearGain) {
   const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
-  const double per_sample = 1 / 1.04;
-  CostProfile wide = profile_of({per_sample, per_sample, per_sample, per_sample}, 0, 8);
-  wide.threads = 2;
-  PlanSearch search = on_devices(2);
-  search.plain_profiles = {wide};
+  PlanSearch search = on_two_devices_with_two_threads(1.04);
   search.chunks = {1};  // no pipeline beats the plain model: one micro-batch
   const PlanSearchResult unpipelined = search_plans(profile, search);
   ASSERT_EQ(unpipelined.ranked.front().threads_per_stage, 2);
