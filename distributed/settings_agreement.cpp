@@ -35,26 +35,20 @@ SharedSettings decode(const std::string& text) {
   return settings;
 }
 
-std::string difference(int rank, const SharedSettings& theirs, const SharedSettings& ours) {
-  for (size_t i = 0; i < theirs.size() && i < ours.size(); ++i) {
+// How rank `rank`'s settings differ from rank 0's, or nullopt when they do not.
+std::optional<std::string> difference(int rank, const SharedSettings& theirs,
+                                      const SharedSettings& ours) {
+  size_t i = 0;
+  for (; i < theirs.size() && i < ours.size() && theirs[i].name == ours[i].name; ++i) {
     const SharedSetting& t = theirs[i];
-    const SharedSetting& o = ours[i];
-    if (t.name != o.name) break;
-    if (t.value == o.value) continue;
+    if (t.value == ours[i].value) continue;
     if (t.digest) return fmt::format("rank {}'s {} differ from rank 0's: {}", rank, t.name, kWhy);
-    return fmt::format("rank {}'s {} is {}, rank 0's is {}: {}", rank, t.name, t.value, o.value,
-                       kWhy);
+    return fmt::format("rank {}'s {} is {}, rank 0's is {}: {}", rank, t.name, t.value,
+                       ours[i].value, kWhy);
   }
+  if (i == theirs.size() && i == ours.size()) return std::nullopt;
   return fmt::format("rank {} was started with other settings than rank 0 (another pipebal?): {}",
                      rank, kWhy);
-}
-
-bool same(const SharedSettings& a, const SharedSettings& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].name != b[i].name || a[i].value != b[i].value) return false;
-  }
-  return true;
 }
 
 // The value of `key` once posted. A process that never posts it (a pipebal from before this
@@ -74,9 +68,7 @@ std::string await_posted(Group& group, const std::string& key, const std::string
 
 std::optional<std::string> settings_difference(const std::vector<SharedSettings>& by_rank) {
   for (size_t r = 1; r < by_rank.size(); ++r) {
-    if (!same(by_rank[r], by_rank[0])) {
-      return difference(static_cast<int>(r), by_rank[r], by_rank[0]);
-    }
+    if (auto found = difference(static_cast<int>(r), by_rank[r], by_rank[0])) return found;
   }
   return std::nullopt;
 }
