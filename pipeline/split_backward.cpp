@@ -146,6 +146,12 @@ struct WeightRun {
   std::vector<size_t> outputs;
 };
 
+// A kept node's edges toward the input, which W never follows.
+struct InputSide {
+  Node* node;
+  std::vector<size_t> edges;
+};
+
 struct SplitBackward::Deferred {
   std::vector<at::Tensor> params;
   edge_list param_edges;
@@ -191,13 +197,18 @@ SplitBackward::SplitBackward(std::vector<at::Tensor> roots, std::vector<at::Tens
   // Where a parameter branch leaves the input path, B keeps the arriving gradient for W.
   bool split = true;
   std::vector<Node*> input_path_only;  // what W never runs: B may free what they saved
+  std::vector<InputSide> input_sides;  // of the kept nodes: cut once B is done
   for (size_t i = 0; i < facts.nodes.size(); ++i) {
     Node* node = facts.nodes[i];
     if (!facts.reaches_input[i]) continue;
     ParamSet branch(d.params.size()), along_input(d.params.size());
-    for (const Edge& edge : node->next_edges()) {
+    InputSide input_side{node, {}};
+    for (size_t e = 0; e < node->next_edges().size(); ++e) {
+      const Edge& edge = node->next_edges()[e];
       if (!edge.is_valid()) continue;
-      (facts.reaches_input_of(edge) ? along_input : branch).merge(facts.params_of(edge));
+      const bool toward_input = facts.reaches_input_of(edge);
+      if (toward_input) input_side.edges.push_back(e);
+      (toward_input ? along_input : branch).merge(facts.params_of(edge));
     }
     if (branch.empty()) {
       input_path_only.push_back(node);
@@ -211,6 +222,7 @@ SplitBackward::SplitBackward(std::vector<at::Tensor> roots, std::vector<at::Tens
     node->add_pre_hook(std::make_unique<KeepIncoming>(run.kept));
     run.outputs = members(branch);
     d.runs.push_back(std::move(run));
+    input_sides.push_back(std::move(input_side));
   }
   // Outputs that do not lead to an input (all of them on the first stage) are W's alone, in one
   // run: they may share nodes (a skip tensor and the main output of the same convolution), which
@@ -251,6 +263,13 @@ SplitBackward::SplitBackward(std::vector<at::Tensor> roots, std::vector<at::Tens
     for (size_t k = 0; k < input_slots.size(); ++k) input_grads_[input_slots[k]] = computed[k];
     // Those B did not reach (no gradient arrived there) are freed now.
     for (Node* node : input_path_only) node->release_variables();
+    // B is done with the input's path. Cut it off the kept nodes: W's runs, each from a kept
+    // node, then see only that node's parameter branch. Uncut, autograd walks every node below
+    // a run's root (the rest of the stage, down to its input) before running the few it needs:
+    // W cost 30% more than the same layers' W's apart on a 12-block GPT stage.
+    for (const InputSide& side : input_sides) {
+      for (size_t e : side.edges) side.node->next_edges()[e] = Edge();
+    }
   }
   for (WeightRun& run : d.runs) {
     if (!run.kept) continue;

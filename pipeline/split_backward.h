@@ -5,7 +5,10 @@
 // Linear's addmm, whose other branch is the weight) computes only its input-path gradient. B
 // keeps the gradient arriving at each such node. W later runs each of those nodes again from the
 // kept gradient with the parameters as the only outputs, so it computes exactly the weight
-// gradients B skipped, and accumulates them into the parameters' .grad.
+// gradients B skipped, and accumulates them into the parameters' .grad. Once B is done, the
+// kept nodes' edges toward the input are cut, so that autograd, which walks the whole graph
+// below a run's root before running it, sees only that node's parameter branch: the stage's W
+// then costs what its layers' W's cost apart, however deep the stage.
 //
 // When a parameter is also reached along the input path (a weight used before and after a
 // layer that needs the input's gradient, e.g. tied embeddings), W from the kept gradient would

@@ -3,6 +3,8 @@
 #include "pipeline/split_backward.h"
 
 #include <functional>
+#include <set>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -115,6 +117,58 @@ TEST(SplitBackward, BFreesWhatTheInputPathSavedAsItPasses) {
   EXPECT_TRUE(split.weight_deferred());
   split.run_weight();  // W did not need it
   EXPECT_TRUE(net.params()[0].grad().defined());
+}
+
+// Whether `target` is reachable from `from` along the graph's edges.
+bool reaches(torch::autograd::Node* from, const torch::autograd::Node* target) {
+  std::vector<torch::autograd::Node*> stack{from};
+  std::set<torch::autograd::Node*> seen;
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (node == target) return true;
+    if (!seen.insert(node).second) continue;
+    for (const auto& edge : node->next_edges()) {
+      if (edge.is_valid()) stack.push_back(edge.function.get());
+    }
+  }
+  return false;
+}
+
+// Once B is done, W's runs see only the kept nodes' parameter branches: nothing of the input's
+// path stays reachable from them, so autograd, which walks every node below a run's root
+// before running it, does not walk the rest of the stage for each of W's runs.
+TEST(SplitBackward, AfterBWReachesNothingOfTheInputPathAndStaysExact) {
+  torch::manual_seed(7);
+  Net net;
+  for (auto& p : net.params()) p.set_data(p.to(torch::kDouble));
+  const at::Tensor x0 = torch::randn({5, 6}, torch::kDouble);
+  at::Tensor x = x0.clone().requires_grad_(true);
+  torch::autograd::backward({net.forward(x)}, {torch::ones({5, 4}, torch::kDouble)});
+  std::vector<at::Tensor> expected;
+  for (const auto& p : net.params()) {
+    expected.push_back(p.grad().clone());
+    p.mutable_grad() = at::Tensor();
+  }
+
+  x = x0.clone().requires_grad_(true);
+  const at::Tensor t = torch::tanh(net.first->forward(x));
+  const at::Tensor p = Probe::apply(t);  // between the two Linears: on the input's path only
+  const at::Tensor y = net.second->forward(p);
+  const auto second_weight = torch::autograd::impl::try_get_grad_accumulator(net.second->weight);
+  ASSERT_TRUE(reaches(y.grad_fn().get(), p.grad_fn().get()));
+  SplitBackward split({y}, {torch::ones_like(y)}, {x}, net.params());
+  EXPECT_TRUE(split.weight_deferred());
+  // The second Linear's node is where W starts for its weight.
+  EXPECT_TRUE(reaches(y.grad_fn().get(), second_weight.get()));
+  EXPECT_FALSE(reaches(y.grad_fn().get(), p.grad_fn().get())) << "W walks the input's path";
+  EXPECT_FALSE(reaches(y.grad_fn().get(), t.grad_fn().get())) << "W walks the input's path";
+  split.run_weight();
+  const auto params = net.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(params[i].grad().defined()) << "parameter " << i;
+    EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i], 1e-12, 1e-14)) << "parameter " << i;
+  }
 }
 
 TEST(SplitBackward, WithoutAnInputGradientWIsTheWholeBackward) {
