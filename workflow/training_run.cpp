@@ -28,6 +28,7 @@
 #include "profiler/environment.h"
 #include "profiler/statistics.h"
 #include "profiler/taken_batch.h"
+#include "workflow/run_devices.h"
 #include "workflow/shared_settings.h"
 
 namespace pipebal::workflow {
@@ -43,22 +44,6 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
   if (name == "adam")
     return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
   throw std::invalid_argument("unknown optimizer '" + name + "' (valid: sgd, adam)");
-}
-
-std::vector<c10::Device> parse_devices(const std::vector<std::string>& names) {
-  std::vector<c10::Device> devices;
-  for (const auto& name : names) {
-    try {
-      devices.emplace_back(name);
-    } catch (const c10::Error&) {
-      throw std::invalid_argument("unknown device '" + name + "' (e.g. cpu, cuda:0)");
-    }
-    if (devices.back().is_cuda() && !torch::cuda::is_available()) {
-      throw std::invalid_argument("device '" + name +
-                                  "' requested, but no CUDA device is available");
-    }
-  }
-  return devices;
 }
 
 // This process's peak resident set.
@@ -280,16 +265,9 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     };
   }
   pipeline::micro_batch_sizes(st.shape[0], settings.chunks);  // rejects more chunks than samples
-  std::vector<c10::Device> devices = parse_devices(settings.devices);
-  if (multi_process) {
-    // "cuda" without an index means this host's GPU of this process: cuda:LOCAL_RANK.
-    for (auto& device : devices) {
-      if (device.is_cuda() && !device.has_index()) {
-        device =
-            c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(settings.launch->local_rank));
-      }
-    }
-  }
+  const std::vector<c10::Device> devices = resolve_devices(
+      settings.devices, this_host_devices(),
+      multi_process ? std::optional<int>(settings.launch->local_rank) : std::nullopt);
   std::shared_ptr<pipeline::Transport> transport;
   if (multi_process) {
     const distributed::LaunchEnv& env = *settings.launch;

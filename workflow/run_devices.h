@@ -1,0 +1,30 @@
+// The devices a training run's stages take: --devices parsed, "cuda" resolved to this process's
+// GPU when it is one of several processes, and each checked against what this host has -- before
+// the rendezvous, so that a rank asking for a GPU the host lacks stops at once with one line
+// instead of failing inside its first step while the others wait.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+namespace pipebal::workflow {
+
+// The accelerators of this host.
+struct HostDevices {
+  int64_t cuda_count = 0;  // 0: no CUDA device (or a LibTorch without CUDA)
+};
+HostDevices this_host_devices();
+
+// One device per name (cpu, cuda, cuda:1, ...). With `local_rank` (one process of several on
+// this host), "cuda" without an index is cuda:LOCAL_RANK, torchrun's convention. Throws
+// std::invalid_argument with one line for an unknown name, CUDA on a host without it, and an
+// index the host does not have.
+std::vector<c10::Device> resolve_devices(const std::vector<std::string>& names,
+                                         const HostDevices& host,
+                                         std::optional<int> local_rank = std::nullopt);
+
+}  // namespace pipebal::workflow
