@@ -120,6 +120,16 @@ def summary(raw):
             f"{', '.join(f'{x:.3f}' for x in profile)} | {statistics.median(profile):.3f} | "
             f"{', '.join(f'{x:.3f}' for x in engine)} | {statistics.median(engine):.3f} | "
             f"{med('b_ms'):.1f}, {med('w_ms'):.1f}, {med('whole_ms'):.1f} |")
+    lines.append("")
+    for case in raw["cases"]:
+        profile = [p["ratio"] for p in case["profiles"]]
+        engine = [r["ratio"] for r in case["rounds"]]
+        lines.append(
+            f"- {case['chunks']} micro-batches: the profiles found the split adding "
+            f"{100 * (min(profile) - 1):+.1f}% to {100 * (max(profile) - 1):+.1f}% "
+            f"(median {100 * (statistics.median(profile) - 1):+.1f}%), the engine paid "
+            f"{100 * (min(engine) - 1):+.1f}% to {100 * (max(engine) - 1):+.1f}% "
+            f"(median {100 * (statistics.median(engine) - 1):+.1f}%).")
     return lines
 
 
