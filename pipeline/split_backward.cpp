@@ -266,7 +266,7 @@ SplitBackward::SplitBackward(std::vector<at::Tensor> roots, std::vector<at::Tens
     // B is done with the input's path. Cut it off the kept nodes: W's runs, each from a kept
     // node, then see only that node's parameter branch. Uncut, autograd walks every node below
     // a run's root (the rest of the stage, down to its input) before running the few it needs:
-    // W cost 30% more than the same layers' W's apart on a 12-block GPT stage.
+    // on a 12-block GPT stage W took 20.3 ms where the same layers' W's apart took 17.1.
     for (const InputSide& side : input_sides) {
       for (size_t e : side.edges) side.node->next_edges()[e] = Edge();
     }
