@@ -129,7 +129,12 @@ def summary(raw):
             f"{100 * (min(profile) - 1):+.1f}% to {100 * (max(profile) - 1):+.1f}% "
             f"(median {100 * (statistics.median(profile) - 1):+.1f}%), the engine paid "
             f"{100 * (min(engine) - 1):+.1f}% to {100 * (max(engine) - 1):+.1f}% "
-            f"(median {100 * (statistics.median(engine) - 1):+.1f}%).")
+            f"(median {100 * (statistics.median(engine) - 1):+.1f}%). The backward whole alone "
+            f"moved as much from one process to the next: "
+            f"{min(p['whole_ms'] for p in case['profiles']):.1f} to "
+            f"{max(p['whole_ms'] for p in case['profiles']):.1f} ms profiled, "
+            f"{min(r['whole_ms'] for r in case['rounds']):.1f} to "
+            f"{max(r['whole_ms'] for r in case['rounds']):.1f} ms in the engine.")
     return lines
 
 
