@@ -413,16 +413,15 @@ class PassTimer {
       if (!outs.empty()) torch::autograd::backward(outs, grads);
       if (timer != nullptr) (*profiles)[k].backward_samples_ms.push_back(timer->stop_ms());
     }
-    if (split) run_weights(timer, profiles);
     for (auto& p : layers_.parameters()) {
       if (p.grad().defined()) p.mutable_grad().zero_();
     }
   }
 
  private:
-  // Layer k's backward as B, timed from the caller's start of `timer`; the input's gradients are
-  // left in its .grad, where the layer before finds them as after a whole backward. Its W waits
-  // for run_weights().
+  // Layer k's backward as B, then W, each timed (B from the caller's start of `timer`); the
+  // input's gradients are left in its .grad, where the layer before finds them as after a whole
+  // backward.
   void split_backward(size_t k, const std::vector<at::Tensor>& roots,
                       const std::vector<at::Tensor>& grads, std::vector<Batch>& inputs,
                       LayerTimer* timer, std::vector<LayerProfile>* profiles) {
@@ -431,28 +430,16 @@ class PassTimer {
     pipeline::SplitBackward split(roots, grads, leaves, layers_[k].parameters());
     if (timer != nullptr) (*profiles)[k].input_grad_samples_ms.push_back(timer->stop_ms());
     if (profiles != nullptr) (*profiles)[k].kept_grad_bytes = split.kept_bytes();
+    if (timer != nullptr) timer->start();
+    split.run_weight();
+    if (timer != nullptr) (*profiles)[k].weight_samples_ms.push_back(timer->stop_ms());
     for (size_t j = 0; j < leaves.size(); ++j) {
       if (split.input_grads()[j].defined()) leaves[j].mutable_grad() = split.input_grads()[j];
     }
-    waiting_weights_.emplace_back(k, std::move(split));
-  }
-
-  // Every layer's W, timed, once all the B's have run, in the order of the B's: as a stage runs
-  // a micro-batch's W's after its B over all its layers (or later), when what W reads has left
-  // the caches, and its B's one after another. Each W timed right after its own layer's B, its
-  // data still warm, made the split look cheaper than the engine pays (reports/split-cost.md).
-  void run_weights(LayerTimer* timer, std::vector<LayerProfile>* profiles) {
-    for (auto& [k, split] : waiting_weights_) {
-      if (timer != nullptr) timer->start();
-      split.run_weight();
-      if (timer != nullptr) (*profiles)[k].weight_samples_ms.push_back(timer->stop_ms());
-    }
-    waiting_weights_.clear();
   }
 
   pipeline::LayerSeq& layers_;
   std::deque<bool> writes_input_ = std::deque<bool>(layers_.size(), false);  // in_place.h
-  std::vector<std::pair<size_t, pipeline::SplitBackward>> waiting_weights_;  // layer, its B done
   Batch sample_;
   LossFn loss_;
 };

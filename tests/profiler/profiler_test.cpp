@@ -6,9 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <string>
 #include <thread>
-#include <vector>
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -384,54 +382,6 @@ TEST(Profiler, TimedBackwardsAddIntoGradientsAsATrainingStepDoes) {
   for (size_t i = g_weight_had_grad.size() - 6; i < g_weight_had_grad.size(); ++i) {
     EXPECT_TRUE(g_weight_had_grad[i]) << "timed pass " << i;
   }
-  for (const at::Tensor& p : seq.parameters()) EXPECT_FALSE(p.grad().defined());
-}
-
-// The identity, logging `tag` when autograd passes it going back.
-std::vector<std::string> g_backward_log;
-struct LogBackward : torch::autograd::Function<LogBackward> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const std::string& tag) {
-    ctx->saved_data["tag"] = tag;
-    return x.clone();
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    g_backward_log.push_back(ctx->saved_data["tag"].toStringRef());
-    return {grads[0], at::Tensor()};
-  }
-};
-
-// x * w, logging "B<name>" where the gradient goes on to x (B) and "W<name>" where it goes to w.
-struct LoggedScaleImpl : torch::nn::Cloneable<LoggedScaleImpl> {
-  explicit LoggedScaleImpl(std::string name = "") : name(std::move(name)) { reset(); }
-  void reset() override { weight = register_parameter("weight", torch::ones({8})); }
-  at::Tensor forward(const at::Tensor& x) {
-    return LogBackward::apply(x, "B" + name) * LogBackward::apply(weight, "W" + name);
-  }
-  std::string name;
-  at::Tensor weight;
-};
-TORCH_MODULE(LoggedScale);
-
-// A stage runs a micro-batch's W's after its B over all its layers, when what W reads has gone
-// cold: the split passes time them so too, every layer's B first, then the W's in the same order.
-TEST(Profiler, SplitPassesRunEveryBBeforeAnyW) {
-  LayerSeq seq("logged");
-  add_identity(seq);
-  for (const char* name : {"1", "2", "3"})
-    seq.add(pipeline::make_layer(name, "LoggedScale", LoggedScale(name)));
-  g_backward_log.clear();
-  ProfileOptions options;
-  options.warmup = 0;
-  options.repeat = 2;  // a whole pass, then a whole pass and a split one
-  options.measure_engine = false;
-  profile_model(seq, Batch(torch::randn({4, 8})), options);
-  const std::vector<std::string> split_pass = {"B3", "B2", "B1", "W3", "W2", "W1"};
-  ASSERT_GE(g_backward_log.size(), split_pass.size());
-  const std::vector<std::string> last(g_backward_log.end() - split_pass.size(),
-                                      g_backward_log.end());
-  EXPECT_EQ(last, split_pass);
   for (const at::Tensor& p : seq.parameters()) EXPECT_FALSE(p.grad().defined());
 }
 
