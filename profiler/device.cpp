@@ -11,32 +11,47 @@
 
 namespace pipebal::profiler {
 
-c10::Device parse_device(const std::string& text) {
-  c10::Device device(c10::kCPU);
+c10::Device device_named(const std::string& text) {
+  std::optional<c10::Device> device;
   try {
-    device = c10::Device(text);
+    device.emplace(text);
   } catch (const std::exception&) {
     throw std::invalid_argument("device '" + text + "': expected cpu, cuda or cuda:N");
   }
-  if (device.is_cpu()) return device;
-  if (!device.is_cuda()) {
-    throw std::invalid_argument("device '" + text + "': pipebal profiles on cpu or cuda");
+  if (!device->is_cpu() && !device->is_cuda()) {
+    throw std::invalid_argument("device '" + text + "': pipebal runs on cpu or cuda");
   }
+  return *device;
+}
+
+void require_on_host(const c10::Device& device, const std::string& text, int64_t cuda_count) {
+  if (!device.is_cuda()) return;
+  if (cuda_count == 0) {
+    throw std::invalid_argument("device '" + text + "': no CUDA device is available");
+  }
+  if (device.has_index() && device.index() >= cuda_count) {
+    throw std::invalid_argument("device '" + text + "': this host has " +
+                                (cuda_count == 1 ? std::string("1 CUDA device (cuda:0)")
+                                                 : std::to_string(cuda_count) +
+                                                       " CUDA devices (cuda:0 to cuda:" +
+                                                       std::to_string(cuda_count - 1) + ")"));
+  }
+}
+
+int64_t host_cuda_count() {
+  return torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+}
+
+c10::Device parse_device(const std::string& text) {
+  const c10::Device device = device_named(text);
+  if (device.is_cpu()) return device;
   if (!built_with_cuda()) {
     throw std::invalid_argument("device '" + text +
                                 "': pipebal was built without CUDA (build it against a "
                                 "CUDA-enabled LibTorch, see tools/gpu-check.sh)");
   }
-  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
-  if (count == 0) {
-    throw std::invalid_argument("device '" + text + "': no CUDA device is available");
-  }
-  const c10::DeviceIndex index = device.has_index() ? device.index() : c10::DeviceIndex(0);
-  if (index >= count) {
-    throw std::invalid_argument("device '" + text + "': only " + std::to_string(count) +
-                                " CUDA device(s) present");
-  }
-  return c10::Device(c10::kCUDA, index);
+  require_on_host(device, text, host_cuda_count());
+  return device.has_index() ? device : c10::Device(c10::kCUDA, 0);
 }
 
 c10::ScalarType parse_dtype(const std::string& text) {

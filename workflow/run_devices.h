@@ -13,18 +13,12 @@
 
 namespace pipebal::workflow {
 
-// The accelerators of this host.
-struct HostDevices {
-  int64_t cuda_count = 0;  // 0: no CUDA device (or a LibTorch without CUDA)
-};
-HostDevices this_host_devices();
-
-// One device per name (cpu, cuda, cuda:1, ...). With `local_rank` (one process of several on
-// this host), "cuda" without an index is cuda:LOCAL_RANK, torchrun's convention. Throws
-// std::invalid_argument with one line for an unknown name, CUDA on a host without it, and an
-// index the host does not have.
-std::vector<c10::Device> resolve_devices(const std::vector<std::string>& names,
-                                         const HostDevices& host,
+// One device per name (cpu, cuda, cuda:1, ...; profiler::device_named) on a host of
+// `cuda_count` CUDA devices (profiler::host_cuda_count() for this one). With `local_rank` (one
+// process of several on this host), "cuda" without an index is cuda:LOCAL_RANK, torchrun's
+// convention. Throws std::invalid_argument with one line for an unknown name, CUDA on a host
+// without it, and an index the host does not have.
+std::vector<c10::Device> resolve_devices(const std::vector<std::string>& names, int64_t cuda_count,
                                          std::optional<int> local_rank = std::nullopt);
 
 }  // namespace pipebal::workflow

@@ -266,7 +266,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   }
   pipeline::micro_batch_sizes(st.shape[0], settings.chunks);  // rejects more chunks than samples
   const std::vector<c10::Device> devices = resolve_devices(
-      settings.devices, this_host_devices(),
+      settings.devices, profiler::host_cuda_count(),
       multi_process ? std::optional<int>(settings.launch->local_rank) : std::nullopt);
   std::shared_ptr<pipeline::Transport> transport;
   if (multi_process) {

@@ -1,6 +1,6 @@
 // --devices against the host: "cuda" is this process's GPU when it is one of several, and a
-// device the host lacks is refused with one line before anything starts. The host is given, so
-// that a CPU machine checks what a GPU host would be told.
+// device the host lacks is refused with one line before anything starts. The host's CUDA device
+// count is given, so that a CPU machine checks what a GPU host would be told.
 #include "workflow/run_devices.h"
 
 #include <stdexcept>
@@ -8,13 +8,15 @@
 
 #include <gtest/gtest.h>
 
+#include "profiler/device.h"
+
 namespace pipebal::workflow {
 namespace {
 
-std::string refusal(const std::vector<std::string>& names, HostDevices host,
+std::string refusal(const std::vector<std::string>& names, int64_t cuda_count,
                     std::optional<int> local_rank = std::nullopt) {
   try {
-    resolve_devices(names, host, local_rank);
+    resolve_devices(names, cuda_count, local_rank);
   } catch (const std::invalid_argument& error) {
     return error.what();
   }
@@ -22,42 +24,40 @@ std::string refusal(const std::vector<std::string>& names, HostDevices host,
 }
 
 TEST(RunDevices, NamesAreParsedAndCudaIsThisProcesssGpuAcrossProcesses) {
-  const HostDevices two_gpus{2};
-  const auto devices = resolve_devices({"cpu", "cuda:1", "cuda"}, two_gpus);
+  const auto devices = resolve_devices({"cpu", "cuda:1", "cuda"}, 2);
   ASSERT_EQ(devices.size(), 3u);
   EXPECT_TRUE(devices[0].is_cpu());
   EXPECT_EQ(devices[1], c10::Device(c10::kCUDA, 1));
   EXPECT_FALSE(devices[2].has_index()) << "one process: the current CUDA device, as LibTorch's";
 
-  const auto of_rank_1 = resolve_devices({"cuda"}, two_gpus, 1);
+  const auto of_rank_1 = resolve_devices({"cuda"}, 2, 1);
   EXPECT_EQ(of_rank_1.at(0), c10::Device(c10::kCUDA, 1));
-  const auto named = resolve_devices({"cuda:0"}, two_gpus, 1);
+  const auto named = resolve_devices({"cuda:0"}, 2, 1);
   EXPECT_EQ(named.at(0), c10::Device(c10::kCUDA, 0)) << "a named index is kept";
-  EXPECT_TRUE(resolve_devices({"cpu"}, HostDevices{0}, 3).at(0).is_cpu());
+  EXPECT_TRUE(resolve_devices({"cpu"}, 0, 3).at(0).is_cpu());
 }
 
 TEST(RunDevices, ADeviceTheHostLacksIsOneLine) {
-  EXPECT_EQ(refusal({"cuda:2"}, HostDevices{2}),
-            "device 'cuda:2' requested, but this host has 2 CUDA devices (cuda:0 to cuda:1)");
-  EXPECT_EQ(refusal({"cpu", "cuda:1"}, HostDevices{1}),
-            "device 'cuda:1' requested, but this host has 1 CUDA device (cuda:0)");
-  EXPECT_EQ(refusal({"cuda"}, HostDevices{2}, 2),
-            "device 'cuda' means cuda:LOCAL_RANK, cuda:2 for local rank 2, but this host has 2 "
-            "CUDA devices (cuda:0 to cuda:1): start at most 2 processes on it, or name each "
-            "rank's device");
-  EXPECT_EQ(refusal({"cuda:0"}, HostDevices{0}),
-            "device 'cuda:0' requested, but no CUDA device is available");
-  EXPECT_EQ(refusal({"tpu:0"}, HostDevices{2}), "unknown device 'tpu:0' (e.g. cpu, cuda:0)");
-  EXPECT_EQ(refusal({"cuda:1"}, HostDevices{2}), "");
+  EXPECT_EQ(refusal({"cuda:2"}, 2),
+            "device 'cuda:2': this host has 2 CUDA devices (cuda:0 to cuda:1)");
+  EXPECT_EQ(refusal({"cpu", "cuda:1"}, 1), "device 'cuda:1': this host has 1 CUDA device (cuda:0)");
+  EXPECT_EQ(refusal({"cuda"}, 2, 2),
+            "device 'cuda' means cuda:LOCAL_RANK, cuda:2 for local rank 2, but this host has "
+            "only 2: start at most 2 processes on it, or name each rank's device");
+  EXPECT_EQ(refusal({"cuda:0"}, 0), "device 'cuda:0': no CUDA device is available");
+  EXPECT_EQ(refusal({"cuda"}, 0, 1), "device 'cuda': no CUDA device is available");
+  EXPECT_EQ(refusal({"gpu0"}, 2), "device 'gpu0': expected cpu, cuda or cuda:N");
+  EXPECT_EQ(refusal({"mps"}, 2), "device 'mps': pipebal runs on cpu or cuda");
+  EXPECT_EQ(refusal({"cuda:1"}, 2), "");
 }
 
 TEST(RunDevices, ThisHostIsWhatLibTorchSees) {
-  const HostDevices host = this_host_devices();
-  EXPECT_GE(host.cuda_count, 0);
-  if (host.cuda_count == 0) {
-    EXPECT_NE(refusal({"cuda"}, host), "");
+  const int64_t count = profiler::host_cuda_count();
+  EXPECT_GE(count, 0);
+  if (count == 0) {
+    EXPECT_NE(refusal({"cuda"}, count), "");
   } else {
-    EXPECT_EQ(refusal({"cuda:" + std::to_string(host.cuda_count - 1)}, host), "");
+    EXPECT_EQ(refusal({"cuda:" + std::to_string(count - 1)}, count), "");
   }
 }
 
