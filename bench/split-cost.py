@@ -57,17 +57,17 @@ def measure(pipebal, profiles, rounds, work):
     cases = []
     for chunks in CHUNKS:
         common = ["--chunks", str(chunks)]
-        samples = []
-        for p in range(profiles):
-            path = os.path.join(work, f"profile-{chunks}-{p}.json")
+        paths = [os.path.join(work, f"profile-{chunks}-{p}.json") for p in range(profiles)]
+        for path in paths:
             run([pipebal, "profile", "--model", MODEL, *common, "--threads", "1", "--co-runners",
                  "1", "-q", "-o", path])
-            samples.append(json.load(open(path)))
-        plans = {}
+        samples = [json.load(open(path)) for path in paths]
+        plans = {}  # balanced on the last profile
         for name, flags in [("1f1b", ["--schedule", "1f1b"]),
                             ("zb-h1", ["--schedule", "zb-h1", "--weight-delays", "0,0"])]:
             plans[name] = os.path.join(work, f"{name}-{chunks}.json")
-            run([pipebal, "balance", path, "--stages", "2", *common, *flags, "-o", plans[name]])
+            run([pipebal, "balance", paths[-1], "--stages", "2", *common, *flags, "-o",
+                 plans[name]])
         balance = json.load(open(plans["1f1b"]))["balance"]
         last = len(balance) - 1
         first_layer = sum(balance[:-1])
