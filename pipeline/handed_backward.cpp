@@ -9,6 +9,8 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 
+#include "common/aligned_stack.h"
+
 namespace pipebal::pipeline {
 namespace {
 
@@ -45,9 +47,15 @@ std::vector<at::Tensor> handed_execute(edge_list roots, std::vector<at::Tensor> 
   }
   const at::Tensor start = at::empty({0}, options);
   auto root = std::make_shared<HandOver>(std::move(roots), std::move(grads), start);
-  return torch::autograd::Engine::get_default_engine().execute(
-      {torch::autograd::Edge(std::move(root), 0)}, {start}, keep_graph, /*create_graph=*/false,
-      accumulate_grad, outputs);
+  // On the CPU autograd runs the kernels on this thread: at one stack alignment, whichever
+  // thread and depth this is called from (common/aligned_stack.h).
+  std::vector<at::Tensor> computed;
+  on_aligned_stack([&] {
+    computed = torch::autograd::Engine::get_default_engine().execute(
+        {torch::autograd::Edge(std::move(root), 0)}, {start}, keep_graph, /*create_graph=*/false,
+        accumulate_grad, outputs);
+  });
+  return computed;
 }
 
 void handed_backward(std::vector<at::Tensor> roots, std::vector<at::Tensor> grads) {

@@ -13,6 +13,7 @@
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 
+#include "common/aligned_stack.h"
 #include "common/git_commit.h"
 
 #ifdef PIPEBAL_WITH_CUDA
@@ -96,6 +97,7 @@ Environment capture_environment(const c10::Device& device) {
   env.host = host_name();
   env.allocator = malloc_name();
   env.flushes_denormals = denormals_flushed();
+  env.stack_offset = stack_offset();
   env.build_type = PIPEBAL_BUILD_TYPE;
   env.git_commit = git_commit();
   env.date = iso8601_now();
@@ -111,11 +113,13 @@ nlohmann::json environment_to_json(const Environment& env) {
       {"host", env.host},
       {"allocator", env.allocator},
       {"flushes_denormals", env.flushes_denormals},
+      {"stack_offset", nullptr},
       {"build_type", env.build_type},
       {"git_commit", env.git_commit},
       {"date", env.date},
   };
   if (env.gpu_name) doc["gpu_name"] = *env.gpu_name;
+  if (env.stack_offset) doc["stack_offset"] = *env.stack_offset;
   // The profiling settings belong to a profile's environment only (repeat >= 1 there).
   if (env.repeat > 0) {
     doc["warmup"] = env.warmup;

@@ -19,8 +19,11 @@ struct Environment {
   std::string host;
   std::string allocator;           // the process's malloc, e.g. "jemalloc 5.3.0-0-g54eaed1d8b56"
   bool flushes_denormals = false;  // subnormal floats flushed to zero (workflow/denormals.h)
-  std::string build_type;          // pipebal's CMAKE_BUILD_TYPE
-  std::string git_commit;          // pipebal's commit
+  // Bytes below a 64-byte boundary autograd's CPU kernels start from (common/aligned_stack.h);
+  // none: wherever the calling thread's stack is.
+  std::optional<int> stack_offset;
+  std::string build_type;  // pipebal's CMAKE_BUILD_TYPE
+  std::string git_commit;  // pipebal's commit
   int warmup = 0;
   int repeat = 0;
   double time_budget_s = 0;

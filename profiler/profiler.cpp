@@ -379,7 +379,8 @@ class PassTimer {
         }
         if (timer != nullptr) timer->start();
         const at::Tensor loss = loss_(outputs[k].value());
-        if (loss.requires_grad()) loss.backward();
+        // As a stage runs its backward (at autograd's stack alignment, pipeline/handed_backward.h).
+        if (loss.requires_grad()) pipeline::handed_backward({loss}, {at::ones_like(loss)});
         if (timer != nullptr) (*profiles)[k].backward_samples_ms.push_back(timer->stop_ms());
         continue;
       }
@@ -410,7 +411,7 @@ class PassTimer {
         continue;
       }
       if (timer != nullptr) timer->start();
-      if (!outs.empty()) torch::autograd::backward(outs, grads);
+      pipeline::handed_backward(std::move(outs), std::move(grads));  // as a stage runs it
       if (timer != nullptr) (*profiles)[k].backward_samples_ms.push_back(timer->stop_ms());
     }
     for (auto& p : layers_.parameters()) {

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "common/aligned_stack.h"
 #include "common/atomic_file.h"
 #include "common/git_commit.h"
 #include "distributed/group.h"
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    pipebal::stack_offset();  // a mistyped PIPEBAL_STACK_OFFSET is refused before any work
     app.parse(argc, argv);
   } catch (const pipebal::tools::ExitStatus& exit) {
     return exit.status;

@@ -78,6 +78,36 @@ TEST(Cli, FlushesDenormalsUnlessAskedToKeepThem) {
   unsetenv("PIPEBAL_KEEP_DENORMALS");
 }
 
+// Autograd's stack alignment (common/aligned_stack.h): the profile records the offset in force;
+// `off` records none, and a value that is no offset is one line and status 2 before any work.
+TEST(Cli, StackOffsetIsRecordedAndAMistypedOneRefused) {
+  const std::string dir = pipebal::testing::fresh_dir("stack-offset");
+  const std::string profile =
+      "profile --model mlp:layers=2,width=8 --input-shape 4,8 --warmup 0 --repeat 1 -q -o " + dir +
+      "/profile.json";
+  const auto recorded = [&dir]() {
+    return nlohmann::json::parse(pipebal::testing::read_text(dir + "/profile.json"))
+        .at("environment")
+        .at("stack_offset");
+  };
+  setenv("PIPEBAL_STACK_OFFSET", "32", 1);
+  Result r = run_pipebal(profile);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(recorded(), 32);
+  setenv("PIPEBAL_STACK_OFFSET", "off", 1);
+  r = run_pipebal(profile);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(recorded().is_null());
+  setenv("PIPEBAL_STACK_OFFSET", "20", 1);
+  r = run_pipebal("profile --model mlp:layers=2,width=8 --input-shape 4,8 -q -o " + dir +
+                  "/refused.json");
+  unsetenv("PIPEBAL_STACK_OFFSET");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("PIPEBAL_STACK_OFFSET='20'"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/refused.json"));
+}
+
 // Ctrl-C: one line, status 130, and neither the output nor a temporary file left behind. The
 // signal comes once the run trains (its handler installed, its stages' threads up, a second
 // later), not after a fixed delay: a slow start (a large CUDA LibTorch to load) would otherwise

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""What the stack's alignment does to the profile and to the engine (common/aligned_stack.h).
+
+Some of LibTorch's CPU kernels cost more or less with where the stack pointer they start from
+falls modulo 32 bytes. A process's main thread starts its stack where the environment's size and
+address randomisation put it; the engine's stage threads start theirs aligned. pipebal runs
+autograd at one alignment everywhere (PIPEBAL_STACK_OFFSET bytes below a 64-byte boundary, or
+`off`). This script measures, for each offset and with it off:
+
+- profile: `pipebal profile` (one thread, no co-runner) of the GPT of `bench/schedules.py` at 8
+  micro-batches and of its U-Net, each run under `setarch -R` (no address randomisation) with the
+  environment padded by 0, 16, 32 and 48 bytes: four known positions of the main thread's stack.
+  From each: the GPT's last stage (layers 4-8, the dp balance's on 2 devices) backward whole,
+  B and W, and each model's forward and backward totals;
+- engine: `--rounds` rounds of training the GPT's 1F1B plan and its zb-h1 plan with W right after
+  B (`--weight-delays 0,0`) for 4 steps (`pipebal train --trace`): the median step, and the last
+  stage's median actions in the trace.
+
+Rounds interleave the offsets (and the stack positions), so a machine whose speed drifts moves
+them alike. Writes the raw measurements (JSON) and the markdown summary made from them.
+Usage: bench/stack-alignment.py [--build build] [--rounds 2] [--engine-rounds 4]
+       [--allow-dirty] [--from-raw]
+(--from-raw writes the summary again from the committed raw data, measuring nothing.)"""
+import argparse
+import json
+import os
+import statistics
+import tempfile
+
+import bench_support
+from bench_support import run
+
+GPT = "gpt:layers=6,dim=128,heads=4,seq=64,vocab=1000,dropout=0"
+UNET = "unet:B=2,C=16"
+CHUNKS = 8
+LAST_STAGE = 4  # the GPT's last stage on 2 devices starts at layer 4 (its dp balance, 1F1B)
+OFFSETS = ["off", "0", "16", "32", "48"]
+PADS = [0, 16, 32, 48]
+RAW = "reports/stack-alignment-raw.json"
+MD = "reports/stack-alignment.md"
+
+
+def env_with(offset, pad):
+    env = dict(os.environ, PIPEBAL_STACK_OFFSET=offset)
+    env["PIPEBAL_BENCH_PAD"] = "x" * pad  # moves the main thread's stack by `pad` bytes
+    return env
+
+
+def profile(pipebal, model, offset, pad, path):
+    run(["setarch", "-R", pipebal, "profile", "--model", model, "--chunks", str(CHUNKS),
+         "--threads", "1", "--co-runners", "0", "-q", "-o", path], env=env_with(offset, pad))
+    layers = json.load(open(path))["layers"]
+    total = lambda key, ls: sum(layer[key] for layer in ls)  # noqa: E731
+    out = {"forward_ms": total("forward_ms", layers), "backward_ms": total("backward_ms", layers)}
+    if model == GPT:
+        last = layers[LAST_STAGE:]
+        out.update(last_whole_ms=total("backward_ms", last), last_b_ms=total("input_grad_ms", last),
+                   last_w_ms=total("weight_ms", last))
+    return out
+
+
+def train(pipebal, plan, offset, work):
+    trace, record = os.path.join(work, "trace.json"), os.path.join(work, "run.json")
+    run([pipebal, "train", "--model", GPT, "--plan", plan, "--steps", "4", "-q", "--trace", trace,
+         "-o", record], env=env_with(offset, 0))
+    durations = {}
+    for event in json.load(open(trace))["traceEvents"]:
+        if event.get("ph") == "X" and event.get("tid") == 1:
+            durations.setdefault(event["cat"], []).append(event["dur"] / 1000)
+    actions = {kind: statistics.median(values) for kind, values in durations.items()}
+    return {"step_ms": json.load(open(record))["median_step_ms"], "b_ms": actions["B"],
+            "w_ms": actions.get("W", 0.0)}
+
+
+def measure(pipebal, rounds, engine_rounds, work):
+    path = os.path.join(work, "profile.json")
+    profiles = {offset: [] for offset in OFFSETS}
+    for r in range(rounds):
+        for pad in PADS:
+            for offset in OFFSETS:
+                gpt = profile(pipebal, GPT, offset, pad, path)
+                unet = profile(pipebal, UNET, offset, pad, path)
+                profiles[offset].append({"round": r, "pad": pad, "gpt": gpt, "unet": unet})
+    # The plans, balanced once on a default profile, are the same work for every offset.
+    run([pipebal, "profile", "--model", GPT, "--chunks", str(CHUNKS), "--threads", "1",
+         "--co-runners", "1", "-q", "-o", path])
+    plans = {}
+    for name, flags in [("1f1b", ["--schedule", "1f1b"]),
+                        ("zb-h1", ["--schedule", "zb-h1", "--weight-delays", "0,0"])]:
+        plans[name] = os.path.join(work, f"{name}.json")
+        run([pipebal, "balance", path, "--stages", "2", "--chunks", str(CHUNKS), *flags, "-o",
+             plans[name]])
+    balance = json.load(open(plans["1f1b"]))["balance"]
+    if sum(balance[:-1]) != LAST_STAGE:
+        raise SystemExit(f"the GPT's 1F1B balance is {balance}, not a last stage from layer "
+                         f"{LAST_STAGE}: update LAST_STAGE")
+    engine = {offset: [] for offset in OFFSETS}
+    for r in range(engine_rounds):
+        for offset in OFFSETS:
+            engine[offset].append({name: train(pipebal, plan, offset, work)
+                                   for name, plan in plans.items()})
+    return {"balance": balance, "profiles": profiles, "engine": engine}
+
+
+def spread(values):
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+def summary(raw):
+    lines = [
+        "# The stack's alignment: profile and engine",
+        "",
+        f"Made by `bench/stack-alignment.py` at commit `{raw['commit']}` on {raw['machine']}, "
+        f"{raw['date']}; raw data: `stack-alignment-raw.json`. `PIPEBAL_STACK_OFFSET` sets how "
+        "far below a 64-byte boundary autograd's CPU kernels start (`common/aligned_stack.h`; "
+        "`off`: wherever the calling thread's stack is). Profile: `pipebal profile` (one thread) "
+        f"of the GPT `{GPT}` and the U-Net `{UNET}` at {CHUNKS} micro-batches, without address "
+        f"randomisation, the environment padded by {', '.join(map(str, PADS))} bytes (four "
+        f"positions of the main thread's stack), {raw['rounds']} round(s) each: the range over "
+        "those processes. The GPT's last stage on 2 devices (layers "
+        f"{LAST_STAGE}-8) is where zb-h1 splits the backward into B and W. Engine: "
+        f"{raw['engine_rounds']} rounds of training the GPT's 1F1B and zb-h1 (W right after B) "
+        "plans for 4 steps: medians over rounds of the median step and of the last stage's "
+        "actions.",
+        "",
+        "| offset | GPT last stage: backward whole (ms) | B | W | B + W over whole | GPT forward, "
+        "backward (all layers) | U-Net forward, backward |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for offset in OFFSETS:
+        ps = raw["profiles"][offset]
+        g = lambda key: [p["gpt"][key] for p in ps]  # noqa: E731
+        u = lambda key: [p["unet"][key] for p in ps]  # noqa: E731
+        ratios = [(p["gpt"]["last_b_ms"] + p["gpt"]["last_w_ms"]) / p["gpt"]["last_whole_ms"]
+                  for p in ps]
+        lines.append(
+            f"| {offset} | {spread(g('last_whole_ms'))} | {spread(g('last_b_ms'))} | "
+            f"{spread(g('last_w_ms'))} | {spread(ratios)} | {spread(g('forward_ms'))}, "
+            f"{spread(g('backward_ms'))} | {spread(u('forward_ms'))}, "
+            f"{spread(u('backward_ms'))} |")
+    lines += [
+        "",
+        "| offset | engine: 1F1B step (ms) | zb-h1 step | last stage's B (1F1B, the whole) | "
+        "zb-h1's B | W | B + W over whole |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for offset in OFFSETS:
+        rounds = raw["engine"][offset]
+        med = lambda name, key: statistics.median(r[name][key] for r in rounds)  # noqa: E731
+        whole = med("1f1b", "b_ms")
+        lines.append(
+            f"| {offset} | {med('1f1b', 'step_ms'):.1f} | {med('zb-h1', 'step_ms'):.1f} | "
+            f"{whole:.2f} | {med('zb-h1', 'b_ms'):.2f} | {med('zb-h1', 'w_ms'):.2f} | "
+            f"{(med('zb-h1', 'b_ms') + med('zb-h1', 'w_ms')) / whole:.3f} |")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--engine-rounds", type=int, default=4)
+    ap.add_argument("--allow-dirty", action="store_true")
+    ap.add_argument("--from-raw", action="store_true",
+                    help="write the summary from the raw file, measuring nothing")
+    args = ap.parse_args()
+    if args.from_raw:
+        bench_support.write_text(MD, summary(json.load(open(RAW))))
+        return
+    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
+    raw = dict(bench_support.meta(args.allow_dirty), rounds=args.rounds,
+               engine_rounds=args.engine_rounds)
+    with tempfile.TemporaryDirectory() as work:
+        raw.update(measure(pipebal, args.rounds, args.engine_rounds, work))
+    bench_support.write_json(RAW, raw)
+    bench_support.write_text(MD, summary(raw))
+
+
+if __name__ == "__main__":
+    main()
