@@ -18,7 +18,7 @@ autograd at one alignment everywhere (PIPEBAL_STACK_OFFSET bytes below a 64-byte
 
 Rounds interleave the offsets (and the stack positions), so a machine whose speed drifts moves
 them alike. Writes the raw measurements (JSON) and the markdown summary made from them.
-Usage: bench/stack-alignment.py [--build build] [--rounds 2] [--engine-rounds 4]
+Usage: bench/stack-alignment.py [--build build] [--rounds 4] [--engine-rounds 6]
        [--allow-dirty] [--from-raw]
 (--from-raw writes the summary again from the committed raw data, measuring nothing.)"""
 import argparse
@@ -102,8 +102,8 @@ def measure(pipebal, rounds, engine_rounds, work):
     return {"balance": balance, "profiles": profiles, "engine": engine}
 
 
-def spread(values):
-    return f"{min(values):.2f}-{max(values):.2f}"
+def med(values):
+    return statistics.median(values)
 
 
 def summary(raw):
@@ -116,28 +116,30 @@ def summary(raw):
         "`off`: wherever the calling thread's stack is). Profile: `pipebal profile` (one thread) "
         f"of the GPT `{GPT}` and the U-Net `{UNET}` at {CHUNKS} micro-batches, without address "
         f"randomisation, the environment padded by {', '.join(map(str, PADS))} bytes (four "
-        f"positions of the main thread's stack), {raw['rounds']} round(s) each: the range over "
-        "those processes. The GPT's last stage on 2 devices (layers "
+        f"positions of the main thread's stack), {raw['rounds']} rounds: medians over the "
+        "processes whose main stack starts at 0 (pads 0, 32) and at 16 (pads 16, 48) modulo 32, "
+        "then over all. The GPT's last stage on 2 devices (layers "
         f"{LAST_STAGE}-8) is where zb-h1 splits the backward into B and W. Engine: "
         f"{raw['engine_rounds']} rounds of training the GPT's 1F1B and zb-h1 (W right after B) "
         "plans for 4 steps: medians over rounds of the median step and of the last stage's "
-        "actions.",
+        "actions. Rounds interleave the offsets.",
         "",
-        "| offset | GPT last stage: backward whole (ms) | B | W | B + W over whole | GPT forward, "
-        "backward (all layers) | U-Net forward, backward |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| offset | GPT last stage's backward whole (ms): main stack at 0, at 16 | B: at 0, at 16 "
+        "| W | B + W over whole | GPT forward, backward (all layers) | U-Net forward, backward |",
+        "| --- | --- | --- | ---: | ---: | --- | --- |",
     ]
     for offset in OFFSETS:
         ps = raw["profiles"][offset]
-        g = lambda key: [p["gpt"][key] for p in ps]  # noqa: E731
-        u = lambda key: [p["unet"][key] for p in ps]  # noqa: E731
-        ratios = [(p["gpt"]["last_b_ms"] + p["gpt"]["last_w_ms"]) / p["gpt"]["last_whole_ms"]
-                  for p in ps]
+        at = lambda mod, key: med(p["gpt"][key] for p in ps if p["pad"] % 32 == mod)  # noqa
+        g = lambda key: med(p["gpt"][key] for p in ps)  # noqa: E731
+        u = lambda key: med(p["unet"][key] for p in ps)  # noqa: E731
+        ratio = med((p["gpt"]["last_b_ms"] + p["gpt"]["last_w_ms"]) / p["gpt"]["last_whole_ms"]
+                    for p in ps)
         lines.append(
-            f"| {offset} | {spread(g('last_whole_ms'))} | {spread(g('last_b_ms'))} | "
-            f"{spread(g('last_w_ms'))} | {spread(ratios)} | {spread(g('forward_ms'))}, "
-            f"{spread(g('backward_ms'))} | {spread(u('forward_ms'))}, "
-            f"{spread(u('backward_ms'))} |")
+            f"| {offset} | {at(0, 'last_whole_ms'):.2f}, {at(16, 'last_whole_ms'):.2f} | "
+            f"{at(0, 'last_b_ms'):.2f}, {at(16, 'last_b_ms'):.2f} | {g('last_w_ms'):.2f} | "
+            f"{ratio:.3f} | {g('forward_ms'):.2f}, {g('backward_ms'):.2f} | "
+            f"{u('forward_ms'):.2f}, {u('backward_ms'):.2f} |")
     lines += [
         "",
         "| offset | engine: 1F1B step (ms) | zb-h1 step | last stage's B (1F1B, the whole) | "
@@ -146,20 +148,20 @@ def summary(raw):
     ]
     for offset in OFFSETS:
         rounds = raw["engine"][offset]
-        med = lambda name, key: statistics.median(r[name][key] for r in rounds)  # noqa: E731
-        whole = med("1f1b", "b_ms")
+        e = lambda name, key: med(r[name][key] for r in rounds)  # noqa: E731
+        whole = e("1f1b", "b_ms")
         lines.append(
-            f"| {offset} | {med('1f1b', 'step_ms'):.1f} | {med('zb-h1', 'step_ms'):.1f} | "
-            f"{whole:.2f} | {med('zb-h1', 'b_ms'):.2f} | {med('zb-h1', 'w_ms'):.2f} | "
-            f"{(med('zb-h1', 'b_ms') + med('zb-h1', 'w_ms')) / whole:.3f} |")
+            f"| {offset} | {e('1f1b', 'step_ms'):.1f} | {e('zb-h1', 'step_ms'):.1f} | "
+            f"{whole:.2f} | {e('zb-h1', 'b_ms'):.2f} | {e('zb-h1', 'w_ms'):.2f} | "
+            f"{(e('zb-h1', 'b_ms') + e('zb-h1', 'w_ms')) / whole:.3f} |")
     return lines
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--engine-rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--engine-rounds", type=int, default=6)
     ap.add_argument("--allow-dirty", action="store_true")
     ap.add_argument("--from-raw", action="store_true",
                     help="write the summary from the raw file, measuring nothing")
