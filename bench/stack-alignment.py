@@ -154,6 +154,18 @@ def summary(raw):
             f"| {offset} | {e('1f1b', 'step_ms'):.1f} | {e('zb-h1', 'step_ms'):.1f} | "
             f"{whole:.2f} | {e('zb-h1', 'b_ms'):.2f} | {e('zb-h1', 'w_ms'):.2f} | "
             f"{(e('zb-h1', 'b_ms') + e('zb-h1', 'w_ms')) / whole:.3f} |")
+    lines.append("")
+    ratio = lambda ps: med((p["gpt"]["last_b_ms"] + p["gpt"]["last_w_ms"])  # noqa: E731
+                           / p["gpt"]["last_whole_ms"] for p in ps)
+    for offset in OFFSETS:
+        ps = raw["profiles"][offset]
+        rounds = raw["engine"][offset]
+        engine = med((r["zb-h1"]["b_ms"] + r["zb-h1"]["w_ms"]) / r["1f1b"]["b_ms"] for r in rounds)
+        at = [ratio([p for p in ps if p["pad"] % 32 == mod]) for mod in (0, 16)]
+        lines.append(
+            f"- offset {offset}: the profile's B + W over the whole, main stack at 0 and at 16 "
+            f"modulo 32: {at[0]:.3f} and {at[1]:.3f}; the engine's, per round: {engine:.3f} "
+            "(median).")
     return lines
 
 
