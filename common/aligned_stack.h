@@ -1,12 +1,12 @@
 // Runs code at one fixed stack alignment, whatever the caller's stack depth.
 //
 // Some of LibTorch's CPU kernels cost a few percent more or less with where the stack pointer
-// they start from falls modulo 32 bytes: the GPT's blocks' backward took 3% longer at one of the
-// two positions (reports/stack-alignment.md). A process's main thread starts its stack wherever
-// the environment's size and address randomisation leave it, so each profile (taken there) fell
-// into one cost or the other, and the split backward's B + W over the whole moved between 1.01
-// and 1.07 from one process to the next; the engine's stage threads, whose stacks start aligned,
-// always saw one. Autograd runs at one alignment everywhere instead (pipeline::handed_execute):
+// they start from falls modulo 32 bytes: the B of the GPT's blocks' split backward took 3% longer
+// at one of the two positions (reports/stack-alignment.md). A process's main thread starts its
+// stack wherever the environment's size and address randomisation leave it, so each profile
+// (taken there) fell into one cost or the other: the split backward's B + W over the whole was
+// 1.014 or 1.059 from one process to the next, while the engine's stage threads, whose stacks
+// start aligned, always saw one (1.088). Autograd runs at one alignment everywhere instead (pipeline::handed_execute):
 // the profile measures what the stages run, in every process.
 //
 //   int result = 0;
