@@ -18,8 +18,8 @@ __attribute__((noinline)) uintptr_t stack_here() {
 }
 
 // stack_here() called `depth` bytes further down the stack than at depth 0, at `offset` (or in
-// place when it is negative), modulo 64.
-__attribute__((noinline)) uintptr_t position_from(int depth, int offset) {
+// place when it is negative), modulo 64. Without AddressSanitizer's red zones around alloca.
+__attribute__((noinline, no_sanitize_address)) uintptr_t position_from(int depth, int offset) {
   volatile char* below = static_cast<char*>(__builtin_alloca(static_cast<size_t>(depth)));
   if (depth > 0) below[0] = 0;
   uintptr_t seen = 0;
