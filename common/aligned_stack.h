@@ -6,8 +6,8 @@
 // stack wherever the environment's size and address randomisation leave it, so each profile
 // (taken there) fell into one cost or the other: the split backward's B + W over the whole was
 // 1.014 or 1.059 from one process to the next, while the engine's stage threads, whose stacks
-// start aligned, always saw one (1.088). Autograd runs at one alignment everywhere instead (pipeline::handed_execute):
-// the profile measures what the stages run, in every process.
+// start aligned, always saw one (1.088). Autograd runs at one alignment everywhere instead
+// (pipeline::handed_execute): the profile measures what the stages run, in every process.
 //
 //   int result = 0;
 //   on_aligned_stack([&] { result = compute(); });
