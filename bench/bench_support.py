@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 from datetime import datetime, timezone
 
 
@@ -83,3 +84,24 @@ def check_built_from_head(build):
     if built != head:
         sys.exit(f"{build} was built from {built}, not from HEAD ({head}): rebuild it "
                  f"(cmake --build {build}) so that the report names the commit it measured")
+
+
+def report_main(parser, raw_path, md_path, measure, summary):
+    """A report script's command line: the options every script takes (--build, --allow-dirty,
+    --from-raw) added to `parser`, then either the summary written again from the committed raw
+    data, or `measure(pipebal, args, work)` (the raw fields, measured in the scratch directory
+    `work`) written beside this run's metadata and the summary made from them."""
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--allow-dirty", action="store_true")
+    parser.add_argument("--from-raw", action="store_true",
+                        help="write the summary from the raw file, measuring nothing")
+    args = parser.parse_args()
+    if args.from_raw:
+        write_text(md_path, summary(json.load(open(raw_path))))
+        return
+    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
+    raw = meta(args.allow_dirty)
+    with tempfile.TemporaryDirectory() as work:
+        raw.update(measure(pipebal, args, work))
+    write_json(raw_path, raw)
+    write_text(md_path, summary(raw))

@@ -25,7 +25,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import bench_support
 from bench_support import run
@@ -140,22 +139,14 @@ def summary(raw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
     ap.add_argument("--profiles", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--allow-dirty", action="store_true")
-    ap.add_argument("--from-raw", action="store_true",
-                    help="write the summary from the raw file, measuring nothing")
-    args = ap.parse_args()
-    if args.from_raw:
-        bench_support.write_text(MD, summary(json.load(open(RAW))))
-        return
-    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
-    raw = dict(bench_support.meta(args.allow_dirty), profiles=args.profiles, rounds=args.rounds)
-    with tempfile.TemporaryDirectory() as work:
-        raw["cases"] = measure(pipebal, args.profiles, args.rounds, work)
-    bench_support.write_json(RAW, raw)
-    bench_support.write_text(MD, summary(raw))
+    bench_support.report_main(
+        ap, RAW, MD,
+        lambda pipebal, args, work: {
+            "profiles": args.profiles, "rounds": args.rounds,
+            "cases": measure(pipebal, args.profiles, args.rounds, work)},
+        summary)
 
 
 if __name__ == "__main__":

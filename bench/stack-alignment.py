@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
 
 import bench_support
 from bench_support import run
@@ -171,23 +170,14 @@ def summary(raw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--engine-rounds", type=int, default=6)
-    ap.add_argument("--allow-dirty", action="store_true")
-    ap.add_argument("--from-raw", action="store_true",
-                    help="write the summary from the raw file, measuring nothing")
-    args = ap.parse_args()
-    if args.from_raw:
-        bench_support.write_text(MD, summary(json.load(open(RAW))))
-        return
-    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
-    raw = dict(bench_support.meta(args.allow_dirty), rounds=args.rounds,
-               engine_rounds=args.engine_rounds)
-    with tempfile.TemporaryDirectory() as work:
-        raw.update(measure(pipebal, args.rounds, args.engine_rounds, work))
-    bench_support.write_json(RAW, raw)
-    bench_support.write_text(MD, summary(raw))
+    bench_support.report_main(
+        ap, RAW, MD,
+        lambda pipebal, args, work: dict(
+            rounds=args.rounds, engine_rounds=args.engine_rounds,
+            **measure(pipebal, args.rounds, args.engine_rounds, work)),
+        summary)
 
 
 if __name__ == "__main__":
