@@ -52,15 +52,20 @@ def meta(allow_dirty):
     return {"commit": commit(allow_dirty), "machine": machine(), "date": today()}
 
 
+def write_whole(path, text):
+    """Writes `text` to `path` whole or not at all: an interrupted run leaves the last report."""
+    partial = f"{path}.partial"
+    with open(partial, "w") as f:
+        f.write(text)
+    os.replace(partial, path)
+
+
 def write_json(path, doc):
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    write_whole(path, json.dumps(doc, indent=1) + "\n")
 
 
 def write_text(path, lines):
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_whole(path, "\n".join(lines) + "\n")
     print(f"wrote {path}", file=sys.stderr)
 
 

@@ -9,8 +9,7 @@ Each round also trains with subnormal floats kept (PIPEBAL_KEEP_DENORMALS=1; pip
 them by default, workflow/denormals.h), to show what flushing them is worth per model.
 
 Writes the raw measurements (JSON) and the markdown summary made from them.
-Usage: bench/layer-sum.py [--build build] [--rounds 3]
-       [--raw reports/layer-sum-raw.json] [--md reports/layer-sum.md] [--from-raw]
+Usage: bench/layer-sum.py [--build build] [--rounds 3] [--steps 10] [--from-raw]
 (--from-raw writes the summary again from the committed raw data, measuring nothing.)
 Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
 import argparse
@@ -18,7 +17,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import bench_support
 from bench_support import run
@@ -32,29 +30,14 @@ MODELS = [
     ("gpt 24 blocks", "gpt:layers=24,dim=64,heads=4,seq=32,vocab=500,dropout=0", "16,32"),
     ("unet B=5", "unet:B=5,C=4", "16,3,64,64"),
 ]
+RAW = "reports/layer-sum-raw.json"
+MD = "reports/layer-sum.md"
 
 
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--raw", default="reports/layer-sum-raw.json")
-    ap.add_argument("--md", default="reports/layer-sum.md")
-    ap.add_argument("--allow-dirty", action="store_true")
-    ap.add_argument("--from-raw", action="store_true",
-                    help="write the summary from the raw file, measuring nothing")
-    args = ap.parse_args()
-    if args.from_raw:
-        write_summary(json.load(open(args.raw)), args.md)
-        return
-    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
-    commit = bench_support.commit(args.allow_dirty)
-    work = tempfile.mkdtemp()
-    raw = {"commit": commit, "machine": bench_support.machine(),
-           "cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "models": []}
+def measure(pipebal, args, work):
+    raw = {"cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "models": []}
     for name, spec, shape in MODELS:
         print(f"{name} ...", file=sys.stderr, flush=True)
         rounds = []
@@ -84,10 +67,14 @@ def main():
                            "measured_ms": measured, "denormals_kept_ms": kept})
         raw["models"].append({"name": name, "spec": spec, "input_shape": shape,
                               "rounds": rounds})
-    with open(args.raw, "w") as f:
-        json.dump(raw, f, indent=1)
-    write_summary(raw, args.md)
-    print(f"wrote {args.raw}", file=sys.stderr)
+    return raw
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    bench_support.report_main(ap, RAW, MD, measure, summary)
 
 
 def kept_columns(rounds):
@@ -117,7 +104,7 @@ def engine_column(rounds):
     return f"{ratio:.3f}"
 
 
-def write_summary(raw, md):
+def summary(raw):
     lines = [
         "# Do per-layer costs add up?",
         "",
@@ -152,9 +139,7 @@ def write_summary(raw, md):
             f"{medians_column(m['rounds'])} | "
             f"{max(measured) / min(measured):.2f} | "
             f"{kept_columns(m['rounds'])} |")
-    with open(md, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print(f"wrote {md}", file=sys.stderr)
+    return lines
 
 
 if __name__ == "__main__":

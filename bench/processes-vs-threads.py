@@ -13,9 +13,7 @@ which the machine's drift between profile and runs does not move. The up-front p
 user gets, is shown beside it.
 
 Writes the raw measurements (JSON) and the markdown summary made from them.
-Usage: bench/processes-vs-threads.py [--build build] [--rounds 5]
-       [--raw reports/processes-vs-threads-raw.json] [--md reports/processes-vs-threads.md]
-       [--from-raw]
+Usage: bench/processes-vs-threads.py [--build build] [--rounds 5] [--steps 10] [--from-raw]
 (--from-raw writes the summary again from the committed raw data, measuring nothing.)
 Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
 import argparse
@@ -23,7 +21,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import bench_support
 from bench_support import run
@@ -35,6 +32,8 @@ MODELS = [
 CHUNKS = [1, 4, 8]
 # How the two processes' messages travel, and the environment that makes them.
 WAYS = {"shared": {}, "gloo": {"PIPEBAL_SHM_DISABLE": "1"}}
+RAW = "reports/processes-vs-threads-raw.json"
+MD = "reports/processes-vs-threads.md"
 
 
 def with_env(extra):
@@ -43,24 +42,7 @@ def with_env(extra):
     return env
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--raw", default="reports/processes-vs-threads-raw.json")
-    ap.add_argument("--md", default="reports/processes-vs-threads.md")
-    ap.add_argument("--allow-dirty", action="store_true")
-    ap.add_argument("--from-raw", action="store_true",
-                    help="write the summary from the raw file, measuring nothing")
-    args = ap.parse_args()
-    if args.from_raw:
-        open(args.md, "w").write(summary(json.load(open(args.raw)), args.raw))
-        print(f"wrote {args.md}", file=sys.stderr)
-        return
-    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
-    commit = bench_support.commit(args.allow_dirty)
-    work = tempfile.mkdtemp()
+def measure(pipebal, args, work):
     launch = [pipebal, "launch", "--nproc-per-node", "2", "--master-port", "0", "--"]
 
     links = {}
@@ -71,8 +53,7 @@ def main():
                       "-o", link_file], env=with_env(env))
         links[way] = json.load(open(link_file))
 
-    raw = {"commit": commit, "machine": bench_support.machine(), "date": bench_support.today(),
-           "cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "links": links,
+    raw = {"cores": os.cpu_count(), "rounds": args.rounds, "steps": args.steps, "links": links,
            "cases": []}
     for name, spec, shape in MODELS:
         for chunks in CHUNKS:
@@ -119,9 +100,14 @@ def main():
                 case[f"predicted_in_turns_{way}_ms"] = predict(pipebal, pooled, links[way],
                                                                balance, profile)
             raw["cases"].append(case)
-    json.dump(raw, open(args.raw, "w"), indent=2)
-    open(args.md, "w").write(summary(raw, args.raw))
-    print(f"wrote {args.raw} and {args.md}", file=sys.stderr)
+    return raw
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=10)
+    bench_support.report_main(ap, RAW, MD, measure, summary)
 
 
 # Layer and engine times of profiles taken in turns with the runs: each the median over rounds.
@@ -153,12 +139,12 @@ def predict(pipebal, doc, link, balance, path):
     return plan["prediction"]["step_ms"]
 
 
-def summary(raw, raw_path):
+def summary(raw):
     lines = [
         "# Threads vs processes",
         "",
         f"Made by `bench/processes-vs-threads.py` at commit `{raw['commit']}` on "
-        f"{raw['machine']}, {raw['date']}; raw data: `{os.path.basename(raw_path)}`. "
+        f"{raw['machine']}, {raw['date']}; raw data: `{os.path.basename(RAW)}`. "
         f"Each case alternates a 2-thread run, a 2-process run with the messages in shared "
         f"memory and one with them through Gloo on loopback (`PIPEBAL_SHM_DISABLE=1`), "
         f"{raw['rounds']} times, {raw['steps']} measured steps each; a ratio is per round "
@@ -231,7 +217,7 @@ def summary(raw, raw_path):
         lines.append(f"| {s['bytes'] // 1024} KiB | {s['one_way_ms']:.3f} "
                      f"| {s['bytes'] / s['one_way_ms'] / 1e6:.2f} | {g['one_way_ms']:.3f} "
                      f"| {g['bytes'] / g['one_way_ms'] / 1e6:.2f} |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":

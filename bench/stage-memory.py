@@ -10,15 +10,13 @@ throughout, as every later step). Memory depends on timing only through the mess
 (the prediction counts those of the simulated timeline, "untimed" leaves them out): one run each.
 
 Writes the raw measurements (JSON) and the markdown summary made from them.
-Usage: bench/stage-memory.py [--build build] [--raw reports/stage-memory-raw.json]
-       [--md reports/stage-memory.md] [--from-raw]
+Usage: bench/stage-memory.py [--build build] [--from-raw]
 (--from-raw writes the summary again from the committed raw data, measuring nothing.)
 Run it from a clean checkout (the summary names the commit)."""
 import argparse
 import json
 import os
 import sys
-import tempfile
 
 import bench_support
 from bench_support import run
@@ -36,28 +34,16 @@ SCHEDULES = [
 ]
 CHECKPOINTS = ["never", "except_last", "always"]
 MIB = 1024 * 1024
+RAW = "reports/stage-memory-raw.json"
+MD = "reports/stage-memory.md"
 
 
 def peaks(run_json):
     return [s["peak_memory_bytes"] for s in run_json["stages"]]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--raw", default="reports/stage-memory-raw.json")
-    ap.add_argument("--md", default="reports/stage-memory.md")
-    ap.add_argument("--allow-dirty", action="store_true")
-    ap.add_argument("--from-raw", action="store_true",
-                    help="write the summary from the raw file, measuring nothing")
-    args = ap.parse_args()
-    if args.from_raw:
-        open(args.md, "w").write(summary(json.load(open(args.raw)), args.raw))
-        print(f"wrote {args.md}", file=sys.stderr)
-        return
-    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
-    raw = dict(bench_support.meta(args.allow_dirty), chunks=CHUNKS, cases=[])
-    work = tempfile.mkdtemp()
+def measure(pipebal, work):
+    cases = []
     profile, plan, out = (os.path.join(work, f) for f in ("profile.json", "plan.json", "run.json"))
     for name, spec, shape in MODELS:
         print(f"{name}: profiling ...", file=sys.stderr, flush=True)
@@ -78,23 +64,28 @@ def main():
                 across = json.load(open(out))
                 if not all(p["shared_memory_peers"] for p in across["processes"]):
                     sys.exit(f"the processes did not share memory: {across['processes']}")
-                raw["cases"].append({
+                cases.append({
                     "model": name, "spec": spec, "input_shape": shape, "schedule": schedule,
                     "checkpoint": checkpoint, "balance": planned["balance"],
                     "predicted_bytes": [s["timed_memory_bytes"] for s in planned["stages"]],
                     "untimed_bytes": [s["memory_bytes"] for s in planned["stages"]],
                     "threads_bytes": threads, "processes_bytes": peaks(across)})
-    bench_support.write_json(args.raw, raw)
-    open(args.md, "w").write(summary(raw, args.raw))
-    print(f"wrote {args.raw} and {args.md}", file=sys.stderr)
+    return cases
 
 
-def summary(raw, raw_path):
+def main():
+    bench_support.report_main(
+        argparse.ArgumentParser(), RAW, MD,
+        lambda pipebal, args, work: {"chunks": CHUNKS, "cases": measure(pipebal, work)},
+        summary)
+
+
+def summary(raw):
     lines = [
         "# Per-stage memory: predicted and measured, in threads and in processes",
         "",
         f"Made by `bench/stage-memory.py` at commit `{raw['commit']}` on {raw['machine']}, "
-        f"{raw['date']}; raw data: `{os.path.basename(raw_path)}`. 2 stages per model (4 for "
+        f"{raw['date']}; raw data: `{os.path.basename(RAW)}`. 2 stages per model (4 for "
         f"interleaved, 2 per device), {raw['chunks']} micro-batches, each plan the dp balance "
         "for its schedule and checkpoint mode. Predicted: the plan's peak per stage "
         "(parameters x 2, plus the inputs and activations its action list keeps, plus the "
@@ -137,7 +128,7 @@ def summary(raw, raw_path):
         f"peak, untimed {spread(untimed_errors)}); the thread and process runs of one plan were "
         f"at most {max(apart):.1%} apart per stage.",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":
