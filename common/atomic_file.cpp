@@ -12,8 +12,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <stdexcept>
 
+#include "common/parse_integers.h"
 #include "common/remove_tree.h"
 
 namespace pipebal {
@@ -122,8 +125,11 @@ void remove_stale_temporaries(const fs::path& target) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
     const std::string pid_text = name.substr(prefix.size());
-    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    // Not ours unless it names a process id: a name past pid_t is someone else's file.
+    const std::optional<int64_t> number = parse_integer(pid_text);
+    if (!number || *number < 1 || *number > std::numeric_limits<pid_t>::max()) continue;
+    const auto pid = static_cast<pid_t>(*number);
     // A staging directory (StagedDirectory) as well as a file.
     if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
       remove_tree(entry.path().string());

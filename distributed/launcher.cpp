@@ -21,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "common/time_limit.h"
+
 namespace pipebal::distributed {
 namespace {
 
@@ -122,7 +124,7 @@ void check(const LaunchOptions& options) {
         "give the command to run after --, e.g. pipebal launch --nproc-per-node 2 -- pipebal "
         "train --balance 3,2");
   }
-  if (!(options.grace_s >= 0)) throw std::invalid_argument("the grace period must be >= 0 s");
+  check_time_limit(options.grace_s, "--grace");
 }
 
 int launch(const LaunchOptions& options, std::ostream& log) {

@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "common/time_limit.h"
 #include "pipeline/batch_norm.h"
 #include "pipeline/error_text.h"
 #include "pipeline/module_layer.h"
@@ -145,6 +146,15 @@ struct Pipeline::Links {
   }
 };
 
+void check_threads_per_stage(int threads) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads < 1 || threads > cores) {
+    throw std::invalid_argument(
+        fmt::format("threads per stage must be between 1 and the {} cores of this machine, got {}",
+                    cores, threads));
+  }
+}
+
 Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::Device> devices,
                    PipelineOptions options, std::shared_ptr<Transport> transport)
     : layers_(std::move(layers)),
@@ -163,12 +173,8 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
     throw std::invalid_argument(fmt::format(
         "{} stages: at most {} (each stage is a thread of this process)", stages, kMaxStages));
   }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (options_.threads_per_stage < 1 || options_.threads_per_stage > cores) {
-    throw std::invalid_argument(
-        fmt::format("threads per stage must be between 1 and the {} cores of this machine, got {}",
-                    cores, options_.threads_per_stage));
-  }
+  check_threads_per_stage(options_.threads_per_stage);
+  check_time_limit(options_.step_timeout_s, "the step timeout", "none");
   schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint,
                             options_.virtual_stages, options_.weight_delays);
   size_t first = 0;

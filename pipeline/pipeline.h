@@ -24,6 +24,10 @@ namespace pipebal::pipeline {
 // Each stage of a pipeline in one process is a thread of it.
 constexpr int kMaxStages = 512;
 
+// Throws std::invalid_argument unless 1 <= threads <= this machine's cores: what each CPU stage's
+// worker may use (PipelineOptions::threads_per_stage).
+void check_threads_per_stage(int threads);
+
 struct PipelineOptions {
   int chunks = 4;
   ScheduleKind schedule = ScheduleKind::kGPipe;

@@ -15,9 +15,11 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "common/time_limit.h"
 #include "pipeline/error_text.h"
 #include "pipeline/handed_backward.h"
 #include "pipeline/in_place.h"
+#include "pipeline/pipeline.h"
 #include "pipeline/split_backward.h"
 #include "profiler/co_runner.h"
 #include "profiler/device.h"
@@ -452,16 +454,15 @@ void check_options(const ProfileOptions& options) {
   if (options.repeat < 1) {
     throw std::invalid_argument(fmt::format("repeat must be >= 1, got {}", options.repeat));
   }
-  if (options.co_runners < 0) {
-    throw std::invalid_argument(fmt::format("co-runners must be >= 0, got {}", options.co_runners));
+  // One per other stage at most, each a thread training its own copy of the model.
+  if (options.co_runners < 0 || options.co_runners > pipeline::kMaxStages - 1) {
+    throw std::invalid_argument(fmt::format("co-runners must be from 0 to {}, got {}",
+                                            pipeline::kMaxStages - 1, options.co_runners));
   }
   if (options.co_runners > 0 && !options.device.is_cpu()) {
     throw std::invalid_argument("co-runners load the CPU cores: they apply to --device cpu only");
   }
-  if (!(options.time_budget_s >= 0)) {
-    throw std::invalid_argument(
-        fmt::format("time budget must be >= 0 seconds (0: none), got {}", options.time_budget_s));
-  }
+  check_time_limit(options.time_budget_s, "the time budget", "none");
 }
 
 Batch detached(const Batch& batch) {

@@ -245,6 +245,8 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
     BalanceParams variant = params;
     variant.schedule = row.schedule;
     variant.virtual_stages = row.virtual_stages;
+    // --weight-delays are zb-h1's: the other schedules are compared as they run without them.
+    if (row.schedule != pipeline::ScheduleKind::kZeroBubbleH1) variant.weight_delays.clear();
     try {
       const balance::CostOptions options = cost_options(variant, profile);
       const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
@@ -312,6 +314,11 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
     }
   }
 
+  // Bounded before the product: --virtual is at most 64.
+  if (params.stages < 1 || static_cast<size_t>(params.stages) > balance::kMaxLayers) {
+    throw std::invalid_argument(
+        fmt::format("--stages must be from 1 to {}, got {}", balance::kMaxLayers, params.stages));
+  }
   const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
                                  params.stages * options.virtual_stages, options);
   const balance::Algorithm algorithm = balance::parse_algorithm(params.algorithm);
@@ -381,12 +388,13 @@ void add_balance_command(CLI::App& app) {
                   "'given') instead of choosing one")
       ->excludes("--algorithm");
   sub->add_option("-o,--output", params->output_path, "Write the plan here (pipebal.plan/1)");
-  sub->add_flag("--json", params->json, "Print the plan JSON instead of the table");
+  auto* json = sub->add_flag("--json", params->json, "Print the plan JSON (--format json)");
   sub->add_option("--format", params->format,
                   "table, json, torchgpipe (its balance list) or pippy "
                   "(torch.distributed.pipelining split points by layer name)")
       ->check(CLI::IsMember({"table", "json", "torchgpipe", "pippy"}))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(json);
   sub->add_flag("--compare", params->compare,
                 "Also print every algorithm's bottleneck and predicted step time");
   sub->add_option("--schedule-plans", params->schedule_plans_dir,

@@ -16,6 +16,7 @@
 #include "common/atomic_file.h"
 #include "common/git_commit.h"
 #include "common/schema.h"
+#include "common/time_limit.h"
 #include "distributed/group.h"
 #include "distributed/launch_env.h"
 #include "distributed/link_probe.h"
@@ -63,7 +64,7 @@ void run_link(const LinkParams& p) {
     throw std::invalid_argument(
         fmt::format("--repeats must be from 1 to 100000, got {}", p.repeats));
   }
-  if (!(p.timeout_s >= 0)) throw std::invalid_argument("--timeout must be >= 0 seconds");
+  check_time_limit(p.timeout_s, "--timeout", "300");
   const auto env = distributed::launch_env_from_process();
   if (!env || env->world_size < 2) {
     throw std::invalid_argument(

@@ -29,6 +29,7 @@
 #include "tools/report_command.h"
 #include "tools/train_command.h"
 #include "tools/validate_command.h"
+#include "tools/value_syntax.h"
 #include "tools/version.h"
 #include "workflow/denormals.h"
 #include "workflow/malloc_tuning.h"
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   pipebal::tools::add_report_command(app);
   pipebal::tools::add_train_command(app);
   pipebal::tools::add_validate_command(app);
+  pipebal::tools::enforce_value_syntax(app);
 
   // The first word names the command: say plainly when it names none.
   std::vector<std::string> commands;

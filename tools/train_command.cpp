@@ -207,11 +207,13 @@ void add_train_command(CLI::App& app) {
                   "pipelines trained data-parallel, one process per stage and replica (each "
                   "replica trains on its own --input-shape batch)")
       ->capture_default_str();
-  cmd->add_option("--steps", p->settings.steps, "measured steps")->capture_default_str();
-  cmd->add_option("--warmup-steps", p->settings.warmup_steps,
-                  "steps run before measuring, which also measure the peak memory (the first "
-                  "allocates the gradients: 2 reach the steady state)")
-      ->capture_default_str();
+  auto* steps =
+      cmd->add_option("--steps", p->settings.steps, "measured steps")->capture_default_str();
+  auto* warmup_steps =
+      cmd->add_option("--warmup-steps", p->settings.warmup_steps,
+                      "steps run before measuring, which also measure the peak memory (the first "
+                      "allocates the gradients: 2 reach the steady state)")
+          ->capture_default_str();
   cmd->add_option("--optimizer", p->settings.optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", p->settings.lr, "learning rate")->capture_default_str();
   add_seed_option(*cmd, p->settings.seed);
@@ -219,14 +221,23 @@ void add_train_command(CLI::App& app) {
                 "update batch-norm running statistics once per mini-batch");
   cmd->add_flag("--check-finite", p->settings.check_finite, "fail on a non-finite loss");
   add_step_timeout_option(*cmd, p->settings.step_timeout_s);
-  cmd->add_option("--data", p->settings.data,
-                  "train on this file, written in Python by torch.save({'inputs': x or [x1, "
-                  "x2], 'targets': y}, path), instead of a synthetic batch");
-  cmd->add_option("--epochs", p->settings.epochs, "passes over --data")->capture_default_str();
+  auto* data = cmd->add_option(
+      "--data", p->settings.data,
+      "train on this file, written in Python by torch.save({'inputs': x or [x1, x2], 'targets': "
+      "y}, path), instead of a synthetic batch; every step trains on it (--epochs sets how many, "
+      "not --steps)");
+  // Given without --data they would do nothing; --steps with it neither: refused, not ignored.
+  steps->excludes(data);
+  warmup_steps->excludes(data);
+  cmd->add_option("--epochs", p->settings.epochs, "passes over --data")
+      ->capture_default_str()
+      ->needs(data);
   cmd->add_option("--batch-size", p->settings.batch_size, "mini-batch of --data, in samples")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(data);
   cmd->add_flag("--shuffle", p->settings.shuffle,
-                "visit --data in a new random order each epoch (from --seed); default: file order");
+                "visit --data in a new random order each epoch (from --seed); default: file order")
+      ->needs(data);
   cmd->add_option("--loss", p->settings.loss,
                   "with --data: cross_entropy, mse, nll or none (the model's output is the loss); "
                   "default cross_entropy for integer targets, mse for floating ones. Without "

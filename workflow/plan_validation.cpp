@@ -17,6 +17,7 @@
 #include "common/atomic_file.h"
 #include "common/schema.h"
 #include "models/synthetic.h"
+#include "pipeline/pipeline.h"
 #include "profiler/device.h"
 #include "profiler/profile_json.h"
 #include "profiler/profile_merge.h"
@@ -57,6 +58,8 @@ void check(const AutoValidateSettings& p) {
   if (p.top < 0) {
     throw std::invalid_argument(fmt::format("--top must be at least 0, got {}", p.top));
   }
+  check_run_limits(p.steps, p.warmup_steps, p.step_timeout_s);
+  pipeline::check_threads_per_stage(p.threads);
   if (p.user && p.user->schedule == pipeline::ScheduleKind::kInterleaved) {
     throw std::invalid_argument(
         "--auto compares gpipe and 1f1b configurations; validate an interleaved one without "

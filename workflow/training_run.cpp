@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/time_limit.h"
 #include "distributed/c10d_transport.h"
 #include "distributed/replicas.h"
 #include "distributed/tags.h"
@@ -136,13 +137,23 @@ struct TrainingRun::State {
   int next_step = 0;
 };
 
+void check_run_limits(int steps, int warmup_steps, double step_timeout_s) {
+  if (steps < 1 || steps > kMaxSteps) {
+    throw std::invalid_argument(
+        fmt::format("--steps must be from 1 to {}, got {}", kMaxSteps, steps));
+  }
+  if (warmup_steps < 0 || warmup_steps > kMaxSteps) {
+    throw std::invalid_argument(
+        fmt::format("--warmup-steps must be from 0 to {}, got {}", kMaxSteps, warmup_steps));
+  }
+  check_time_limit(step_timeout_s, "--timeout", "none");
+}
+
 TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     : state_(std::make_unique<State>()) {
   State& st = *state_;
   st.settings = settings;
-  if (settings.steps < 1)
-    throw std::invalid_argument(fmt::format("steps must be at least 1, got {}", settings.steps));
-  if (settings.warmup_steps < 0) throw std::invalid_argument("warm-up steps must not be negative");
+  check_run_limits(settings.steps, settings.warmup_steps, settings.step_timeout_s);
   st.model = models::build_model(settings.model, settings.seed);
   std::optional<c10::ScalarType> dtype;
   if (!settings.dtype.empty()) {
@@ -229,10 +240,6 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   options.threads_per_stage = settings.threads_per_stage;
   options.deferred_batch_norm = settings.deferred_batch_norm;
   options.check_finite = settings.check_finite;
-  if (!(settings.step_timeout_s >= 0)) {
-    throw std::invalid_argument(
-        fmt::format("--timeout must be >= 0 seconds (0: none), got {}", settings.step_timeout_s));
-  }
   options.step_timeout_s = settings.step_timeout_s;
   options.seed = settings.seed;
   // Each stage's allocations are counted under its own tag (from memory_tag_base, so that runs

@@ -19,6 +19,7 @@
 #include "distributed/launcher.h"
 #include "models/synthetic.h"
 #include "pipeline/batch.h"
+#include "pipeline/pipeline.h"
 #include "profiler/device.h"
 #include "profiler/environment.h"
 #include "profiler/profile_json.h"
@@ -271,8 +272,10 @@ const std::vector<std::string>& validation_files() {
 reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& status) {
   if (p.output.empty())
     throw std::invalid_argument("validate: give an output directory with -o DIR");
-  if (p.stages < 1)
-    throw std::invalid_argument(fmt::format("stages must be at least 1, got {}", p.stages));
+  if (p.stages < 1 || p.stages > pipeline::kMaxStages) {
+    throw std::invalid_argument(
+        fmt::format("--stages must be from 1 to {}, got {}", pipeline::kMaxStages, p.stages));
+  }
   if (p.processes != 0 && p.processes != p.stages) {
     throw std::invalid_argument(fmt::format(
         "--processes {}: each device (--stages) is one process, so give --processes {} or 0",
@@ -281,9 +284,11 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   if (p.processes > 0 && p.executable.empty()) {
     throw std::invalid_argument("validate: training as processes needs the pipebal executable");
   }
+  // Options first: a typo should not cost a profile.
+  check_run_limits(p.steps, p.warmup_steps, p.step_timeout_s);
+  pipeline::check_threads_per_stage(p.threads);
   // The model's stages: the devices' (--stages) times the stages each holds.
   const int stages = p.stages * p.virtual_stages;
-  // Options first: a typo should not cost a profile.
   balance::CostOptions cost_options;
   cost_options.schedule = p.schedule;
   cost_options.virtual_stages = p.virtual_stages;

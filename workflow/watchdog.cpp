@@ -6,10 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "common/time_limit.h"
+
 namespace pipebal::workflow {
 
 Watchdog::Watchdog(double timeout_s, std::string what)
     : timeout_s_(timeout_s), what_(std::move(what)) {
+  if (timeout_s_ > 0) check_time_limit(timeout_s_, "--timeout", "none");  // a deadline must fit
   if (timeout_s_ > 0) thread_ = std::thread(&Watchdog::watch, this);
 }
 

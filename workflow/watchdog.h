@@ -14,7 +14,8 @@ namespace pipebal::workflow {
 
 class Watchdog {
  public:
-  // `timeout_s` <= 0: never fires. `what` describes the work until the first beat().
+  // `timeout_s` <= 0: never fires; past kMaxTimeLimitS (common/time_limit.h): invalid_argument.
+  // `what` describes the work until the first beat().
   Watchdog(double timeout_s, std::string what);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -129,6 +131,17 @@ TEST(AtomicFile, RemovesTemporariesOfProcessesThatNoLongerRun) {
   write_file_atomically(path, "whole");
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(alive));
+}
+
+TEST(AtomicFile, LeavesFilesWhoseSuffixIsNoProcessId) {
+  const std::string path = scratch_path("doc.json");
+  // Past 64 bits, past pid_t, and zero: no process wrote these, so they are not its leftovers.
+  const std::vector<std::string> others = {path + ".tmp.99999999999999999999",
+                                           path + ".tmp.4294967296", path + ".tmp.0"};
+  for (const std::string& other : others) std::ofstream(other) << "someone else's";
+  write_file_atomically(path, "whole");
+  EXPECT_EQ(read_file(path), "whole");
+  for (const std::string& other : others) EXPECT_TRUE(fs::exists(other)) << other;
 }
 
 TEST(StagedDirectory, AppearsWholeAtCommitAndReplacesAnEarlierRun) {

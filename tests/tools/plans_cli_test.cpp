@@ -169,6 +169,29 @@ TEST(PlansCli, BalanceWritesEverySchedulesPlanForValidatePlans) {
   EXPECT_EQ(json::parse(read_text(dir + "/out/plans-comparison.json"))["plans"].size(), 4u);
 }
 
+// Given W delays are zb-h1's: the comparison's other schedules run without them, as on their own.
+TEST(PlansCli, TheComparisonGivesWeightDelaysToZeroBubbleOnly) {
+  const std::string dir = fresh_dir("schedule_plans_delays");
+  plan_schedules(dir, {"1f1b"});
+  const std::string profile = "balance " + dir + "/profile.json --stages 2 --checkpoint never ";
+  CliResult r = run_pipebal(profile + "--schedule zb-h1 --weight-delays 0,1 --schedule-plans " +
+                            dir + "/plans");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("W delays go with"), std::string::npos) << r.out;
+  const std::vector<std::pair<std::string, std::string>> written = {
+      {"gpipe", "--schedule gpipe"},
+      {"1f1b", "--schedule 1f1b"},
+      {"interleaved-2", "--schedule interleaved --virtual 2"},
+      {"zb-h1", "--schedule zb-h1 --weight-delays 0,1"}};
+  for (const auto& [name, flags] : written) {
+    r = run_pipebal(profile + flags + " --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(json::parse(read_text(dir + "/plans/" + name + ".json")), json::parse(r.out)) << name;
+  }
+  EXPECT_EQ(json::parse(read_text(dir + "/plans/zb-h1.json"))["weight_delays"],
+            json::parse("[0, 1]"));
+}
+
 TEST(PlansCli, ValidatePlansRefusesPlansOfAnotherModelAndOptionsThePlansSay) {
   const std::string dir = fresh_dir("validate_plans_bad");
   plan_schedules(dir, {"1f1b"});

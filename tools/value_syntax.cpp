@@ -1,0 +1,77 @@
+// See value_syntax.h.
+#include "tools/value_syntax.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace pipebal::tools {
+namespace {
+
+bool all_digits(const std::string& text, size_t from) {
+  return from < text.size() && text.find_first_not_of("0123456789", from) == std::string::npos;
+}
+
+// The type CLI11 names for an option's target: INT, UINT, FLOAT, ... (before any ':' that
+// its validators' descriptions add).
+std::string base_type(const CLI::Option& option) {
+  const std::string type = option.get_type_name();
+  return type.substr(0, type.find(':'));
+}
+
+}  // namespace
+
+std::string check_integer_text(std::string& value, bool is_unsigned) {
+  const bool negative = !value.empty() && value.front() == '-';
+  const size_t digits = !value.empty() && (value.front() == '-' || value.front() == '+') ? 1 : 0;
+  if (!all_digits(value, digits)) return "expected a whole number in base 10, got '" + value + "'";
+  if (is_unsigned && negative && value.find_first_not_of('0', 1) != std::string::npos) {
+    return "must not be negative, got " + value;
+  }
+  errno = 0;
+  if (is_unsigned) {
+    const unsigned long long number = std::strtoull(value.c_str() + digits, nullptr, 10);
+    if (errno == ERANGE) return value + " is too large";
+    value = std::to_string(number);
+  } else {
+    const long long number = std::strtoll(value.c_str(), nullptr, 10);
+    if (errno == ERANGE) return value + " is out of range";
+    value = std::to_string(number);
+  }
+  return "";
+}
+
+std::string check_floating_text(const std::string& value) {
+  // Decimal notation only: strtod would also take hexadecimal floats, "nan" and "infinity".
+  const bool decimal =
+      !value.empty() && value.find_first_not_of("0123456789+-.eE") == std::string::npos;
+  char* end = nullptr;
+  const double number = decimal ? std::strtod(value.c_str(), &end) : 0;
+  if (!decimal || end != value.c_str() + value.size()) {
+    return "expected a decimal number, got '" + value + "'";
+  }
+  if (!std::isfinite(number)) return value + " is too large";
+  return "";
+}
+
+void enforce_value_syntax(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->nonpositional() && option->get_type_size_max() > 0) {
+      option->check(CLI::Validator(
+          [](std::string& value) { return value.empty() ? "the value is empty" : ""; }, ""));
+    }
+    const std::string type = base_type(*option);
+    if (type == "INT" || type == "UINT") {
+      const bool is_unsigned = type == "UINT";
+      option->transform(CLI::Validator(
+          [is_unsigned](std::string& value) { return check_integer_text(value, is_unsigned); },
+          ""));
+    } else if (type == "FLOAT") {
+      option->transform(
+          CLI::Validator([](std::string& value) { return check_floating_text(value); }, ""));
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands({})) enforce_value_syntax(*sub);
+}
+
+}  // namespace pipebal::tools

@@ -1,0 +1,25 @@
+// Option values read one way in every command. CLI11 reads integers as C literals ("010" is
+// eight, "0x10" sixteen), wraps "-1" into an unsigned option, saturates past 64 bits, and takes
+// "nan" and "inf" for floating options, which then pass range checks (NaN compares false); and an
+// empty value ("-o $OUT" with OUT unset) reads as the option not given. Here an integer is base 10
+// and fits its type's sign and 64 bits, a floating value is a finite decimal, and an option's value
+// is never empty; anything else is refused with one line naming the option.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace pipebal::tools {
+
+// Applies the rules above to every option of `app` and its subcommands, before their own
+// checks (the words after `--` of a positional list excepted from the empty rule). Call once
+// all options are added.
+void enforce_value_syntax(CLI::App& app);
+
+// The number rules on one value: "" when `value` is fine (rewritten canonically, e.g.
+// "010" -> "10"), else why not.
+std::string check_integer_text(std::string& value, bool is_unsigned);
+std::string check_floating_text(const std::string& value);
+
+}  // namespace pipebal::tools
