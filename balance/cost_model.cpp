@@ -44,6 +44,13 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
         fmt::format("{} stages need at least {} layers, the profile has {} (no stage may be empty)",
                     stages, stages, layers.size()));
   }
+  check_cost_options(options);
+  validate_layer_costs(layers);
+}
+
+}  // namespace
+
+void check_cost_options(const CostOptions& options) {
   if (options.chunks < 1) {
     throw std::invalid_argument(fmt::format("chunks must be at least 1, got {}", options.chunks));
   }
@@ -88,10 +95,7 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
           fmt::format("memory cap {} is {} bytes, expected > 0", s, options.memory_caps_bytes[s]));
     }
   }
-  validate_layer_costs(layers);
 }
-
-}  // namespace
 
 CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions options)
     : layers_(std::move(layers)), stages_(stages), options_(std::move(options)) {

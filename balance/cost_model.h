@@ -47,6 +47,11 @@ struct CostOptions {
   EngineCost engine;
 };
 
+// Throws std::invalid_argument for options a CostModel refuses whatever its layers: chunks,
+// parameter scale, bandwidths, latency, engine costs, replicas, device speeds and memory caps
+// out of range. A plan read from a file is checked so before any run is spent on it.
+void check_cost_options(const CostOptions& options);
+
 class CostModel {
  public:
   // Validates everything up front; throws std::invalid_argument saying which argument is wrong,

@@ -143,6 +143,27 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
   return simulate(schedule, durations, transfer_ms, memory, finish_ms);
 }
 
+namespace {
+
+// The options the plan was priced with, less the profile's engine costs.
+CostOptions cost_options_of(const Plan& plan) {
+  CostOptions options;
+  options.schedule = plan.schedule;
+  options.virtual_stages = plan.virtual_stages;
+  options.weight_delays = plan.weight_delays;
+  options.checkpoint = plan.checkpoint;
+  options.chunks = plan.chunks;
+  options.param_scale = plan.param_scale;
+  for (const StagePlan& stage : plan.stages) options.device_speeds.push_back(stage.speed);
+  options.bandwidth_bytes_per_ms = plan.bandwidth_bytes_per_ms;
+  options.latency_ms = plan.latency_ms;
+  options.replicas = plan.replicas;
+  options.allreduce_bytes_per_ms = plan.allreduce_bytes_per_ms;
+  return options;
+}
+
+}  // namespace
+
 Plan reprice_plan(const CostProfile& profile, const Plan& plan) {
   const int64_t layers = std::accumulate(plan.balance.begin(), plan.balance.end(), int64_t{0});
   if (layers != static_cast<int64_t>(profile.layers.size())) {
@@ -156,18 +177,7 @@ Plan reprice_plan(const CostProfile& profile, const Plan& plan) {
         fmt::format("the plan is for the input shape [{}], the profile for [{}]",
                     fmt::join(plan.input_shape, ","), fmt::join(profile.input_shape, ",")));
   }
-  CostOptions options;
-  options.schedule = plan.schedule;
-  options.virtual_stages = plan.virtual_stages;
-  options.weight_delays = plan.weight_delays;
-  options.checkpoint = plan.checkpoint;
-  options.chunks = plan.chunks;
-  options.param_scale = plan.param_scale;
-  for (const StagePlan& stage : plan.stages) options.device_speeds.push_back(stage.speed);
-  options.bandwidth_bytes_per_ms = plan.bandwidth_bytes_per_ms;
-  options.latency_ms = plan.latency_ms;
-  options.replicas = plan.replicas;
-  options.allreduce_bytes_per_ms = plan.allreduce_bytes_per_ms;
+  CostOptions options = cost_options_of(plan);
   if (profile.engine) options.engine = *profile.engine;
   const CostModel model(layers_for_chunks(profile, plan.chunks),
                         static_cast<int>(plan.balance.size()), options);
@@ -349,6 +359,12 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   p.naive_step_ms = prediction.at("naive_step_ms").number(0);
   p.speedup = prediction.at("speedup").number(0);
   p.bubble_fraction = prediction.at("bubble_fraction").number();
+  // What repricing it would refuse, refused now: not after a run has been spent on the plan.
+  try {
+    check_cost_options(cost_options_of(plan));
+  } catch (const std::invalid_argument& error) {
+    throw std::invalid_argument(file + ": " + error.what());
+  }
   return plan;
 }
 

@@ -12,8 +12,15 @@ std::string schema_tag(const std::string& name, int major) {
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& what) {
+  const auto shallow = [&what](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxJsonDepth) {
+      throw std::invalid_argument(what + ": JSON nested deeper than " +
+                                  std::to_string(kMaxJsonDepth) + " levels");
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, shallow);
   } catch (const nlohmann::json::parse_error& error) {
     throw std::invalid_argument(what + ": malformed JSON at byte " + std::to_string(error.byte));
   }

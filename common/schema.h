@@ -10,7 +10,12 @@ namespace pipebal {
 // "pipebal.plan/1" for ("pipebal.plan", 1).
 std::string schema_tag(const std::string& name, int major);
 
-// Parses JSON text; a syntax error becomes std::invalid_argument naming `what` (e.g. the path).
+// Nesting deeper than this is refused: no document pipebal reads comes near it, and walking one
+// that does (dumping it, flattening a profile's environment) would recurse that deep.
+constexpr int kMaxJsonDepth = 100;
+
+// Parses JSON text; a syntax error, or nesting past kMaxJsonDepth, becomes std::invalid_argument
+// naming `what` (e.g. the path).
 nlohmann::json parse_json(const std::string& text, const std::string& what);
 
 // Accepts a document whose "schema" is `name` with major version `major` (any minor, e.g.

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "balance/micro_batch_costs.h"
 #include "common/atomic_file.h"
 #include "common/schema.h"
 #include "models/synthetic.h"
@@ -162,6 +163,17 @@ class InTurnsProfiler {
           devices_, static_cast<int>(c.plan.balance.size()) / std::max(c.plan.virtual_stages, 1));
     }
     std::sort(chunks_.begin(), chunks_.end());
+    // Counts that mean one micro-batch size (8 samples in 4 or in 5) share that size's profile.
+    const int64_t batch = inputs_.front().shape.front();
+    std::vector<int64_t> sizes;
+    std::vector<int> distinct;
+    for (const int m : chunks_) {
+      const int64_t size = balance::micro_batch_size(batch, m);
+      if (std::find(sizes.begin(), sizes.end(), size) != sizes.end()) continue;
+      sizes.push_back(size);
+      distinct.push_back(m);
+    }
+    chunks_ = distinct;
     options_.warmup = 3;  // the runs' turns left caches and pools cold
     options_.repeat = 2;
   }

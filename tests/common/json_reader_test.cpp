@@ -1,6 +1,7 @@
 // JsonReader: every value read names its file and path when it is missing, mistyped or out of
 // range, so each document's reader reports a bad hand-edited field in one line.
 #include "common/json_reader.h"
+#include "common/schema.h"
 
 #include <cmath>
 #include <functional>
@@ -63,6 +64,19 @@ TEST(JsonReader, AnUnsignedBeyondTheRangeIsRefused) {
   const json big = json::parse("18446744073709551615");
   EXPECT_EQ(error_of([&] { JsonReader(big, "f").integer(0, 100); }),
             "f: document is 18446744073709551615, expected 0 to 100");
+}
+
+TEST(ParseJson, RefusesNestingPastTheLimitWithoutWalkingIt) {
+  const auto nested = [](int depth) {
+    return std::string(depth, '[') + "1" + std::string(depth, ']');
+  };
+  EXPECT_EQ(parse_json(nested(kMaxJsonDepth), "f").dump().size(), nested(kMaxJsonDepth).size());
+  EXPECT_EQ(error_of([&] { parse_json(nested(kMaxJsonDepth + 1), "f"); }),
+            "f: JSON nested deeper than 100 levels");
+  // Deep enough that a recursive walk of it would overflow the stack.
+  EXPECT_EQ(error_of([&] { parse_json("{\"a\":" + nested(10'000'000), "f"); }),
+            "f: JSON nested deeper than 100 levels");
+  EXPECT_EQ(error_of([&] { parse_json("[1,", "f"); }), "f: malformed JSON at byte 4");
 }
 
 }  // namespace

@@ -40,6 +40,8 @@ void write_inputs(const std::string& dir) {
   std::ofstream(dir + "/huge_bytes.json") << profile(1, int64_t{1} << 62);
   std::ofstream(dir + "/huge_ms.json") << profile(1e308, 8);
   std::ofstream(dir + "/ok.json") << profile(1, 8);
+  // Nested far past any document pipebal writes, as a recursive walk of it would overflow.
+  std::ofstream(dir + "/deep.json") << std::string(1'000'000, '[') << std::string(1'000'000, ']');
   // Measured at micro-batch sizes 4 and 8 of a mini-batch of 8, as `pipebal plan` wants.
   nlohmann::json sized = profile(1, 8);
   sized["input_shape"] = {8, 4};
@@ -71,6 +73,9 @@ void write_inputs(const std::string& dir) {
   std::ofstream(dir + "/plan_chunks_1e20.json") << plan;
   plan["chunks"] = 2.7;
   std::ofstream(dir + "/plan_chunks_2.7.json") << plan;
+  plan["chunks"] = 4;
+  plan["stages"][1]["speed"] = 0;  // the reader took it, the cost model refuses it
+  std::ofstream(dir + "/plan_speed_0.json") << plan;
   std::ofstream(dir + "/malformed.json") << "{\"layers\": [";
   ::mkfifo((dir + "/fifo").c_str(), 0600);
   // A validation directory whose timeline names stage 2e9 (the page would size itself by it).
@@ -124,6 +129,7 @@ const std::vector<BadInput> kTable = {
      "zigzag"},
     // Profiles and plans that say something absurd.
     {"balance {dir}/malformed.json --stages 2", "malformed.json"},
+    {"balance {dir}/deep.json --stages 2", "deep.json: JSON nested deeper than 100 levels"},
     {"balance {dir}/huge_bytes.json --stages 2", "param_bytes is 4611686018427387904"},
     {"balance {dir}/huge_ms.json --stages 2", "forward_ms is 1e+308"},
     {"balance {dir}/ok.json --stages 4", "4 stages need at least 4 layers"},
@@ -185,6 +191,8 @@ const std::vector<BadInput> kTable = {
      "chunks is 1e+20, expected 1 to 1073741824"},
     {"train --plan {dir}/plan_chunks_2.7.json --model mlp:layers=2,width=8 --input-shape 4,8",
      "chunks must be an integer, not 2.7"},
+    {"validate --plans {dir}/plan_speed_0.json --profile-in-turns -o {dir}/v",
+     "plan_speed_0.json: device speed 1 is 0, expected a relative speed from 1e-6 to 1e6"},
     // Files that are not what they should be.
     {"balance {dir}/fifo --stages 2", "cannot read '{dir}/fifo': not a regular file"},
     {"balance /dev/zero --stages 2", "cannot read '/dev/zero': not a regular file"},

@@ -192,6 +192,26 @@ TEST(PlansCli, TheComparisonGivesWeightDelaysToZeroBubbleOnly) {
             json::parse("[0, 1]"));
 }
 
+// Chunk counts that mean one micro-batch size (16 samples in 6 or in 7: 3 each) share that size's
+// profile in turns, which profiles each size once.
+TEST(PlansCli, ChunkCountsOfOneMicroBatchSizeShareTheProfileInTurns) {
+  const std::string dir = fresh_dir("plans_same_size");
+  CliResult r = run_pipebal("profile " + kModel + " --chunks 6 --warmup 1 --repeat 1 -q -o " + dir +
+                            "/profile.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const std::string chunks : {"6", "7"}) {
+    r = run_pipebal("balance " + dir + "/profile.json --stages 2 --chunks " + chunks + " -o " +
+                    dir + "/" + chunks + ".json");
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  r = run_pipebal("validate --plans " + dir + "/6.json " + dir + "/7.json --steps 1 " +
+                  "--warmup-steps 1 --profile-in-turns -o " + dir + "/out");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json plans = json::parse(read_text(dir + "/out/plans-comparison.json"))["plans"];
+  ASSERT_EQ(plans.size(), 2u);
+  for (const json& plan : plans) EXPECT_GT(plan["predicted_in_turns_step_ms"].get<double>(), 0);
+}
+
 TEST(PlansCli, ValidatePlansRefusesPlansOfAnotherModelAndOptionsThePlansSay) {
   const std::string dir = fresh_dir("validate_plans_bad");
   plan_schedules(dir, {"1f1b"});
