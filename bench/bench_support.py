@@ -91,11 +91,12 @@ def check_built_from_head(build):
                  f"(cmake --build {build}) so that the report names the commit it measured")
 
 
-def report_main(parser, raw_path, md_path, measure, summary):
+def report_main(parser, raw_path, md_path, measure, summary, meta_key=None):
     """A report script's command line: the options every script takes (--build, --allow-dirty,
     --from-raw) added to `parser`, then either the summary written again from the committed raw
     data, or `measure(pipebal, args, work)` (the raw fields, measured in the scratch directory
-    `work`) written beside this run's metadata and the summary made from them."""
+    `work`) written beside this run's metadata (under `meta_key` when given, else at the top)
+    and the summary made from them."""
     parser.add_argument("--build", default="build")
     parser.add_argument("--allow-dirty", action="store_true")
     parser.add_argument("--from-raw", action="store_true",
@@ -105,7 +106,7 @@ def report_main(parser, raw_path, md_path, measure, summary):
         write_text(md_path, summary(json.load(open(raw_path))))
         return
     pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
-    raw = meta(args.allow_dirty)
+    raw = {meta_key: meta(args.allow_dirty)} if meta_key else meta(args.allow_dirty)
     with tempfile.TemporaryDirectory() as work:
         raw.update(measure(pipebal, args, work))
     write_json(raw_path, raw)

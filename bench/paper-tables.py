@@ -9,13 +9,14 @@ for C = 8, 16, 32, 48, checkpointing never and always: the largest stage memory 
 the largest per-stage peak measured.
 
 Raw: every plan and run summary in reports/paper-tables-raw.json; summary: reports/paper-tables.md.
-Usage: bench/paper-tables.py [--build build] [--runs 2] [--allow-dirty]   (about 15 minutes)"""
+Usage: bench/paper-tables.py [--build build] [--runs 2] [--allow-dirty] [--from-raw]
+(about 4 minutes)"""
 import argparse
 import json
 import os
-import tempfile
 
-from bench_support import binary, meta, run, write_json, write_text
+import bench_support
+from bench_support import run
 
 SPEED_MODELS = [("unet:B=3,C=8", "64,3,64,64"), ("amoebanetd:L=2,D=16", "64,3,64,64")]
 CHUNKS = [1, 4, 32]
@@ -38,28 +39,23 @@ def plan_and_train(pipebal, work, spec, shape, chunks, co_runners, checkpoint, s
             "measured_peak_bytes": max(s["peak_memory_bytes"] for s in r["stages"])}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--allow-dirty", action="store_true")
-    args = ap.parse_args()
-    made = meta(args.allow_dirty)
-    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
-    raw = {"made": made, "speed": [], "memory": []}
-    with tempfile.TemporaryDirectory() as work:
-        for r in range(1, args.runs + 1):
-            for spec, shape in SPEED_MODELS:
-                for m in CHUNKS:
-                    row = plan_and_train(pipebal, work, spec, shape, m, 1 if m > 1 else 0,
-                                         "except_last", 4)
-                    raw["speed"].append({"run": r, **row})
-        for c in CHANNELS:
-            for checkpoint in ("never", "always"):
-                raw["memory"].append(plan_and_train(pipebal, work, f"unet:B=3,C={c}",
-                                                    "32,3,64,64", 8, 1, checkpoint, 2))
-    write_json("reports/paper-tables-raw.json", raw)
+def measure(pipebal, args, work):
+    raw = {"speed": [], "memory": []}
+    for r in range(1, args.runs + 1):
+        for spec, shape in SPEED_MODELS:
+            for m in CHUNKS:
+                row = plan_and_train(pipebal, work, spec, shape, m, 1 if m > 1 else 0,
+                                     "except_last", 4)
+                raw["speed"].append({"run": r, **row})
+    for c in CHANNELS:
+        for checkpoint in ("never", "always"):
+            raw["memory"].append(plan_and_train(pipebal, work, f"unet:B=3,C={c}", "32,3,64,64",
+                                                8, 1, checkpoint, 2))
+    return raw
 
+
+def summary(raw):
+    made = raw["made"]
     lines = [
         "# torchgpipe's speed and memory benchmarks at CPU scale", "",
         f"Made by `bench/paper-tables.py` at commit `{made['commit']}` on {made['machine']}, "
@@ -70,7 +66,7 @@ def main():
         "at the micro-batch size (with one co-runner when m > 1), balanced with `dp` for that m "
         "and trained for 4 measured steps after 2 warm-up steps with that plan (`pipebal train "
         "--plan`). Speed-up over m = 1 is the m = 1 step time over the step time.", ""]
-    for r in range(1, args.runs + 1):
+    for r in sorted({x["run"] for x in raw["speed"]}):
         lines += [f"Run {r}:", "",
                   "| model | m | balance | predicted ms | measured ms | predicted speed-up over "
                   "m=1 | measured speed-up over m=1 |",
@@ -98,7 +94,14 @@ def main():
         lines.append(f"| {channels} | {x['checkpoint']} | {x['balance']} | "
                      f"{x['predicted_peak_bytes'] / 2**20:.1f} | "
                      f"{x['measured_peak_bytes'] / 2**20:.1f} | {x['measured_step_ms']:.0f} |")
-    write_text("reports/paper-tables.md", lines)
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=2)
+    bench_support.report_main(ap, "reports/paper-tables-raw.json", "reports/paper-tables.md",
+                              measure, summary, meta_key="made")
 
 
 if __name__ == "__main__":

@@ -27,9 +27,9 @@ import json
 import math
 import os
 import statistics
-import tempfile
 
-from bench_support import binary, meta, run, write_json, write_text
+import bench_support
+from bench_support import run
 
 MODELS = [("GPT", "gpt:layers=6,dim=128,heads=4"), ("U-Net", "unet:B=2,C=16")]
 CHUNKS = [4, 8]
@@ -43,47 +43,40 @@ SCHEDULES = [("gpipe", ["--schedule", "gpipe"]), ("1f1b", ["--schedule", "1f1b"]
 DEVICES = 2
 
 
+def measure(pipebal, args, work):
+    raw = {"devices": DEVICES, "steps": args.steps, "cases": []}
+    for label, model in MODELS:
+        for chunks in CHUNKS:
+            profile = os.path.join(work, "profile.json")
+            # One thread, as each device trains, with the other devices' work beside it.
+            run([pipebal, "profile", "--model", model, "--chunks", str(chunks), "--threads", "1",
+                 "--co-runners", str(DEVICES - 1), "-q", "-o", profile])
+            plans = []
+            for name, flags in SCHEDULES:
+                plans.append(os.path.join(work, f"{name}.json".replace(" ", "-")))
+                run([pipebal, "balance", profile, "--stages", str(DEVICES), "--chunks",
+                     str(chunks), *flags, "-o", plans[-1]])
+            out = os.path.join(work, f"{label}-{chunks}")
+            run([pipebal, "validate", "--plans", *plans, "--steps", str(args.steps),
+                 "--profile-in-turns", "-o", out])
+            compared = json.load(open(os.path.join(out, "plans-comparison.json")))
+            case = {"model": label, "spec": model, "chunks": chunks, "schedules": {}}
+            for (name, _), entry in zip(SCHEDULES, compared["plans"]):
+                case["schedules"][name] = {
+                    key: entry.get(key) for key in (
+                        "balance", "weight_delays", "predicted_step_ms", "measured_step_ms",
+                        "measured_steps_ms", "predicted_in_turns_step_ms",
+                        "predicted_device_bytes", "measured_device_bytes")}
+            raw["cases"].append(case)
+            print(f"{label}, {chunks} micro-batches done", flush=True)
+    return raw
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--allow-dirty", action="store_true")
-    ap.add_argument("--from-raw", action="store_true",
-                    help="write the summary from the raw file, measuring nothing")
-    args = ap.parse_args()
-    if args.from_raw:
-        write_text("reports/schedules.md", summary(json.load(open("reports/schedules-raw.json"))))
-        return
-    made = meta(args.allow_dirty)
-    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
-    raw = {"made": made, "devices": DEVICES, "steps": args.steps, "cases": []}
-    with tempfile.TemporaryDirectory() as work:
-        for label, model in MODELS:
-            for chunks in CHUNKS:
-                profile = os.path.join(work, "profile.json")
-                # One thread, as each device trains, with the other devices' work beside it.
-                run([pipebal, "profile", "--model", model, "--chunks", str(chunks), "--threads",
-                     "1", "--co-runners", str(DEVICES - 1), "-q", "-o", profile])
-                plans = []
-                for name, flags in SCHEDULES:
-                    plans.append(os.path.join(work, f"{name}.json".replace(" ", "-")))
-                    run([pipebal, "balance", profile, "--stages", str(DEVICES), "--chunks",
-                         str(chunks), *flags, "-o", plans[-1]])
-                out = os.path.join(work, f"{label}-{chunks}")
-                run([pipebal, "validate", "--plans", *plans, "--steps", str(args.steps),
-                     "--profile-in-turns", "-o", out])
-                compared = json.load(open(os.path.join(out, "plans-comparison.json")))
-                case = {"model": label, "spec": model, "chunks": chunks, "schedules": {}}
-                for (name, _), entry in zip(SCHEDULES, compared["plans"]):
-                    case["schedules"][name] = {
-                        key: entry.get(key) for key in (
-                            "balance", "weight_delays", "predicted_step_ms", "measured_step_ms",
-                            "measured_steps_ms", "predicted_in_turns_step_ms",
-                            "predicted_device_bytes", "measured_device_bytes")}
-                raw["cases"].append(case)
-                print(f"{label}, {chunks} micro-batches done", flush=True)
-    write_json("reports/schedules-raw.json", raw)
-    write_text("reports/schedules.md", summary(raw))
+    bench_support.report_main(ap, "reports/schedules-raw.json", "reports/schedules.md", measure,
+                              summary, meta_key="made")
 
 
 def paired_gains(base_steps, steps):

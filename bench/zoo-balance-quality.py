@@ -4,13 +4,13 @@ sizes, micro-batch = batch / 4, one thread), balances it into 2, 4 and 8 stages 
 algorithm, and reports each algorithm's bottleneck over dp's (the optimum). Raw: every plan in
 reports/zoo-balance-raw.json; summary: reports/zoo-balance.md.
 
-Usage: bench/zoo-balance-quality.py [--build build] [--allow-dirty]"""
+Usage: bench/zoo-balance-quality.py [--build build] [--allow-dirty] [--from-raw]"""
 import argparse
 import json
 import os
-import tempfile
 
-from bench_support import binary, meta, run, write_json, write_text
+import bench_support
+from bench_support import run
 
 MODELS = [
     ("mlp:layers=16,width=256", "64,256"),
@@ -22,32 +22,27 @@ MODELS = [
 ALGORITHMS = ["dp", "blockpartition", "uniform", "parameters"]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--allow-dirty", action="store_true")
-    args = ap.parse_args()
-    made = meta(args.allow_dirty)
-    pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
-    raw = {"made": made, "models": []}
-    with tempfile.TemporaryDirectory() as work:
-        for spec, shape in MODELS:
-            profile = os.path.join(work, "profile.json")
-            run([pipebal, "profile", "--model", spec, "--input-shape", shape, "--chunks", "4",
-                 "--threads", "1", "--repeat", "5", "-q", "-o", profile])
-            layers = len(json.load(open(profile))["layers"])
-            entry = {"model": spec, "input_shape": shape, "layers": layers, "stages": {}}
-            for stages in (2, 4, 8):
-                if stages > layers:
-                    continue
-                entry["stages"][str(stages)] = {
-                    algorithm: json.loads(run([pipebal, "balance", profile, "--stages",
-                                               str(stages), "--algorithm", algorithm,
-                                               "--format", "json"]))
-                    for algorithm in ALGORITHMS}
-            raw["models"].append(entry)
-    write_json("reports/zoo-balance-raw.json", raw)
+def measure(pipebal, work):
+    models = []
+    for spec, shape in MODELS:
+        profile = os.path.join(work, "profile.json")
+        run([pipebal, "profile", "--model", spec, "--input-shape", shape, "--chunks", "4",
+             "--threads", "1", "--repeat", "5", "-q", "-o", profile])
+        layers = len(json.load(open(profile))["layers"])
+        entry = {"model": spec, "input_shape": shape, "layers": layers, "stages": {}}
+        for stages in (2, 4, 8):
+            if stages > layers:
+                continue
+            entry["stages"][str(stages)] = {
+                algorithm: json.loads(run([pipebal, "balance", profile, "--stages", str(stages),
+                                           "--algorithm", algorithm, "--format", "json"]))
+                for algorithm in ALGORITHMS}
+        models.append(entry)
+    return models
 
+
+def summary(raw):
+    made = raw["made"]
     lines = [
         "# Partitioners on the zoo's profiles", "",
         f"Made by `bench/zoo-balance-quality.py` at commit `{made['commit']}` on "
@@ -65,7 +60,13 @@ def main():
                                 for a in ALGORITHMS[1:])
             lines.append(f"| `{m['model']}` [{m['input_shape']}] | {m['layers']} | {stages} | "
                          f"{ratios} |")
-    write_text("reports/zoo-balance.md", lines)
+    return lines
+
+
+def main():
+    bench_support.report_main(
+        argparse.ArgumentParser(), "reports/zoo-balance-raw.json", "reports/zoo-balance.md",
+        lambda pipebal, args, work: {"models": measure(pipebal, work)}, summary, meta_key="made")
 
 
 if __name__ == "__main__":
