@@ -11,8 +11,7 @@ and one process on 2 threads. It reports per trial the pair's throughput over th
 fell short of either.
 
 Writes the raw totals (JSON) and the markdown summary made from them.
-Usage: bench/core-pairing.py [--build build] [--trials 16]
-       [--raw reports/core-pairing-raw.json] [--md reports/core-pairing.md]
+Usage: bench/core-pairing.py [--build build] [--trials 16] [--allow-dirty] [--from-raw]
 Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
 import argparse
 import json
@@ -20,7 +19,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 
 import bench_support
 
@@ -133,26 +131,23 @@ def summarise(doc):
     return lines
 
 
+def measure(pipebal, args, work):
+    doc = {"model": MODEL, "input_shape": SHAPE, "trials": []}
+    orders = [["alone", "pair", "wide"], ["pair", "wide", "alone"], ["wide", "alone", "pair"]]
+    for k in range(args.trials):
+        doc["trials"].append(trial(pipebal, work, orders[k % len(orders)]))
+        t = doc["trials"][-1]
+        print(f"trial {k + 1}/{args.trials}: alone {t['alone_ms']:.1f} ms, side by side "
+              f"{t['pair_ms'][0]:.1f}/{t['pair_ms'][1]:.1f} ms, 2 threads "
+              f"{t['two_threads_ms']:.1f} ms", file=sys.stderr, flush=True)
+    return doc
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build", default="build")
     ap.add_argument("--trials", type=int, default=16)
-    ap.add_argument("--raw", default="reports/core-pairing-raw.json")
-    ap.add_argument("--md", default="reports/core-pairing.md")
-    ap.add_argument("--allow-dirty", action="store_true")
-    args = ap.parse_args()
-    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
-    doc = dict(bench_support.meta(args.allow_dirty), model=MODEL, input_shape=SHAPE, trials=[])
-    orders = [["alone", "pair", "wide"], ["pair", "wide", "alone"], ["wide", "alone", "pair"]]
-    with tempfile.TemporaryDirectory(prefix="pipebal-core-pairing-") as work:
-        for k in range(args.trials):
-            doc["trials"].append(trial(pipebal, work, orders[k % len(orders)]))
-            t = doc["trials"][-1]
-            print(f"trial {k + 1}/{args.trials}: alone {t['alone_ms']:.1f} ms, side by side "
-                  f"{t['pair_ms'][0]:.1f}/{t['pair_ms'][1]:.1f} ms, 2 threads "
-                  f"{t['two_threads_ms']:.1f} ms", file=sys.stderr, flush=True)
-    bench_support.write_json(args.raw, doc)
-    bench_support.write_text(args.md, summarise(doc))
+    bench_support.report_main(ap, "reports/core-pairing-raw.json", "reports/core-pairing.md",
+                              measure, summarise)
 
 
 if __name__ == "__main__":
