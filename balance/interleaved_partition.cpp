@@ -56,7 +56,9 @@ class Search {
     }
     if (stage == stages_) {
       const double step = simulate_balance(model_, balance_, model_.options().chunks).step_ms;
-      if (step < result_.step_ms) {
+      // The bound above counts what the stages hold; as the start, a result must also fit with
+      // the messages waiting on its timeline.
+      if (step < result_.step_ms && make_plan(model_, balance_, "dp").fits_memory()) {
         result_.step_ms = step;
         result_.balance = balance_;
       }

@@ -4,13 +4,6 @@
 #include <string>
 
 namespace pipebal::pipeline {
-namespace {
-
-at::Tensor non_leaf(const at::Tensor& t) {
-  return t.defined() && t.is_leaf() && t.requires_grad() ? t.clone() : t;
-}
-
-}  // namespace
 
 bool is_in_place_on_leaf(const std::exception& error) {
   const std::string what = error.what();
@@ -18,23 +11,32 @@ bool is_in_place_on_leaf(const std::exception& error) {
          what.find("in-place operation") != std::string::npos;
 }
 
-Batch non_leaf_inputs(const Batch& batch) {
+Batch copied_inputs(const Batch& batch) {
   Batch copy = batch;
-  for (auto& t : copy.tensors) t = non_leaf(t);
-  for (auto& [name, t] : copy.skips) t = non_leaf(t);
+  for (auto& t : copy.tensors) {
+    if (t.defined()) t = t.clone();
+  }
+  for (auto& [name, t] : copy.skips) {
+    if (t.defined()) t = t.clone();
+  }
   return copy;
 }
 
-Batch forward_tolerating_in_place(Layer& layer, const Batch& input, bool& writes_input) {
-  if (!writes_input) {
-    try {
-      return layer.forward(input);
-    } catch (const std::exception& error) {
-      if (!is_in_place_on_leaf(error)) throw;
-      writes_input = true;
-    }
-  }
-  return layer.forward(non_leaf_inputs(input));
+std::vector<int64_t> tensor_versions(const Batch& batch) {
+  std::vector<int64_t> versions;
+  for (const auto& t : batch.tensors) versions.push_back(t.defined() ? t._version() : -1);
+  for (const auto& [name, t] : batch.skips) versions.push_back(t.defined() ? t._version() : -1);
+  return versions;
+}
+
+Batch forward_keeping_input(Layer& layer, const Batch& input, InputWrites& writes) {
+  if (writes.known) return layer.forward(writes.writes ? copied_inputs(input) : input);
+  const Batch copies = copied_inputs(input);
+  const std::vector<int64_t> before = tensor_versions(copies);
+  Batch output = layer.forward(copies);
+  writes.writes = tensor_versions(copies) != before;
+  writes.known = true;
+  return output;
 }
 
 }  // namespace pipebal::pipeline

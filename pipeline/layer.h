@@ -43,6 +43,10 @@ class Layer {
   // runs, so stages with one take turns.
   virtual bool draws_from_shared_generator() const { return is_stochastic(); }
 
+  // True when it holds a batch norm other than pipebal's BatchNorm (batch_norm.h): one whose
+  // running statistics the engine cannot defer to the end of a mini-batch.
+  virtual bool has_other_batch_norm() const { return false; }
+
   // An independent deep copy: parameters, buffers and their values, nothing shared.
   virtual std::unique_ptr<Layer> clone() const = 0;
 

@@ -6,6 +6,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/dropout.h>
 
+#include "pipeline/batch_norm.h"
 #include "pipeline/dropout.h"
 
 namespace pipebal::pipeline {
@@ -78,6 +79,8 @@ bool draws_random(const torch::nn::Module& module, bool shared_only) {
       if (!shared_only && own->p_ > 0) return true;
       continue;
     }
+    // RReLU draws its slopes in training from ATen's generator.
+    if (m->name().find("RReLU") != std::string::npos) return true;
     if (m->name().find("Dropout") == std::string::npos) continue;
     const std::optional<double> p = dropout_probability(*m);
     if (!p || *p > 0) return true;
@@ -93,6 +96,15 @@ bool ModuleLayer::is_stochastic() const {
 
 bool ModuleLayer::draws_from_shared_generator() const {
   return draws_random(module(), /*shared_only=*/true);
+}
+
+bool ModuleLayer::has_other_batch_norm() const {
+  for (const auto& m : module().modules()) {
+    if (m->as<BatchNormImpl>() == nullptr && m->name().find("BatchNorm") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::unique_ptr<Layer> ModuleLayer::clone() const {

@@ -31,6 +31,7 @@ class ModuleLayer : public Layer {
   bool is_training() const override;
   bool is_stochastic() const override;
   bool draws_from_shared_generator() const override;
+  bool has_other_batch_norm() const override;
   std::unique_ptr<Layer> clone() const override;
 
   torch::nn::Module& module() const { return *module_.ptr(); }

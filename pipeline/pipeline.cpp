@@ -175,6 +175,16 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
   }
   check_threads_per_stage(options_.threads_per_stage);
   check_time_limit(options_.step_timeout_s, "the step timeout", "none");
+  if (options_.deferred_batch_norm) {
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      if (!layers_[l].has_other_batch_norm()) continue;
+      throw std::invalid_argument(fmt::format(
+          "deferred batch norm: layer {} ('{}', {}) holds a batch norm other than pipebal's "
+          "BatchNorm (the zoo models'), whose running statistics it cannot defer; train without "
+          "it, or use pipeline::BatchNorm",
+          l, layers_[l].name(), layers_[l].type()));
+    }
+  }
   schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint,
                             options_.virtual_stages, options_.weight_delays);
   size_t first = 0;
@@ -211,6 +221,9 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
       if (hook) hook(s);
     }));
   }
+  // A worker whose start failed fails here, where nothing waits on it: in a step, its stage's
+  // neighbours would wait for its messages.
+  for (auto& worker : workers_) worker->submit([] {}).get();
 }
 
 Pipeline::~Pipeline() {
@@ -265,6 +278,7 @@ void Pipeline::run_parallel(std::function<void(int)> job) {
   run->transport = transport_;
   Links* links = links_.get();
   std::vector<std::future<void>> done;
+  for (int s : local_stages_) stages_[s]->note_randomness();  // idle: its worker waits for a job
   for (size_t w = 0; w < local_stages_.size(); ++w) {
     const int s = local_stages_[w];
     done.push_back(workers_[w]->submit([run, links, s] {

@@ -124,6 +124,13 @@ class ScriptLayer : public Layer {
     return false;
   }
 
+  bool has_other_batch_norm() const override {
+    for (const auto& m : piece_.module.modules()) {
+      if (short_type_name(m).find("BatchNorm") != std::string::npos) return true;
+    }
+    return false;
+  }
+
   // Its dropout draws from the stage's generator (script_dropout.h); other random ATen
   // operators from the process-wide one.
   bool draws_from_shared_generator() const override {

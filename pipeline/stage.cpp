@@ -29,8 +29,45 @@ std::mutex& default_generator_mutex() {
   return mutex;
 }
 
+// The values of a stage's buffers (a batch norm's running statistics), to put back after the
+// layers have run again on what they had already seen.
+class BufferSnapshot {
+ public:
+  explicit BufferSnapshot(LayerSeq& layers) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      for (const at::Tensor& b : layers[i].buffers()) {
+        buffers_.push_back(b);
+        values_.push_back(b.clone());
+      }
+    }
+  }
+  // Without advancing the buffers' version counters, as a batch norm's own update does not:
+  // the graph of a forward that read them (and saved them) stays usable.
+  void restore() {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].variable_data().copy_(values_[i]);
+  }
+
+ private:
+  std::vector<at::Tensor> buffers_, values_;
+};
+
+bool all_require_grad(const Batch& batch) {
+  for (const auto& t : batch.tensors) {
+    if (t.defined() && !t.requires_grad()) return false;
+  }
+  for (const auto& [name, t] : batch.skips) {
+    if (t.defined() && !t.requires_grad()) return false;
+  }
+  return true;
+}
+
+// A leaf with a version counter of its own: the first stage's micro-batches are slices of one
+// batch, and a layer that writes its input in place must not make the others' saved tensors look
+// modified (detach() would share the batch's counter).
 at::Tensor as_leaf(const at::Tensor& t, const c10::Device& device, bool track_grad) {
-  at::Tensor leaf = t.to(device).detach();
+  at::Tensor leaf = t.to(device).variable_data();
   if (track_grad && leaf.is_floating_point()) leaf.requires_grad_(true);
   return leaf;
 }
@@ -43,6 +80,12 @@ Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
       layers_(std::move(layers)),
       device_(with_index(device)),
       stream_(stage_stream(device_)) {
+  note_randomness();
+}
+
+void Stage::note_randomness() {
+  stochastic_ = false;
+  shared_generator_ = false;
   for (size_t i = 0; i < layers_.size(); ++i) {
     stochastic_ = stochastic_ || layers_[i].is_stochastic();
     // On an accelerator every draw comes from the device's shared generator (dropout.h).
@@ -52,7 +95,7 @@ Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
   }
 }
 
-// A layer wrote the stage's (leaf) input in place: run the stage again on a copy.
+// A layer wrote the stage's (leaf) input in place: run the stage again on copies.
 struct InputWrittenInPlace {};
 
 Batch Stage::run_layers(Batch input, int micro_batch) {
@@ -60,7 +103,7 @@ Batch Stage::run_layers(Batch input, int micro_batch) {
     try {
       input = layers_[i].forward(std::move(input));
     } catch (const std::exception& error) {
-      if (!writes_input_ && is_in_place_on_leaf(error)) throw InputWrittenInPlace{};
+      if (!input_writes_.known && is_in_place_on_leaf(error)) throw InputWrittenInPlace{};
       throw std::runtime_error(fmt::format(
           "stage {}, layer {} ('{}', {}), {} of micro-batch {}: {}", index_, first_layer_ + i,
           layers_[i].name(), layers_[i].type(), action_, micro_batch, error_summary(error)));
@@ -69,13 +112,33 @@ Batch Stage::run_layers(Batch input, int micro_batch) {
   return input;
 }
 
+// The micro-batch's input must keep its values: a checkpointed one's recompute runs the layers
+// on it again (in_place.h).
 Batch Stage::run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed) {
-  if (writes_input_) return run_seeded_once(non_leaf_inputs(input), micro_batch, rng_seed);
+  if (input_writes_.known) {
+    return run_seeded_once(input_writes_.writes ? copied_inputs(input) : input, micro_batch,
+                           rng_seed);
+  }
+  if (!at::GradMode::is_enabled()) {
+    // Nothing refuses a write here: the first such run goes on copies and looks at them after.
+    const Batch copies = copied_inputs(input);
+    const std::vector<int64_t> before = tensor_versions(copies);
+    Batch output = run_seeded_once(copies, micro_batch, rng_seed);
+    input_writes_ = {true, tensor_versions(copies) != before};
+    return output;
+  }
+  // With grad, autograd refuses a write to an input leaf before it happens; an input that needs
+  // no gradient is not run again without a checkpointed (no-grad) forward first.
+  BufferSnapshot buffers(layers_);  // the layers before the refusal run twice
   try {
-    return run_seeded_once(input, micro_batch, rng_seed);
+    Batch output = run_seeded_once(input, micro_batch, rng_seed);
+    // Had a layer written one of these, autograd would have refused it.
+    if (all_require_grad(input)) input_writes_ = {true, false};
+    return output;
   } catch (const InputWrittenInPlace&) {
-    writes_input_ = true;  // from now on up front; re-seeded, so the masks are the same
-    return run_seeded_once(non_leaf_inputs(input), micro_batch, rng_seed);
+    input_writes_ = {true, true};  // from now on up front; re-seeded, so the masks are the same
+    buffers.restore();
+    return run_seeded_once(copied_inputs(input), micro_batch, rng_seed);
   }
 }
 
@@ -107,7 +170,11 @@ void Stage::recompute(int micro_batch) {
   MicroBatch& mb = state(micro_batch, "recompute");
   action_ = "recompute";
   RecomputeScope scope;
+  // It replays a forward whose effects on the model are done: a batch norm's running statistics
+  // (of any kind, a TorchScript model's too) must not move a second time.
+  BufferSnapshot buffers(layers_);
   mb.output = run_seeded(mb.input, micro_batch, mb.rng_seed);
+  buffers.restore();
 }
 
 Stage::MicroBatch& Stage::state(int micro_batch, const char* action) {

@@ -9,6 +9,7 @@
 
 #include <c10/core/Stream.h>
 
+#include "pipeline/in_place.h"
 #include "pipeline/layer_seq.h"
 #include "pipeline/split_backward.h"
 
@@ -64,6 +65,10 @@ class Stage {
   // Inference forward without keeping state.
   Batch infer(Batch input);
 
+  // Reads again whether the stage's layers draw random numbers, which they do in training mode
+  // only: before every run, since the model may have changed mode since the last.
+  void note_randomness();
+
   // Whether the stage's random draws come from ATen's process-wide generator, so that it runs
   // its forwards under a lock shared by all such stages (dropout.h).
   bool takes_generator_lock() const { return shared_generator_; }
@@ -96,7 +101,7 @@ class Stage {
   c10::Device device_;
   std::optional<c10::Stream> stream_;
   bool stochastic_ = false;
-  bool writes_input_ = false;  // a layer writes the stage input in place (in_place.h)
+  InputWrites input_writes_;  // whether a layer writes the stage's input in place (in_place.h)
   bool shared_generator_ = false;
   std::map<int, MicroBatch> states_;
   const char* action_ = "forward";  // what run_layers runs, for its error message

@@ -5,6 +5,8 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "pipeline/in_place.h"
+
 namespace pipebal::profiler {
 
 CoRunners::CoRunners(const pipeline::LayerSeq& model, const pipeline::Batch& sample, int count,
@@ -64,7 +66,9 @@ void CoRunners::run(pipeline::LayerSeq model, pipeline::Batch sample, int thread
       if (stopping_) return;
     }
     try {
-      const at::Tensor out = model.forward(sample).value();
+      // On a copy: a first layer that writes its input in place must neither write the sample
+      // the profiled layers read meanwhile nor drift from it.
+      const at::Tensor out = model.forward(pipeline::copied_inputs(sample)).value();
       if (out.requires_grad()) out.sum().backward();
     } catch (const std::exception&) {
       // The profiled layers will report the same failure with context. A runner that ended

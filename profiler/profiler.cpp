@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -276,7 +275,7 @@ class LayerRunner {
   Batch forward() {
     try {
       // A shallow copy: the layer may pop skips from it.
-      return pipeline::forward_tolerating_in_place(layer_, input_, writes_input_);
+      return pipeline::forward_keeping_input(layer_, input_, input_writes_);
     } catch (const std::exception& error) {
       throw std::invalid_argument(fmt::format("layer {} ('{}', {}) failed on input {}: {}", index_,
                                               layer_.name(), layer_.type(), describe(input_),
@@ -322,7 +321,7 @@ class LayerRunner {
   size_t index_;
   Batch input_;
   LossFn loss_;
-  bool writes_input_ = false;
+  pipeline::InputWrites input_writes_;  // in_place.h
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> leaves_;
 };
@@ -359,7 +358,7 @@ class PassTimer {
       inputs[i] = as_leaves(current, /*requires_grad=*/i > 0);
       LayerTimer* forward_timer = split ? nullptr : timer;  // a split pass times W alone
       if (forward_timer != nullptr) forward_timer->start();
-      outputs[i] = pipeline::forward_tolerating_in_place(layers_[i], inputs[i], writes_input_[i]);
+      outputs[i] = pipeline::forward_keeping_input(layers_[i], inputs[i], input_writes_[i]);
       if (forward_timer != nullptr) {
         (*profiles)[i].forward_samples_ms.push_back(forward_timer->stop_ms());
       }
@@ -442,7 +441,10 @@ class PassTimer {
   }
 
   pipeline::LayerSeq& layers_;
-  std::deque<bool> writes_input_ = std::deque<bool>(layers_.size(), false);  // in_place.h
+  // Whether each layer writes its input in place (in_place.h): the sample and each layer's input
+  // are the same in every pass, and the co-runners read the sample meanwhile.
+  std::vector<pipeline::InputWrites> input_writes_ =
+      std::vector<pipeline::InputWrites>(layers_.size());
   Batch sample_;
   LossFn loss_;
 };

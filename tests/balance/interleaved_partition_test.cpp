@@ -115,6 +115,8 @@ TEST(InterleavedPartition, KeepsEachDevicesStagesWithinItsCap) {
       c.backward_ms = 2 * c.forward_ms;
       c.param_bytes = 1000 * (1 + static_cast<int64_t>(rng() % 9));
       c.activation_bytes = 500;
+      // Messages waiting for their receiver count against the caps too (fits_memory).
+      c.output_bytes = 500 * (1 + static_cast<int64_t>(rng() % 8));
     }
     CostOptions options;
     options.schedule = pipeline::ScheduleKind::kInterleaved;

@@ -83,13 +83,24 @@ TEST(Dropout, StageSeedDeterminesTheMaskAndDefaultGeneratorIsUntouched) {
   EXPECT_EQ(stage_generator(), nullptr);
 }
 
+// What draws random numbers in a model: pipebal's Dropout (the stage's generator), LibTorch's
+// (the shared one), or LibTorch's RReLU (its slopes, from the shared one).
+enum class Random { kOwnDropout, kDropout, kRReLU };
+
 // Dropout in both stages of a {2, 2} split: pipebal's own, or LibTorch's (shared generator).
-LayerSeq dropout_model(bool own_dropout) {
+LayerSeq dropout_model(Random kind) {
   torch::manual_seed(9);
   LayerSeq seq("dropout");
   auto dropout = [&](const std::string& name) {
-    return own_dropout ? make_layer(name, "Dropout", Dropout(0.5))
-                       : make_layer(name, "Dropout", nn::Dropout(0.5));
+    switch (kind) {
+      case Random::kOwnDropout:
+        return make_layer(name, "Dropout", Dropout(0.5));
+      case Random::kDropout:
+        return make_layer(name, "Dropout", nn::Dropout(0.5));
+      case Random::kRReLU:
+        break;
+    }
+    return make_layer(name, "RReLU", nn::RReLU());
   };
   seq.add(make_layer("fc0", "Linear", nn::Linear(8, 8)));
   seq.add(dropout("drop0"));
@@ -99,31 +110,43 @@ LayerSeq dropout_model(bool own_dropout) {
 }
 
 TEST(Dropout, CpuStageWithOwnDropoutTakesNoLock) {
-  EXPECT_FALSE(Stage(0, 0, dropout_model(true), c10::Device(c10::kCPU)).takes_generator_lock());
-  EXPECT_TRUE(Stage(0, 0, dropout_model(false), c10::Device(c10::kCPU)).takes_generator_lock());
-  LayerSeq eval = dropout_model(false);
+  EXPECT_FALSE(Stage(0, 0, dropout_model(Random::kOwnDropout), c10::Device(c10::kCPU))
+                   .takes_generator_lock());
+  EXPECT_TRUE(
+      Stage(0, 0, dropout_model(Random::kDropout), c10::Device(c10::kCPU)).takes_generator_lock());
+  LayerSeq eval = dropout_model(Random::kDropout);
   eval.train(false);
-  EXPECT_FALSE(Stage(0, 0, eval, c10::Device(c10::kCPU)).takes_generator_lock());
+  Stage stage(0, 0, eval, c10::Device(c10::kCPU));
+  EXPECT_FALSE(stage.takes_generator_lock());
+  eval.train(true);  // the stage shares the layers: it reads the mode again before each run
+  stage.note_randomness();
+  EXPECT_TRUE(stage.takes_generator_lock());
 }
 
 // Checkpointed micro-batches are recomputed before their backward; the masks must be the ones
 // the forward drew, so the gradients equal those of the same step without checkpointing — with
-// pipebal's Dropout (the stage's generator) and LibTorch's (the shared one, under its lock).
+// pipebal's Dropout (the stage's generator), LibTorch's and RReLU (the shared one, under its
+// lock), and with a model put into training mode only after its pipeline was built.
 TEST(Dropout, RecomputationReproducesTheForwardMasks) {
   const Batch input(torch::randn({8, 8}));
   const at::Tensor target = torch::randn({8, 8});
   auto mse = [](const at::Tensor& out, const at::Tensor& t) { return torch::mse_loss(out, t); };
-  for (bool own : {true, false}) {
-    SCOPED_TRACE(own ? "pipebal Dropout" : "LibTorch Dropout");
+  for (const auto& [kind, late_training] :
+       {std::pair{Random::kOwnDropout, false}, std::pair{Random::kDropout, false},
+        std::pair{Random::kRReLU, false}, std::pair{Random::kDropout, true}}) {
+    SCOPED_TRACE(testing::Message() << "random kind " << static_cast<int>(kind)
+                                    << (late_training ? ", trained after building" : ""));
     std::vector<std::vector<at::Tensor>> grads;
     for (auto checkpoint : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
       for (int repeat = 0; repeat < 2; ++repeat) {
-        LayerSeq model = dropout_model(own);
+        LayerSeq model = dropout_model(kind);
+        if (late_training) model.train(false);
         PipelineOptions options;
         options.chunks = 4;
         options.checkpoint = checkpoint;
         options.seed = 5;
         Pipeline pipeline(model, {2, 2}, {}, options);
+        if (late_training) model.train(true);
         pipeline.step(input, target, mse);
         grads.emplace_back();
         for (const auto& p : model.parameters()) grads.back().push_back(p.grad().clone());
@@ -135,7 +158,7 @@ TEST(Dropout, RecomputationReproducesTheForwardMasks) {
             << "run " << run << ", parameter " << i;
     }
     // Dropout did drop: the masked gradient differs from the model without dropout.
-    LayerSeq plain = dropout_model(own);
+    LayerSeq plain = dropout_model(kind);
     plain.train(false);
     torch::mse_loss(plain.forward(input).value(), target).backward();
     EXPECT_FALSE(torch::allclose(plain.parameters()[0].grad(), grads[0][0]));

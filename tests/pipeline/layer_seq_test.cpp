@@ -58,6 +58,9 @@ TEST(Layer, OnlyDropoutThatCanDropIsStochastic) {
   EXPECT_TRUE(make_layer("d", "Dropout2d", nn::Dropout2d(0.1))->is_stochastic());
   EXPECT_FALSE(make_layer("d", "Dropout", nn::Dropout(0.0))->is_stochastic());
   EXPECT_FALSE(make_layer("fc", "Linear", nn::Linear(2, 2))->is_stochastic());
+  // RReLU draws its slopes in training mode.
+  EXPECT_TRUE(make_layer("r", "RReLU", nn::RReLU())->is_stochastic());
+  EXPECT_TRUE(make_layer("r", "RReLU", nn::RReLU())->draws_from_shared_generator());
   // pipebal's Dropout draws from the stage's own generator, LibTorch's from the shared one.
   EXPECT_TRUE(make_layer("d", "Dropout", nn::Dropout(0.5))->draws_from_shared_generator());
   const auto own = make_layer("d", "Dropout", Dropout(0.5));

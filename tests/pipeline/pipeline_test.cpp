@@ -151,6 +151,62 @@ TEST(Pipeline, InPlaceLayersAtStageBoundariesTrainLikeThePlainModel) {
   }
 }
 
+// LeakyReLU(inplace), Linear, LeakyReLU(inplace), Linear, LeakyReLU(inplace), Linear: applied
+// twice a LeakyReLU gives other values (a ReLU does not), so a stage that ran one again on an
+// input it had already written would show in the gradients. The first writes the model's input,
+// which needs no gradient.
+LayerSeq make_leaky_in_place_model(uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto leaky = [] {
+    return nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.1).inplace(true));
+  };
+  LayerSeq seq("leaky-in-place");
+  seq.add(make_layer("leaky0", "LeakyReLU", leaky()));
+  seq.add(make_layer("fc0", "Linear", nn::Linear(kWidth, kWidth)));
+  seq.add(make_layer("leaky1", "LeakyReLU", leaky()));
+  seq.add(make_layer("fc1", "Linear", nn::Linear(kWidth, kWidth)));
+  seq.add(make_layer("leaky2", "LeakyReLU", leaky()));
+  seq.add(make_layer("head", "Linear", nn::Linear(kWidth, 3)));
+  seq.to(torch::kDouble);
+  return seq;
+}
+
+// A checkpointed forward runs without grad, where nothing refuses a write to the stage's input:
+// the recompute must still start from the values the forward saw.
+TEST(Pipeline, LayersWritingTheirInputTrainLikeThePlainModelInEveryCheckpointMode) {
+  torch::manual_seed(7);
+  const at::Tensor input = torch::randn({6, kWidth}, torch::kDouble);
+  const at::Tensor target = torch::randn({6, 3}, torch::kDouble);
+  LayerSeq plain = make_leaky_in_place_model(4);
+  const Reference ref = plain_step(plain, Batch(input.clone()), target);
+  for (const std::vector<int>& balance :
+       {std::vector<int>{2, 2, 2}, std::vector<int>{4, 2}, std::vector<int>{1, 1, 1, 1, 1, 1}}) {
+    for (auto schedule : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+      for (auto checkpoint :
+           {CheckpointMode::kAlways, CheckpointMode::kExceptLast, CheckpointMode::kNever}) {
+        LayerSeq piped = make_leaky_in_place_model(4);
+        PipelineOptions options;
+        options.chunks = 3;
+        options.schedule = schedule;
+        options.checkpoint = checkpoint;
+        Pipeline pipeline(piped, balance, {}, options);
+        for (int step = 0; step < 2; ++step) {  // the second step copies up front
+          for (auto& p : piped.parameters()) p.mutable_grad() = at::Tensor();
+          const StepResult result = pipeline.step(Batch(input.clone()), target, mse);
+          EXPECT_NEAR(result.loss, ref.loss, 1e-10 * std::abs(ref.loss));
+          const auto params = piped.parameters();
+          for (size_t i = 0; i < params.size(); ++i) {
+            EXPECT_TRUE(torch::allclose(params[i].grad(), ref.grads[i], 1e-10, 1e-12))
+                << "parameter " << i << ", step " << step << ", checkpoint "
+                << to_string(checkpoint) << ", " << to_string(schedule) << ", balance "
+                << balance.size() << " stages";
+          }
+        }
+      }
+    }
+  }
+}
+
 // Something to wait on forever, as a layer that never returns does.
 struct Forever {
   std::mutex mutex;
@@ -241,9 +297,52 @@ TEST(Pipeline, DeferredBatchNormUpdatesRunningStatsLikeThePlainModel) {
   // Without deferral the running statistics move once per micro-batch and differ.
   LayerSeq eager = make();
   options.deferred_batch_norm = false;
+  options.checkpoint = CheckpointMode::kNever;
   Pipeline eager_pipeline(eager, {2, 2}, {}, options);
   eager_pipeline.step(input, target, mse);
   EXPECT_FALSE(torch::allclose(eager.buffers()[0], expected[0], 1e-6, 1e-8));
+  // Once per micro-batch, however checkpointed: a recomputation does not move them again.
+  for (auto checkpoint : {CheckpointMode::kAlways, CheckpointMode::kExceptLast}) {
+    LayerSeq checkpointed = make();
+    options.checkpoint = checkpoint;
+    Pipeline checkpointed_pipeline(checkpointed, {2, 2}, {}, options);
+    checkpointed_pipeline.step(input, target, mse);
+    const auto once = eager.buffers(), got = checkpointed.buffers();
+    for (size_t i = 0; i < once.size(); ++i) {
+      EXPECT_TRUE(torch::equal(got[i], once[i])) << "buffer " << i << ", " << to_string(checkpoint);
+    }
+  }
+}
+
+// Deferral needs pipebal's BatchNorm, which holds the sums: another is refused, not left alone.
+TEST(Pipeline, DeferredBatchNormRefusesABatchNormItCannotDefer) {
+  LayerSeq seq("torch-bn");
+  seq.add(make_layer("fc", "Linear", nn::Linear(5, 4)));
+  seq.add(make_layer("bn", "BatchNorm1d", nn::BatchNorm1d(4)));
+  PipelineOptions options;
+  options.deferred_batch_norm = true;
+  try {
+    Pipeline pipeline(seq, {1, 1}, {}, options);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(
+        std::string(error.what()).find("layer 1 ('bn', BatchNorm1d) holds a batch norm other"),
+        std::string::npos)
+        << error.what();
+  }
+  options.deferred_batch_norm = false;
+  EXPECT_NO_THROW(Pipeline(seq, {1, 1}, {}, options));
+}
+
+// A worker whose start fails fails the pipeline's construction: in a step, its neighbours would
+// wait for it.
+TEST(Pipeline, AWorkerStartThatThrowsFailsTheConstruction) {
+  LayerSeq seq = make_model(2);
+  PipelineOptions options;
+  options.on_worker_start = [](int stage) {
+    if (stage == 1) throw std::runtime_error("start failed");
+  };
+  EXPECT_THROW(Pipeline(seq, {4, 4}, {}, options), std::runtime_error);
 }
 
 // Throws on the chosen stage when armed.

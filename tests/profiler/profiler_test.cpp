@@ -450,6 +450,35 @@ TEST(Profiler, InPlaceLayersProfile) {
   EXPECT_EQ(p.layers[1].forward_samples_ms.size(), 3u);
 }
 
+// Doubles its input in place, counting the calls (on any thread) whose input was not the sample.
+at::Tensor expected_input;
+std::atomic<int> changed_inputs{0};
+struct DoubleInPlaceImpl : nn::Cloneable<DoubleInPlaceImpl> {
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    if (!torch::equal(x, expected_input)) ++changed_inputs;
+    return x.mul_(2);
+  }
+};
+TORCH_MODULE(DoubleInPlace);
+
+// A first layer that writes the model's input (which needs no gradient, so autograd lets it) is
+// run on copies: every pass, and every co-runner's, starts from the sample's own values.
+TEST(Profiler, AFirstLayerWritingItsInputSeesTheSampleEveryPass) {
+  LayerSeq seq("writes-input");
+  seq.add(pipeline::make_layer("double", "DoubleInPlace", DoubleInPlace()));
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(8, 2)));
+  const at::Tensor x = torch::randn({4, 8});
+  expected_input = x.clone();
+  changed_inputs = 0;
+  ProfileOptions options = quick();
+  options.co_runners = 1;
+  const Profile p = profile_model(seq, Batch(x), options);
+  ASSERT_EQ(p.layers.size(), 2u);
+  EXPECT_EQ(changed_inputs.load(), 0);
+  EXPECT_TRUE(torch::equal(x, expected_input));
+}
+
 // Throws on every forward, counting the calls.
 std::atomic<int> thrower_calls{0};
 struct ThrowerImpl : nn::Cloneable<ThrowerImpl> {
