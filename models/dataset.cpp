@@ -106,6 +106,13 @@ std::vector<at::Tensor> batch_order(int64_t samples, int64_t batch_size, int epo
   }
   if (epochs < 1)
     throw std::invalid_argument(fmt::format("--epochs must be at least 1, got {}", epochs));
+  // Each mini-batch is a step: their count is bounded before a list of them is made.
+  const int64_t per_epoch = samples / batch_size + (samples % batch_size != 0 ? 1 : 0);
+  if (per_epoch > kMaxBatches / epochs) {
+    throw std::invalid_argument(
+        fmt::format("--epochs {} over {} samples in mini-batches of {} make more than {} steps",
+                    epochs, samples, batch_size, kMaxBatches));
+  }
   std::vector<at::Tensor> batches;
   torch::Generator generator = at::detail::createCPUGenerator(seed);
   for (int epoch = 0; epoch < epochs; ++epoch) {

@@ -30,11 +30,14 @@ struct Dataset {
 // whose tensors disagree on the number of samples or hold none.
 Dataset load_dataset(const std::string& path);
 
+// At most this many mini-batches (training steps) in all epochs.
+constexpr int64_t kMaxBatches = 10'000'000;
+
 // The mini-batches of `epochs` passes over `samples` samples, each as the 1-D int64 tensor of its
 // sample indices: in file order (as torch.utils.data.DataLoader by default), or shuffled anew in
 // each epoch from `seed`. A last mini-batch with fewer than `min_batch` samples is left out (it
 // could not be cut into that many micro-batches). Throws std::invalid_argument when no
-// mini-batch is left, or for a batch size or epoch count below 1.
+// mini-batch is left, for a batch size or epoch count below 1, or for more than kMaxBatches.
 std::vector<at::Tensor> batch_order(int64_t samples, int64_t batch_size, int epochs, bool shuffle,
                                     uint64_t seed, int64_t min_batch);
 

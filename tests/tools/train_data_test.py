@@ -236,6 +236,11 @@ for path, fragment in ((not_torch, "is not a file written by torch.save"),
 result = run("train", "--model", "mlp:layers=2,width=8", "--balance", "1,2", "--save",
              os.path.join(work, "x.pt"), status=2)
 assert "--save writes a TorchScript model" in result.stderr, result.stderr
+# Epochs past any run are refused before a list of their mini-batches is made.
+result = run("train", "--model", model_path, "--data", data, "--balance", "2,3", "--epochs",
+             "2000000000", status=2)
+assert result.stderr.count("\n") == 1 and "make more than 10000000 steps" in result.stderr, \
+    result.stderr
 
 shutil.rmtree(work)
 print(f"ok: {len(expected)} steps equal PyTorch's, accuracy {accuracy:.2f}")
