@@ -33,7 +33,9 @@ std::mutex& default_generator_mutex() {
 // layers have run again on what they had already seen.
 class BufferSnapshot {
  public:
-  explicit BufferSnapshot(LayerSeq& layers) {
+  // Nothing when `any` is false: most stages hold no buffers, and this runs per micro-batch.
+  BufferSnapshot(LayerSeq& layers, bool any) {
+    if (!any) return;
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < layers.size(); ++i) {
       for (const at::Tensor& b : layers[i].buffers()) {
@@ -80,6 +82,8 @@ Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
       layers_(std::move(layers)),
       device_(with_index(device)),
       stream_(stage_stream(device_)) {
+  for (size_t i = 0; i < layers_.size(); ++i)
+    has_buffers_ = has_buffers_ || !layers_[i].buffers().empty();
   note_randomness();
 }
 
@@ -129,7 +133,7 @@ Batch Stage::run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed) 
   }
   // With grad, autograd refuses a write to an input leaf before it happens; an input that needs
   // no gradient is not run again without a checkpointed (no-grad) forward first.
-  BufferSnapshot buffers(layers_);  // the layers before the refusal run twice
+  BufferSnapshot buffers(layers_, has_buffers_);  // the layers before the refusal run twice
   try {
     Batch output = run_seeded_once(input, micro_batch, rng_seed);
     // Had a layer written one of these, autograd would have refused it.
@@ -172,7 +176,7 @@ void Stage::recompute(int micro_batch) {
   RecomputeScope scope;
   // It replays a forward whose effects on the model are done: a batch norm's running statistics
   // (of any kind, a TorchScript model's too) must not move a second time.
-  BufferSnapshot buffers(layers_);
+  BufferSnapshot buffers(layers_, has_buffers_);
   mb.output = run_seeded(mb.input, micro_batch, mb.rng_seed);
   buffers.restore();
 }

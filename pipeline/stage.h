@@ -101,6 +101,7 @@ class Stage {
   c10::Device device_;
   std::optional<c10::Stream> stream_;
   bool stochastic_ = false;
+  bool has_buffers_ = false;  // a layer holds buffers (a batch norm's running statistics)
   InputWrites input_writes_;  // whether a layer writes the stage's input in place (in_place.h)
   bool shared_generator_ = false;
   std::map<int, MicroBatch> states_;

@@ -4,6 +4,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+
+#include "common/parse_integers.h"
 
 namespace pipebal::tools {
 namespace {
@@ -28,16 +31,16 @@ std::string check_integer_text(std::string& value, bool is_unsigned) {
   if (is_unsigned && negative && value.find_first_not_of('0', 1) != std::string::npos) {
     return "must not be negative, got " + value;
   }
-  errno = 0;
-  if (is_unsigned) {
-    const unsigned long long number = std::strtoull(value.c_str() + digits, nullptr, 10);
-    if (errno == ERANGE) return value + " is too large";
-    value = std::to_string(number);
-  } else {
-    const long long number = std::strtoll(value.c_str(), nullptr, 10);
-    if (errno == ERANGE) return value + " is out of range";
-    value = std::to_string(number);
+  if (!is_unsigned) {
+    const std::optional<int64_t> number = parse_integer(value);  // base 10, within 64 bits
+    if (!number) return value + " is out of range";
+    value = std::to_string(*number);
+    return "";
   }
+  errno = 0;
+  const unsigned long long number = std::strtoull(value.c_str() + digits, nullptr, 10);
+  if (errno == ERANGE) return value + " is too large";
+  value = std::to_string(number);
   return "";
 }
 
