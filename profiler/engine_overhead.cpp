@@ -2,15 +2,14 @@
 #include "profiler/engine_overhead.h"
 
 #include <algorithm>
-#include <mutex>
 #include <vector>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "pipeline/module_layer.h"
 #include "pipeline/pipeline.h"
+#include "profiler/keep_default_generator.h"
 #include "profiler/profiler.h"
 #include "profiler/statistics.h"
 
@@ -34,28 +33,6 @@ at::Tensor mse(const at::Tensor& output, const at::Tensor& target) {
   return torch::mse_loss(output, target);
 }
 
-// The calibration's weights and data draw from ATen's default generator: it leaves the stream
-// where it found it, so a profile changes nothing a caller seeded.
-class KeepDefaultGenerator {
- public:
-  KeepDefaultGenerator() {
-    at::Generator default_generator = generator();
-    std::lock_guard<std::mutex> lock(default_generator.mutex());
-    state_ = default_generator.get_state();
-  }
-  ~KeepDefaultGenerator() {
-    at::Generator default_generator = generator();
-    std::lock_guard<std::mutex> lock(default_generator.mutex());
-    default_generator.set_state(state_);
-  }
-  KeepDefaultGenerator(const KeepDefaultGenerator&) = delete;
-  KeepDefaultGenerator& operator=(const KeepDefaultGenerator&) = delete;
-
- private:
-  static at::Generator generator() { return at::detail::getDefaultCPUGenerator(); }
-  at::Tensor state_;
-};
-
 pipeline::PipelineOptions with_chunks(pipeline::PipelineOptions options, int chunks) {
   options.chunks = chunks;
   return options;
@@ -64,6 +41,7 @@ pipeline::PipelineOptions with_chunks(pipeline::PipelineOptions options, int chu
 }  // namespace
 
 balance::EngineCost measure_engine_cost(int rounds) {
+  // The calibration's weights and data draw from the default generator.
   const KeepDefaultGenerator keep;
   rounds = std::max(rounds, 3);
   const at::Tensor input = torch::randn({kChunks, kWidth});

@@ -125,6 +125,7 @@ nlohmann::json environment_to_json(const Environment& env) {
     doc["warmup"] = env.warmup;
     doc["repeat"] = env.repeat;
     doc["time_budget_s"] = env.time_budget_s;
+    if (env.autograd_run_ms) doc["autograd_run_ms"] = *env.autograd_run_ms;
   }
   return doc;
 }

@@ -27,6 +27,9 @@ struct Environment {
   int warmup = 0;
   int repeat = 0;
   double time_budget_s = 0;
+  // What one autograd run cost beyond its work, taken off each layer's timed backward
+  // (profiler/autograd_run_cost.h); measured on the CPU only.
+  std::optional<double> autograd_run_ms;
   std::string date;  // ISO 8601, UTC: 2024-05-01T12:34:56Z
 };
 

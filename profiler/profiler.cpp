@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -20,9 +21,11 @@
 #include "pipeline/in_place.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/split_backward.h"
+#include "profiler/autograd_run_cost.h"
 #include "profiler/co_runner.h"
 #include "profiler/device.h"
 #include "profiler/engine_overhead.h"
+#include "profiler/keep_default_generator.h"
 #include "profiler/memory_meter.h"
 #include "profiler/profile_merge.h"
 #include "profiler/statistics.h"
@@ -338,6 +341,10 @@ class PassTimer {
  public:
   PassTimer(pipeline::LayerSeq& layers, Batch sample, LossFn loss)
       : layers_(layers), sample_(std::move(sample)), loss_(std::move(loss)) {}
+
+  // What an autograd run costs beyond its work (autograd_run_cost.h): taken off each timed
+  // backward that ran one, as a stage runs one per action over all its layers.
+  void set_autograd_run_ms(double run_ms) { autograd_run_ms_ = run_ms; }
   // The model's gradients as found: none.
   ~PassTimer() {
     for (auto& p : layers_.parameters()) {
@@ -381,8 +388,11 @@ class PassTimer {
         if (timer != nullptr) timer->start();
         const at::Tensor loss = loss_(outputs[k].value());
         // As a stage runs its backward (at autograd's stack alignment, pipeline/handed_backward.h).
-        if (loss.requires_grad()) pipeline::handed_backward({loss}, {at::ones_like(loss)});
-        if (timer != nullptr) (*profiles)[k].backward_samples_ms.push_back(timer->stop_ms());
+        const bool ran = loss.requires_grad();
+        if (ran) pipeline::handed_backward({loss}, {at::ones_like(loss)});
+        if (timer != nullptr) {
+          (*profiles)[k].backward_samples_ms.push_back(less_run(timer->stop_ms(), ran));
+        }
         continue;
       }
       std::vector<at::Tensor> outs, grads;
@@ -411,9 +421,12 @@ class PassTimer {
         split_backward(k, outs, grads, inputs, timer, profiles);
         continue;
       }
+      const bool ran = !outs.empty();
       if (timer != nullptr) timer->start();
       pipeline::handed_backward(std::move(outs), std::move(grads));  // as a stage runs it
-      if (timer != nullptr) (*profiles)[k].backward_samples_ms.push_back(timer->stop_ms());
+      if (timer != nullptr) {
+        (*profiles)[k].backward_samples_ms.push_back(less_run(timer->stop_ms(), ran));
+      }
     }
     for (auto& p : layers_.parameters()) {
       if (p.grad().defined()) p.mutable_grad().zero_();
@@ -430,7 +443,9 @@ class PassTimer {
     std::vector<at::Tensor> leaves = inputs[k].tensors;
     for (const auto& [name, t] : inputs[k].skips) leaves.push_back(t);
     pipeline::SplitBackward split(roots, grads, leaves, layers_[k].parameters());
-    if (timer != nullptr) (*profiles)[k].input_grad_samples_ms.push_back(timer->stop_ms());
+    if (timer != nullptr) {
+      (*profiles)[k].input_grad_samples_ms.push_back(less_run(timer->stop_ms(), !roots.empty()));
+    }
     if (profiles != nullptr) (*profiles)[k].kept_grad_bytes = split.kept_bytes();
     if (timer != nullptr) timer->start();
     split.run_weight();
@@ -440,7 +455,12 @@ class PassTimer {
     }
   }
 
+  double less_run(double measured_ms, bool ran) const {
+    return ran ? std::max(0.0, measured_ms - autograd_run_ms_) : measured_ms;
+  }
+
   pipeline::LayerSeq& layers_;
+  double autograd_run_ms_ = 0;
   // Whether each layer writes its input in place (in_place.h): the sample and each layer's input
   // are the same in every pass, and the co-runners read the sample meanwhile.
   std::vector<pipeline::InputWrites> input_writes_ =
@@ -465,6 +485,11 @@ void check_options(const ProfileOptions& options) {
     throw std::invalid_argument("co-runners load the CPU cores: they apply to --device cpu only");
   }
   check_time_limit(options.time_budget_s, "the time budget", "none");
+  if (options.autograd_run_ms &&
+      !(std::isfinite(*options.autograd_run_ms) && *options.autograd_run_ms >= 0)) {
+    throw std::invalid_argument(fmt::format(
+        "the autograd run's cost must be finite and >= 0, got {}", *options.autograd_run_ms));
+  }
 }
 
 Batch detached(const Batch& batch) {
@@ -479,6 +504,9 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   if (model.empty()) throw std::invalid_argument("cannot profile a model without layers");
   if (sample.tensors.empty()) throw std::invalid_argument("cannot profile on an empty batch");
   const TimerBackend backend = resolve_timer_backend(options.backend, options.device);
+  // A model's dropout draws from the default generator: a caller's seeded stream goes on after
+  // the profile as if there had been none.
+  const KeepDefaultGenerator keep;
 
   // Clones, so that the caller's model keeps its values, buffers, gradients and mode.
   pipeline::LayerSeq layers = model.clone();
@@ -555,6 +583,11 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     passes.run(nullptr, nullptr);
     report(ProfileProgress::Phase::kWarmupPasses, w + 1, options.warmup, "");
   }
+  profile.environment.autograd_run_ms = options.autograd_run_ms;
+  if (!options.autograd_run_ms && options.device.is_cpu()) {
+    profile.environment.autograd_run_ms = measure_autograd_run_ms();
+  }
+  passes.set_autograd_run_ms(profile.environment.autograd_run_ms.value_or(0.0));
   // B's and W's own times (zb-h1 splits the backward) in half as many passes again, one after
   // every second whole-backward pass: a machine whose speed drifts moves both alike.
   const auto start = std::chrono::steady_clock::now();

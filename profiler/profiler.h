@@ -45,6 +45,10 @@ struct ProfileOptions {
   std::function<at::Tensor(const at::Tensor& output)> loss;
   // Also measure what the engine adds per step and per action (engine_overhead.h). CPU only.
   bool measure_engine = true;
+  // What to take off each layer's timed backward (and B) for the autograd run of its own it
+  // took, where a stage takes one over all its layers (autograd_run_cost.h); unset: measured on
+  // the CPU, nothing elsewhere. 0 keeps the times as measured.
+  std::optional<double> autograd_run_ms;
 };
 
 struct LayerProfile {

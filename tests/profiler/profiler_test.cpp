@@ -11,6 +11,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "models/zoo.h"
 #include "pipeline/batch_norm.h"
@@ -255,6 +256,56 @@ TEST(Profiler, MeasuringTheEngineLeavesTheSeededStreamAlone) {
   EXPECT_GE(cost.step_ms, 0.0);
   EXPECT_GE(cost.action_ms, 0.0);
   EXPECT_GE(cost.handoff_ms, 0.0);
+}
+
+// A model's dropout draws from ATen's default generator as the profile runs it: the draws after
+// the profile are those a caller seeded.
+TEST(Profiler, ProfilingDropoutLeavesTheSeededStreamAlone) {
+  LayerSeq seq("dropout");
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(8, 8)));
+  seq.add(pipeline::make_layer("drop", "Dropout", nn::Dropout(0.5)));
+  const Batch sample(torch::randn({4, 8}));
+  torch::manual_seed(12);
+  const at::Tensor expected = torch::randn({4});
+  torch::manual_seed(12);
+  ProfileOptions options = quick();
+  options.measure_engine = false;
+  profile_model(seq, sample, options);
+  EXPECT_TRUE(torch::equal(torch::randn({4}), expected));
+}
+
+// Each layer's timed backward is its own autograd run, where a stage runs one over all its
+// layers: the run's cost is taken off every backward (and B) that ran one, and off nothing else.
+// A cost larger than any layer's leaves those at exactly 0.
+TEST(Profiler, TakesTheAutogradRunsCostOffEachBackwardThatRanOne) {
+  LayerSeq seq("two");
+  add_identity(seq);  // its output needs no gradient: its backward runs nothing
+  seq.add(pipeline::make_layer("fc", "Linear", nn::Linear(8, 8)));
+  ProfileOptions options = quick();
+  options.measure_engine = false;
+  options.autograd_run_ms = 1e3;
+  const Profile p = profile_model(seq, Batch(torch::randn({4, 8})), options);
+  ASSERT_EQ(p.environment.autograd_run_ms, 1e3);
+  EXPECT_EQ(environment_to_json(p.environment).at("autograd_run_ms"), 1e3);
+  const LayerProfile& fc = p.layers[1];
+  ASSERT_EQ(fc.backward_samples_ms.size(), 3u);
+  for (double ms : fc.backward_samples_ms) EXPECT_EQ(ms, 0.0);
+  ASSERT_FALSE(fc.input_grad_samples_ms.empty());
+  for (double ms : fc.input_grad_samples_ms) EXPECT_EQ(ms, 0.0);
+  for (double ms : fc.forward_samples_ms) EXPECT_GT(ms, 0.0);
+  for (double ms : fc.weight_samples_ms) EXPECT_GT(ms, 0.0);  // one run per layer in a stage too
+  const LayerProfile& id = p.layers[0];
+  EXPECT_GT(*std::max_element(id.backward_samples_ms.begin(), id.backward_samples_ms.end()), 0.0);
+
+  // Unset on the CPU: measured.
+  options.autograd_run_ms.reset();
+  const Profile measured = profile_model(seq, Batch(torch::randn({4, 8})), options);
+  ASSERT_TRUE(measured.environment.autograd_run_ms.has_value());
+  EXPECT_TRUE(std::isfinite(*measured.environment.autograd_run_ms));
+  EXPECT_GE(*measured.environment.autograd_run_ms, 0.0);
+
+  options.autograd_run_ms = -1;
+  EXPECT_THROW(profile_model(seq, Batch(torch::randn({4, 8})), options), std::invalid_argument);
 }
 
 // The last stage computes the loss inside its backward action; so does the profile of the
