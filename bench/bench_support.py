@@ -91,12 +91,14 @@ def check_built_from_head(build):
                  f"(cmake --build {build}) so that the report names the commit it measured")
 
 
-def report_main(parser, raw_path, md_path, measure, summary, meta_key=None):
+def report_main(parser, raw_path, md_path, measure, summary, meta_key=None, keep_partial=False):
     """A report script's command line: the options every script takes (--build, --allow-dirty,
     --from-raw) added to `parser`, then either the summary written again from the committed raw
     data, or `measure(pipebal, args, work)` (the raw fields, measured in the scratch directory
     `work`) written beside this run's metadata (under `meta_key` when given, else at the top)
-    and the summary made from them."""
+    and the summary made from them. With `keep_partial`, a long measurement also gets
+    `save(fields)`, `measure(pipebal, args, work, save)`, which writes the raw data measured so
+    far: an interrupted run keeps it."""
     parser.add_argument("--build", default="build")
     parser.add_argument("--allow-dirty", action="store_true")
     parser.add_argument("--from-raw", action="store_true",
@@ -108,6 +110,10 @@ def report_main(parser, raw_path, md_path, measure, summary, meta_key=None):
     pipebal = binary(args.build, "tools/pipebal", args.allow_dirty)
     raw = {meta_key: meta(args.allow_dirty)} if meta_key else meta(args.allow_dirty)
     with tempfile.TemporaryDirectory() as work:
-        raw.update(measure(pipebal, args, work))
+        if keep_partial:
+            raw.update(measure(pipebal, args, work, lambda fields: write_json(raw_path,
+                                                                              {**raw, **fields})))
+        else:
+            raw.update(measure(pipebal, args, work))
     write_json(raw_path, raw)
     write_text(md_path, summary(raw))

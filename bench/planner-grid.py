@@ -9,8 +9,7 @@ default configuration (2 stages, 4 micro-batches, gpipe, except_last) and the us
 "chunks 8" (2 stages, 8 micro-batches, same schedule).
 
 Writes the raw plan-validation documents (JSON) and the markdown summary made from them.
-Usage: bench/planner-grid.py [--build build] [--steps 5] [--models unet,gpt]
-       [--raw reports/planner-grid-raw.json] [--md reports/planner-grid.md] [--from-raw]
+Usage: bench/planner-grid.py [--build build] [--steps 5] [--models unet,gpt] [--from-raw]
 (--from-raw writes the summary again from the committed raw data, measuring nothing.)
 Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
 import argparse
@@ -18,7 +17,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import bench_support
 from bench_support import run
@@ -117,35 +115,10 @@ def summary_row(name, spec, shape, doc):
             f"{ms(default)} | {ms(chunks8)} | {ms(plain)} | {apart} |")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--models", default=",".join(m[0] for m in MODELS))
-    ap.add_argument("--raw", default="reports/planner-grid-raw.json")
-    ap.add_argument("--md", default="reports/planner-grid.md")
-    ap.add_argument("--allow-dirty", action="store_true")
-    ap.add_argument("--from-raw", action="store_true",
-                    help="measure nothing: write the summary again from the raw data")
-    args = ap.parse_args()
-    if args.from_raw:
-        raw = json.load(open(args.raw))
-    else:
-        raw = measure(args)
-    write_summary(raw, args.md)
-    print(f"wrote {args.md}" + ("" if args.from_raw else f" and {args.raw}"), file=sys.stderr)
-
-
-def measure(args):
-    pipebal = bench_support.binary(args.build, "tools/pipebal", args.allow_dirty)
-    commit = bench_support.commit(args.allow_dirty)
+def measure(pipebal, args, work, save):
     version = run([pipebal, "--version"]).strip()
-    work = tempfile.mkdtemp()
     chosen = args.models.split(",")
-
-    raw = {"commit": commit, "pipebal": version,
-           "machine": bench_support.machine(), "date": bench_support.today(),
-           "steps": args.steps, "models": []}
+    raw = {"pipebal": version, "steps": args.steps, "models": []}
     for name, spec, shape in MODELS:
         if name not in chosen:
             continue
@@ -157,12 +130,11 @@ def measure(args):
              "--steps", str(args.steps), "--warmup-steps", "2", "--profile-in-turns", "-o", out])
         doc = json.load(open(os.path.join(out, "plan-validation.json")))
         raw["models"].append({"name": name, "spec": spec, "input_shape": shape, "result": doc})
-        with open(args.raw, "w") as f:  # after every model: a long run keeps what it measured
-            json.dump(raw, f, indent=1)
+        save(raw)  # after every model: a long run keeps what it measured
     return raw
 
 
-def write_summary(raw, md):
+def summary(raw):
     commit = raw["commit"]
     lines = [
         "# The planner against the grid it searched",
@@ -203,9 +175,12 @@ def write_summary(raw, md):
                                  entry["result"]))
     lines += ["", "Models: " + "; ".join(
         f"{e['name']} = `{e['spec']}` on [{e['input_shape']}]" for e in raw["models"]) + "."]
-    with open(md, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    return lines
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--models", default=",".join(m[0] for m in MODELS))
+    bench_support.report_main(ap, "reports/planner-grid-raw.json", "reports/planner-grid.md",
+                              measure, summary, keep_partial=True)
