@@ -1,9 +1,11 @@
 // See atomic_file.h.
 #include "common/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,8 +30,8 @@ std::string system_error_text(int error = errno) {
   return std::strerror(error);
 }
 
-// Temporary files being written, for the signal handler to remove: fixed slots of plain
-// characters, as a handler may touch nothing else.
+// Temporary files being written and staging directories being filled, for the signal handler
+// to remove: fixed slots of plain characters, as a handler may touch nothing else.
 constexpr int kSlots = 16;
 constexpr size_t kPathBytes = 4096;
 std::array<std::atomic<bool>, kSlots> slot_used{};
@@ -52,6 +54,42 @@ void unregister_temporary(int slot) {
   if (slot >= 0) slot_used[slot] = false;
 }
 
+// Whether two names are the same, without the C library (a signal handler calls this).
+bool same_name(const char* a, const char* b) {
+  for (; *a != '\0' && *a == *b; ++a, ++b) {
+  }
+  return *a == *b;
+}
+
+// Removes `name` (under the directory `parent`) and, for a directory, what is under it down to
+// `depth` levels, with system calls alone, as a signal handler may: the tree a StagedDirectory
+// holds while a command writes it (documents, at most a folder of them).
+void remove_in_handler(int parent, const char* name, int depth) {
+  if (::unlinkat(parent, name, 0) == 0 || errno == ENOENT) return;
+  if (errno != EISDIR || depth == 0) return;
+  const int dir = ::openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return;
+  // Entries removed while the directory is read may move the others: read it again until a
+  // pass finds nothing but "." and "..".
+  for (int pass = 0; pass < 16; ++pass) {
+    bool found = false;
+    ::lseek(dir, 0, SEEK_SET);
+    alignas(8) char buffer[4096];
+    for (long bytes; (bytes = ::syscall(SYS_getdents64, dir, buffer, sizeof buffer)) > 0;) {
+      for (long offset = 0; offset < bytes;) {
+        const auto* entry = reinterpret_cast<const dirent64*>(buffer + offset);
+        offset += entry->d_reclen;
+        if (same_name(entry->d_name, ".") || same_name(entry->d_name, "..")) continue;
+        found = true;
+        remove_in_handler(dir, entry->d_name, depth - 1);
+      }
+    }
+    if (!found) break;
+  }
+  ::close(dir);
+  ::unlinkat(parent, name, AT_REMOVEDIR);
+}
+
 // Set by the first handler to run. A signal can arrive twice (`timeout` sends it to the process
 // and then to its group) and the second can land on another thread while the first is still
 // handling it: only the first cleans up, speaks and exits.
@@ -62,7 +100,7 @@ extern "C" void remove_temporaries_and_exit(int signal_number) {
     for (;;) ::pause();  // the first handler ends the process
   }
   for (int i = 0; i < kSlots; ++i) {
-    if (slot_used[i]) ::unlink(slot_path[i].data());
+    if (slot_used[i]) remove_in_handler(AT_FDCWD, slot_path[i].data(), /*depth=*/4);
   }
   const char* message =
       signal_number == SIGINT ? "pipebal: interrupted\n" : "pipebal: terminated\n";
@@ -115,8 +153,8 @@ std::string temporary_suffix() {
   return ".tmp." + std::to_string(::getpid());
 }
 
-// Temporary files of `target` left by processes that no longer run (a kill -9, a crash, or a
-// signal, whose handler removes files being written but not a staging directory).
+// Temporary files of `target` left by processes that no longer run (a kill -9, a crash, a slot
+// short for the interrupt's cleanup).
 void remove_stale_temporaries(const fs::path& target) {
   std::error_code error;
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
@@ -254,6 +292,7 @@ StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string
   const fs::path target = fs::path(path_).lexically_normal();
   remove_stale_temporaries(target.has_filename() ? target : target.parent_path());
   staging_ = (target.has_filename() ? target : target.parent_path()).string() + temporary_suffix();
+  staging_slot_ = register_temporary(staging_);  // an interrupt removes it (and what it holds)
   remove_tree(staging_);
   if (!fs::create_directories(staging_, error)) {
     throw std::runtime_error("cannot create '" + path_ + "': " + error.message());
@@ -261,8 +300,8 @@ StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string
 }
 
 StagedDirectory::~StagedDirectory() {
-  if (committed_) return;
-  remove_tree(staging_);
+  if (!committed_) remove_tree(staging_);
+  unregister_temporary(staging_slot_);
 }
 
 void StagedDirectory::commit() {
@@ -277,6 +316,8 @@ void StagedDirectory::commit() {
     throw std::runtime_error("cannot write '" + path_ + "': " + error.message());
   }
   committed_ = true;
+  unregister_temporary(staging_slot_);
+  staging_slot_ = -1;
   if (replacing) remove_tree(previous);
 }
 

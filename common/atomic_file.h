@@ -26,7 +26,8 @@ void write_file_atomically(const std::string& path, const std::string& content);
 // throws std::runtime_error with the text write_file_atomically would.
 void check_writable(const std::string& path);
 
-// Makes SIGINT and SIGTERM remove the temporary files being written, print one line
+// Makes SIGINT and SIGTERM remove the temporary files being written and the staging directories
+// of StagedDirectory not yet committed, print one line
 // ("pipebal: interrupted") unless `announce` is false (a process of a launched run, whose
 // launcher says it), and exit with status 128 + the signal. For executables.
 void install_interrupt_cleanup(bool announce = true);
@@ -53,6 +54,7 @@ class StagedDirectory {
  private:
   std::string path_;
   std::string staging_;
+  int staging_slot_ = -1;  // registered for the interrupt's cleanup
   bool committed_ = false;
 };
 

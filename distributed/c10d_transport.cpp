@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "common/env_flag.h"
 #include "distributed/channel_ends.h"
 #include "distributed/gloo_channel.h"
 #include "distributed/nccl_link.h"
@@ -20,8 +21,7 @@ namespace pipebal::distributed {
 namespace {
 
 bool tensor_channel_asked() {
-  const char* value = std::getenv("PIPEBAL_TENSOR_CHANNEL");
-  return value != nullptr && std::string(value) == "1";
+  return env_flag(kTensorChannelVariable);
 }
 
 std::string host_name() {

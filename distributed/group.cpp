@@ -26,6 +26,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "common/env_flag.h"
 #include "distributed/shared_segment.h"
 #include "distributed/tags.h"
 #include "pipeline/error_text.h"
@@ -366,9 +367,7 @@ bool Group::shares_memory_with(int peer) {
   const int me = st.env.rank;
   const std::string pair =
       fmt::format("shared_memory/{}-{}/", std::min(me, peer), std::max(me, peer));
-  const char* disable = std::getenv("PIPEBAL_SHM_DISABLE");
-  const bool wanted =
-      disable == nullptr || std::string(disable).empty() || std::string(disable) == "0";
+  const bool wanted = !env_flag(kShmDisableVariable);
   std::unique_ptr<SharedSegment> probe;
   std::random_device random;
   const uint64_t token = (uint64_t{random()} << 32) | random();

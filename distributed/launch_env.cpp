@@ -40,7 +40,9 @@ std::optional<LaunchEnv> launch_env_from(const GetEnv& getenv) {
   env.world_size = integer(getenv, "WORLD_SIZE", 1, kMaxWorld);
   env.rank = integer(getenv, "RANK", 0, env.world_size - 1);
   env.local_world_size = integer(getenv, "LOCAL_WORLD_SIZE", 1, env.world_size, env.world_size);
-  env.local_rank = integer(getenv, "LOCAL_RANK", 0, env.local_world_size - 1, env.rank);
+  // Unset: where RANK falls on its host, ranks laid out host by host as torchrun does.
+  env.local_rank =
+      integer(getenv, "LOCAL_RANK", 0, env.local_world_size - 1, env.rank % env.local_world_size);
   const char* addr = getenv("MASTER_ADDR");
   if (env.world_size > 1 && (addr == nullptr || *addr == '\0')) {
     throw std::invalid_argument("MASTER_ADDR is not set (the host of rank 0's rendezvous store)");

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -66,6 +67,9 @@ int exit_code(int status) {
   // Die with the launcher (no orphans), even if it dies before this line runs.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(137);
+  // A process group of its own, which the launcher stops whole: what the command starts in
+  // turn (a shell's children, a profiler's target) goes with it.
+  setpgid(0, 0);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   const int world = options.nproc_per_node * options.nnodes;
@@ -90,6 +94,21 @@ int exit_code(int status) {
                                           options.command[0], std::strerror(errno));
   (void)!write(STDERR_FILENO, message.data(), message.size());
   _exit(127);
+}
+
+// Whether execvp would find `program` (a path when it has a slash, else on PATH) executable.
+bool runnable(const std::string& program) {
+  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/bin:/usr/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    if (access((dir + "/" + program).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
 }
 
 }  // namespace
@@ -124,11 +143,22 @@ void check(const LaunchOptions& options) {
         "give the command to run after --, e.g. pipebal launch --nproc-per-node 2 -- pipebal "
         "train --balance 3,2");
   }
+  if (!runnable(options.command[0])) {
+    throw std::invalid_argument(fmt::format("cannot run '{}': {}", options.command[0],
+                                            options.command[0].find('/') != std::string::npos
+                                                ? "no such executable"
+                                                : "no such executable on PATH"));
+  }
   check_time_limit(options.grace_s, "--grace");
+}
+
+int last_interrupt() {
+  return g_interrupt;
 }
 
 int launch(const LaunchOptions& options, std::ostream& log) {
   check(options);
+  g_interrupt = 0;
   const int port = options.master_port == 0 ? free_port() : options.master_port;
   struct sigaction action {};
   action.sa_handler = on_interrupt;  // no SA_RESTART: waitpid returns to pass the signal on
@@ -143,12 +173,13 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   for (int local = 0; local < options.nproc_per_node; ++local) {
     const pid_t pid = fork();
     if (pid < 0) {
-      log << "pipebal launch: fork failed: " << std::strerror(errno) << "\n";
-      for (pid_t child : children) kill(child, SIGKILL);
+      log << options.log_prefix << ": fork failed: " << std::strerror(errno) << "\n";
+      for (pid_t child : children) kill(-child, SIGKILL);
       for (pid_t child : children) waitpid(child, nullptr, 0);
       return 1;
     }
     if (pid == 0) run_child(options, port, local, launcher);
+    setpgid(pid, pid);  // as the child does: whichever runs first, the group exists after
     children.push_back(pid);
   }
 
@@ -160,7 +191,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   };
   auto stop_all = [&](int signal) {
     for (pid_t child : children)
-      if (child > 0) kill(child, signal);
+      if (child > 0) kill(-child, signal);  // its process group
   };
   int running = options.nproc_per_node;
   int result = 0;
@@ -175,7 +206,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       stop_all(forwarded);
       if (!stopping) {
         result = 128 + forwarded;
-        log << fmt::format("pipebal launch: {}; stopping {} process{}\n",
+        log << fmt::format("{}: {}; stopping {} process{}\n", options.log_prefix,
                            forwarded == SIGINT ? "interrupted" : "terminated", running,
                            running == 1 ? "" : "es")
             << std::flush;
@@ -215,10 +246,10 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       stopping = true;
       result = exit_code(status);
       if (running > 0) {
-        log << fmt::format("pipebal launch: rank {} {}; stopping the other {} process{}\n", rank,
-                           describe(status), running, running == 1 ? "" : "es");
+        log << fmt::format("{}: rank {} {}; stopping the other {} process{}\n", options.log_prefix,
+                           rank, describe(status), running, running == 1 ? "" : "es");
       } else {
-        log << fmt::format("pipebal launch: rank {} {}\n", rank, describe(status));
+        log << fmt::format("{}: rank {} {}\n", options.log_prefix, rank, describe(status));
       }
       log << std::flush;
       stop_all(SIGTERM);
@@ -229,10 +260,8 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   if (result == 0 && follower) {  // the failure was on another host
-    log << fmt::format(
-               "pipebal launch: rank {} {} (stopped because a rank on another host "
-               "failed)\n",
-               follower->first, describe(follower->second))
+    log << fmt::format("{}: rank {} {} (stopped because a rank on another host failed)\n",
+                       options.log_prefix, follower->first, describe(follower->second))
         << std::flush;
     result = exit_code(follower->second);
   }

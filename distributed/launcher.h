@@ -19,7 +19,8 @@ struct LaunchOptions {
   std::vector<std::string> command;  // the program and its arguments, run once per process
   // After the first failure, how long the others get to end on SIGTERM before SIGKILL.
   double grace_s = 5;
-  bool discard_stdout = false;  // the processes' standard output goes to /dev/null
+  bool discard_stdout = false;                // the processes' standard output goes to /dev/null
+  std::string log_prefix = "pipebal launch";  // starts each line the launcher logs
 };
 
 // The exit status of a process that stopped because another one failed (distributed::PeerFailed).
@@ -27,14 +28,19 @@ struct LaunchOptions {
 // their exits are ordered.
 constexpr int kPeerFailedExitStatus = 3;
 
-// Throws std::invalid_argument for inconsistent options (one line naming the option).
+// Throws std::invalid_argument for inconsistent options (one line naming the option) and for a
+// command this host cannot run.
 void check(const LaunchOptions& options);
 
 // Runs the processes to the end. Returns 0 when all succeeded; otherwise the status of the
 // first to fail (128 + signal for one killed by a signal) after stopping the rest, with one line
 // on `log` naming it; a process exiting with kPeerFailedExitStatus counts only when no other
-// failed. SIGINT or SIGTERM to the launcher is passed on to every process. A process
-// outlives the launcher by nothing: each is killed should the launcher die.
+// failed. SIGINT or SIGTERM to the launcher is passed on to every process (and returns 128 +
+// that signal once they are gone). Each process runs in a process group of its own, stopped
+// whole; each is killed should the launcher die.
 int launch(const LaunchOptions& options, std::ostream& log);
+
+// The signal (SIGINT or SIGTERM) that interrupted this process's last launch(); 0 when none did.
+int last_interrupt();
 
 }  // namespace pipebal::distributed

@@ -171,7 +171,8 @@ CLI::Option* add_step_timeout_option(CLI::App& cmd, double& seconds) {
   return cmd
       .add_option("--timeout", seconds,
                   "seconds a training step may take before the run fails, naming the "
-                  "stage and action still running (0: no limit)")
+                  "stage and action still running (0: no limit); across processes also how "
+                  "long the rendezvous and each wait for another rank may take (0: 300 s)")
       ->capture_default_str();
 }
 

@@ -27,8 +27,8 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--grace", options->grace_s,
                   "seconds the others get to stop after the first failure, before SIGKILL")
       ->capture_default_str();
-  cmd->add_option("command", options->command, "the command each process runs, after --")
-      ->required();
+  // Not required() here: check() says what to give, with an example.
+  cmd->add_option("command", options->command, "the command each process runs, after --");
   cmd->footer(
       "Each process gets RANK, WORLD_SIZE (nproc-per-node x nnodes), LOCAL_RANK,\n"
       "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun sets them; `pipebal train`\n"

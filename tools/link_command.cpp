@@ -56,6 +56,12 @@ std::vector<int64_t> sizes_to_measure(const LinkParams& p) {
     const size_t keep = std::min<size_t>(16, sorted.size());
     for (size_t i = 0; i < keep; ++i) sizes.insert(sorted[i * sorted.size() / keep]);
   }
+  // The fit of latency and bandwidth needs two (balance::fit_link): refused before measuring.
+  if (sizes.size() < 2) {
+    throw std::invalid_argument(fmt::format(
+        "--sizes: give two message sizes or more (latency and bandwidth are fitted), got {}",
+        sizes.size()));
+  }
   return {sizes.begin(), sizes.end()};
 }
 

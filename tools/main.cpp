@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,9 @@
 
 #include "common/aligned_stack.h"
 #include "common/atomic_file.h"
+#include "common/env_flag.h"
 #include "common/git_commit.h"
+#include "common/parse_integers.h"
 #include "distributed/group.h"
 #include "distributed/launcher.h"
 #include "pipeline/error_text.h"
@@ -36,19 +39,21 @@
 
 namespace {
 
-// "rank 1: " in a process of a multi-process run, so that each line says whose it is.
+// "rank 1: " in a process of a multi-process run, so that each line says whose it is; none
+// while RANK is not a rank (reading the environment refuses it then, in one line of its own).
 std::string rank_prefix() {
   const char* world = std::getenv("WORLD_SIZE");
   const char* rank = std::getenv("RANK");
   if (world == nullptr || rank == nullptr || std::string(world) == "1") return "";
-  return std::string("rank ") + rank + ": ";
+  const std::optional<int64_t> value = pipebal::parse_integer(rank);
+  if (!value || *value < 0) return "";
+  return fmt::format("rank {}: ", *value);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   pipebal::workflow::keep_freed_memory_in_process();
-  pipebal::workflow::flush_denormals_unless_kept();
   pipebal::install_interrupt_cleanup(rank_prefix().empty());
   CLI::App app{
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
@@ -90,7 +95,12 @@ int main(int argc, char** argv) {
   }
 
   try {
-    pipebal::stack_offset();  // a mistyped PIPEBAL_STACK_OFFSET is refused before any work
+    // Mistyped environment switches are refused before any work.
+    pipebal::stack_offset();
+    pipebal::env_flag(pipebal::kShmDisableVariable);
+    pipebal::env_flag(pipebal::kTensorChannelVariable);
+    // Before any thread starts (workflow/denormals.h).
+    pipebal::workflow::flush_denormals_unless_kept();
     app.parse(argc, argv);
   } catch (const pipebal::tools::ExitStatus& exit) {
     return exit.status;

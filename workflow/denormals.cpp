@@ -1,8 +1,7 @@
 // See denormals.h.
 #include "workflow/denormals.h"
 
-#include <cstdlib>
-#include <string>
+#include "common/env_flag.h"
 
 #include <ATen/Context.h>
 
@@ -11,8 +10,7 @@
 namespace pipebal::workflow {
 
 bool flush_denormals_unless_kept() {
-  const char* keep = std::getenv(kKeepDenormalsVariable);
-  if (keep == nullptr || std::string(keep).empty() || std::string(keep) == "0") {
+  if (!env_flag(kKeepDenormalsVariable)) {
     at::globalContext().setFlushDenormal(true);  // false where the CPU has no such mode
   }
   return profiler::denormals_flushed();

@@ -14,13 +14,14 @@
 
 namespace pipebal::workflow {
 
-// The environment variable that keeps subnormals (any value but "" and "0").
+// The environment variable that keeps subnormals: 1 (common/env_flag.h).
 constexpr const char* kKeepDenormalsVariable = "PIPEBAL_KEEP_DENORMALS";
 
 // Call once at start-up, before any thread starts: threads inherit the floating-point
 // environment of the thread that creates them (POSIX), so the stage workers, the intra-op
 // thread pool and the ranks a launch starts flush as well. Does nothing when
-// PIPEBAL_KEEP_DENORMALS asks to keep them. Returns whether subnormals are flushed now.
+// PIPEBAL_KEEP_DENORMALS asks to keep them. Returns whether subnormals are flushed now; throws
+// std::invalid_argument when the variable is neither on nor off.
 bool flush_denormals_unless_kept();
 
 }  // namespace pipebal::workflow

@@ -2,6 +2,7 @@
 #include "workflow/validation.h"
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -179,7 +180,11 @@ reports::RunRecord run_as_processes(const ValidateSettings& p, const TrainSettin
     launch.command.push_back("--weight-delays");
     launch.command.push_back(fmt::format("{}", fmt::join(s.weight_delays, ",")));
   }
+  launch.log_prefix = "pipebal validate";
   const int status = distributed::launch(launch, std::cerr);
+  // Interrupted: the processes are gone; the signal goes on to this process's own handler (the
+  // command's: temporaries removed, 128 + the signal), as if it had come now.
+  if (distributed::last_interrupt() != 0) std::raise(distributed::last_interrupt());
   if (status != 0) {
     throw std::runtime_error(fmt::format("training [{}] as {} processes failed (exit status {})",
                                          fmt::join(s.balance, ","), p.processes, status));

@@ -59,6 +59,18 @@ TEST(LaunchEnv, LocalValuesDefaultToOneHost) {
   EXPECT_FALSE(env->agent_store);
 }
 
+// Without LOCAL_RANK, a rank's place on its host: hosts of LOCAL_WORLD_SIZE ranks each, in
+// order (rank 3 of 4 on hosts of 2 is the second of its host, not cuda:3).
+TEST(LaunchEnv, ALocalRankNotGivenIsTheRanksPlaceOnItsHost) {
+  const auto env = read({{"WORLD_SIZE", "4"},
+                         {"RANK", "3"},
+                         {"LOCAL_WORLD_SIZE", "2"},
+                         {"MASTER_ADDR", "host0"},
+                         {"MASTER_PORT", "29511"}});
+  ASSERT_TRUE(env.has_value());
+  EXPECT_EQ(env->local_rank, 1);
+}
+
 TEST(LaunchEnv, RejectsMissingMalformedAndInconsistentValues) {
   const std::map<std::string, std::string> good = {
       {"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1234"}};

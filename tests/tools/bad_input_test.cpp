@@ -216,7 +216,7 @@ const std::vector<BadInput> kTable = {
      "--processes 3: each device (--stages) is one process"},
     {"link", "link measures between two processes: run it as pipebal launch"},
     {"launch --nproc-per-node 0 -- true", "--nproc-per-node must be between 1 and 1024, got 0"},
-    {"launch --nproc-per-node 2", "command is required"},
+    {"launch --nproc-per-node 2", "give the command to run after --, e.g. pipebal launch"},
     {"launch --nnodes 2 --master-port 0 -- true", "--master-port 0 (any free port) works on one"},
     {"launch --node-rank 3 -- true", "--node-rank must be between 0 and 0 (--nnodes 1), got 3"},
     // Numbers read one way by every option (tools/value_syntax.h): base 10, no wrap, finite.

@@ -2,6 +2,7 @@
 // `pipebal launch` and torchrun (`python3 -m torch.distributed.run --no-python`). Both train
 // exactly like one process; rank 0 alone writes the outputs, with every rank's part; bad
 // rendezvous settings are one line and exit status 2.
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -247,10 +248,10 @@ TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
 // An output that rank 0 cannot write stops the link before it measures anything.
 TEST(LaunchCli, LinkRefusesAnOutputItCannotWriteBeforeMeasuring) {
   const std::string dir = scratch_dir();
-  const CliResult r = run_pipebal(fmt::format(
-      "launch --nproc-per-node 2 --master-port 0 -- {} link --sizes 64K --repeats 2 --timeout 60 "
-      "-o {}/missing/link.json",
-      PIPEBAL_BINARY, dir));
+  const CliResult r = run_pipebal(
+      fmt::format("launch --nproc-per-node 2 --master-port 0 -- {} link --sizes 4K,64K --repeats 2 "
+                  "--timeout 60 -o {}/missing/link.json",
+                  PIPEBAL_BINARY, dir));
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("cannot write '" + dir + "/missing/link.json'"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("fit: "), std::string::npos) << r.out;
@@ -262,10 +263,11 @@ TEST(LaunchCli, LinkRanksGivenOtherSizesStopWithOneLine) {
   std::filesystem::create_directories(dir);
   const CliResult r = run_pipebal(fmt::format(
       "launch --nproc-per-node 2 --master-port 0 -- sh -c "
-      "'exec {} link --sizes $((64 + 64 * RANK))K --repeats 2 --timeout 60 -o {}/link.json'",
+      "'exec {} link --sizes 4K,$((64 + 64 * RANK))K --repeats 2 --timeout 60 -o {}/link.json'",
       PIPEBAL_BINARY, dir));
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_NE(r.err.find("rank 0: rank 1's list of message sizes is 131072, rank 0's is 65536: "
+  EXPECT_NE(r.err.find("rank 0: rank 1's list of message sizes is 4096,131072, rank 0's is "
+                       "4096,65536: "
                        "every process of a run must be given the same settings"),
             std::string::npos)
       << r.err;
@@ -299,6 +301,36 @@ TEST(LaunchCli, ValidateTrainsTheCandidatesAsProcesses) {
   const nlohmann::json interleaved_run = read_json(interleaved + "/run.json");
   EXPECT_EQ(interleaved_run.at("processes").size(), 2u);
   EXPECT_EQ(interleaved_run.at("stages").size(), 4u);
+}
+
+// Ctrl-C while validate trains a candidate as processes is an interrupt, as in every command
+// (status 130, "pipebal: interrupted"), not a failed run; nothing is left behind. The signal
+// comes once both ranks train (each with its handler, 3 threads or more).
+TEST(LaunchCli, InterruptingValidateAsProcessesIsAnInterrupt) {
+  const std::string dir = scratch_dir();
+  const std::string command =
+      std::string(PIPEBAL_BINARY) +
+      " validate --model mlp:layers=4,width=64 --input-shape 64,64 --stages 2 --processes 2 "
+      "--steps 1000000 --profile-repeat 2 -o " +
+      dir + "/v >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
+      "ready=; for i in $(seq 1200); do "
+      "  n=0; for s in $(grep -l \"^PPid:[[:space:]]*$pid$\" /proc/[0-9]*/status 2>/dev/null); do "
+      "    caught=$(awk '/^SigCgt/ {print substr($2, 16)}' $s 2>/dev/null); "
+      "    threads=$(awk '/^Threads/ {print $2}' $s 2>/dev/null); "
+      "    case \"$caught\" in [2367abefABEF]) [ \"${threads:-0}\" -ge 3 ] && n=$((n+1));; esac; "
+      "  done; "
+      "  [ $n -ge 2 ] && ready=1 && break; sleep 0.1; "
+      "done; "
+      "if [ -n \"$ready\" ]; then sleep 1; kill -INT $pid; else kill -KILL $pid; fi; wait $pid";
+  const int raw = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 130) << read_text(dir + "/err");
+  EXPECT_EQ(read_text(dir + "/err"),
+            "pipebal validate: interrupted; stopping 2 processes\npipebal: interrupted\n");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename();
+    EXPECT_TRUE(name == "out" || name == "err") << name;
+  }
 }
 
 // The environment of rank `rank` of `world` with the store on `port`, before `args`.
@@ -351,6 +383,67 @@ TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("pipebal launch: rank 2 exited with status 2"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("rank 1 exited"), std::string::npos) << r.err;
+}
+
+// A failure stops what the other commands started too: a shell's children (or a profiler's
+// target) die with it, not outlive the launcher.
+TEST(LaunchCli, AFailureStopsWhatTheOtherCommandsStarted) {
+  const std::string pid_file = scratch_dir() + "/pid";
+  const CliResult r = run_pipebal(
+      fmt::format("launch --nproc-per-node 2 --master-port 0 --grace 5 -- sh -c "
+                  "'if [ $RANK = 1 ]; then while [ ! -s {0} ]; do sleep 0.05; done; exit 1; fi; "
+                  "sleep 60 & echo $! > {0}.partial; mv {0}.partial {0}; wait'",
+                  pid_file));
+  EXPECT_EQ(r.status, 1) << r.err;
+  const pid_t sleeper = std::stoi(read_text(pid_file));
+  // Stopped before the launcher returned; once init has reaped it, no such process.
+  int tries = 0;
+  while (::kill(sleeper, 0) == 0 && ++tries < 600) usleep(100000);
+  EXPECT_NE(::kill(sleeper, 0), 0) << "the shell's child outlived the launcher";
+}
+
+// A command this host cannot run is one line, before anything starts.
+TEST(LaunchCli, ACommandThatCannotRunIsOneLine) {
+  for (const std::string& command : {std::string("/nonexistent/x"), std::string("no-such-cmd")}) {
+    const CliResult r = run_pipebal("launch --nproc-per-node 2 --master-port 0 -- " + command);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("cannot run '" + command + "'"), std::string::npos) << r.err;
+  }
+}
+
+// The environment's switches are 1 or 0 (or empty): anything else is refused up front, not read
+// as one or the other ("false" disabled shared memory). A RANK that is not a rank names no rank.
+TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
+  for (const std::string& assignment :
+       {std::string("PIPEBAL_SHM_DISABLE=false"), std::string("PIPEBAL_TENSOR_CHANNEL=true"),
+        std::string("PIPEBAL_KEEP_DENORMALS=yes")}) {
+    const CliResult r = run_shell("env " + assignment + " " + PIPEBAL_BINARY + kTrain);
+    EXPECT_EQ(r.status, 2) << assignment << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    const std::string name = assignment.substr(0, assignment.find('='));
+    const std::string value = assignment.substr(assignment.find('=') + 1);
+    EXPECT_NE(r.err.find(name + " must be 1 (on), or 0 or empty (off), got '" + value + "'"),
+              std::string::npos)
+        << r.err;
+  }
+  const CliResult r = run_shell(std::string("env WORLD_SIZE=2 RANK=abc MASTER_ADDR=127.0.0.1 "
+                                            "MASTER_PORT=1 ") +
+                                PIPEBAL_BINARY + kTrain);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "pipebal: error: RANK=abc: expected an integer from 0 to 1\n");
+}
+
+// link fits a latency and a bandwidth: one message size is refused before the ranks meet.
+TEST(LaunchCli, LinkWithOneMessageSizeIsRefusedBeforeMeasuring) {
+  const CliResult r = run_pipebal(std::string("launch --nproc-per-node 2 --master-port 0 -- ") +
+                                  PIPEBAL_BINARY + " link --sizes 64K --timeout 60");
+  EXPECT_EQ(r.status, 2) << r.err;
+  // Each rank refuses it; the launcher stops the other once the first has.
+  EXPECT_NE(r.err.find(": --sizes: give two message sizes or more (latency and bandwidth are "
+                       "fitted), got 1"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(LaunchCli, PortInUseIsOneLine) {
