@@ -287,6 +287,15 @@ json plan_to_json(const Plan& plan) {
   return doc;
 }
 
+std::vector<std::string> Plan::layer_names() const {
+  std::vector<std::string> names;
+  for (const StagePlan& stage : stages) {
+    if (stage.layer_names.size() != static_cast<size_t>(stage.layers)) return {};
+    names.insert(names.end(), stage.layer_names.begin(), stage.layer_names.end());
+  }
+  return names;
+}
+
 Plan plan_from_json(const json& doc, const std::string& file) {
   try {
     check_schema(doc, kSchemaName, kSchemaMajor, /*required=*/true);

@@ -84,6 +84,9 @@ struct Plan {
   // memory_bytes, and of their timed_memory_bytes (the predicted peak).
   std::vector<int64_t> device_memory_bytes() const;
   std::vector<int64_t> device_timed_memory_bytes() const;
+  // Every stage's layer names in order: the layers of the model the plan was made for. Empty
+  // when a stage does not name each of its layers (a plan written by hand).
+  std::vector<std::string> layer_names() const;
 };
 
 // Costs `balance` under `model` and simulates it. Throws std::invalid_argument when the balance

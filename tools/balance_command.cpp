@@ -21,6 +21,8 @@
 #include "balance/planner.h"
 #include "balance/profile_reader.h"
 #include "balance/units.h"
+#include "common/atomic_file.h"
+#include "common/distinct_paths.h"
 #include "tools/common_options.h"
 
 namespace pipebal::tools {
@@ -298,6 +300,8 @@ std::string interpolation_note(const balance::CostProfile& profile, int chunks) 
 
 void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings) {
   const balance::CostProfile profile = balance::read_profile(params.profile_path);
+  check_outputs_apart({{"the profile", params.profile_path}}, {{"-o", params.output_path}});
+  if (!params.output_path.empty()) check_writable(params.output_path);  // before the search
   const balance::CostOptions options = cost_options(params, profile);
   if (!params.schedule_plans_dir.empty() && (params.json || params.format != "table")) {
     throw std::invalid_argument(

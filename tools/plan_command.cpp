@@ -15,6 +15,8 @@
 
 #include "balance/planner.h"
 #include "balance/profile_reader.h"
+#include "common/atomic_file.h"
+#include "common/distinct_paths.h"
 #include "common/format_bytes.h"
 
 namespace pipebal::tools {
@@ -183,6 +185,10 @@ nlohmann::json result_to_json(const PlanParams& params, const balance::PlanSearc
 void run_plan(const PlanParams& params, std::ostream& out) {
   if (params.top < 1) throw std::invalid_argument("--top must be at least 1");
   const balance::CostProfile profile = balance::read_profile(params.profile_path);
+  std::vector<NamedPath> inputs = {{"the profile", params.profile_path}};
+  for (const std::string& path : params.plain_profiles) inputs.push_back({"--plain-profile", path});
+  check_outputs_apart(inputs, {{"-o", params.output_path}});
+  if (!params.output_path.empty()) check_writable(params.output_path);  // before the search
   const balance::PlanSearchResult result =
       balance::search_plans(profile, plan_search(params, profile));
   for (const int threads : result.plain_threads_not_weighed) {

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "common/atomic_file.h"
+#include "common/distinct_paths.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "profiler/device.h"
@@ -100,6 +101,7 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   }
   // Parse every option before the (slow) model build, so that typos fail at once.
   const profiler::ProfileOptions options = profile_options(params);
+  check_outputs_apart({{"--model", params.model}}, {{"-o", params.output_path}});
   if (!params.output_path.empty()) check_writable(params.output_path);
   if (params.threads > 0) at::set_num_threads(params.threads);
 

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "common/atomic_file.h"
+#include "common/distinct_paths.h"
 #include "reports/html_report.h"
 
 namespace pipebal::tools {
@@ -17,6 +18,13 @@ std::string run_report(const ReportParams& params, std::ostream& out) {
   const std::string path = params.output_path.empty()
                                ? (std::filesystem::path(params.dir) / "report.html").string()
                                : params.output_path;
+  // The documents it read stay as they are.
+  std::vector<NamedPath> documents;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(params.dir, error)) {
+    if (entry.path().extension() == ".json") documents.push_back({"the report", entry.path()});
+  }
+  check_outputs_apart(documents, {{"-o", path}});
   write_file_atomically(path, html);
   out << path << "\n";
   return path;

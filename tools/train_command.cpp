@@ -10,6 +10,7 @@
 #include "balance/plan.h"
 #include "balance/units.h"
 #include "common/atomic_file.h"
+#include "common/distinct_paths.h"
 #include "distributed/launch_env.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
@@ -112,6 +113,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       settings.input_shape = plan.input_shape;
     }
     settings.balance = plan.balance;
+    settings.layer_names = plan.layer_names();
     if (cmd.count("--chunks") == 0) settings.chunks = plan.chunks;
     if (cmd.count("--schedule") == 0) settings.schedule = plan.schedule;
     if (cmd.count("--schedule") + cmd.count("--virtual") == 0) {
@@ -135,7 +137,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   settings.launch = distributed::launch_env_from_process();
   if (!settings.data.empty()) settings.warmup_steps = 0;  // every step trains on the data
   const bool reports = !settings.launch || settings.launch->rank == 0;
-  // An output that cannot be written is refused before the run, not after it.
+  // An output that would replace an input, or cannot be written, is refused before the run.
+  check_outputs_apart({{"--model", settings.model}, {"--data", settings.data}, {"--plan", p.plan}},
+                      {{"-o", p.output}, {"--trace", p.trace}, {"--save", settings.save}});
   for (const std::string& path : {p.output, p.trace, settings.save}) {
     if (reports && !path.empty()) check_writable(path);
   }

@@ -89,6 +89,7 @@ TrainSettings train_settings(const PlansComparisonSettings& s, const balance::Pl
   if (plan.inputs.empty()) t.input_shape = plan.input_shape;
   t.dtype = plan.dtype;
   t.balance = plan.balance;
+  t.layer_names = plan.layer_names();
   t.chunks = plan.chunks;
   t.schedule = plan.schedule;
   t.virtual_stages = plan.virtual_stages;

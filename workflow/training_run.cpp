@@ -149,12 +149,36 @@ void check_run_limits(int steps, int warmup_steps, double step_timeout_s) {
   check_time_limit(step_timeout_s, "--timeout", "none");
 }
 
+namespace {
+
+// A plan made for another model (the file replaced since, or one with as many layers) would
+// train that model on the other's balance without a word.
+void check_layer_names(const pipeline::LayerSeq& layers, const std::vector<std::string>& planned,
+                       const std::string& model) {
+  if (planned.empty()) return;
+  if (planned.size() != layers.size()) {
+    throw std::invalid_argument(fmt::format(
+        "the plan was made for a model of {} layers; {} has {}: profile and balance this model",
+        planned.size(), model, layers.size()));
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].name() == planned[i]) continue;
+    throw std::invalid_argument(fmt::format(
+        "the plan was made for another model: its layer {} is '{}', {}'s is '{}': profile and "
+        "balance this model",
+        i, planned[i], model, layers[i].name()));
+  }
+}
+
+}  // namespace
+
 TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     : state_(std::make_unique<State>()) {
   State& st = *state_;
   st.settings = settings;
   check_run_limits(settings.steps, settings.warmup_steps, settings.step_timeout_s);
   st.model = models::build_model(settings.model, settings.seed);
+  check_layer_names(st.model.layers, settings.layer_names, settings.model);
   std::optional<c10::ScalarType> dtype;
   if (!settings.dtype.empty()) {
     dtype = profiler::parse_dtype(settings.dtype);

@@ -65,6 +65,9 @@ struct TrainSettings {
   std::string loss;
   // After the run, a TorchScript model is written here with its trained parameters.
   std::string save;
+  // A plan's layers (balance::Plan::layer_names), when training one: the model must have
+  // exactly these, or the plan was made for another model. Empty: not checked.
+  std::vector<std::string> layer_names;
 };
 
 // At most this many steps, measured or warm-up, in a run.

@@ -5,7 +5,9 @@
 // plan and the training run.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +41,82 @@ TEST(TrustCli, EveryCommandRefusesAModelItCannotCut) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir + "/profile.json"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/run.json"));
+}
+
+// No command writes over what it reads, nor one output over another: every write is atomic,
+// so `profile --model m.pt -o m.pt` replaced the user's model with a profile. Refused up front,
+// through a symbolic link too; the files stay as they were.
+TEST(TrustCli, NoOutputReplacesAnInputOrAnotherOutput) {
+  const std::string dir = scratch_dir();
+  const std::string model = dir + "/m.pt";
+  std::filesystem::copy_file(kFixtures + "/chain_named_traced.pt", model);
+  std::filesystem::create_symlink("m.pt", dir + "/link.pt");
+  const std::string train =
+      "train --model " + model + " --input-shape 4,8 --balance 2,1 --steps 1 --warmup-steps 0 -q";
+  const std::string profile = dir + "/p.json";
+  ASSERT_EQ(
+      run_pipebal("profile --model " + model + " --input-shape 4,8 --repeat 2 -q -o " + profile)
+          .status,
+      0);
+  std::filesystem::create_directories(dir + "/r");
+  std::filesystem::copy_file(profile, dir + "/r/profile.json");
+  const std::string model_bytes = read_text(model), profile_bytes = read_text(profile);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"profile --model " + model + " --input-shape 4,8 -q -o " + model,
+       "-o " + model + " is the file --model reads: writing it would replace it"},
+      {"profile --model " + model + " --input-shape 4,8 -q -o " + dir + "/link.pt",
+       "is the file --model reads"},
+      {train + " --save " + model, "--save " + model + " is the file --model reads"},
+      {train + " --save " + dir + "/s.pt -o " + dir + "/s.pt",
+       "-o and --save name the same file (" + dir + "/s.pt): one would replace the other"},
+      {train + " -o " + dir + "/t.json --trace " + dir + "/./t.json", "name the same file"},
+      {"balance " + profile + " --stages 2 -o " + profile, "is the file the profile reads"},
+      {"plan " + profile + " --devices 2 -o " + profile, "is the file the profile reads"},
+      {"report " + dir + "/r -o " + dir + "/r/profile.json", "is the file the report reads"},
+  };
+  for (const auto& [args, fragment] : cases) {
+    expect_one_line_error(run_pipebal(args), fragment, args);
+  }
+  EXPECT_EQ(read_text(model), model_bytes);
+  EXPECT_EQ(read_text(profile), profile_bytes);
+  EXPECT_EQ(read_text(dir + "/r/profile.json"), profile_bytes);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/s.pt"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));
+}
+
+// A plan names the layers of the model it was made for: train --plan refuses another model in
+// its place (the file replaced since, even by one of as many layers) instead of training it on
+// the other's balance.
+TEST(TrustCli, APlanTrainsOnlyTheModelItWasMadeFor) {
+  const std::string dir = scratch_dir();
+  const std::string model = dir + "/m.pt";
+  std::filesystem::copy_file(kFixtures + "/chain_named_traced.pt", model);
+  ASSERT_EQ(run_pipebal("profile --model " + model + " --input-shape 4,8 --repeat 2 -q -o " + dir +
+                        "/p.json")
+                .status,
+            0);
+  ASSERT_EQ(run_pipebal("balance " + dir + "/p.json --stages 2 -o " + dir + "/plan.json").status,
+            0);
+  const std::string train = " --steps 1 --warmup-steps 0 -q";
+  EXPECT_EQ(run_pipebal("train --plan " + dir + "/plan.json" + train).status, 0);
+
+  // The same layer count, another layer: fc1 renamed in the plan.
+  nlohmann::json renamed = nlohmann::json::parse(read_text(dir + "/plan.json"));
+  renamed["stages"][0]["layer_names"][0] = "encoder";
+  std::ofstream(dir + "/renamed.json") << renamed.dump();
+  const std::string args = "train --plan " + dir + "/renamed.json" + train;
+  expect_one_line_error(run_pipebal(args),
+                        "the plan was made for another model: its layer 0 is 'encoder', " + model +
+                            "'s is 'fc1': profile and balance this model",
+                        args);
+
+  // The model file replaced by another of 5 layers.
+  std::filesystem::copy_file(kFixtures + "/sequential_mlp_scripted.pt", model,
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string replaced = "train --plan " + dir + "/plan.json" + train;
+  expect_one_line_error(run_pipebal(replaced),
+                        "the plan was made for a model of 3 layers; " + model + " has 5", replaced);
 }
 
 TEST(TrustCli, AChainModelTrainsAndAMissingInputIsNamed) {
