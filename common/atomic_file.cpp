@@ -207,6 +207,19 @@ void install_interrupt_cleanup(bool announce) {
   ::sigaction(SIGTERM, &action, nullptr);
 }
 
+void write_file_atomically_with(const std::string& path,
+                                const std::function<void(const std::string& temporary)>& write) {
+  const fs::path target = write_target(path);
+  remove_stale_temporaries(target);
+  TemporaryFile temporary(target.string() + temporary_suffix());
+  write(temporary.path());
+  if (::rename(temporary.path().c_str(), target.c_str()) != 0) {
+    throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+  }
+  temporary.release();
+  sync_directory(target);
+}
+
 void write_file_atomically(const std::string& path, const std::string& content) {
   const fs::path target = write_target(path);
   remove_stale_temporaries(target);
@@ -239,17 +252,18 @@ void check_writable(const std::string& path) {
   ::close(fd);
 }
 
-std::string read_file(const std::string& path) {
+int64_t check_regular_file(const std::string& path, const std::string& action) {
+  const std::string prefix = "cannot " + action + " '" + path + "': ";
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) {
-    throw std::invalid_argument("cannot read '" + path + "': " + system_error_text());
-  }
-  if (!S_ISREG(info.st_mode)) {
-    throw std::invalid_argument("cannot read '" + path + "': not a regular file");
-  }
-  if (info.st_size > kMaxReadBytes) {
+  if (::stat(path.c_str(), &info) != 0) throw std::invalid_argument(prefix + system_error_text());
+  if (!S_ISREG(info.st_mode)) throw std::invalid_argument(prefix + "not a regular file");
+  return static_cast<int64_t>(info.st_size);
+}
+
+std::string read_file(const std::string& path) {
+  if (check_regular_file(path) > kMaxReadBytes) {
     throw std::invalid_argument("cannot read '" + path + "': larger than 1 GiB (" +
-                                std::to_string(info.st_size) + " bytes)");
+                                std::to_string(check_regular_file(path)) + " bytes)");
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::invalid_argument("cannot read '" + path + "': " + system_error_text());

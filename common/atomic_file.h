@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,12 @@ constexpr int64_t kMaxReadBytes = int64_t{1} << 30;
 // temporary files of this target left by processes that no longer run are removed. Throws
 // std::runtime_error naming the path and the reason.
 void write_file_atomically(const std::string& path, const std::string& content);
+
+// The same for a file another library writes: `write(temporary)` writes the whole file at the
+// temporary path (registered for the interrupt's cleanup), which then replaces `path`. What
+// `write` throws is passed on, the temporary removed.
+void write_file_atomically_with(const std::string& path,
+                                const std::function<void(const std::string& temporary)>& write);
 
 // Checks now that write_file_atomically could write `path`: its directory exists and takes a
 // new file, and the path (or what it links to) is not a directory or a device. Commands that
@@ -57,6 +64,11 @@ class StagedDirectory {
   int staging_slot_ = -1;  // registered for the interrupt's cleanup
   bool committed_ = false;
 };
+
+// Returns the size of the regular file at `path`; throws std::invalid_argument ("cannot
+// `action` 'path': why") when there is none (missing, unreadable, a directory, a FIFO that would
+// block the reader, a device that never ends).
+int64_t check_regular_file(const std::string& path, const std::string& action = "read");
 
 // Reads a whole regular file of at most kMaxReadBytes; throws std::invalid_argument naming the
 // path when it cannot (without blocking on a FIFO or reading a device).

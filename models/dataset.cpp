@@ -9,6 +9,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include "common/atomic_file.h"
 #include "pipeline/error_text.h"
 
 namespace pipebal::models {
@@ -47,6 +48,7 @@ at::Tensor Dataset::targets_at(const at::Tensor& indices) const {
 }
 
 Dataset load_dataset(const std::string& path) {
+  check_regular_file(path, "read data");  // a FIFO would block the read, /dev/zero never end it
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument(fmt::format("cannot read data '{}'", path));
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),

@@ -114,6 +114,17 @@ SyntheticData make_synthetic_data(const Model& model, const std::vector<InputSpe
   data.input = pipeline::Batch(std::move(tensors));
 
   const at::Tensor probe_output = check_model_on(model, data.input);
+  // Targets are made per sample, like the output's first dimension.
+  if (probe_output.dim() == 0) {
+    throw std::invalid_argument(
+        "the model's output is a single number, not one per sample: synthetic targets cannot "
+        "be made for it (train it on --data with --loss none)");
+  }
+  if (!probe_output.is_floating_point()) {
+    throw std::invalid_argument(
+        fmt::format("the model's output is {}, not floating point: no loss can be trained on it",
+                    c10::toString(probe_output.scalar_type())));
+  }
 
   std::vector<int64_t> out_shape = probe_output.sizes().vec();
   out_shape[0] = inputs[0].shape[0];

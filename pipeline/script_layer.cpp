@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <torch/script.h>
 
+#include "common/atomic_file.h"
 #include "pipeline/error_text.h"
 #include "pipeline/script_dropout.h"
 #include "pipeline/script_split.h"
@@ -177,6 +178,7 @@ void copy_state(const torch::jit::Module& from, torch::jit::Module& to) {
 }  // namespace
 
 ScriptModel load_script_model(const std::string& path) {
+  check_regular_file(path, "load TorchScript model");  // torch::jit::load would block on a FIFO
   torch::jit::Module model;
   try {
     model = torch::jit::load(path, torch::kCPU);

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.h"
 #include "common/time_limit.h"
 #include "distributed/c10d_transport.h"
 #include "distributed/replicas.h"
@@ -23,6 +24,7 @@
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "pipeline/dtype.h"
+#include "pipeline/error_text.h"
 #include "pipeline/pipeline.h"
 #include "profiler/cpu_memory.h"
 #include "profiler/device.h"
@@ -55,19 +57,14 @@ int64_t peak_rss_bytes() {
 }
 
 // Writes the trained TorchScript module beside `path` first, then renames it into place: an
-// interrupted save never leaves half a model.
+// interrupted save never leaves half a model, nor a file of another name.
 void save_trained_model(const models::Model& model, const std::string& path) {
-  const std::string partial = path + ".partial";
   try {
-    model.save(partial);
+    write_file_atomically_with(path,
+                               [&model](const std::string& temporary) { model.save(temporary); });
   } catch (const std::exception& error) {
-    std::remove(partial.c_str());
-    throw std::invalid_argument(
-        fmt::format("cannot save the trained model to '{}': {}", path, error.what()));
-  }
-  if (std::rename(partial.c_str(), path.c_str()) != 0) {
-    std::remove(partial.c_str());
-    throw std::invalid_argument(fmt::format("cannot save the trained model to '{}'", path));
+    throw std::invalid_argument(fmt::format("cannot save the trained model to '{}': {}", path,
+                                            pipeline::error_summary(error)));
   }
 }
 

@@ -20,9 +20,14 @@ struct BadInput {
   std::string fragment;  // in the one line on stderr
 };
 
+// {dir}: the test's scratch directory; {fixtures}: the TorchScript models tests/fixtures holds.
 std::string expand(std::string text, const std::string& dir) {
   for (size_t at = text.find("{dir}"); at != std::string::npos; at = text.find("{dir}")) {
     text.replace(at, 5, dir);
+  }
+  const std::string fixtures = PIPEBAL_FIXTURES_DIR;
+  for (size_t at = text.find("{fixtures}"); at != std::string::npos; at = text.find("{fixtures}")) {
+    text.replace(at, 10, fixtures);
   }
   return text;
 }
@@ -217,6 +222,22 @@ const std::vector<BadInput> kTable = {
     {"link", "link measures between two processes: run it as pipebal launch"},
     {"launch --nproc-per-node 0 -- true", "--nproc-per-node must be between 1 and 1024, got 0"},
     {"launch --nproc-per-node 2", "give the command to run after --, e.g. pipebal launch"},
+    {"launch --nproc-per-node 2 -- /nonexistent/x",
+     "cannot run '/nonexistent/x': no such executable"},
+    // Files that are not files: a FIFO would block the read (a model, data), /dev/zero not end it.
+    {"profile --model {dir}/fifo --input-shape 4,8",
+     "cannot load TorchScript model '{dir}/fifo': not a regular file"},
+    {"train --model mlp:layers=2,width=8 --balance 2,1 --data {dir}/fifo --batch-size 4",
+     "cannot read data '{dir}/fifo': not a regular file"},
+    {"train --model mlp:layers=2,width=8 --balance 2,1 --data /dev/zero --batch-size 4",
+     "cannot read data '/dev/zero': not a regular file"},
+    {"train --model mlp:layers=2,width=8 --balance 2,1 --data {dir} --batch-size 4",
+     "not a regular file"},
+    // Outputs no loss trains on, with synthetic targets.
+    {"profile --model {fixtures}/scalar_output_scripted.pt --input-shape 4,8",
+     "the model's output is a single number, not one per sample"},
+    {"train --model {fixtures}/integer_output_scripted.pt --input-shape 4,8 --balance 1,1",
+     "the model's output is Long, not floating point"},
     {"launch --nnodes 2 --master-port 0 -- true", "--master-port 0 (any free port) works on one"},
     {"launch --node-rank 3 -- true", "--node-rank must be between 0 and 0 (--nnodes 1), got 3"},
     // Numbers read one way by every option (tools/value_syntax.h): base 10, no wrap, finite.

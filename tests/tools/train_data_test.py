@@ -68,6 +68,8 @@ expected = pytorch_losses(reference, EPOCHS)
 common = ["--model", model_path, "--data", data, "--batch-size", str(BATCH), "--epochs",
           str(EPOCHS), "--balance", "2,3", "--chunks", "4", "--optimizer", "sgd", "--lr", str(LR),
           "--loss", "cross_entropy", "-q"]
+os.makedirs(os.path.join(work, "trained.pt.partial"), exist_ok=True)
+before = [f for f in os.listdir(work) if f not in ("run.json", "trained.pt")]
 for schedule in ("gpipe", "1f1b"):
     for checkpoint in ("always", "except_last", "never"):
         out, saved = os.path.join(work, "run.json"), os.path.join(work, "trained.pt")
@@ -81,7 +83,10 @@ for schedule in ("gpipe", "1f1b"):
         assert doc["loss"] == "cross_entropy" and doc["data"] == data, doc
         trained = torch.jit.load(saved)
         assert torch.allclose(trained(x), reference(x), rtol=1e-9, atol=1e-12), (schedule, checkpoint)
-        assert not os.path.exists(saved + ".partial")
+        # Nothing of the save is left beside it, and a file named like its old temporary (the
+        # user's, here a directory) is neither in its way nor touched.
+        assert sorted(os.listdir(work)) == sorted(before + ["run.json", "trained.pt"]), os.listdir(work)
+        assert os.path.isdir(saved + ".partial")
 
 # A float32 model trained with --dtype float64 is the same float64 training.
 float_path = os.path.join(work, "model-float32.pt")
