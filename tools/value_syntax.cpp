@@ -22,6 +22,11 @@ std::string base_type(const CLI::Option& option) {
   return type.substr(0, type.find(':'));
 }
 
+std::string not_utf8(size_t at) {
+  return "not valid UTF-8 (at byte " + std::to_string(at) +
+         "), which the JSON documents pipebal writes cannot hold: rename it";
+}
+
 }  // namespace
 
 std::string check_integer_text(std::string& value, bool is_unsigned) {
@@ -41,6 +46,41 @@ std::string check_integer_text(std::string& value, bool is_unsigned) {
   const unsigned long long number = std::strtoull(value.c_str() + digits, nullptr, 10);
   if (errno == ERANGE) return value + " is too large";
   value = std::to_string(number);
+  return "";
+}
+
+std::string check_utf8_text(const std::string& value) {
+  // Lead bytes and how many continuation bytes (10xxxxxx) follow; no overlong forms, no UTF-16
+  // surrogates, nothing past U+10FFFF (the rules of RFC 3629 that JSON writers enforce).
+  for (size_t i = 0; i < value.size();) {
+    const auto byte = [&](size_t k) { return static_cast<unsigned char>(value[k]); };
+    const unsigned char lead = byte(i);
+    size_t follow = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the second byte's range
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      follow = 1;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      follow = 2;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      follow = 3;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    } else {
+      return not_utf8(i);
+    }
+    bool ok = i + follow < value.size();  // the continuation bytes are there
+    for (size_t k = 1; ok && k <= follow; ++k) {
+      const unsigned char c = byte(i + k);
+      ok = k == 1 ? (c >= low && c <= high) : (c >= 0x80 && c <= 0xBF);
+    }
+    if (!ok) return not_utf8(i);
+    i += follow + 1;
+  }
   return "";
 }
 
@@ -72,6 +112,10 @@ void enforce_value_syntax(CLI::App& app) {
     } else if (type == "FLOAT") {
       option->transform(
           CLI::Validator([](std::string& value) { return check_floating_text(value); }, ""));
+    } else if (option->get_type_size_max() > 0 && option->get_name() != "command") {
+      // (launch passes its command's words on as they are)
+      // Paths and names end up in profile.json, plan.json, run.json.
+      option->check(CLI::Validator([](std::string& value) { return check_utf8_text(value); }, ""));
     }
   }
   for (CLI::App* sub : app.get_subcommands({})) enforce_value_syntax(*sub);

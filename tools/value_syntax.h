@@ -3,7 +3,8 @@
 // "nan" and "inf" for floating options, which then pass range checks (NaN compares false); and an
 // empty value ("-o $OUT" with OUT unset) reads as the option not given. Here an integer is base 10
 // and fits its type's sign and 64 bits, a floating value is a finite decimal, and an option's value
-// is never empty; anything else is refused with one line naming the option.
+// is never empty; text (paths, names) is valid UTF-8, as the JSON documents that record it must
+// be; anything else is refused with one line naming the option.
 #pragma once
 
 #include <string>
@@ -21,5 +22,7 @@ void enforce_value_syntax(CLI::App& app);
 // "010" -> "10"), else why not.
 std::string check_integer_text(std::string& value, bool is_unsigned);
 std::string check_floating_text(const std::string& value);
+// "" when `value` is valid UTF-8 (paths and names go into JSON documents), else why not.
+std::string check_utf8_text(const std::string& value);
 
 }  // namespace pipebal::tools

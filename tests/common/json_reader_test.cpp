@@ -77,6 +77,10 @@ TEST(ParseJson, RefusesNestingPastTheLimitWithoutWalkingIt) {
   EXPECT_EQ(error_of([&] { parse_json("{\"a\":" + nested(10'000'000), "f"); }),
             "f: JSON nested deeper than 100 levels");
   EXPECT_EQ(error_of([&] { parse_json("[1,", "f"); }), "f: malformed JSON at byte 4");
+  // Brackets inside strings (an escaped quote does not end one) are text, not nesting.
+  const std::string brackets(kMaxJsonDepth + 1, '[');
+  EXPECT_EQ(parse_json("{\"a\": \"\\\"" + brackets + "\"}", "f").at("a"), "\"" + brackets);
+  EXPECT_EQ(error_of([&] { parse_json("]]" + nested(3), "f"); }), "f: malformed JSON at byte 1");
 }
 
 }  // namespace

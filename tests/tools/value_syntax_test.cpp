@@ -72,6 +72,34 @@ TEST(ValueSyntax, AnOptionsValueIsNeverEmptyButAWordAfterTheDashesMayBe) {
   EXPECT_EQ(command, (std::vector<std::string>{"sh", "-c", ""}));
 }
 
+// Paths and names go into JSON documents, which hold UTF-8 only: a Latin-1 file name trained
+// a whole run and then failed to write run.json.
+TEST(ValueSyntax, TextIsValidUtf8ButAWordAfterTheDashesMayBeAnything) {
+  EXPECT_EQ(check_utf8_text("models/m\xc3\xa9le.pt"), "");          // é
+  EXPECT_EQ(check_utf8_text("\xe2\x82\xac \xf0\x9f\x98\x80"), "");  // U+20AC, U+1F600
+  for (const std::string& bad :
+       {std::string("bad\xffname.pt"), std::string("m\xe9le.pt"),  // Latin-1
+        std::string("\xc0\xaf"),                                   // overlong '/'
+        std::string("\xed\xa0\x80"),                               // a UTF-16 surrogate
+        std::string("\xf4\x90\x80\x80"),                           // past U+10FFFF
+        std::string("cut\xe2\x82")}) {                             // truncated
+    EXPECT_NE(check_utf8_text(bad).find("not valid UTF-8"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(check_utf8_text("bad\xffname.pt"),
+            "not valid UTF-8 (at byte 3), which the JSON documents pipebal writes cannot hold: "
+            "rename it");
+
+  CLI::App app;
+  std::string model;
+  std::vector<std::string> command;
+  app.add_option("--model", model);
+  app.add_option("command", command);
+  enforce_value_syntax(app);
+  EXPECT_THROW(app.parse(std::vector<std::string>{"m\xe9le.pt", "--model"}), CLI::ValidationError);
+  app.parse(std::vector<std::string>{"\xff", "--"});
+  EXPECT_EQ(command, (std::vector<std::string>{"\xff"}));
+}
+
 TEST(ValueSyntax, LeavesOtherOptionsAlone) {
   CLI::App app;
   std::string text;
