@@ -28,9 +28,11 @@ namespace pipebal::distributed {
 namespace {
 
 volatile sig_atomic_t g_interrupt = 0;
+volatile sig_atomic_t g_interrupts = 0;  // how many arrived: a second one kills at once
 
 void on_interrupt(int signal) {
   g_interrupt = signal;
+  g_interrupts = g_interrupts + 1;
 }
 
 // A port no socket of this host listens on now (the kernel's pick for port 0).
@@ -159,6 +161,7 @@ int last_interrupt() {
 int launch(const LaunchOptions& options, std::ostream& log) {
   check(options);
   g_interrupt = 0;
+  g_interrupts = 0;
   const int port = options.master_port == 0 ? free_port() : options.master_port;
   struct sigaction action {};
   action.sa_handler = on_interrupt;  // no SA_RESTART: waitpid returns to pass the signal on
@@ -190,17 +193,32 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     return -1;
   };
   auto stop_all = [&](int signal) {
-    for (pid_t child : children)
-      if (child > 0) kill(-child, signal);  // its process group
+    for (pid_t child : children) {
+      if (child <= 0) continue;
+      kill(-child, signal);  // its process group
+      // A process stopped (SIGSTOP, Ctrl-Z) acts on a signal once it runs again.
+      if (signal != SIGKILL) kill(-child, SIGCONT);
+    }
   };
   int running = options.nproc_per_node;
   int result = 0;
   bool stopping = false;
   std::optional<std::pair<int, int>> follower;  // (rank, status) of the first kPeerFailedExitStatus
   int forwarded = 0;
+  int interrupts_seen = 0;
   using Clock = std::chrono::steady_clock;
   Clock::time_point kill_at = Clock::time_point::max();
+  Clock::time_point first_interrupt;
   while (running > 0) {
+    // Asked again (Ctrl-C a second time): no more grace. Not a second copy of the first signal
+    // (`timeout` sends it to the process, then to its group), which comes at once.
+    if (g_interrupts > interrupts_seen) {
+      if (interrupts_seen > 0 && Clock::now() - first_interrupt > std::chrono::seconds(1)) {
+        kill_at = Clock::now();
+      }
+      if (interrupts_seen == 0) first_interrupt = Clock::now();
+      interrupts_seen = g_interrupts;
+    }
     if (g_interrupt != 0 && forwarded != g_interrupt) {
       forwarded = g_interrupt;
       stop_all(forwarded);
@@ -221,8 +239,9 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       kill_at = Clock::time_point::max();
     }
     int status = 0;
-    // Poll while others must be stopped on time; block otherwise (a signal interrupts it).
-    const pid_t pid = waitpid(-1, &status, kill_at == Clock::time_point::max() ? 0 : WNOHANG);
+    // Polled: a signal that came between the checks above and a blocking wait would not be
+    // passed on until a process ended.
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;

@@ -36,7 +36,7 @@ void check(const LaunchOptions& options);
 // first to fail (128 + signal for one killed by a signal) after stopping the rest, with one line
 // on `log` naming it; a process exiting with kPeerFailedExitStatus counts only when no other
 // failed. SIGINT or SIGTERM to the launcher is passed on to every process (and returns 128 +
-// that signal once they are gone). Each process runs in a process group of its own, stopped
+// that signal once they are gone); a second one a second later or more kills them at once. Each process runs in a process group of its own, stopped
 // whole; each is killed should the launcher die.
 int launch(const LaunchOptions& options, std::ostream& log);
 

@@ -446,6 +446,33 @@ TEST(LaunchCli, LinkWithOneMessageSizeIsRefusedBeforeMeasuring) {
       << r.err;
 }
 
+// A process that ignores the request to stop is killed when Ctrl-C comes again, without waiting
+// out --grace; one stopped (SIGSTOP) is woken to act on it. Either would otherwise hold the
+// launcher for the whole grace (10 minutes here, past the test's 60 s bound).
+TEST(LaunchCli, ASecondInterruptKillsAndAStoppedProcessIsWokenToStop) {
+  const std::string dir = scratch_dir();
+  const std::string ready = dir + "/ready";
+  const CliResult ignoring = run_shell(fmt::format(
+      "{{ {} launch --nproc-per-node 1 --master-port 0 --grace 600 -- sh -c "
+      "'trap \"\" INT TERM; touch {}; while :; do sleep 0.1; done' & pid=$!; "
+      "while [ ! -e {} ]; do sleep 0.05; done; sleep 0.2; kill -INT $pid; sleep 1.5; "
+      "kill -INT $pid; timeout 60 tail --pid=$pid -f /dev/null; kill -KILL $pid 2>/dev/null; "
+      "wait $pid; }}",
+      PIPEBAL_BINARY, ready, ready));
+  EXPECT_EQ(ignoring.status, 130) << ignoring.err;
+  EXPECT_NE(ignoring.err.find("pipebal launch: interrupted; stopping 1 process"), std::string::npos)
+      << ignoring.err;
+
+  const CliResult stopped = run_shell(fmt::format(
+      "timeout 60 {} launch --nproc-per-node 2 --master-port 0 --grace 600 -- sh -c "
+      "'if [ $RANK = 1 ]; then while [ ! -e {} ]; do sleep 0.05; done; sleep 0.2; exit 1; fi; "
+      "touch {}; kill -STOP $$; sleep 60'",
+      PIPEBAL_BINARY, ready + "2", ready + "2"));
+  EXPECT_EQ(stopped.status, 1) << stopped.err;
+  EXPECT_NE(stopped.err.find("pipebal launch: rank 1 exited with status 1"), std::string::npos)
+      << stopped.err;
+}
+
 TEST(LaunchCli, PortInUseIsOneLine) {
   const BusyPort busy;
   const CliResult r = run_shell(as_rank(0, 2, busy.port, kTrain));
