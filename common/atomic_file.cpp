@@ -32,18 +32,24 @@ std::string system_error_text(int error = errno) {
 
 // Temporary files being written and staging directories being filled, for the signal handler
 // to remove: fixed slots of plain characters, as a handler may touch nothing else.
+// A slot is claimed, then filled, then ready: the handler reads only ready ones, whole.
+enum SlotState : int { kFree, kClaimed, kReady };
 constexpr int kSlots = 16;
 constexpr size_t kPathBytes = 4096;
-std::array<std::atomic<bool>, kSlots> slot_used{};
+std::array<std::atomic<int>, kSlots> slot_state{};
 std::array<std::array<char, kPathBytes>, kSlots> slot_path{};
+std::array<int, kSlots> slot_depth{};  // 0: a file; more: a directory of that many levels
 volatile sig_atomic_t announce_interrupt = 1;
 
-int register_temporary(const std::string& path) {
+// `depth` 0 for a file; for a directory, how many levels below it the handler may remove.
+int register_temporary(const std::string& path, int depth = 0) {
   if (path.size() + 1 > kPathBytes) return -1;
   for (int i = 0; i < kSlots; ++i) {
-    bool expected = false;
-    if (slot_used[i].compare_exchange_strong(expected, true)) {
+    int expected = kFree;
+    if (slot_state[i].compare_exchange_strong(expected, kClaimed)) {
       std::memcpy(slot_path[i].data(), path.c_str(), path.size() + 1);
+      slot_depth[i] = depth;
+      slot_state[i] = kReady;
       return i;
     }
   }
@@ -51,7 +57,7 @@ int register_temporary(const std::string& path) {
 }
 
 void unregister_temporary(int slot) {
-  if (slot >= 0) slot_used[slot] = false;
+  if (slot >= 0) slot_state[slot] = kFree;
 }
 
 // Whether two names are the same, without the C library (a signal handler calls this).
@@ -100,7 +106,7 @@ extern "C" void remove_temporaries_and_exit(int signal_number) {
     for (;;) ::pause();  // the first handler ends the process
   }
   for (int i = 0; i < kSlots; ++i) {
-    if (slot_used[i]) remove_in_handler(AT_FDCWD, slot_path[i].data(), /*depth=*/4);
+    if (slot_state[i] == kReady) remove_in_handler(AT_FDCWD, slot_path[i].data(), slot_depth[i]);
   }
   const char* message =
       signal_number == SIGINT ? "pipebal: interrupted\n" : "pipebal: terminated\n";
@@ -162,7 +168,13 @@ void remove_stale_temporaries(const fs::path& target) {
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
-    const std::string pid_text = name.substr(prefix.size());
+    // PID, or PID.previous: the directory a StagedDirectory replaced, left by an interrupt.
+    std::string pid_text = name.substr(prefix.size());
+    const std::string previous = ".previous";
+    if (pid_text.size() > previous.size() &&
+        pid_text.compare(pid_text.size() - previous.size(), previous.size(), previous) == 0) {
+      pid_text.resize(pid_text.size() - previous.size());
+    }
     if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
     // Not ours unless it names a process id: a name past pid_t is someone else's file.
     const std::optional<int64_t> number = parse_integer(pid_text);
@@ -213,6 +225,14 @@ void write_file_atomically_with(const std::string& path,
   remove_stale_temporaries(target);
   TemporaryFile temporary(target.string() + temporary_suffix());
   write(temporary.path());
+  // On disk before it takes the name, as write_file_atomically's.
+  const int fd = ::open(temporary.path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot write '" + path + "': " + system_error_text(error));
+  }
+  ::close(fd);
   if (::rename(temporary.path().c_str(), target.c_str()) != 0) {
     throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
   }
@@ -261,9 +281,10 @@ int64_t check_regular_file(const std::string& path, const std::string& action) {
 }
 
 std::string read_file(const std::string& path) {
-  if (check_regular_file(path) > kMaxReadBytes) {
+  const int64_t size = check_regular_file(path);
+  if (size > kMaxReadBytes) {
     throw std::invalid_argument("cannot read '" + path + "': larger than 1 GiB (" +
-                                std::to_string(check_regular_file(path)) + " bytes)");
+                                std::to_string(size) + " bytes)");
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::invalid_argument("cannot read '" + path + "': " + system_error_text());
@@ -306,9 +327,11 @@ StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string
   const fs::path target = fs::path(path_).lexically_normal();
   remove_stale_temporaries(target.has_filename() ? target : target.parent_path());
   staging_ = (target.has_filename() ? target : target.parent_path()).string() + temporary_suffix();
-  staging_slot_ = register_temporary(staging_);  // an interrupt removes it (and what it holds)
+  // An interrupt removes it and what it holds (documents, at most a folder of them).
+  staging_slot_ = register_temporary(staging_, /*depth=*/4);
   remove_tree(staging_);
   if (!fs::create_directories(staging_, error)) {
+    unregister_temporary(staging_slot_);
     throw std::runtime_error("cannot create '" + path_ + "': " + error.message());
   }
 }
@@ -319,6 +342,10 @@ StagedDirectory::~StagedDirectory() {
 }
 
 void StagedDirectory::commit() {
+  // From here an interrupt leaves the directories where the renames got them (the next run
+  // removes a leftover staging or previous directory) rather than remove the results.
+  unregister_temporary(staging_slot_);
+  staging_slot_ = -1;
   std::error_code error;
   const std::string previous = staging_ + ".previous";
   const bool replacing = fs::exists(path_, error);
@@ -330,8 +357,6 @@ void StagedDirectory::commit() {
     throw std::runtime_error("cannot write '" + path_ + "': " + error.message());
   }
   committed_ = true;
-  unregister_temporary(staging_slot_);
-  staging_slot_ = -1;
   if (replacing) remove_tree(previous);
 }
 

@@ -15,7 +15,7 @@ struct NamedPath {
 };
 
 // Whether `a` and `b` name one file: the same inode when both exist (through symbolic and hard
-// links), else the same path once made absolute and its links resolved.
+// links), else the same place once their links are followed (a dangling one's target too).
 bool same_file(const std::string& a, const std::string& b);
 
 // Throws std::invalid_argument, one line naming both options, when an output is the same file

@@ -13,8 +13,12 @@ bool env_flag(const char* name) {
   const std::string text = value;
   if (text.empty() || text == "0") return false;
   if (text == "1") return true;
+  std::string shown = text;  // one line, whatever the value holds
+  for (char& c : shown) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
   throw std::invalid_argument(std::string(name) + " must be 1 (on), or 0 or empty (off), got '" +
-                              text + "'");
+                              shown + "'");
 }
 
 }  // namespace pipebal

@@ -16,7 +16,7 @@ namespace {
 
 // The deepest nesting of arrays and objects in `text`, outside strings. A scan of its own: the
 // parser's callback, which could count it too, made parsing quadratic in the document's length
-// (a profile of 65536 layers took 2.5 s to read instead of 0.07).
+// (a profile of 65536 layers took 2.5 s to read instead of 0.09).
 int nesting_depth(const std::string& text) {
   int depth = 0, deepest = 0;
   bool in_string = false, escaped = false;

@@ -478,9 +478,8 @@ std::vector<std::string> Group::gather(const std::string& name, const std::strin
   if (st.env.rank != 0) return {};
   std::vector<std::string> all;
   for (int r = 0; r < st.env.world_size; ++r) {
-    const std::string key = fmt::format("gather/{}/{}", name, r);
-    st.store->wait({key}, st.timeout);
-    all.push_back(text_of(st.store->get(key)));
+    // Watching for a failure posted meanwhile (a rank failing after its last step).
+    all.push_back(st.await(fmt::format("gather/{}/{}", name, r)));
   }
   return all;
 }

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,11 +30,42 @@ namespace {
 
 volatile sig_atomic_t g_interrupt = 0;
 volatile sig_atomic_t g_interrupts = 0;  // how many arrived: a second one kills at once
+volatile sig_atomic_t g_suspend = 0;     // Ctrl-Z: the processes stop with the launcher
 
 void on_interrupt(int signal) {
   g_interrupt = signal;
   g_interrupts = g_interrupts + 1;
 }
+
+void on_suspend(int) {
+  g_suspend = 1;
+}
+
+// The launcher's handlers while it runs; the caller's back on every way out.
+class LauncherSignals {
+ public:
+  LauncherSignals() {
+    struct sigaction action {};
+    sigemptyset(&action.sa_mask);
+    action.sa_handler = on_interrupt;
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+    action.sa_handler = on_suspend;
+    sigaction(SIGTSTP, &action, &old_tstp_);
+  }
+  ~LauncherSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGTSTP, &old_tstp_, nullptr);
+  }
+  LauncherSignals(const LauncherSignals&) = delete;
+  LauncherSignals& operator=(const LauncherSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+  struct sigaction old_tstp_ {};
+};
 
 // A port no socket of this host listens on now (the kernel's pick for port 0).
 int free_port() {
@@ -63,9 +95,107 @@ int exit_code(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
-// In the child: torchrun's environment, then the command. Never returns.
-[[noreturn]] void run_child(const LaunchOptions& options, int port, int local_rank,
-                            pid_t launcher) {
+// The file execve() runs for `program`, searched on PATH as execvp() would when it has no slash;
+// none when there is no such file, or it is not a regular file this process may execute.
+// `why` says which.
+std::optional<std::string> resolve_program(const std::string& program, std::string& why) {
+  auto executable = [](const std::string& path) {
+    struct stat info {};
+    return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+           access(path.c_str(), X_OK) == 0;
+  };
+  if (program.empty()) {
+    why = "the command is an empty word";
+    return std::nullopt;
+  }
+  if (program.find('/') != std::string::npos) {
+    struct stat info {};
+    if (stat(program.c_str(), &info) != 0) {
+      why = std::strerror(errno);
+    } else if (!S_ISREG(info.st_mode)) {
+      why = "not a regular file";
+    } else if (access(program.c_str(), X_OK) != 0) {
+      why = "not executable";
+    } else {
+      return program;
+    }
+    return std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr ? path : "/bin:/usr/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    const std::string candidate = dir + "/" + program;
+    if (executable(candidate)) return candidate;
+    start = end + 1;
+  }
+  why = "no such executable on PATH";
+  return std::nullopt;
+}
+
+// What a process runs: its program, arguments and environment, made before the fork. The
+// child of a process with threads (validate --processes forks while LibTorch's pools are up)
+// may call only async-signal-safe functions until it execs: no allocation, no setenv.
+struct ChildImage {
+  std::string program;             // resolved (resolve_program)
+  std::vector<std::string> words;  // the command
+  std::vector<std::string> environment;
+  std::vector<char*> argv, envp;  // point into the strings above: never copied
+  std::string exec_failed;        // the start of the line written should exec fail
+
+  ChildImage() = default;
+  ChildImage(const ChildImage&) = delete;
+  ChildImage& operator=(const ChildImage&) = delete;
+};
+
+// torchrun's environment for `local_rank` over this process's own (its agent-store switch left
+// out: the launcher serves no store, rank 0 does).
+void make_child_image(const LaunchOptions& options, const std::string& program, int port,
+                      int local_rank, ChildImage& image) {
+  const int world = options.nproc_per_node * options.nnodes;
+  const int rank = options.node_rank * options.nproc_per_node + local_rank;
+  const std::vector<std::pair<std::string, std::string>> set = {
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(port)}};
+  image.program = program;
+  image.words = options.command;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    const std::string name = text.substr(0, text.find('='));
+    const bool replaced =
+        name == "TORCHELASTIC_USE_AGENT_STORE" ||
+        std::any_of(set.begin(), set.end(), [&name](const auto& kv) { return kv.first == name; });
+    if (!replaced) image.environment.push_back(text);
+  }
+  for (const auto& [name, value] : set) image.environment.push_back(name + "=" + value);
+  for (std::string& word : image.words) image.argv.push_back(word.data());
+  image.argv.push_back(nullptr);
+  for (std::string& entry : image.environment) image.envp.push_back(entry.data());
+  image.envp.push_back(nullptr);
+  image.exec_failed =
+      fmt::format("{}: cannot run '{}': errno ", options.log_prefix, options.command[0]);
+}
+
+// errno's value as decimal digits and a newline, without the C library (after fork).
+void write_errno_line(int error) {
+  char digits[16];
+  int at = sizeof digits;
+  digits[--at] = '\n';
+  do {
+    digits[--at] = static_cast<char>('0' + error % 10);
+    error /= 10;
+  } while (error > 0 && at > 0);
+  (void)!write(STDERR_FILENO, digits + at, sizeof digits - at);
+}
+
+// In the child: the image prepared above. Never returns.
+[[noreturn]] void run_child(const ChildImage& image, bool discard_stdout, pid_t launcher) {
   // Die with the launcher (no orphans), even if it dies before this line runs.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(137);
@@ -74,43 +204,16 @@ int exit_code(int status) {
   setpgid(0, 0);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  const int world = options.nproc_per_node * options.nnodes;
-  const int rank = options.node_rank * options.nproc_per_node + local_rank;
-  setenv("RANK", std::to_string(rank).c_str(), 1);
-  setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-  setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
-  setenv("LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node).c_str(), 1);
-  setenv("GROUP_RANK", std::to_string(options.node_rank).c_str(), 1);
-  setenv("MASTER_ADDR", options.master_addr.c_str(), 1);
-  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-  unsetenv("TORCHELASTIC_USE_AGENT_STORE");  // the launcher serves no store: rank 0 does
-  if (options.discard_stdout) {
+  signal(SIGTSTP, SIG_DFL);
+  if (discard_stdout) {
     const int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, STDOUT_FILENO);
   }
-  std::vector<char*> argv;
-  for (const auto& arg : options.command) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  execvp(argv[0], argv.data());
-  const std::string message = fmt::format("pipebal launch: cannot run '{}': {}\n",
-                                          options.command[0], std::strerror(errno));
-  (void)!write(STDERR_FILENO, message.data(), message.size());
+  execve(image.program.c_str(), image.argv.data(), image.envp.data());
+  const int error = errno;
+  (void)!write(STDERR_FILENO, image.exec_failed.data(), image.exec_failed.size());
+  write_errno_line(error);
   _exit(127);
-}
-
-// Whether execvp would find `program` (a path when it has a slash, else on PATH) executable.
-bool runnable(const std::string& program) {
-  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/bin:/usr/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', start), dirs.size());
-    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
-    if (access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
 }
 
 }  // namespace
@@ -145,11 +248,9 @@ void check(const LaunchOptions& options) {
         "give the command to run after --, e.g. pipebal launch --nproc-per-node 2 -- pipebal "
         "train --balance 3,2");
   }
-  if (!runnable(options.command[0])) {
-    throw std::invalid_argument(fmt::format("cannot run '{}': {}", options.command[0],
-                                            options.command[0].find('/') != std::string::npos
-                                                ? "no such executable"
-                                                : "no such executable on PATH"));
+  std::string why;
+  if (!resolve_program(options.command[0], why)) {
+    throw std::invalid_argument(fmt::format("cannot run '{}': {}", options.command[0], why));
   }
   check_time_limit(options.grace_s, "--grace");
 }
@@ -162,28 +263,29 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   check(options);
   g_interrupt = 0;
   g_interrupts = 0;
+  g_suspend = 0;
+  std::string why;
+  const std::string program = *resolve_program(options.command[0], why);  // check() found it
   const int port = options.master_port == 0 ? free_port() : options.master_port;
-  struct sigaction action {};
-  action.sa_handler = on_interrupt;  // no SA_RESTART: waitpid returns to pass the signal on
-  sigemptyset(&action.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &action, &old_int);
-  sigaction(SIGTERM, &action, &old_term);
+  const LauncherSignals signals;
 
-  std::vector<pid_t> children;
+  std::vector<pid_t> children;  // -1 once reaped
+  std::vector<pid_t> groups;    // each child's process group, which outlives it with its own
   const pid_t launcher = getpid();
   for (int local = 0; local < options.nproc_per_node; ++local) {
+    ChildImage image;
+    make_child_image(options, program, port, local, image);
     const pid_t pid = fork();
     if (pid < 0) {
       log << options.log_prefix << ": fork failed: " << std::strerror(errno) << "\n";
-      for (pid_t child : children) kill(-child, SIGKILL);
+      for (pid_t group : groups) kill(-group, SIGKILL);
       for (pid_t child : children) waitpid(child, nullptr, 0);
       return 1;
     }
-    if (pid == 0) run_child(options, port, local, launcher);
+    if (pid == 0) run_child(image, options.discard_stdout, launcher);
     setpgid(pid, pid);  // as the child does: whichever runs first, the group exists after
     children.push_back(pid);
+    groups.push_back(pid);
   }
 
   const int first_rank = options.node_rank * options.nproc_per_node;
@@ -192,13 +294,14 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       if (children[i] == pid) return first_rank + static_cast<int>(i);
     return -1;
   };
+  // To every group, those whose first process has ended too (what it started may live on).
+  auto signal_all = [&](int signal) {
+    for (pid_t group : groups) kill(-group, signal);
+  };
   auto stop_all = [&](int signal) {
-    for (pid_t child : children) {
-      if (child <= 0) continue;
-      kill(-child, signal);  // its process group
-      // A process stopped (SIGSTOP, Ctrl-Z) acts on a signal once it runs again.
-      if (signal != SIGKILL) kill(-child, SIGCONT);
-    }
+    signal_all(signal);
+    // A process stopped (SIGSTOP, Ctrl-Z) acts on a signal once it runs again.
+    if (signal != SIGKILL) signal_all(SIGCONT);
   };
   int running = options.nproc_per_node;
   int result = 0;
@@ -210,6 +313,13 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   Clock::time_point kill_at = Clock::time_point::max();
   Clock::time_point first_interrupt;
   while (running > 0) {
+    // Ctrl-Z: the processes stop, then the launcher; `fg` or `bg` wakes them all.
+    if (g_suspend != 0) {
+      g_suspend = 0;
+      signal_all(SIGTSTP);
+      raise(SIGSTOP);
+      signal_all(SIGCONT);
+    }
     // Asked again (Ctrl-C a second time): no more grace. Not a second copy of the first signal
     // (`timeout` sends it to the process, then to its group), which comes at once.
     if (g_interrupts > interrupts_seen) {
@@ -239,8 +349,8 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       kill_at = Clock::time_point::max();
     }
     int status = 0;
-    // Polled: a signal that came between the checks above and a blocking wait would not be
-    // passed on until a process ended.
+    // Polled (every 20 ms): a signal that came between the checks above and a blocking wait
+    // would not be passed on until a process ended.
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -276,8 +386,8 @@ int launch(const LaunchOptions& options, std::ostream& log) {
                                    std::chrono::duration<double>(options.grace_s));
     }
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  // A failed run leaves nothing behind: what the processes started, even those that ended.
+  if (stopping) signal_all(SIGKILL);
   if (result == 0 && follower) {  // the failure was on another host
     log << fmt::format("{}: rank {} {} (stopped because a rank on another host failed)\n",
                        options.log_prefix, follower->first, describe(follower->second))

@@ -118,7 +118,7 @@ SyntheticData make_synthetic_data(const Model& model, const std::vector<InputSpe
   if (probe_output.dim() == 0) {
     throw std::invalid_argument(
         "the model's output is a single number, not one per sample: synthetic targets cannot "
-        "be made for it (train it on --data with --loss none)");
+        "be made for it");
   }
   if (!probe_output.is_floating_point()) {
     throw std::invalid_argument(

@@ -40,7 +40,7 @@ pipeline::PipelineOptions with_chunks(pipeline::PipelineOptions options, int chu
 
 }  // namespace
 
-balance::EngineCost measure_engine_cost(int rounds) {
+balance::EngineCost measure_engine_cost(int rounds, std::optional<double> autograd_run_ms) {
   // The calibration's weights and data draw from the default generator.
   const KeepDefaultGenerator keep;
   rounds = std::max(rounds, 3);
@@ -76,6 +76,7 @@ balance::EngineCost measure_engine_cost(int rounds) {
   ProfileOptions layer_options;
   layer_options.repeat = rounds;
   layer_options.measure_engine = false;
+  layer_options.autograd_run_ms = autograd_run_ms;
   layer_options.loss = [first_target](const at::Tensor& output) {
     return mse(output, first_target);
   };

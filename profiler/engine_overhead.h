@@ -14,12 +14,17 @@
 // All are clamped at 0 (the profile of so small a layer may exceed its share of a step).
 #pragma once
 
+#include <optional>
+
 #include "balance/layer_cost.h"
 
 namespace pipebal::profiler {
 
 // On the CPU, with the calling thread's intra-op thread count for the stage; `rounds` profiled
-// passes of the layer and ten times as many rounds of the four steps (medians of each).
-balance::EngineCost measure_engine_cost(int rounds = 20);
+// passes of the layer and ten times as many rounds of the four steps (medians of each). The
+// layer's profile takes `autograd_run_ms` off its backward (autograd_run_cost.h) as the model's
+// did, so that the engine's costs charge back what was taken off; unset, it measures it.
+balance::EngineCost measure_engine_cost(int rounds = 20,
+                                        std::optional<double> autograd_run_ms = std::nullopt);
 
 }  // namespace pipebal::profiler

@@ -504,8 +504,8 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   if (model.empty()) throw std::invalid_argument("cannot profile a model without layers");
   if (sample.tensors.empty()) throw std::invalid_argument("cannot profile on an empty batch");
   const TimerBackend backend = resolve_timer_backend(options.backend, options.device);
-  // A model's dropout draws from the default generator: a caller's seeded stream goes on after
-  // the profile as if there had been none.
+  // A model's dropout draws from the default CPU generator: a caller's seeded stream goes on
+  // after the profile as if there had been none (a CUDA device's generator is not kept).
   const KeepDefaultGenerator keep;
 
   // Clones, so that the caller's model keeps its values, buffers, gradients and mode.
@@ -606,7 +606,8 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   if (split_passes == 0) passes.run(timer.get(), &profile.layers, /*split=*/true);
   summarise_passes(profile.layers);
   if (options.measure_engine && options.device.is_cpu()) {
-    profile.engine = measure_engine_cost(std::max(20, options.repeat));
+    profile.engine =
+        measure_engine_cost(std::max(20, options.repeat), profile.environment.autograd_run_ms);
   }
   return profile;
 }

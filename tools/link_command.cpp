@@ -14,6 +14,7 @@
 #include "balance/profile_reader.h"
 #include "balance/units.h"
 #include "common/atomic_file.h"
+#include "common/distinct_paths.h"
 #include "common/git_commit.h"
 #include "common/schema.h"
 #include "common/time_limit.h"
@@ -59,7 +60,8 @@ std::vector<int64_t> sizes_to_measure(const LinkParams& p) {
   // The fit of latency and bandwidth needs two (balance::fit_link): refused before measuring.
   if (sizes.size() < 2) {
     throw std::invalid_argument(fmt::format(
-        "--sizes: give two message sizes or more (latency and bandwidth are fitted), got {}",
+        "--sizes: give two different message sizes or more (latency and bandwidth are fitted), "
+        "got {}",
         sizes.size()));
   }
   return {sizes.begin(), sizes.end()};
@@ -71,6 +73,8 @@ void run_link(const LinkParams& p) {
         fmt::format("--repeats must be from 1 to 100000, got {}", p.repeats));
   }
   check_time_limit(p.timeout_s, "--timeout", "300");
+  // --profile is written back with the link in it; -o over it would replace it with the link.
+  check_outputs_apart({{"--profile", p.profile}}, {{"-o", p.output}});
   const auto env = distributed::launch_env_from_process();
   if (!env || env->world_size < 2) {
     throw std::invalid_argument(

@@ -24,7 +24,7 @@ std::string base_type(const CLI::Option& option) {
 
 std::string not_utf8(size_t at) {
   return "not valid UTF-8 (at byte " + std::to_string(at) +
-         "), which the JSON documents pipebal writes cannot hold: rename it";
+         "), which the JSON documents pipebal writes cannot hold";
 }
 
 }  // namespace
@@ -113,8 +113,8 @@ void enforce_value_syntax(CLI::App& app) {
       option->transform(
           CLI::Validator([](std::string& value) { return check_floating_text(value); }, ""));
     } else if (option->get_type_size_max() > 0 && option->get_name() != "command") {
-      // (launch passes its command's words on as they are)
-      // Paths and names end up in profile.json, plan.json, run.json.
+      // Paths and names end up in profile.json, plan.json, run.json; launch's command words
+      // are passed on as they are.
       option->check(CLI::Validator([](std::string& value) { return check_utf8_text(value); }, ""));
     }
   }

@@ -62,7 +62,9 @@ void save_trained_model(const models::Model& model, const std::string& path) {
   try {
     write_file_atomically_with(path,
                                [&model](const std::string& temporary) { model.save(temporary); });
-  } catch (const std::exception& error) {
+  } catch (const std::runtime_error& error) {  // "cannot write 'path': why"
+    throw std::invalid_argument(error.what());
+  } catch (const std::exception& error) {  // LibTorch's own
     throw std::invalid_argument(fmt::format("cannot save the trained model to '{}': {}", path,
                                             pipeline::error_summary(error)));
   }
@@ -167,6 +169,32 @@ void check_layer_names(const pipeline::LayerSeq& layers, const std::vector<std::
   }
 }
 
+// Floating data of another dtype than the layers it meets fails inside the first step ("Found
+// dtype Double but expected Float", from a stage's backward): said up front instead. The inputs
+// meet the first layer's parameters, the targets the last layer's output; a layer without
+// floating parameters (one that casts its input itself, say) is not judged.
+void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& layers,
+                      const std::string& path) {
+  auto dtype_of = [](const pipeline::Layer& layer) -> std::optional<c10::ScalarType> {
+    for (const at::Tensor& p : layer.parameters()) {
+      if (p.is_floating_point()) return p.scalar_type();
+    }
+    return std::nullopt;
+  };
+  auto check = [&](const at::Tensor& t, const char* what, std::optional<c10::ScalarType> dtype,
+                   const char* layer) {
+    if (!dtype || !t.is_floating_point() || t.scalar_type() == *dtype) return;
+    const std::string want = pipeline::dtype_name(*dtype);
+    throw std::invalid_argument(fmt::format(
+        "--data {}'s {} are {}, the model's {} layer's parameters {}: give --dtype {} (converts "
+        "the data too), or save the data as {}",
+        path, what, pipeline::dtype_name(t.scalar_type()), layer, want, want, want));
+  };
+  if (layers.empty()) return;
+  for (const at::Tensor& input : data.inputs) check(input, "inputs", dtype_of(layers[0]), "first");
+  check(data.targets, "targets", dtype_of(layers[layers.size() - 1]), "last");
+}
+
 }  // namespace
 
 TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
@@ -190,7 +218,11 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
       throw std::invalid_argument("--data gives the inputs: leave out --input-shape and --input");
     }
     st.dataset = models::load_dataset(settings.data);
-    if (dtype) st.dataset->convert_floats(*dtype);
+    if (dtype) {
+      st.dataset->convert_floats(*dtype);
+    } else {
+      check_data_dtype(*st.dataset, st.model.layers, settings.data);
+    }
     // Every replica's slice needs a sample per micro-batch.
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
                                    settings.shuffle, settings.seed,

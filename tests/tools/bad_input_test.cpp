@@ -223,7 +223,7 @@ const std::vector<BadInput> kTable = {
     {"launch --nproc-per-node 0 -- true", "--nproc-per-node must be between 1 and 1024, got 0"},
     {"launch --nproc-per-node 2", "give the command to run after --, e.g. pipebal launch"},
     {"launch --nproc-per-node 2 -- /nonexistent/x",
-     "cannot run '/nonexistent/x': no such executable"},
+     "cannot run '/nonexistent/x': No such file or directory"},
     // Files that are not files: a FIFO would block the read (a model, data), /dev/zero not end it.
     {"profile --model {dir}/fifo --input-shape 4,8",
      "cannot load TorchScript model '{dir}/fifo': not a regular file"},

@@ -255,6 +255,16 @@ TEST(LaunchCli, LinkRefusesAnOutputItCannotWriteBeforeMeasuring) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("cannot write '" + dir + "/missing/link.json'"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("fit: "), std::string::npos) << r.out;
+
+  // -o over the --profile it writes the link into would replace the profile with the link.
+  std::ofstream(dir + "/profile.json") << "{}";
+  const CliResult same = run_pipebal(
+      fmt::format("launch --nproc-per-node 2 --master-port 0 -- {} link --sizes 4K,64K --repeats 2 "
+                  "--timeout 60 --profile {}/profile.json -o {}/profile.json",
+                  PIPEBAL_BINARY, dir, dir));
+  EXPECT_EQ(same.status, 2) << same.err;
+  EXPECT_NE(same.err.find("is the file --profile reads"), std::string::npos) << same.err;
+  EXPECT_EQ(read_text(dir + "/profile.json"), "{}");
 }
 
 // The two ranks of link must walk the same sizes, or one would wait for the other.
@@ -388,27 +398,33 @@ TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
 // A failure stops what the other commands started too: a shell's children (or a profiler's
 // target) die with it, not outlive the launcher.
 TEST(LaunchCli, AFailureStopsWhatTheOtherCommandsStarted) {
-  const std::string pid_file = scratch_dir() + "/pid";
-  const CliResult r = run_pipebal(
-      fmt::format("launch --nproc-per-node 2 --master-port 0 --grace 5 -- sh -c "
-                  "'if [ $RANK = 1 ]; then while [ ! -s {0} ]; do sleep 0.05; done; exit 1; fi; "
-                  "sleep 60 & echo $! > {0}.partial; mv {0}.partial {0}; wait'",
-                  pid_file));
+  const std::string dir = scratch_dir();
+  // Rank 0's shell waits on its child; rank 1's starts one and fails, leaving it behind.
+  const CliResult r = run_pipebal(fmt::format(
+      "launch --nproc-per-node 2 --master-port 0 --grace 5 -- sh -c "
+      "'sleep 60 & echo $! > {0}/pid$RANK.partial; mv {0}/pid$RANK.partial {0}/pid$RANK; "
+      "if [ $RANK = 1 ]; then while [ ! -s {0}/pid0 ]; do sleep 0.05; done; exit 1; fi; wait'",
+      dir));
   EXPECT_EQ(r.status, 1) << r.err;
-  const pid_t sleeper = std::stoi(read_text(pid_file));
-  // Stopped before the launcher returned; once init has reaped it, no such process.
-  int tries = 0;
-  while (::kill(sleeper, 0) == 0 && ++tries < 600) usleep(100000);
-  EXPECT_NE(::kill(sleeper, 0), 0) << "the shell's child outlived the launcher";
+  for (const char* rank : {"0", "1"}) {
+    const pid_t sleeper = std::stoi(read_text(dir + "/pid" + rank));
+    // Killed before the launcher returned; once init has reaped it, no such process.
+    int tries = 0;
+    while (::kill(sleeper, 0) == 0 && ++tries < 600) usleep(100000);
+    EXPECT_NE(::kill(sleeper, 0), 0) << "rank " << rank << "'s child outlived the launcher";
+  }
 }
 
 // A command this host cannot run is one line, before anything starts.
 TEST(LaunchCli, ACommandThatCannotRunIsOneLine) {
-  for (const std::string& command : {std::string("/nonexistent/x"), std::string("no-such-cmd")}) {
+  for (const auto& [command, why] : std::vector<std::pair<std::string, std::string>>{
+           {"/nonexistent/x", "No such file or directory"},
+           {"no-such-cmd", "no such executable on PATH"},
+           {"/tmp", "not a regular file"}}) {
     const CliResult r = run_pipebal("launch --nproc-per-node 2 --master-port 0 -- " + command);
     EXPECT_EQ(r.status, 2) << r.err;
     EXPECT_EQ(count_lines(r.err), 1) << r.err;
-    EXPECT_NE(r.err.find("cannot run '" + command + "'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("cannot run '" + command + "': " + why), std::string::npos) << r.err;
   }
 }
 
@@ -440,8 +456,8 @@ TEST(LaunchCli, LinkWithOneMessageSizeIsRefusedBeforeMeasuring) {
                                   PIPEBAL_BINARY + " link --sizes 64K --timeout 60");
   EXPECT_EQ(r.status, 2) << r.err;
   // Each rank refuses it; the launcher stops the other once the first has.
-  EXPECT_NE(r.err.find(": --sizes: give two message sizes or more (latency and bandwidth are "
-                       "fitted), got 1"),
+  EXPECT_NE(r.err.find(": --sizes: give two different message sizes or more (latency and "
+                       "bandwidth are fitted), got 1"),
             std::string::npos)
       << r.err;
 }

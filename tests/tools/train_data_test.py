@@ -98,6 +98,11 @@ doc = json.load(open(out))
 assert doc["dtype"] == "float64", doc.get("dtype")
 for step, (got, want) in enumerate(zip([s["loss"] for s in doc["steps"]], expected)):
     assert abs(got - want) <= 1e-9 * abs(want), ("--dtype float64", step, got, want)
+# Without --dtype, float64 data for a float32 model is refused up front (it failed inside the
+# first step's backward, naming a stage).
+result = run("train", *[float_path if a == model_path else a for a in common], status=2)
+assert result.stderr.count("\n") == 1 and f"--data {data}'s inputs are float64, the model's " \
+    "first layer's parameters float32: give --dtype float32" in result.stderr, result.stderr
 
 accuracy = (torch.jit.load(saved)(x).argmax(dim=1) == y).double().mean().item()
 assert accuracy > 0.6, f"accuracy {accuracy} (chance: {1 / CLASSES})"

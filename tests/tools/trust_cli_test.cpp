@@ -51,6 +51,7 @@ TEST(TrustCli, NoOutputReplacesAnInputOrAnotherOutput) {
   const std::string model = dir + "/m.pt";
   std::filesystem::copy_file(kFixtures + "/chain_named_traced.pt", model);
   std::filesystem::create_symlink("m.pt", dir + "/link.pt");
+  std::filesystem::create_symlink("t.json", dir + "/dangling.json");
   const std::string train =
       "train --model " + model + " --input-shape 4,8 --balance 2,1 --steps 1 --warmup-steps 0 -q";
   const std::string profile = dir + "/p.json";
@@ -64,13 +65,15 @@ TEST(TrustCli, NoOutputReplacesAnInputOrAnotherOutput) {
 
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"profile --model " + model + " --input-shape 4,8 -q -o " + model,
-       "-o " + model + " is the file --model reads: writing it would replace it"},
+       "-o '" + model + "' is the file --model reads: writing it would replace it"},
       {"profile --model " + model + " --input-shape 4,8 -q -o " + dir + "/link.pt",
        "is the file --model reads"},
-      {train + " --save " + model, "--save " + model + " is the file --model reads"},
+      {train + " --save " + model, "--save '" + model + "' is the file --model reads"},
       {train + " --save " + dir + "/s.pt -o " + dir + "/s.pt",
-       "-o and --save name the same file (" + dir + "/s.pt): one would replace the other"},
+       "-o and --save name the same file ('" + dir + "/s.pt'): one would replace the other"},
       {train + " -o " + dir + "/t.json --trace " + dir + "/./t.json", "name the same file"},
+      // A link to a file not yet written lands where the file will be.
+      {train + " -o " + dir + "/t.json --trace " + dir + "/dangling.json", "name the same file"},
       {"balance " + profile + " --stages 2 -o " + profile, "is the file the profile reads"},
       {"plan " + profile + " --devices 2 -o " + profile, "is the file the profile reads"},
       {"report " + dir + "/r -o " + dir + "/r/profile.json", "is the file the report reads"},
