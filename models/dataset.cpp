@@ -53,6 +53,16 @@ Dataset load_dataset(const std::string& path) {
   if (!in) throw std::invalid_argument(fmt::format("cannot read data '{}'", path));
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
                                 std::istreambuf_iterator<char>());
+  // torch.save has written zip archives since PyTorch 1.6; its legacy format is a bare pickle,
+  // which LibTorch does not read.
+  const bool zip = bytes.size() >= 4 && bytes[0] == 'P' && bytes[1] == 'K';
+  if (!zip && !bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
+    throw std::invalid_argument(fmt::format(
+        "data '{}' was written by torch.save in its legacy format "
+        "(_use_new_zipfile_serialization=False), which LibTorch cannot read: save it again with "
+        "torch.save's default",
+        path));
+  }
   c10::IValue doc;
   try {
     doc = torch::pickle_load(bytes);

@@ -238,7 +238,10 @@ no_targets = os.path.join(work, "no-targets.pt")
 torch.save({"inputs": x, "labels": y}, no_targets)
 mismatch = os.path.join(work, "mismatch.pt")
 torch.save({"inputs": x, "targets": y[:10]}, mismatch)
+legacy = os.path.join(work, "legacy.pt")
+torch.save({"inputs": x, "targets": y}, legacy, _use_new_zipfile_serialization=False)
 for path, fragment in ((not_torch, "is not a file written by torch.save"),
+                       (legacy, "was written by torch.save in its legacy format"),
                        (no_targets, "has no 'targets'"),
                        (mismatch, "inputs[0] has 64 samples, targets 10")):
     result = run("train", "--model", model_path, "--data", path, "--balance", "2,3", status=2)
