@@ -489,6 +489,29 @@ TEST(LaunchCli, ASecondInterruptKillsAndAStoppedProcessIsWokenToStop) {
       << stopped.err;
 }
 
+// Ctrl-Z stops the processes with the launcher (they run in process groups of their own, which
+// the terminal's signal does not reach), and `fg` or `bg` (SIGCONT) wakes them with it.
+TEST(LaunchCli, SuspendingTheLauncherStopsAndResumesItsProcesses) {
+  const std::string dir = scratch_dir();
+  const std::string state = "awk '{print $3}' /proc/$child/stat";
+  const CliResult r = run_shell(fmt::format(
+      "{{ {0} launch --nproc-per-node 1 --master-port 0 -- sh -c "
+      "'echo $$ > {1}/child.partial; mv {1}/child.partial {1}/child; while :; do sleep 0.1; done' "
+      "& pid=$!; while [ ! -s {1}/child ]; do sleep 0.05; done; child=$(cat {1}/child); "
+      "kill -TSTP $pid; "
+      "for i in $(seq 200); do s=$({2}); [ \"$s\" = T ] && break; sleep 0.05; done; "
+      "echo \"stopped $s $(awk '{{print $3}}' /proc/$pid/stat)\" > {1}/states; "
+      "kill -CONT $pid; "
+      "for i in $(seq 200); do s=$({2}); [ \"$s\" != T ] && break; sleep 0.05; done; "
+      "echo \"resumed $s\" >> {1}/states; kill -INT $pid; wait $pid; }}",
+      PIPEBAL_BINARY, dir, state));
+  EXPECT_EQ(r.status, 130) << r.err;
+  const std::string states = read_text(dir + "/states");
+  EXPECT_EQ(states.substr(0, 12), "stopped T T\n") << states;
+  EXPECT_NE(states.find("resumed "), std::string::npos) << states;
+  EXPECT_EQ(states.find("resumed T"), std::string::npos) << states;
+}
+
 TEST(LaunchCli, PortInUseIsOneLine) {
   const BusyPort busy;
   const CliResult r = run_shell(as_rank(0, 2, busy.port, kTrain));
