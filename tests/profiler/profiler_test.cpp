@@ -302,7 +302,6 @@ TEST(Profiler, TakesTheAutogradRunsCostOffEachBackwardThatRanOne) {
   const Profile measured = profile_model(seq, Batch(torch::randn({4, 8})), options);
   ASSERT_TRUE(measured.environment.autograd_run_ms.has_value());
   EXPECT_TRUE(std::isfinite(*measured.environment.autograd_run_ms));
-  EXPECT_GE(*measured.environment.autograd_run_ms, 0.0);
 
   options.autograd_run_ms = -1;
   EXPECT_THROW(profile_model(seq, Batch(torch::randn({4, 8})), options), std::invalid_argument);
