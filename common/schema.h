@@ -14,8 +14,8 @@ std::string schema_tag(const std::string& name, int major);
 // that does (dumping it, flattening a profile's environment) would recurse that deep.
 constexpr int kMaxJsonDepth = 100;
 
-// Parses JSON text; a syntax error, or nesting past kMaxJsonDepth, becomes std::invalid_argument
-// naming `what` (e.g. the path).
+// Parses JSON text; a syntax error, nesting past kMaxJsonDepth or a key given twice in one
+// object becomes std::invalid_argument naming `what` (e.g. the path).
 nlohmann::json parse_json(const std::string& text, const std::string& what);
 
 // Accepts a document whose "schema" is `name` with major version `major` (any minor, e.g.

@@ -83,5 +83,20 @@ TEST(ParseJson, RefusesNestingPastTheLimitWithoutWalkingIt) {
   EXPECT_EQ(error_of([&] { parse_json("]]" + nested(3), "f"); }), "f: malformed JSON at byte 1");
 }
 
+TEST(ParseJson, RefusesAKeyGivenTwiceInOneObjectNamingWhere) {
+  EXPECT_EQ(error_of([&] { parse_json(R"({"balance": [1, 2], "balance": [2, 1]})", "plan.json"); }),
+            "plan.json: \"balance\" given twice in the document");
+  EXPECT_EQ(error_of([&] {
+              parse_json(R"({"layers": [{"name": "a"}, {"name": "b", "x": [{}], "name": "c"}]})",
+                         "p.json");
+            }),
+            "p.json: \"name\" given twice in layers[1]");
+  EXPECT_EQ(error_of([&] { parse_json(R"([[1, {"a": {"b": 1, "b": 2}}]])", "f"); }),
+            "f: \"b\" given twice in [0][1].a");
+  // The same key in different objects, or as a value, is fine.
+  const json doc = parse_json(R"({"a": {"a": "a"}, "b": [{"a": 1}, {"a": 2}]})", "f");
+  EXPECT_EQ(doc.at("b").at(1).at("a"), 2);
+}
+
 }  // namespace
 }  // namespace pipebal

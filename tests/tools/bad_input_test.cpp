@@ -82,6 +82,10 @@ void write_inputs(const std::string& dir) {
   plan["stages"][1]["speed"] = 0;  // the reader took it, the cost model refuses it
   std::ofstream(dir + "/plan_speed_0.json") << plan;
   std::ofstream(dir + "/malformed.json") << "{\"layers\": [";
+  // A hand edit that gave "balance" again: which of the two was meant?
+  std::string twice = plan.dump();
+  twice.insert(1, "\"balance\": [2, 1], ");
+  std::ofstream(dir + "/plan_balance_twice.json") << twice;
   ::mkfifo((dir + "/fifo").c_str(), 0600);
   // A validation directory whose timeline names stage 2e9 (the page would size itself by it).
   std::filesystem::copy(PIPEBAL_FIXTURES_DIR "/../reports/fixtures/validation_dir",
@@ -163,6 +167,8 @@ const std::vector<BadInput> kTable = {
      "--profile-rounds and --profile-in-turns go with --auto"},
     {"validate --plans {dir}/missing.json -o {dir}/v", "{dir}/missing.json"},
     {"validate --plans {dir}/malformed.json -o {dir}/v", "malformed.json"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_balance_twice.json",
+     "plan_balance_twice.json: \"balance\" given twice in the document"},
     {"validate --plans {dir}/ok.json -o {dir}/v", "{dir}/ok.json"},  // a profile, not a plan
     {"validate --plans {dir}/missing.json --stages 2 -o {dir}/v",
      "--plans takes the model and its configuration from the plans: drop --stages"},
