@@ -240,7 +240,17 @@ mismatch = os.path.join(work, "mismatch.pt")
 torch.save({"inputs": x, "targets": y[:10]}, mismatch)
 legacy = os.path.join(work, "legacy.pt")
 torch.save({"inputs": x, "targets": y}, legacy, _use_new_zipfile_serialization=False)
+nan_input = os.path.join(work, "nan-input.pt")
+x_nan = x.clone()
+x_nan[37, 2] = float("nan")
+torch.save({"inputs": x_nan, "targets": y}, nan_input)
+inf_target = os.path.join(work, "inf-target.pt")
+y_inf = torch.randn(len(y), dtype=torch.float64)
+y_inf[5] = float("-inf")
+torch.save({"inputs": [x, x], "targets": y_inf}, inf_target)
 for path, fragment in ((not_torch, "is not a file written by torch.save"),
+                       (nan_input, "inputs holds NaN at sample 37"),
+                       (inf_target, "targets holds an infinity at sample 5"),
                        (legacy, "was written by torch.save in its legacy format"),
                        (no_targets, "has no 'targets'"),
                        (mismatch, "inputs[0] has 64 samples, targets 10")):
