@@ -75,6 +75,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
             p.settings.model, plan.model));
       }
       settings.model = plan.model;
+    } else if (cmd.count("--model") == 0) {
+      // A plan balanced from a profile that did not name its model; the default model is not it.
+      throw std::invalid_argument(
+          fmt::format("{} does not name its model: give it with --model", p.plan));
     }
     if (!plan.dtype.empty()) {  // trained in the dtype it was measured in
       if (!settings.dtype.empty() && settings.dtype != plan.dtype) {

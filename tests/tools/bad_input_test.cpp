@@ -79,6 +79,7 @@ void write_inputs(const std::string& dir) {
   plan["chunks"] = 2.7;
   std::ofstream(dir + "/plan_chunks_2.7.json") << plan;
   plan["chunks"] = 4;
+  std::ofstream(dir + "/plan_unnamed.json") << plan;  // made from a profile without "model"
   plan["stages"][1]["speed"] = 0;  // the reader took it, the cost model refuses it
   std::ofstream(dir + "/plan_speed_0.json") << plan;
   std::ofstream(dir + "/malformed.json") << "{\"layers\": [";
@@ -167,6 +168,8 @@ const std::vector<BadInput> kTable = {
      "--profile-rounds and --profile-in-turns go with --auto"},
     {"validate --plans {dir}/missing.json -o {dir}/v", "{dir}/missing.json"},
     {"validate --plans {dir}/malformed.json -o {dir}/v", "malformed.json"},
+    {"train --plan {dir}/plan_unnamed.json",
+     "{dir}/plan_unnamed.json does not name its model: give it with --model"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_balance_twice.json",
      "plan_balance_twice.json: \"balance\" given twice in the document"},
     {"validate --plans {dir}/ok.json -o {dir}/v", "{dir}/ok.json"},  // a profile, not a plan
