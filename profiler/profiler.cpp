@@ -27,6 +27,7 @@
 #include "profiler/engine_overhead.h"
 #include "profiler/keep_default_generator.h"
 #include "profiler/memory_meter.h"
+#include "profiler/pass_timer.h"
 #include "profiler/profile_merge.h"
 #include "profiler/statistics.h"
 #include "profiler/tensor_references.h"
@@ -89,20 +90,6 @@ int64_t gradient_bytes(const std::vector<at::Tensor>& tensors) {
     if (t.defined() && t.is_floating_point()) bytes += tensor_bytes(t);
   }
   return bytes;
-}
-
-// A detached copy of every tensor; floating ones become leaves requiring grad when asked.
-Batch as_leaves(const Batch& batch, bool requires_grad) {
-  auto leaf = [&](const at::Tensor& t) {
-    if (!t.defined()) return t;
-    at::Tensor copy = t.detach();
-    if (requires_grad && copy.is_floating_point()) copy.requires_grad_(true);
-    return copy;
-  };
-  Batch leaves;
-  for (const at::Tensor& t : batch.tensors) leaves.tensors.push_back(leaf(t));
-  for (const auto& [name, t] : batch.skips) leaves.skips.emplace(name, leaf(t));
-  return leaves;
 }
 
 // The sample on the profiling device and dtype, copied so that no layer can modify the
@@ -171,8 +158,6 @@ int64_t released_bytes(const Batch& output) {
   }
   return bytes;
 }
-
-using LossFn = std::function<at::Tensor(const at::Tensor&)>;
 
 // Runs one layer on a fixed input: warm-up and the memory measurement. With a loss (the model's
 // last layer), the backward starts from it, as the last stage's does.
@@ -327,146 +312,6 @@ class LayerRunner {
   pipeline::InputWrites input_writes_;  // in_place.h
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> leaves_;
-};
-
-// Times every layer inside whole forward and backward passes over the model, the way a stage
-// runs them: each layer gets the previous layer's fresh output (detached, as at a stage
-// boundary), and each backward starts from the gradient the next layer's backward produced.
-// Timing each layer in isolation instead, repeated with its own data hot in cache, measured
-// sums of layers below a whole step (reports/profiler-bench.md). The parameters' gradients stay
-// between passes, zeroed, so that each backward adds into them as a training step's does (a
-// step zeroes them, or with LibTorch 2.x leaves them none for its first micro-batch only): a
-// backward that finds none hands its own over instead, a pass over every gradient less.
-class PassTimer {
- public:
-  PassTimer(pipeline::LayerSeq& layers, Batch sample, LossFn loss)
-      : layers_(layers), sample_(std::move(sample)), loss_(std::move(loss)) {}
-
-  // What an autograd run costs beyond its work (autograd_run_cost.h): taken off each timed
-  // backward that ran one, as a stage runs one per action over all its layers.
-  void set_autograd_run_ms(double run_ms) { autograd_run_ms_ = run_ms; }
-  // The model's gradients as found: none.
-  ~PassTimer() {
-    for (auto& p : layers_.parameters()) {
-      if (p.grad().defined()) p.mutable_grad() = at::Tensor();
-    }
-  }
-  PassTimer(const PassTimer&) = delete;
-  PassTimer& operator=(const PassTimer&) = delete;
-
-  // One forward and one backward pass; with a timer, appends each layer's durations. With
-  // `split`, each layer's backward runs as B then W (split_backward.h), and B and W are timed
-  // (not the forward).
-  void run(LayerTimer* timer, std::vector<LayerProfile>* profiles, bool split = false) {
-    const size_t n = layers_.size();
-    std::vector<Batch> inputs(n), outputs(n);
-    Batch current = sample_;
-    for (size_t i = 0; i < n; ++i) {
-      inputs[i] = as_leaves(current, /*requires_grad=*/i > 0);
-      LayerTimer* forward_timer = split ? nullptr : timer;  // a split pass times W alone
-      if (forward_timer != nullptr) forward_timer->start();
-      outputs[i] = pipeline::forward_keeping_input(layers_[i], inputs[i], input_writes_[i]);
-      if (forward_timer != nullptr) {
-        (*profiles)[i].forward_samples_ms.push_back(forward_timer->stop_ms());
-      }
-      current = outputs[i];
-    }
-    for (size_t k = n; k-- > 0;) {
-      if (k + 1 == n && loss_) {
-        // As on the last stage: the loss of the output, then autograd from it.
-        if (split) {
-          // B includes the loss, as backward_ms does.
-          if (timer != nullptr) timer->start();
-          const at::Tensor loss = loss_(outputs[k].value());
-          if (loss.requires_grad()) {
-            split_backward(k, {loss}, {at::ones_like(loss)}, inputs, timer, profiles);
-          } else if (timer != nullptr) {
-            timer->stop_ms();
-          }
-          continue;
-        }
-        if (timer != nullptr) timer->start();
-        const at::Tensor loss = loss_(outputs[k].value());
-        // As a stage runs its backward (at autograd's stack alignment, pipeline/handed_backward.h).
-        const bool ran = loss.requires_grad();
-        if (ran) pipeline::handed_backward({loss}, {at::ones_like(loss)});
-        if (timer != nullptr) {
-          (*profiles)[k].backward_samples_ms.push_back(less_run(timer->stop_ms(), ran));
-        }
-        continue;
-      }
-      std::vector<at::Tensor> outs, grads;
-      auto add = [&](const at::Tensor& out, const at::Tensor& grad) {
-        if (out.defined() && out.requires_grad() && grad.defined()) {
-          outs.push_back(out);
-          grads.push_back(grad);
-        }
-      };
-      const Batch& out = outputs[k];
-      for (size_t j = 0; j < out.tensors.size(); ++j) {
-        const at::Tensor& t = out.tensors[j];
-        if (k + 1 == n) {
-          if (t.defined() && t.requires_grad()) add(t, at::ones_like(t));
-        } else if (j < inputs[k + 1].tensors.size()) {
-          add(t, inputs[k + 1].tensors[j].grad());
-        }
-      }
-      for (const auto& [name, t] : out.skips) {
-        if (k + 1 == n) continue;
-        const auto it = inputs[k + 1].skips.find(name);
-        if (it != inputs[k + 1].skips.end()) add(t, it->second.grad());
-      }
-      if (split) {
-        if (timer != nullptr) timer->start();
-        split_backward(k, outs, grads, inputs, timer, profiles);
-        continue;
-      }
-      const bool ran = !outs.empty();
-      if (timer != nullptr) timer->start();
-      pipeline::handed_backward(std::move(outs), std::move(grads));  // as a stage runs it
-      if (timer != nullptr) {
-        (*profiles)[k].backward_samples_ms.push_back(less_run(timer->stop_ms(), ran));
-      }
-    }
-    for (auto& p : layers_.parameters()) {
-      if (p.grad().defined()) p.mutable_grad().zero_();
-    }
-  }
-
- private:
-  // Layer k's backward as B, then W, each timed (B from the caller's start of `timer`); the
-  // input's gradients are left in its .grad, where the layer before finds them as after a whole
-  // backward.
-  void split_backward(size_t k, const std::vector<at::Tensor>& roots,
-                      const std::vector<at::Tensor>& grads, std::vector<Batch>& inputs,
-                      LayerTimer* timer, std::vector<LayerProfile>* profiles) {
-    std::vector<at::Tensor> leaves = inputs[k].tensors;
-    for (const auto& [name, t] : inputs[k].skips) leaves.push_back(t);
-    pipeline::SplitBackward split(roots, grads, leaves, layers_[k].parameters());
-    if (timer != nullptr) {
-      (*profiles)[k].input_grad_samples_ms.push_back(less_run(timer->stop_ms(), !roots.empty()));
-    }
-    if (profiles != nullptr) (*profiles)[k].kept_grad_bytes = split.kept_bytes();
-    if (timer != nullptr) timer->start();
-    split.run_weight();
-    if (timer != nullptr) (*profiles)[k].weight_samples_ms.push_back(timer->stop_ms());
-    for (size_t j = 0; j < leaves.size(); ++j) {
-      if (split.input_grads()[j].defined()) leaves[j].mutable_grad() = split.input_grads()[j];
-    }
-  }
-
-  double less_run(double measured_ms, bool ran) const {
-    return ran ? std::max(0.0, measured_ms - autograd_run_ms_) : measured_ms;
-  }
-
-  pipeline::LayerSeq& layers_;
-  double autograd_run_ms_ = 0;
-  // Whether each layer writes its input in place (in_place.h): the sample and each layer's input
-  // are the same in every pass, and the co-runners read the sample meanwhile.
-  std::vector<pipeline::InputWrites> input_writes_ =
-      std::vector<pipeline::InputWrites>(layers_.size());
-  Batch sample_;
-  LossFn loss_;
 };
 
 void check_options(const ProfileOptions& options) {
