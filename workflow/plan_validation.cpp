@@ -24,6 +24,7 @@
 #include "reports/validation_record.h"
 #include "workflow/interleaved_runs.h"
 #include "workflow/profiling.h"
+#include "workflow/run_checks.h"
 #include "workflow/training_run.h"
 #include "workflow/watchdog.h"
 

@@ -70,14 +70,6 @@ struct TrainSettings {
   std::vector<std::string> layer_names;
 };
 
-// At most this many steps, measured or warm-up, in a run.
-constexpr int kMaxSteps = 10'000'000;
-
-// Throws std::invalid_argument for steps outside 1 to kMaxSteps, warm-up steps outside 0 to
-// kMaxSteps or a step timeout outside 0 to kMaxTimeLimitS (common/time_limit.h): what a run
-// checks first, and what validate checks before it profiles.
-void check_run_limits(int steps, int warmup_steps, double step_timeout_s);
-
 // How long a multi-process run waits for the other processes (to connect, to send) when no
 // step timeout is given.
 constexpr double kDefaultProcessTimeoutS = 300;

@@ -28,6 +28,7 @@
 #include "reports/html_report.h"
 #include "reports/run_record.h"
 #include "workflow/interleaved_runs.h"
+#include "workflow/run_checks.h"
 #include "workflow/training_run.h"
 #include "workflow/watchdog.h"
 

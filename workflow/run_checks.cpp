@@ -1,0 +1,65 @@
+// See run_checks.h.
+#include "workflow/run_checks.h"
+
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "common/time_limit.h"
+#include "pipeline/dtype.h"
+
+namespace pipebal::workflow {
+
+void check_run_limits(int steps, int warmup_steps, double step_timeout_s) {
+  if (steps < 1 || steps > kMaxSteps) {
+    throw std::invalid_argument(
+        fmt::format("--steps must be from 1 to {}, got {}", kMaxSteps, steps));
+  }
+  if (warmup_steps < 0 || warmup_steps > kMaxSteps) {
+    throw std::invalid_argument(
+        fmt::format("--warmup-steps must be from 0 to {}, got {}", kMaxSteps, warmup_steps));
+  }
+  check_time_limit(step_timeout_s, "--timeout", "none");
+}
+
+void check_layer_names(const pipeline::LayerSeq& layers, const std::vector<std::string>& planned,
+                       const std::string& model) {
+  if (planned.empty()) return;
+  if (planned.size() != layers.size()) {
+    throw std::invalid_argument(fmt::format(
+        "the plan was made for a model of {} layers; {} has {}: profile and balance this model",
+        planned.size(), model, layers.size()));
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].name() == planned[i]) continue;
+    throw std::invalid_argument(fmt::format(
+        "the plan was made for another model: its layer {} is '{}', {}'s is '{}': profile and "
+        "balance this model",
+        i, planned[i], model, layers[i].name()));
+  }
+}
+
+void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& layers,
+                      const std::string& path) {
+  auto dtype_of = [](const pipeline::Layer& layer) -> std::optional<c10::ScalarType> {
+    for (const at::Tensor& p : layer.parameters()) {
+      if (p.is_floating_point()) return p.scalar_type();
+    }
+    return std::nullopt;
+  };
+  auto check = [&](const at::Tensor& t, const char* what, std::optional<c10::ScalarType> dtype,
+                   const char* layer) {
+    if (!dtype || !t.is_floating_point() || t.scalar_type() == *dtype) return;
+    const std::string want = pipeline::dtype_name(*dtype);
+    throw std::invalid_argument(fmt::format(
+        "--data {}'s {} are {}, the model's {} layer's parameters {}: give --dtype {} (converts "
+        "the data too), or save the data as {}",
+        path, what, pipeline::dtype_name(t.scalar_type()), layer, want, want, want));
+  };
+  if (layers.empty()) return;
+  for (const at::Tensor& input : data.inputs) check(input, "inputs", dtype_of(layers[0]), "first");
+  check(data.targets, "targets", dtype_of(layers[layers.size() - 1]), "last");
+}
+
+}  // namespace pipebal::workflow

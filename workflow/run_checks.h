@@ -1,0 +1,36 @@
+// What a training run checks before it builds anything heavy: its limits, that a plan was made
+// for this model, that --data's floating tensors are of the model's dtype. Each throws
+// std::invalid_argument with one line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/dataset.h"
+#include "pipeline/layer_seq.h"
+
+namespace pipebal::workflow {
+
+// At most this many steps, measured or warm-up, in a run.
+constexpr int kMaxSteps = 10'000'000;
+
+// Throws for steps outside 1 to kMaxSteps, warm-up steps outside 0 to kMaxSteps or a step timeout
+// outside 0 to kMaxTimeLimitS (common/time_limit.h): what a run checks first, and what validate
+// checks before it profiles.
+void check_run_limits(int steps, int warmup_steps, double step_timeout_s);
+
+// Throws when `layers` (the model `model` names) are not the `planned` layer names, in count or
+// by name: a plan made for another model (the file replaced since, or one with as many layers)
+// would train it on the other's balance without a word. No names planned: nothing to check.
+void check_layer_names(const pipeline::LayerSeq& layers, const std::vector<std::string>& planned,
+                       const std::string& model);
+
+// Throws when floating data (from the file `path`) is of another dtype than the layers it meets,
+// which would fail inside the first step ("Found dtype Double but expected Float", from a
+// stage's backward). The inputs meet the first layer's parameters, the targets the last layer's
+// output; a layer without floating parameters (one that casts its input itself, say) is not
+// judged.
+void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& layers,
+                      const std::string& path);
+
+}  // namespace pipebal::workflow
