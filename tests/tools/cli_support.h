@@ -48,6 +48,34 @@ inline std::string without_engine_costs(const std::string& profile) {
   return copy;
 }
 
+// Shell text, to follow a command started in the background as `... & pid=$!; `: it waits until
+// `count` of the processes that `pids` (shell text printing PIDs) names train — their SIGINT
+// handler installed (SigCgt bit 2) and 3 threads or more — then sends $pid SIGINT a second
+// later, and waits for it. Not ready within 120 s, $pid is killed (status 137) rather than left to
+// ignore the SIGINT a background job starts with. Waiting for the run to train, not a fixed delay:
+// a slow start (a large CUDA LibTorch to load) would meet the signal before main() and test
+// nothing of pipebal.
+inline std::string interrupt_once_training(const std::string& pids, int count) {
+  return "ready=; for i in $(seq 1200); do "
+         "  n=0; for p in $(" +
+         pids +
+         "); do "
+         "    caught=$(awk '/^SigCgt/ {print substr($2, 16)}' /proc/$p/status 2>/dev/null); "
+         "    threads=$(awk '/^Threads/ {print $2}' /proc/$p/status 2>/dev/null); "
+         "    case \"$caught\" in [2367abefABEF]) [ \"${threads:-0}\" -ge 3 ] && n=$((n+1));; "
+         "esac; "
+         "  done; "
+         "  [ $n -ge " +
+         std::to_string(count) +
+         " ] && ready=1 && break; sleep 0.1; "
+         "done; "
+         "if [ -n \"$ready\" ]; then sleep 1; kill -INT $pid; else kill -KILL $pid; fi; wait $pid";
+}
+
+// Shell text printing the PIDs of $pid's children.
+inline constexpr const char* kChildrenOfPid =
+    "grep -l \"^PPid:[[:space:]]*$pid$\" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3";
+
 inline int count_lines(const std::string& text) {
   int lines = 0;
   for (char c : text) lines += c == '\n';

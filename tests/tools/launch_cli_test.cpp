@@ -323,15 +323,7 @@ TEST(LaunchCli, InterruptingValidateAsProcessesIsAnInterrupt) {
       " validate --model mlp:layers=4,width=64 --input-shape 64,64 --stages 2 --processes 2 "
       "--steps 1000000 --profile-repeat 2 -o " +
       dir + "/v >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
-      "ready=; for i in $(seq 1200); do "
-      "  n=0; for s in $(grep -l \"^PPid:[[:space:]]*$pid$\" /proc/[0-9]*/status 2>/dev/null); do "
-      "    caught=$(awk '/^SigCgt/ {print substr($2, 16)}' $s 2>/dev/null); "
-      "    threads=$(awk '/^Threads/ {print $2}' $s 2>/dev/null); "
-      "    case \"$caught\" in [2367abefABEF]) [ \"${threads:-0}\" -ge 3 ] && n=$((n+1));; esac; "
-      "  done; "
-      "  [ $n -ge 2 ] && ready=1 && break; sleep 0.1; "
-      "done; "
-      "if [ -n \"$ready\" ]; then sleep 1; kill -INT $pid; else kill -KILL $pid; fi; wait $pid";
+      interrupt_once_training(kChildrenOfPid, 2);
   const int raw = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(raw));
   EXPECT_EQ(WEXITSTATUS(raw), 130) << read_text(dir + "/err");
