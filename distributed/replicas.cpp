@@ -22,31 +22,53 @@ GradientAverager::~GradientAverager() = default;
 void GradientAverager::average(const std::vector<at::Tensor>& parameters) {
   if (!stage_group_) return;
   torch::NoGradGuard no_grad;
-  // Buckets of gradients of one dtype, flattened into one tensor each: few large messages.
+  // Buckets of parameters of one dtype, their gradients flattened into one tensor each: few large
+  // messages. Every replica sends every trainable parameter, in the same layout whatever its
+  // micro-batches used: a gradient it has none of (a branch its data did not take) counts as
+  // zeros, and a flag per parameter, summed with them, says whether any replica had one. None
+  // had: the gradient stays undefined, as on one pipeline over the whole mini-batch.
   std::vector<at::Tensor> bucket;
   int64_t bytes = 0;
   auto flush = [&] {
     if (bucket.empty()) return;
+    const auto dtype = bucket.front().scalar_type();
+    const auto cpu = at::TensorOptions().dtype(dtype).device(at::kCPU);
     std::vector<at::Tensor> flat;
-    for (const auto& g : bucket) flat.push_back(g.reshape({-1}).to(at::kCPU));
+    std::vector<double> had;
+    for (const auto& p : bucket) {
+      const at::Tensor& g = p.grad();
+      flat.push_back(g.defined() ? g.reshape({-1}).to(at::kCPU) : at::zeros({p.numel()}, cpu));
+      had.push_back(g.defined() ? 1.0 : 0.0);
+    }
+    flat.push_back(torch::tensor(had, torch::kDouble).to(dtype));
     std::vector<at::Tensor> message{at::cat(flat)};
     auto work = stage_group_->allreduce(message);
     group_->wait(*work, "averaging the gradients over the replicas");
-    message[0].div_(placement_.replicas);
+    const at::Tensor means = message[0].div_(placement_.replicas);  // a flag > 0: one had it
+    const int64_t count = static_cast<int64_t>(bucket.size());
+    const at::Tensor had_any =
+        means.narrow(0, means.numel() - count, count).to(at::kDouble).contiguous();
     int64_t offset = 0;
-    for (auto& g : bucket) {
-      g.copy_(message[0].narrow(0, offset, g.numel()).view(g.sizes()));
-      offset += g.numel();
+    for (size_t i = 0; i < bucket.size(); ++i) {
+      at::Tensor& p = bucket[i];
+      const at::Tensor mean = means.narrow(0, offset, p.numel()).view(p.sizes());
+      offset += p.numel();
+      if (had_any.data_ptr<double>()[i] == 0) continue;  // none had one
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(mean);
+      } else {
+        p.mutable_grad() =
+            mean.to(p.device(), /*non_blocking=*/false, /*copy=*/true);  // not a view
+      }
     }
     bucket.clear();
     bytes = 0;
   };
   for (const auto& p : parameters) {
-    at::Tensor grad = p.grad();
-    if (!grad.defined()) continue;
-    if (!bucket.empty() && bucket.front().scalar_type() != grad.scalar_type()) flush();
-    bucket.push_back(grad);
-    bytes += grad.numel() * static_cast<int64_t>(grad.element_size());
+    if (!p.requires_grad()) continue;  // frozen on every replica alike
+    if (!bucket.empty() && bucket.front().scalar_type() != p.scalar_type()) flush();
+    bucket.push_back(p);
+    bytes += p.numel() * static_cast<int64_t>(p.element_size());
     if (bytes >= bucket_bytes_) flush();
   }
   flush();

@@ -22,8 +22,10 @@ class GradientAverager {
                    int64_t bucket_bytes = int64_t{25} << 20);
   ~GradientAverager();
 
-  // Replaces each defined gradient of `parameters` (this rank's stages) by its mean over the
-  // stage's replicas. Every replica must pass the same parameters in the same order.
+  // Replaces the gradient of each trainable parameter of `parameters` (this rank's stages) by
+  // its mean over the stage's replicas, a replica without one counting zeros; a parameter no
+  // replica has a gradient for keeps none. Every replica must pass the same parameters in the
+  // same order.
   void average(const std::vector<at::Tensor>& parameters);
 
   // The mean of `value` over the stage's replicas (a replica's loss -> the mini-batch's, when

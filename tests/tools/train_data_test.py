@@ -141,6 +141,56 @@ for step, (got, want) in enumerate(zip([s["loss"] for s in doc["steps"]], expect
     assert abs(got - want) <= 1e-9 * abs(want), ("interleaved", step, got, want)
 assert torch.allclose(torch.jit.load(saved)(x), one_epoch_model(x), rtol=1e-9, atol=1e-12)
 
+# Replicas whose micro-batches leave different parameters without a gradient: a layer that takes
+# one of two branches by its input's sign, data whose first half of every mini-batch (replica 0's)
+# is positive and second half (replica 1's) negative. Replica 0 has gradients for `pos` only,
+# replica 1 for `neg` only; averaged, each is half of the one pipeline's on the whole mini-batch.
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Linear(8, 8)
+        self.neg = nn.Linear(8, 8)
+
+    def forward(self, inputs):
+        if bool(inputs[:, 0].sum() > 0):
+            return torch.tanh(self.pos(inputs))
+        return torch.tanh(self.neg(inputs))
+
+
+def make_gated():
+    torch.manual_seed(3)
+    return nn.Sequential(collections.OrderedDict([
+        ("gate", Gate()), ("fc", nn.Linear(8, 16)), ("act", nn.Tanh()),
+        ("head", nn.Linear(16, CLASSES))])).double()
+
+
+gated_x = x.clone()
+gated_x[:, 0] = x[:, 0].abs() * torch.tensor([1.0 if i % BATCH < BATCH // 2 else -1.0
+                                              for i in range(len(x))], dtype=torch.float64)
+gated_data, gated_path = os.path.join(work, "gated.pt"), os.path.join(work, "gated-model.pt")
+torch.save({"inputs": gated_x, "targets": y}, gated_data)
+torch.jit.script(make_gated()).save(gated_path)
+gated = make_gated()
+sgd = torch.optim.SGD(gated.parameters(), lr=LR)
+gated_expected = []
+for first in range(0, len(x), BATCH):  # as 8 micro-batches of 2, each taking its own branch
+    sgd.zero_grad()
+    total = 0.0
+    for mb in range(first, first + BATCH, 2):
+        loss = F.cross_entropy(gated(gated_x[mb:mb + 2]), y[mb:mb + 2]) * (2 / BATCH)
+        loss.backward()
+        total += loss.item()
+    sgd.step()
+    gated_expected.append(total)
+out = os.path.join(work, "gated.json")
+run("launch", "--nproc-per-node", "4", "--master-port", "0", "--", pipebal, "train", "--model",
+    gated_path, "--data", gated_data, "--batch-size", str(BATCH), "--balance", "1,3", "--chunks",
+    "4", "--optimizer", "sgd", "--lr", str(LR), "--loss", "cross_entropy", "--replicas", "2",
+    "--timeout", "120", "-q", "-o", out)
+for step, (got, want) in enumerate(zip([s["loss"] for s in json.load(open(out))["steps"]],
+                                       gated_expected)):
+    assert abs(got - want) <= 1e-9 * abs(want), ("replicas, gated", step, got, want)
+
 odd = run("train", "--model", model_path, "--data", data, "--batch-size", "15", "--balance", "2,3",
           "--replicas", "2", status=2)
 assert "must be multiples of it" in odd.stderr, odd.stderr
