@@ -74,6 +74,14 @@ void GradientAverager::average(const std::vector<at::Tensor>& parameters) {
   flush();
 }
 
+void GradientAverager::sum(at::Tensor& values) {
+  if (!stage_group_) return;
+  std::vector<at::Tensor> message{values.contiguous()};
+  auto work = stage_group_->allreduce(message);
+  group_->wait(*work, "summing the batch-norm statistics over the replicas");
+  values = message[0];
+}
+
 double GradientAverager::mean(double value) {
   if (!stage_group_) return value;
   std::vector<at::Tensor> message{torch::tensor({value}, torch::kDouble)};

@@ -28,6 +28,10 @@ class GradientAverager {
   // same order.
   void average(const std::vector<at::Tensor>& parameters);
 
+  // Replaces `values` (a CPU tensor) by its sum over the stage's replicas
+  // (pipeline::PipelineOptions::sum_over_replicas); unchanged with one replica.
+  void sum(at::Tensor& values);
+
   // The mean of `value` over the stage's replicas (a replica's loss -> the mini-batch's, when
   // the replicas' slices are equal); `value` itself with one replica.
   double mean(double value);

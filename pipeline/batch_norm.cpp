@@ -1,8 +1,10 @@
 // See batch_norm.h.
 #include "pipeline/batch_norm.h"
 
+#include <cmath>
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 namespace pipebal::pipeline {
@@ -83,6 +85,23 @@ void BatchNormImpl::commit() {
   running_var.mul_(1 - momentum_).add_(var.to(running_var.dtype()), momentum_);
   num_batches_tracked += 1;
   set_deferred(true);
+}
+
+at::Tensor BatchNormImpl::pending_statistics() const {
+  return torch::cat(
+      {sum_, sum_squares_, torch::full({1}, static_cast<double>(count_), sum_.options())});
+}
+
+void BatchNormImpl::set_pending_statistics(const at::Tensor& statistics) {
+  if (statistics.numel() != 2 * features_ + 1) {
+    throw std::invalid_argument(
+        fmt::format("BatchNorm: {} pending statistics for {} features (expected {})",
+                    statistics.numel(), features_, 2 * features_ + 1));
+  }
+  const at::Tensor values = statistics.to(sum_.options());
+  sum_ = values.narrow(0, 0, features_).clone();
+  sum_squares_ = values.narrow(0, features_, features_).clone();
+  count_ = std::llround(values[2 * features_].item<double>());
 }
 
 }  // namespace pipebal::pipeline

@@ -22,6 +22,11 @@ struct BatchNormImpl : torch::nn::Cloneable<BatchNormImpl> {
   void set_deferred(bool on);
   // Folds the accumulated statistics into the running ones as one momentum update.
   void commit();
+  // What deferred mode accumulated since the last commit, as one float64 tensor on the module's
+  // device: [sum over features, sum of squares, sample count]. Replicas of a pipeline sum theirs
+  // before they commit, so that the running statistics are their whole mini-batch's.
+  at::Tensor pending_statistics() const;
+  void set_pending_statistics(const at::Tensor& statistics);
 
   int64_t features_;
   double momentum_;

@@ -463,6 +463,31 @@ void Pipeline::set_deferred_batch_norm(bool on, bool commit) {
   }
 }
 
+void Pipeline::sum_batch_norm_statistics() {
+  std::vector<BatchNormImpl*> norms;
+  size_t first = 0;
+  for (size_t s = 0; s < balance_.size(); ++s) {
+    for (size_t l = first; stages_[s] && l < first + static_cast<size_t>(balance_[s]); ++l) {
+      const auto* layer = dynamic_cast<const ModuleLayer*>(&layers_[l]);
+      if (layer == nullptr) continue;
+      for (const auto& module : layer->module().modules()) {
+        if (auto* bn = module->as<BatchNormImpl>()) norms.push_back(bn);
+      }
+    }
+    first += static_cast<size_t>(balance_[s]);
+  }
+  if (norms.empty()) return;  // alike on every replica: they hold the same stages
+  std::vector<at::Tensor> pending;
+  for (const BatchNormImpl* bn : norms) pending.push_back(bn->pending_statistics().cpu());
+  at::Tensor all = at::cat(pending);
+  options_.sum_over_replicas(all);
+  int64_t offset = 0;
+  for (size_t i = 0; i < norms.size(); ++i) {
+    norms[i]->set_pending_statistics(all.narrow(0, offset, pending[i].numel()));
+    offset += pending[i].numel();
+  }
+}
+
 StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn) {
   const Clock::time_point start = Clock::now();
   // On the heap, shared with the stages' jobs: see ParallelRun.
@@ -495,6 +520,7 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
     work.origin = Clock::now();
     run_parallel([shared_work](int s) { run_stage(s, *shared_work, shared_work->timelines[s]); });
     transport_->share_losses(work.losses, stages() - 1);
+    if (options_.deferred_batch_norm && options_.sum_over_replicas) sum_batch_norm_statistics();
   } catch (...) {
     if (options_.deferred_batch_norm) set_deferred_batch_norm(false, false);
     ++steps_;

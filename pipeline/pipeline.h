@@ -45,6 +45,12 @@ struct PipelineOptions {
   double step_timeout_s = 0;
   // Runs first on each stage's worker thread, e.g. to attribute its allocations to the stage.
   std::function<void(int stage)> on_worker_start;
+  // With deferred batch norm and replicas of the pipeline: sums, in place, a float64 CPU tensor
+  // over the replicas of this process's stages. The statistics the step's micro-batches
+  // accumulated in this process's batch norms (in layer order, BatchNormImpl::
+  // pending_statistics) are summed before they are committed: the running statistics are then
+  // those of the replicas' whole mini-batch, the same on every replica.
+  std::function<void(at::Tensor& values)> sum_over_replicas;
 };
 
 // A step ran past PipelineOptions::step_timeout_s; the message names each stage still running
@@ -113,6 +119,7 @@ class Pipeline {
   void run_parallel(std::function<void(int)> job);
   void wait_for_stages(std::vector<std::future<void>>& done);
   void set_deferred_batch_norm(bool on, bool commit);
+  void sum_batch_norm_statistics();
 
   LayerSeq layers_;
   std::vector<int> balance_;

@@ -287,6 +287,11 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     }
     transport = distributed::c10d_transport(st.group, st.placement, device);
     st.averager = std::make_unique<distributed::GradientAverager>(st.group, st.placement);
+    if (settings.deferred_batch_norm) {
+      options.sum_over_replicas = [averager = st.averager.get()](at::Tensor& values) {
+        averager->sum(values);
+      };
+    }
     size_t first = 0;
     for (size_t s = 0; s < settings.balance.size(); ++s) {
       if (st.placement.runs(static_cast<int>(s), env.rank)) {

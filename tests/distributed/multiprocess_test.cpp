@@ -117,6 +117,8 @@ std::vector<Config> configs() {
     all.push_back({schedule, "except_last", "4,4", 3});
     all.push_back({schedule, "except_last", "2,3", 3, true});
     all.push_back({schedule, "except_last", "4,4", 3, false, 2});  // 2 stages x 2 replicas
+    // Batch norm's running statistics summed over the replicas: the whole mini-batch's.
+    all.push_back({schedule, "except_last", "2,3", 3, true, 2});
   }
   // A micro-batch's message larger, then smaller than its last: through Gloo, sent with a
   // notice of its size, then into a receive posted ahead with room to spare (in shared memory

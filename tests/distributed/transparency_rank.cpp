@@ -5,7 +5,8 @@
 // RANK. Every step's loss and its own stage's gradients must equal the threaded pipeline's and
 // the plain model's to 1e-10; with deferred batch norm, whose micro-batch statistics differ from
 // the whole batch's by design, gradients and running statistics must equal the threaded
-// pipeline's (whose statistics tests/pipeline checks against the plain model). Exit 0 when they do,
+// pipeline's (whose statistics tests/pipeline checks against the plain model); with replicas too,
+// their statistics summed before each commit. Exit 0 when they do,
 // 1 when not, 2 when the run failed (one line on stderr, as the CLI). With --device cuda the
 // c10d pipeline's stages run on the GPU (every rank on cuda:LOCAL_RANK, or all on cuda:0 with
 // --device cuda:0), the references on the CPU; on two devices float64 sums may be ordered
@@ -155,7 +156,10 @@ int run(int argc, char** argv) {
   // first kVaried[k % 3] samples: each micro-batch's messages grow, then shrink.
   torch::manual_seed(42);
   constexpr int64_t kVaried[] = {11, 14, 7};
-  const int64_t samples = vary_samples ? 14 : 11;
+  // Replicas with batch norm: each replica's micro-batches are the threaded pipeline's (with
+  // `chunks` times the replicas), so that each normalises over the same samples.
+  const bool even = batch_norm && replicas > 1;
+  const int64_t samples = vary_samples ? 14 : even ? 4 * chunks : 11;
   const int64_t all = samples * replicas;
   Batch input = batch_norm
                     ? Batch(torch::randn({all, 6}, torch::kDouble) * 3 + 1)
@@ -181,10 +185,14 @@ int run(int argc, char** argv) {
     device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env->local_rank));
   }
   const double rtol = device.is_cpu() ? 1e-10 : 1e-9, atol = device.is_cpu() ? 1e-12 : 1e-11;
-  pipeline::Pipeline pipe(piped, balance, std::vector<c10::Device>(balance.size(), device), options,
-                          distributed::c10d_transport(group, placement, device));
   distributed::GradientAverager averager(group, placement);
-  pipeline::Pipeline threads(threaded, balance, {}, options);
+  pipeline::PipelineOptions replica_options = options;
+  replica_options.sum_over_replicas = [&averager](at::Tensor& values) { averager.sum(values); };
+  pipeline::Pipeline pipe(piped, balance, std::vector<c10::Device>(balance.size(), device),
+                          replica_options, distributed::c10d_transport(group, placement, device));
+  pipeline::PipelineOptions threaded_options = options;
+  if (even) threaded_options.chunks = chunks * replicas;
+  pipeline::Pipeline threads(threaded, balance, {}, threaded_options);
 
   // This rank's stages (with the interleaved schedule every `devices`-th, from its own).
   std::vector<at::Tensor> mine_plain, mine_piped, mine_threaded, mine_piped_buffers,
