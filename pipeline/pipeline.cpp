@@ -411,7 +411,7 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
         Stage::ForwardMode mode;
         mode.checkpointed = is_checkpointed(options.checkpoint, i, options.chunks);
         mode.track_input_grad = s > 0;
-        mode.rng_seed = mix(mix(mix(options.seed ^ work.step) + s) + i);
+        mode.rng_seed = mix(mix(mix(options.seed ^ work.step) + s) + options.first_micro_batch + i);
         outgoing = stage.forward(i, std::move(incoming), mode);
         break;
       }

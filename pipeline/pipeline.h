@@ -41,6 +41,10 @@ struct PipelineOptions {
   bool deferred_batch_norm = false;  // running statistics once per mini-batch (batch_norm.h)
   bool check_finite = false;         // a non-finite micro-batch loss fails the step
   uint64_t seed = 0;                 // seeds stochastic layers per (step, stage, micro-batch)
+  // Where this pipeline's micro-batches stand among the mini-batch's: replica r of a pipeline
+  // trains micro-batches r × chunks onwards. Stochastic layers are seeded by that place, so
+  // that the replicas draw the masks one pipeline over the whole mini-batch would.
+  int first_micro_batch = 0;
   // A step (or forward) still running after this many seconds throws StepTimeout; 0: never.
   double step_timeout_s = 0;
   // Runs first on each stage's worker thread, e.g. to attribute its allocations to the stage.

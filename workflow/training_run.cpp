@@ -287,6 +287,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     }
     transport = distributed::c10d_transport(st.group, st.placement, device);
     st.averager = std::make_unique<distributed::GradientAverager>(st.group, st.placement);
+    options.first_micro_batch = st.placement.replica_of(env.rank) * settings.chunks;
     if (settings.deferred_batch_norm) {
       options.sum_over_replicas = [averager = st.averager.get()](at::Tensor& values) {
         averager->sum(values);

@@ -199,6 +199,39 @@ TEST(LaunchCli, InterleavedRunsSeveralStagesPerProcessExactlyLikeOneProcess) {
   EXPECT_EQ(trace_lanes(dir + "/trace.json"), (Lanes{{0, 0}, {1, 1}, {0, 2}, {1, 3}}));
 }
 
+// R replicas of a pipeline of `chunks` micro-batches train exactly like one pipeline over their
+// whole mini-batch in R × chunks micro-batches, dropout included: each replica's stochastic layers
+// are seeded by its micro-batches' place in the mini-batch, and draw the masks the one pipeline
+// draws for them. Without dropout the losses would match whatever the seeds.
+TEST(LaunchCli, ReplicasWithDropoutTrainExactlyLikeOnePipelineOverTheirBatch) {
+  const std::string dir = scratch_dir();
+  const std::string model =
+      " train --model gpt:layers=2,dim=16,heads=2,seq=8,vocab=40,dropout=30 --dtype float64 "
+      "--balance 2,3 --steps 3 --warmup-steps 0 --seed 7 --optimizer sgd --lr 0.5 --timeout 60 -q";
+  const CliResult single =
+      run_pipebal(model + " --input-shape 8,8 --chunks 4 -o " + dir + "/single.json");
+  ASSERT_EQ(single.status, 0) << single.err;
+  const CliResult replicas = run_pipebal(
+      fmt::format("launch --nproc-per-node 4 --master-port 0 -- {}{} --input-shape 4,8 --chunks 2 "
+                  "--replicas 2 -o {}/replicas.json",
+                  PIPEBAL_BINARY, model, dir));
+  ASSERT_EQ(replicas.status, 0) << replicas.err;
+  const std::vector<double> one = losses(read_json(dir + "/single.json"));
+  const std::vector<double> two = losses(read_json(dir + "/replicas.json"));
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(two.size(), one.size());
+  for (size_t step = 0; step < one.size(); ++step) {
+    EXPECT_NEAR(two[step], one[step], 1e-10 * std::abs(one[step])) << "step " << step;
+  }
+  // Dropout is at work: without it, other losses.
+  std::string no_dropout = model;
+  no_dropout.replace(no_dropout.find("dropout=30"), 10, "dropout=0");
+  const CliResult plain =
+      run_pipebal(no_dropout + " --input-shape 8,8 --chunks 4 -o " + dir + "/plain.json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_GT(std::abs(losses(read_json(dir + "/plain.json")).back() - one.back()), 1e-6);
+}
+
 // `pipebal link` between two processes adds the measured link to a profile; balance then prices
 // transfers with it, each message at least the engine's hand-off.
 TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
