@@ -19,53 +19,61 @@ namespace {
 
 using json = nlohmann::json;
 
-// Builds the document as nlohmann's own SAX parser does (iterative, so a deep document costs no
-// stack) and checks it on the way: nesting past kMaxJsonDepth is refused before anything walks
-// it recursively, and so is a key given twice in one object, of which the document would keep
-// only the last (a hand edit that adds "balance" again must not be silently half-ignored). The
+// A key or path as text fit for one line of a message: escaped as JSON escapes it.
+std::string printable(const std::string& key) {
+  const std::string quoted = json(key).dump();
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+// Builds the document from nlohmann's SAX parser (iterative, so a deep document costs no stack)
+// and checks it on the way: nesting past kMaxJsonDepth is refused before anything walks it
+// recursively, and so is a key given twice in one object, of which the document would keep only
+// the last (a hand edit that adds "balance" again must not be silently half-ignored). The
 // parser's callback could do both, but made parsing quadratic in the document's length (a
 // profile of 65536 layers took 2.5 s instead of 0.09).
 class CheckedDocumentBuilder {
  public:
   CheckedDocumentBuilder(json& document, const std::string& what)
-      : builder_(document), what_(what) {}
+      : document_(document), what_(what) {}
 
-  bool null() { return value(builder_.null()); }
-  bool boolean(bool b) { return value(builder_.boolean(b)); }
-  bool number_integer(json::number_integer_t n) { return value(builder_.number_integer(n)); }
-  bool number_unsigned(json::number_unsigned_t n) { return value(builder_.number_unsigned(n)); }
-  bool number_float(json::number_float_t x, const json::string_t& text) {
-    return value(builder_.number_float(x, text));
-  }
-  bool string(json::string_t& s) { return value(builder_.string(s)); }
-  bool binary(json::binary_t& b) { return value(builder_.binary(b)); }
+  bool null() { return place(nullptr); }
+  bool boolean(bool b) { return place(b); }
+  bool number_integer(json::number_integer_t n) { return place(n); }
+  bool number_unsigned(json::number_unsigned_t n) { return place(n); }
+  bool number_float(json::number_float_t x, const json::string_t&) { return place(x); }
+  bool string(json::string_t& s) { return place(std::move(s)); }
+  bool binary(json::binary_t& b) { return place(json::binary(std::move(b))); }
 
-  bool start_object(std::size_t size) { return open(true) && builder_.start_object(size); }
-  bool start_array(std::size_t size) { return open(false) && builder_.start_array(size); }
-  bool end_object() { return close(builder_.end_object()); }
-  bool end_array() { return close(builder_.end_array()); }
+  bool start_object(std::size_t) { return open(json::object()); }
+  bool start_array(std::size_t) { return open(json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
 
   bool key(json::string_t& key) {
     Level& level = levels_[depth_ - 1];
     if (!level.keys.insert(key).second) {
-      throw std::invalid_argument(fmt::format("{}: \"{}\" given twice in {}", what_, key,
+      throw std::invalid_argument(fmt::format("{}: \"{}\" given twice in {}", what_, printable(key),
                                               depth_ == 1 ? "the document" : path(depth_ - 1)));
     }
     level.key = key;
-    return builder_.key(key);
+    member_ = &(*level.value)[key];
+    return true;
   }
 
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception&) {
-    throw std::invalid_argument(what_ + ": malformed JSON at byte " + std::to_string(position));
+  bool parse_error(std::size_t position, const std::string& token, const json::exception& error) {
+    // An overflowing number is an out_of_range error: say so, where a syntax error needs no more.
+    const std::string why =
+        error.id == 406 ? fmt::format(" (a number out of range: {})", printable(token)) : "";
+    throw std::invalid_argument(
+        fmt::format("{}: malformed JSON at byte {}{}", what_, position, why));
   }
 
  private:
   // One open object or array. Kept when closed, so that the next one at this depth reuses it.
   struct Level {
-    bool object = false;
+    json* value = nullptr;                 // in the document
     std::unordered_set<std::string> keys;  // an object's keys so far
     std::string key;                       // an object's current key
-    std::size_t index = 0;                 // an array's current element
   };
 
   // The path to the value inside levels_[0, levels), for messages: "layers[3].name".
@@ -73,41 +81,62 @@ class CheckedDocumentBuilder {
     std::string out;
     for (std::size_t i = 0; i < levels; ++i) {
       const Level& level = levels_[i];
-      if (level.object) {
-        out += out.empty() ? level.key : "." + level.key;
+      if (level.value->is_object()) {
+        out += (out.empty() ? "" : ".") + printable(level.key);
       } else {
-        out += fmt::format("[{}]", level.index);
+        out += fmt::format("[{}]", level.value->size() - 1);  // the element open now
       }
     }
     return out;
   }
 
-  // A value ended: an array moves on to its next element.
-  bool value(bool built) {
-    if (depth_ > 0 && !levels_[depth_ - 1].object) ++levels_[depth_ - 1].index;
-    return built;
+  // Puts a value where the document is at: the root, an object's current member or an array's
+  // next element. Open containers are never moved: only the innermost one grows.
+  json* put(json&& value) {
+    if (depth_ == 0) {
+      document_ = std::move(value);
+      return &document_;
+    }
+    Level& level = levels_[depth_ - 1];
+    if (level.value->is_object()) {
+      *member_ = std::move(value);
+      return member_;
+    }
+    level.value->push_back(std::move(value));
+    return &level.value->back();
   }
 
-  bool open(bool object) {
+  bool place(json value) {
+    put(std::move(value));
+    return true;
+  }
+
+  bool open(json container) {
     if (depth_ >= static_cast<std::size_t>(kMaxJsonDepth)) {
       throw std::invalid_argument(what_ + ": JSON nested deeper than " +
                                   std::to_string(kMaxJsonDepth) + " levels");
     }
+    json* value = put(std::move(container));
     if (depth_ == levels_.size()) levels_.emplace_back();
     Level& level = levels_[depth_++];
-    level.object = object;
-    level.keys.clear();
-    level.index = 0;
+    level.value = value;
+    // A set that held many keys would take as long to clear as to make anew, at every object.
+    if (level.keys.bucket_count() > 64) {
+      level.keys = {};
+    } else {
+      level.keys.clear();
+    }
     return true;
   }
 
-  bool close(bool built) {
+  bool close() {
     --depth_;
-    return value(built);
+    return true;
   }
 
-  nlohmann::detail::json_sax_dom_parser<json> builder_;
+  json& document_;
   const std::string& what_;
+  json* member_ = nullptr;  // the current object's member named by its current key
   std::vector<Level> levels_;
   std::size_t depth_ = 0;
 };

@@ -28,20 +28,6 @@ at::Tensor tensor_of(const c10::IValue& value, const std::string& what, const st
   return tensor.contiguous();
 }
 
-// A NaN or infinity among the samples makes every loss it reaches NaN and the weights with it;
-// training would go on silently (unless --check-finite), so it is refused up front.
-void check_finite(const at::Tensor& tensor, const std::string& what, const std::string& path) {
-  if (!tensor.is_floating_point() && !tensor.is_complex()) return;
-  const at::Tensor bad_samples =
-      torch::logical_not(torch::isfinite(tensor)).reshape({tensor.size(0), -1}).any(1);
-  if (!bad_samples.any().item<bool>()) return;
-  const int64_t sample = bad_samples.nonzero()[0][0].item<int64_t>();
-  const bool nan = torch::isnan(tensor.select(0, sample)).any().item<bool>();
-  throw std::invalid_argument(
-      fmt::format("data '{}': {} holds {} at sample {} (the loss would be NaN): clean or drop it",
-                  path, what, nan ? "NaN" : "an infinity", sample));
-}
-
 }  // namespace
 
 pipeline::Batch Dataset::inputs_at(const at::Tensor& indices) const {
@@ -116,10 +102,6 @@ Dataset load_dataset(const std::string& path) {
                     inputs.tagKind()));
   }
   data.targets = tensor_of(field("targets"), "targets", path);
-  for (size_t i = 0; i < data.inputs.size(); ++i) {
-    check_finite(data.inputs[i], inputs.isTensor() ? "inputs" : fmt::format("inputs[{}]", i), path);
-  }
-  check_finite(data.targets, "targets", path);
   for (size_t i = 0; i < data.inputs.size(); ++i) {
     if (data.inputs[i].size(0) != data.size()) {
       throw std::invalid_argument(fmt::format("data '{}': inputs[{}] has {} samples, targets {}",

@@ -27,7 +27,7 @@ struct Dataset {
 
 // Reads `path`. Throws std::invalid_argument with one line for a file that cannot be read, is not
 // a dict with "inputs" (a tensor, or a list or tuple of tensors) and "targets" (a tensor), or
-// whose tensors disagree on the number of samples or hold none, or hold a NaN or an infinity.
+// whose tensors disagree on the number of samples or hold none.
 Dataset load_dataset(const std::string& path);
 
 // At most this many mini-batches (training steps) in all epochs.

@@ -58,8 +58,9 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
     std::vector<int64_t> dims{0};
     for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
     const at::Tensor x = input.detach().to(torch::kDouble);
-    sum_ = sum_ + x.sum(dims);
-    sum_squares_ = sum_squares_ + (x * x).sum(dims);
+    // The first micro-batch's sums start them, on the stream of the stage that runs it.
+    sum_ = sum_.defined() ? sum_ + x.sum(dims) : x.sum(dims);
+    sum_squares_ = sum_squares_.defined() ? sum_squares_ + (x * x).sum(dims) : (x * x).sum(dims);
     count_ += input.numel() / features_;
   }
   // No running statistics: normalise with the micro-batch's own.
@@ -68,8 +69,8 @@ at::Tensor BatchNormImpl::forward(const at::Tensor& input) {
 
 void BatchNormImpl::set_deferred(bool on) {
   deferred_ = on;
-  sum_ = torch::zeros({features_}, running_mean.options().dtype(torch::kDouble));
-  sum_squares_ = torch::zeros_like(sum_);
+  sum_ = at::Tensor();
+  sum_squares_ = at::Tensor();
   count_ = 0;
 }
 
@@ -88,8 +89,9 @@ void BatchNormImpl::commit() {
 }
 
 at::Tensor BatchNormImpl::pending_statistics() const {
-  return torch::cat(
-      {sum_, sum_squares_, torch::full({1}, static_cast<double>(count_), sum_.options())});
+  const auto options = running_mean.options().dtype(torch::kDouble);
+  if (count_ == 0) return torch::zeros({2 * features_ + 1}, options);
+  return torch::cat({sum_, sum_squares_, torch::full({1}, static_cast<double>(count_), options)});
 }
 
 void BatchNormImpl::set_pending_statistics(const at::Tensor& statistics) {
@@ -98,10 +100,10 @@ void BatchNormImpl::set_pending_statistics(const at::Tensor& statistics) {
         fmt::format("BatchNorm: {} pending statistics for {} features (expected {})",
                     statistics.numel(), features_, 2 * features_ + 1));
   }
-  const at::Tensor values = statistics.to(sum_.options());
+  count_ = std::llround(statistics[2 * features_].item<double>());
+  const at::Tensor values = statistics.to(running_mean.options().dtype(torch::kDouble));
   sum_ = values.narrow(0, 0, features_).clone();
   sum_squares_ = values.narrow(0, features_, features_).clone();
-  count_ = std::llround(values[2 * features_].item<double>());
 }
 
 }  // namespace pipebal::pipeline

@@ -23,8 +23,9 @@ struct BatchNormImpl : torch::nn::Cloneable<BatchNormImpl> {
   // Folds the accumulated statistics into the running ones as one momentum update.
   void commit();
   // What deferred mode accumulated since the last commit, as one float64 tensor on the module's
-  // device: [sum over features, sum of squares, sample count]. Replicas of a pipeline sum theirs
-  // before they commit, so that the running statistics are their whole mini-batch's.
+  // device: [sum over features, sum of squares, sample count]; zeros before any. Replicas of a
+  // pipeline sum theirs before they commit, so that the running statistics are their whole
+  // mini-batch's.
   at::Tensor pending_statistics() const;
   void set_pending_statistics(const at::Tensor& statistics);
 

@@ -478,8 +478,8 @@ void Pipeline::sum_batch_norm_statistics() {
   }
   if (norms.empty()) return;  // alike on every replica: they hold the same stages
   std::vector<at::Tensor> pending;
-  for (const BatchNormImpl* bn : norms) pending.push_back(bn->pending_statistics().cpu());
-  at::Tensor all = at::cat(pending);
+  for (const BatchNormImpl* bn : norms) pending.push_back(bn->pending_statistics());
+  at::Tensor all = at::cat(pending).cpu();  // a process's stages share its device
   options_.sum_over_replicas(all);
   int64_t offset = 0;
   for (size_t i = 0; i < norms.size(); ++i) {

@@ -43,7 +43,8 @@ struct PipelineOptions {
   uint64_t seed = 0;                 // seeds stochastic layers per (step, stage, micro-batch)
   // Where this pipeline's micro-batches stand among the mini-batch's: replica r of a pipeline
   // trains micro-batches r × chunks onwards. Stochastic layers are seeded by that place, so
-  // that the replicas draw the masks one pipeline over the whole mini-batch would.
+  // that the replicas draw the masks one pipeline over the whole mini-batch would (in R × chunks
+  // micro-batches, the same ones when each replica's samples divide evenly into its chunks).
   int first_micro_batch = 0;
   // A step (or forward) still running after this many seconds throws StepTimeout; 0: never.
   double step_timeout_s = 0;

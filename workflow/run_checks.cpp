@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 #include "common/time_limit.h"
 #include "pipeline/dtype.h"
@@ -60,6 +61,24 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
   if (layers.empty()) return;
   for (const at::Tensor& input : data.inputs) check(input, "inputs", dtype_of(layers[0]), "first");
   check(data.targets, "targets", dtype_of(layers[layers.size() - 1]), "last");
+}
+
+void check_data_has_no_nan(const models::Dataset& data, bool targets_read,
+                           const std::string& path) {
+  auto check = [&](const at::Tensor& t, const std::string& what) {
+    if (!t.is_floating_point() && !t.is_complex()) return;
+    if (t.numel() == 0) return;
+    const at::Tensor nan_samples =
+        torch::isnan(t).reshape({t.size(0), t.numel() / t.size(0)}).any(1);
+    if (!nan_samples.any().item<bool>()) return;
+    throw std::invalid_argument(fmt::format(
+        "--data {}: {} holds NaN at sample {} (the loss would be NaN): clean or drop it", path,
+        what, nan_samples.nonzero()[0][0].item<int64_t>()));
+  };
+  for (size_t i = 0; i < data.inputs.size(); ++i) {
+    check(data.inputs[i], data.inputs.size() == 1 ? "inputs" : fmt::format("inputs[{}]", i));
+  }
+  if (targets_read) check(data.targets, "targets");
 }
 
 }  // namespace pipebal::workflow

@@ -33,4 +33,10 @@ void check_layer_names(const pipeline::LayerSeq& layers, const std::vector<std::
 void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& layers,
                       const std::string& path);
 
+// Throws naming the tensor and the first sample when --data's inputs, or its targets when the
+// loss reads them (`targets_read`), hold a NaN: every loss it reaches would be NaN, and the
+// weights with it, silently unless --check-finite. Infinities pass: an additive attention mask
+// holds -inf by design.
+void check_data_has_no_nan(const models::Dataset& data, bool targets_read, const std::string& path);
+
 }  // namespace pipebal::workflow

@@ -162,6 +162,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     } else {
       check_data_dtype(*st.dataset, st.model.layers, settings.data);
     }
+    check_data_has_no_nan(*st.dataset, settings.loss != "none", settings.data);
     // Every replica's slice needs a sample per micro-batch.
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
                                    settings.shuffle, settings.seed,
@@ -288,7 +289,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     transport = distributed::c10d_transport(st.group, st.placement, device);
     st.averager = std::make_unique<distributed::GradientAverager>(st.group, st.placement);
     options.first_micro_batch = st.placement.replica_of(env.rank) * settings.chunks;
-    if (settings.deferred_batch_norm) {
+    if (settings.deferred_batch_norm && settings.replicas > 1) {
       options.sum_over_replicas = [averager = st.averager.get()](at::Tensor& values) {
         averager->sum(values);
       };

@@ -81,6 +81,8 @@ TEST(ParseJson, RefusesNestingPastTheLimitWithoutWalkingIt) {
   const std::string brackets(kMaxJsonDepth + 1, '[');
   EXPECT_EQ(parse_json("{\"a\": \"\\\"" + brackets + "\"}", "f").at("a"), "\"" + brackets);
   EXPECT_EQ(error_of([&] { parse_json("]]" + nested(3), "f"); }), "f: malformed JSON at byte 1");
+  EXPECT_EQ(error_of([&] { parse_json("[1, 1e999]", "f"); }),
+            "f: malformed JSON at byte 9 (a number out of range: 1e999)");
 }
 
 TEST(ParseJson, RefusesAKeyGivenTwiceInOneObjectNamingWhere) {
@@ -93,6 +95,9 @@ TEST(ParseJson, RefusesAKeyGivenTwiceInOneObjectNamingWhere) {
             "p.json: \"name\" given twice in layers[1]");
   EXPECT_EQ(error_of([&] { parse_json(R"([[1, {"a": {"b": 1, "b": 2}}]])", "f"); }),
             "f: \"b\" given twice in [0][1].a");
+  // A key printed as JSON writes it, on one line.
+  EXPECT_EQ(error_of([&] { parse_json("{\"a\\nb\": {\"c\\\"\": 1, \"c\\\"\": 2}}", "f"); }),
+            "f: \"c\\\"\" given twice in a\\nb");
   // The same key in different objects, or as a value, is fine.
   const json doc = parse_json(R"({"a": {"a": "a"}, "b": [{"a": 1}, {"a": 2}]})", "f");
   EXPECT_EQ(doc.at("b").at(1).at("a"), 2);

@@ -139,6 +139,7 @@ std::vector<Config> configs() {
   all.push_back({"interleaved", "never", "1,2,2,1,1,1", 6, false, 1, 3});
   all.push_back({"interleaved", "always", "2,1,2,1,1,1", 3, false, 1, 2});   // 3 processes
   all.push_back({"interleaved", "except_last", "2,2,2,2", 4, false, 2, 2});  // x 2 replicas
+  all.push_back({"interleaved", "except_last", "1,1,2,1", 4, true, 2, 2});   // batch norm too
   // Tensor by tensor, matched in the order sent (as over NCCL): every schedule takes each
   // channel's messages in the order its other end sends them, also two channels between the
   // same ranks (interleaved), skips across two processes and messages that change size.
@@ -181,6 +182,7 @@ TEST(AcrossProcessesOnCuda, EveryStepEqualsThePlainModel_CUDA) {
       {"zb-h1", "except_last", "3,3,2", 4},
       {"1f1b", "never", "2,3", 3, true},
       {"1f1b", "except_last", "4,4", 3, false, 2},
+      {"1f1b", "never", "2,3", 3, true, 2},  // batch-norm statistics summed over replicas
       {"interleaved", "except_last", "2,2,2,2", 4, false, 1, 2, false, true},
       {"1f1b", "except_last", "3,3,2", 4, false, 1, 1, false, true, true},
       {"zb-h1", "never", "3,3,2", 4, false, 1, 1, false, false, true},  // not NCCL: one GPU

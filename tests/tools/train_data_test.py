@@ -294,13 +294,20 @@ nan_input = os.path.join(work, "nan-input.pt")
 x_nan = x.clone()
 x_nan[37, 2] = float("nan")
 torch.save({"inputs": x_nan, "targets": y}, nan_input)
-inf_target = os.path.join(work, "inf-target.pt")
-y_inf = torch.randn(len(y), dtype=torch.float64)
-y_inf[5] = float("-inf")
-torch.save({"inputs": [x, x], "targets": y_inf}, inf_target)
+nan_target = os.path.join(work, "nan-target.pt")
+y_nan = torch.randn(len(y), dtype=torch.float64)
+y_nan[5] = float("nan")
+torch.save({"inputs": [x, x], "targets": y_nan}, nan_target)
+# An infinity is no error of the data's: an additive attention mask holds -inf by design.
+inf_input = os.path.join(work, "inf-input.pt")
+x_inf = x.clone()
+x_inf[3, 1] = float("-inf")
+torch.save({"inputs": x_inf, "targets": y}, inf_input)
+run("train", "--model", model_path, "--data", inf_input, "--balance", "2,3", "-q", "-o",
+    os.path.join(work, "inf.json"))
 for path, fragment in ((not_torch, "is not a file written by torch.save"),
                        (nan_input, "inputs holds NaN at sample 37"),
-                       (inf_target, "targets holds an infinity at sample 5"),
+                       (nan_target, "targets holds NaN at sample 5"),
                        (legacy, "was written by torch.save in its legacy format"),
                        (no_targets, "has no 'targets'"),
                        (mismatch, "inputs[0] has 64 samples, targets 10")):
