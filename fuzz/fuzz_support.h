@@ -7,17 +7,22 @@
 #include <cstdint>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "common/schema.h"
+
 namespace pipebal::fuzz {
 
+// Through parse_json, as every pipebal command reads a document; refused: nothing to read.
 inline std::optional<nlohmann::json> parse(const uint8_t* data, size_t size) {
-  nlohmann::json doc =
-      nlohmann::json::parse(data, data + size, /*callback=*/nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return std::nullopt;
-  return doc;
+  try {
+    return parse_json(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
 }
 
 // Runs `read`; a refusal by exception is a correct answer to bad input.
