@@ -3,10 +3,13 @@
 
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "common/format_bytes.h"
 #include "common/parse_integers.h"
 #include "models/synthetic.h"
 #include "pipeline/dtype.h"
@@ -101,6 +104,17 @@ std::vector<InputSpec> with_float_dtype(std::vector<InputSpec> specs, c10::Scala
 }
 
 at::Tensor make_input(const InputSpec& spec) {
+  // One larger than the machine's memory would be filled page by page until the kernel killed
+  // the process (the allocation itself succeeds, memory being overcommitted).
+  double bytes = static_cast<double>(c10::elementSize(spec.dtype));
+  for (const int64_t d : spec.shape) bytes *= static_cast<double>(d);
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && bytes > memory) {
+    throw std::invalid_argument(
+        fmt::format("input {} needs {}, more than this machine's memory ({})", to_string(spec),
+                    format_bytes(bytes), format_bytes(memory)));
+  }
   const auto options = torch::TensorOptions().dtype(spec.dtype);
   if (spec.dtype == c10::kBool) return torch::randint(2, spec.shape, options);
   if (is_integer(spec.dtype)) return torch::randint(spec.high, spec.shape, options);

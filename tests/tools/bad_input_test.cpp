@@ -110,6 +110,11 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --input-shape 9223372036854775807,8",
      "is more than 2147483647 in one dimension"},
     {"profile --model /missing/model.pt", "cannot load TorchScript model '/missing/model.pt'"},
+    // Larger than any machine's memory: refused, not filled until the kernel kills the process.
+    {"train --model mlp:layers=2,width=8 --balance 1,2 --input-shape 2147483647,2147483647",
+     "input float32[2147483647,2147483647] needs"},
+    {"profile --model mlp:layers=2,width=8 --input 'float32[2147483647,2147483647]'",
+     "more than this machine's memory"},
     // Options out of range.
     {"profile --model mlp:layers=2,width=8 --repeat 0", "repeat must be >= 1"},
     {"profile --model mlp:layers=2,width=8 --threads 100000", "--threads must be between 0"},
