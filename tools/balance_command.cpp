@@ -224,6 +224,29 @@ void name_what_it_trains(Plan& plan, const balance::CostProfile& profile) {
   plan.dtype = profile.dtype;
 }
 
+// The schedules `balance --schedule-plans` compares, in its table's order.
+struct ScheduleRow {
+  pipeline::ScheduleKind schedule;
+  int virtual_stages;
+};
+constexpr ScheduleRow kScheduleRows[] = {{pipeline::ScheduleKind::kGPipe, 1},
+                                         {pipeline::ScheduleKind::kOneFOneB, 1},
+                                         {pipeline::ScheduleKind::kInterleaved, 2},
+                                         {pipeline::ScheduleKind::kInterleaved, 3},
+                                         {pipeline::ScheduleKind::kZeroBubbleH1, 1}};
+
+std::string row_name(const ScheduleRow& row) {
+  return row.virtual_stages > 1 ? fmt::format("interleaved {}", row.virtual_stages)
+                                : pipeline::to_string(row.schedule);
+}
+
+// Where --schedule-plans writes a row's plan: DIR/<schedule>.json.
+std::string schedule_plan_file(const std::string& dir, const ScheduleRow& row) {
+  std::string file = row_name(row);
+  std::replace(file.begin(), file.end(), ' ', '-');
+  return (std::filesystem::path(dir) / (file + ".json")).string();
+}
+
 // The same devices and micro-batches under each schedule, each with its own dp balance: the
 // step, the speed-up over one micro-batch, the bubble and the busiest device's peak memory (a
 // device holds several stages under interleaving). With params.schedule_plans_dir, each plan is
@@ -231,19 +254,10 @@ void name_what_it_trains(Plan& plan, const balance::CostProfile& profile) {
 void print_schedule_comparison(const balance::CostProfile& profile, const BalanceParams& params,
                                std::ostream& out) {
   std::vector<std::string> written;
-  struct Row {
-    pipeline::ScheduleKind schedule;
-    int virtual_stages;
-  };
   out << fmt::format("\n{:<15} {:>6} {:>13} {:>9} {:>7} {:>12}  {}\n", "schedule", "stages", "step",
                      "speed-up", "bubble", "device peak", "balance");
-  for (const Row row :
-       {Row{pipeline::ScheduleKind::kGPipe, 1}, Row{pipeline::ScheduleKind::kOneFOneB, 1},
-        Row{pipeline::ScheduleKind::kInterleaved, 2}, Row{pipeline::ScheduleKind::kInterleaved, 3},
-        Row{pipeline::ScheduleKind::kZeroBubbleH1, 1}}) {
-    const std::string name = row.virtual_stages > 1
-                                 ? fmt::format("interleaved {}", row.virtual_stages)
-                                 : pipeline::to_string(row.schedule);
+  for (const ScheduleRow& row : kScheduleRows) {
+    const std::string name = row_name(row);
     BalanceParams variant = params;
     variant.schedule = row.schedule;
     variant.virtual_stages = row.virtual_stages;
@@ -256,10 +270,7 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
       Plan plan = balance::partition(model, balance::Algorithm::kDp);
       if (!params.schedule_plans_dir.empty()) {
         name_what_it_trains(plan, profile);
-        std::string file = name;
-        std::replace(file.begin(), file.end(), ' ', '-');
-        written.push_back(
-            (std::filesystem::path(params.schedule_plans_dir) / (file + ".json")).string());
+        written.push_back(schedule_plan_file(params.schedule_plans_dir, row));
         balance::write_plan(written.back(), plan);
       }
       const std::vector<int64_t> device_bytes = plan.device_timed_memory_bytes();
@@ -300,7 +311,12 @@ std::string interpolation_note(const balance::CostProfile& profile, int chunks) 
 
 void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& warnings) {
   const balance::CostProfile profile = balance::read_profile(params.profile_path);
-  check_outputs_apart({{"the profile", params.profile_path}}, {{"-o", params.output_path}});
+  std::vector<NamedPath> outputs = {{"-o", params.output_path}};
+  if (!params.schedule_plans_dir.empty()) {
+    for (const ScheduleRow& row : kScheduleRows)
+      outputs.push_back({"--schedule-plans", schedule_plan_file(params.schedule_plans_dir, row)});
+  }
+  check_outputs_apart({{"the profile", params.profile_path}}, outputs);
   if (!params.output_path.empty()) check_writable(params.output_path);  // before the search
   const balance::CostOptions options = cost_options(params, profile);
   if (!params.schedule_plans_dir.empty() && (params.json || params.format != "table")) {
@@ -309,8 +325,9 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
         "--format");
   }
   if (!params.schedule_plans_dir.empty()) {
+    // The directory itself, as mkdir makes it: a mistyped parent is not made.
     std::error_code error;
-    std::filesystem::create_directories(params.schedule_plans_dir, error);
+    std::filesystem::create_directory(params.schedule_plans_dir, error);
     if (error || !std::filesystem::is_directory(params.schedule_plans_dir)) {
       throw std::invalid_argument(fmt::format("--schedule-plans: cannot make the directory '{}'{}",
                                               params.schedule_plans_dir,
