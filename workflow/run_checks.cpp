@@ -81,4 +81,17 @@ void check_data_has_no_nan(const models::Dataset& data, bool targets_read,
   if (targets_read) check(data.targets, "targets");
 }
 
+void check_something_trains(const pipeline::LayerSeq& layers) {
+  bool trainable = false;
+  for (const at::Tensor& p : layers.parameters()) {
+    if (!p.requires_grad()) continue;
+    if (p.grad().defined()) return;
+    trainable = true;
+  }
+  if (!trainable) return;
+  throw std::invalid_argument(
+      "no parameter of the model got a gradient in the first step: the loss does not depend on "
+      "them (is the model's output detached?), so training would change nothing");
+}
+
 }  // namespace pipebal::workflow

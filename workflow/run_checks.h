@@ -39,4 +39,9 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
 // holds -inf by design.
 void check_data_has_no_nan(const models::Dataset& data, bool targets_read, const std::string& path);
 
+// Throws when `layers` have trainable parameters and none has a gradient after a step: the loss
+// does not depend on them (a model whose output is detached), and training would change nothing
+// while reporting steps.
+void check_something_trains(const pipeline::LayerSeq& layers);
+
 }  // namespace pipebal::workflow

@@ -386,6 +386,8 @@ void TrainingRun::step(const StepCallback& on_step) {
     st.optimizer->zero_grad();
   }
   pipeline::StepResult result = forward_backward();
+  // One process holds every stage's gradients (across processes a stage may have none).
+  if (step == 0 && !st.group) check_something_trains(st.model.layers);
   for (size_t s = 0; st.memory && s < st.peak_bytes.size(); ++s) {
     if (!st.pipeline->runs_stage(static_cast<int>(s))) continue;
     st.peak_bytes[s] =
