@@ -49,6 +49,12 @@ std::vector<int64_t> parse_shape(const std::string& text) {
 }
 
 at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
+  // The zoo's models read one tensor; a second would be carried along unread. (A TorchScript
+  // model's first layer counts its own arguments.)
+  if (!model.reference && input.tensors.size() != 1) {
+    throw std::invalid_argument(fmt::format("model {} takes one input tensor, given {}",
+                                            model.info.name, input.tensors.size()));
+  }
   pipeline::Batch sample;
   for (const auto& t : input.tensors) sample.tensors.push_back(t.narrow(0, 0, 1));
   // One sample through the model (no grad, evaluation mode) checks the shape and gives the

@@ -107,6 +107,11 @@ const std::vector<BadInput> kTable = {
      "--rounds must be at least 1, got 0"},
     {"profile --model mlp:layers=2,width=8 --input-shape 4,9", "layer 0 ('fc0'"},
     {"profile --model mlp:layers=2,width=8 --input-shape 4,x", "input shape '4,x'"},
+    {"train --model mlp:layers=2,width=8 --input 'float32[4,8]' --input 'int64[4,3]:5' "
+     "--balance 1,2",
+     "model mlp takes one input tensor, given 2"},
+    {"profile --model mlp:layers=2,width=8 --input 'float32[4,8]' --input 'float32[4,8]'",
+     "model mlp takes one input tensor, given 2"},
     {"profile --model mlp:layers=2,width=8 --input-shape 9223372036854775807,8",
      "is more than 2147483647 in one dimension"},
     {"profile --model /missing/model.pt", "cannot load TorchScript model '/missing/model.pt'"},
