@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "balance/micro_batch_costs.h"
 #include "common/atomic_file.h"
 #include "common/json_reader.h"
 #include "common/schema.h"
@@ -92,6 +93,20 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
   if (r.has("batch_size")) profile.batch_size = r.at("batch_size").integer(0, kMaxBatch);
   if (r.has("chunks")) profile.chunks = static_cast<int>(r.at("chunks").integer(0, 1 << 30));
   if (r.has("input_shape")) profile.input_shape = r.at("input_shape").integers(1, kMaxBatch);
+  // Known together, the mini-batch, its chunks and the micro-batch measured must agree: a plan
+  // would otherwise be made for micro-batches the profile never measured.
+  const int64_t mini = profile.mini_batch_size();
+  if (profile.chunks > 0 && mini > 0) {
+    if (profile.chunks > mini) {
+      r.at("chunks").fail(fmt::format("is more than the {} samples of input_shape", mini));
+    }
+    const int64_t micro = micro_batch_size(mini, profile.chunks);
+    if (profile.batch_size > 0 && profile.batch_size != micro) {
+      r.at("batch_size")
+          .fail(fmt::format("is {}, but {} samples in {} chunks are micro-batches of {}",
+                            profile.batch_size, mini, profile.chunks, micro));
+    }
+  }
   for (size_t i = 0; i < layers.size(); ++i) profile.layers.push_back(read_layer(layers[i], i));
   if (r.has("inputs")) {
     const JsonReader inputs = r.at("inputs");

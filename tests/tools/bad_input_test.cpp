@@ -55,6 +55,13 @@ void write_inputs(const std::string& dir) {
   sized["sizes"] = {{{"micro_batch_size", 4}, {"layers", sized["layers"]}},
                     {{"micro_batch_size", 8}, {"layers", sized["layers"]}}};
   std::ofstream(dir + "/sized.json") << sized;
+  // Hand edits that make the profile's own numbers disagree.
+  nlohmann::json inconsistent = sized;
+  inconsistent["input_shape"] = {1, 4};
+  std::ofstream(dir + "/more_chunks_than_samples.json") << inconsistent;
+  inconsistent = sized;
+  inconsistent["batch_size"] = 2;
+  std::ofstream(dir + "/other_micro_batch.json") << inconsistent;
   nlohmann::json plan = {
       {"schema", "pipebal.plan/1"},
       {"algorithm", "dp"},
@@ -195,6 +202,10 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/ok.json --stages 2 --schedule-plans {dir}/missing/sp",
      "--schedule-plans: cannot make the directory '{dir}/missing/sp'"},
     {"balance {dir}/sized.json --stages 2 --chunks 8", "outside the profiled sizes 4 to 8"},
+    {"balance {dir}/more_chunks_than_samples.json --stages 2",
+     "more_chunks_than_samples.json: chunks is more than the 1 samples of input_shape"},
+    {"balance {dir}/other_micro_batch.json --stages 2",
+     "other_micro_batch.json: batch_size is 2, but 8 samples in 2 chunks are micro-batches of 4"},
     {"plan {dir}/ok.json --devices 2", "the profile does not say its mini-batch"},
     {"plan {dir}/sized.json --devices 0", "devices must be from 1 to 4096, got 0"},
     {"plan {dir}/sized.json --devices 2 --min-gain -5", "--min-gain: Value -5 not in range"},
