@@ -354,16 +354,40 @@ Plan plan_from_json(const json& doc, const std::string& file) {
     r.at("stages").fail(fmt::format("has {} stages but balance has {} entries", plan.stages.size(),
                                     plan.balance.size()));
   }
+  // The stages must be the balance, laid end to end, each naming its own layers (or none, as
+  // plans from before names were kept): a hand edit must not make train skip the name check.
+  int first = 0;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
-    if (plan.stages[s].layers != plan.balance[s]) {
+    const StagePlan& stage = plan.stages[s];
+    if (stage.layers != plan.balance[s]) {
       stages[s].at("layers").fail(
-          fmt::format("is {} but balance[{}] is {}", plan.stages[s].layers, s, plan.balance[s]));
+          fmt::format("is {} but balance[{}] is {}", stage.layers, s, plan.balance[s]));
     }
+    if (stage.first_layer != first) {
+      stages[s]
+          .at("first_layer")
+          .fail(fmt::format("is {} but the stages before it hold layers 0 to {}", stage.first_layer,
+                            first - 1));
+    }
+    if (!stage.layer_names.empty() &&
+        stage.layer_names.size() != static_cast<size_t>(stage.layers)) {
+      stages[s]
+          .at("layer_names")
+          .fail(fmt::format("has {} names for {} layers", stage.layer_names.size(), stage.layers));
+    }
+    first += stage.layers;
   }
   const JsonReader prediction = r.at("prediction");
   Prediction& p = plan.prediction;
   p.schedule = parse_field(prediction.at("schedule"), pipeline::parse_schedule_kind);
   p.chunks = read_count(prediction.at("chunks"), 1);
+  if (p.schedule != plan.schedule) {
+    prediction.at("schedule")
+        .fail("is not the plan's schedule, " + pipeline::to_string(plan.schedule));
+  }
+  if (p.chunks != plan.chunks) {
+    prediction.at("chunks").fail(fmt::format("is not the plan's chunks, {}", plan.chunks));
+  }
   p.step_ms = prediction.at("step_ms").number(0);
   p.naive_step_ms = prediction.at("naive_step_ms").number(0);
   p.speedup = prediction.at("speedup").number(0);

@@ -87,6 +87,15 @@ void write_inputs(const std::string& dir) {
   std::ofstream(dir + "/plan_chunks_2.7.json") << plan;
   plan["chunks"] = 4;
   std::ofstream(dir + "/plan_unnamed.json") << plan;  // made from a profile without "model"
+  nlohmann::json edited = plan;
+  edited["stages"][1]["first_layer"] = 0;  // overlapping the first stage
+  std::ofstream(dir + "/plan_overlap.json") << edited;
+  edited = plan;
+  edited["stages"][1]["layer_names"] = {"only_one"};
+  std::ofstream(dir + "/plan_short_names.json") << edited;
+  edited = plan;
+  edited["prediction"]["chunks"] = 8;
+  std::ofstream(dir + "/plan_other_prediction.json") << edited;
   plan["stages"][1]["speed"] = 0;  // the reader took it, the cost model refuses it
   std::ofstream(dir + "/plan_speed_0.json") << plan;
   std::ofstream(dir + "/malformed.json") << "{\"layers\": [";
@@ -185,6 +194,13 @@ const std::vector<BadInput> kTable = {
      "--profile-rounds and --profile-in-turns go with --auto"},
     {"validate --plans {dir}/missing.json -o {dir}/v", "{dir}/missing.json"},
     {"validate --plans {dir}/malformed.json -o {dir}/v", "malformed.json"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_overlap.json",
+     "plan_overlap.json: stages[1].first_layer is 0 but the stages before it hold layers 0 to 0"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_short_names.json",
+     "plan_short_names.json: stages[1].layer_names has 1 names for 2 layers"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan "
+     "{dir}/plan_other_prediction.json",
+     "plan_other_prediction.json: prediction.chunks is not the plan's chunks, 4"},
     {"train --plan {dir}/plan_unnamed.json",
      "{dir}/plan_unnamed.json does not name its model: give it with --model"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_balance_twice.json",
