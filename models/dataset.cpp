@@ -67,8 +67,18 @@ Dataset load_dataset(const std::string& path) {
   try {
     doc = torch::pickle_load(bytes);
   } catch (const std::exception& error) {
-    throw std::invalid_argument(fmt::format("data '{}' is not a file written by torch.save: {}",
-                                            path, pipeline::error_summary(error)));
+    const std::string what = pipeline::error_summary(error);
+    // LibTorch's unpickler lacks the opcodes pickle writes for a list of one item (APPEND) and a
+    // dict of one key (SETITEM).
+    if (what.find("Unknown opcode for unpickling at 0x61") != std::string::npos ||
+        what.find("Unknown opcode for unpickling at 0x73") != std::string::npos) {
+      throw std::invalid_argument(fmt::format(
+          "data '{}' holds a list of one tensor or a dict of one key, which LibTorch cannot read: "
+          "save one input as the tensor itself (not [x]), and both 'inputs' and 'targets'",
+          path));
+    }
+    throw std::invalid_argument(
+        fmt::format("data '{}' is not a file written by torch.save: {}", path, what));
   }
   if (!doc.isGenericDict()) {
     throw std::invalid_argument(

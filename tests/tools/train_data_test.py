@@ -305,8 +305,14 @@ x_inf[3, 1] = float("-inf")
 torch.save({"inputs": x_inf, "targets": y}, inf_input)
 run("train", "--model", model_path, "--data", inf_input, "--balance", "2,3", "-q", "-o",
     os.path.join(work, "inf.json"))
+one_list = os.path.join(work, "one-list.pt")
+torch.save({"inputs": [x], "targets": y}, one_list)
+one_key = os.path.join(work, "one-key.pt")
+torch.save({"inputs": x}, one_key)
 for path, fragment in ((not_torch, "is not a file written by torch.save"),
                        (nan_input, "inputs holds NaN at sample 37"),
+                       (one_list, "holds a list of one tensor or a dict of one key"),
+                       (one_key, "holds a list of one tensor or a dict of one key"),
                        (nan_target, "targets holds NaN at sample 5"),
                        (legacy, "was written by torch.save in its legacy format"),
                        (no_targets, "has no 'targets'"),
