@@ -388,9 +388,10 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   }
   // A failed run leaves nothing behind: what the processes started, even those that ended.
   if (stopping) signal_all(SIGKILL);
-  if (result == 0 && follower) {  // the failure was on another host
-    log << fmt::format("{}: rank {} {} (stopped because a rank on another host failed)\n",
-                       options.log_prefix, follower->first, describe(follower->second))
+  if (result == 0 && follower) {  // the failure was on another host, if there is one
+    log << fmt::format("{}: rank {} {}{}\n", options.log_prefix, follower->first,
+                       describe(follower->second),
+                       options.nnodes > 1 ? " (stopped because a rank on another host failed)" : "")
         << std::flush;
     result = exit_code(follower->second);
   }

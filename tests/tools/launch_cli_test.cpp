@@ -418,6 +418,10 @@ TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("pipebal launch: rank 2 exited with status 2"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("rank 1 exited"), std::string::npos) << r.err;
+  // Alone on one host, that status is just the command's: no other host to blame.
+  const CliResult alone = run_pipebal("launch --master-port 0 -- sh -c 'exit 3'");
+  EXPECT_EQ(alone.status, 3) << alone.err;
+  EXPECT_EQ(alone.err, "pipebal launch: rank 0 exited with status 3\n");
 }
 
 // A failure stops what the other commands started too: a shell's children (or a profiler's
