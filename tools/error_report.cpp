@@ -1,22 +1,60 @@
 // See error_report.h.
 #include "tools/error_report.h"
 
+#include <cerrno>
 #include <stdexcept>
+
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include "pipeline/error_text.h"
 
 namespace pipebal::tools {
 
 ErrorReport report_error(const std::exception& error, const std::string& prefix) {
-  // c10::Error and friends append a backtrace; users need only the cause, in one line.
-  const std::string what = pipeline::error_summary(error);
+  // c10::Error and friends append a backtrace; users need only the cause, in one line. pipebal's
+  // own messages for bad input are one line already, unless they quote what the user typed
+  // (a newline in an argument): those are kept whole, for one_line to escape.
   const bool bad_input = dynamic_cast<const std::invalid_argument*>(&error) != nullptr;
+  const std::string raw = error.what();
+  const bool traceback = raw.find("(most recent call") != std::string::npos;
+  const std::string what = bad_input && !traceback ? raw : pipeline::error_summary(error);
   if (!bad_input && dynamic_cast<const std::logic_error*>(&error) != nullptr) {
     return {"pipebal: internal error (a bug in pipebal; please report it with the command line): " +
                 prefix + what,
             kInternalErrorStatus};
   }
   return {"pipebal: error: " + prefix + what, kUserErrorStatus};
+}
+
+std::string one_line(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void print_error_line(const std::string& line) {
+  const std::string text = one_line(line) + "\n";
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // nowhere to say it
+    done += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace pipebal::tools

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,12 +84,12 @@ int main(int argc, char** argv) {
   for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
   const std::string listed = fmt::format("{}", fmt::join(commands, ", "));
   if (argc < 2) {
-    std::cerr << "pipebal: error: give a command (" << listed << "; see --help)\n";
+    pipebal::tools::print_error_line("pipebal: error: give a command (" + listed + "; see --help)");
     return 2;
   }
   if (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
-    std::cerr << "pipebal: error: unknown command '" << argv[1] << "' (commands: " << listed
-              << ")\n";
+    pipebal::tools::print_error_line("pipebal: error: unknown command '" + std::string(argv[1]) +
+                                     "' (commands: " + listed + ")");
     return 2;
   }
 
@@ -107,20 +106,20 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     // --help and --version arrive here too, with exit code 0.
     if (error.get_exit_code() == 0) return app.exit(error);
-    std::cerr << "pipebal: error: " << pipebal::pipeline::first_line(error.what())
-              << " (see --help)\n";
+    pipebal::tools::print_error_line(
+        "pipebal: error: " + pipebal::pipeline::first_line(error.what()) + " (see --help)");
     return 2;
   } catch (const pipebal::pipeline::StepTimeout& error) {
     // A layer may still be running on a stage's thread: leave without waiting for it.
-    std::cerr << "pipebal: error: " << rank_prefix() << error.what() << std::endl;
+    pipebal::tools::print_error_line("pipebal: error: " + rank_prefix() + error.what());
     std::_Exit(2);
   } catch (const pipebal::distributed::PeerFailed& error) {
     // An echo of another rank's failure: the launcher reports that rank, not this one.
-    std::cerr << "pipebal: error: " << rank_prefix() << error.what() << "\n";
+    pipebal::tools::print_error_line("pipebal: error: " + rank_prefix() + error.what());
     return pipebal::distributed::kPeerFailedExitStatus;
   } catch (const std::exception& error) {
     const pipebal::tools::ErrorReport report = pipebal::tools::report_error(error, rank_prefix());
-    std::cerr << report.line << "\n";
+    pipebal::tools::print_error_line(report.line);
     return report.status;
   }
   return 0;

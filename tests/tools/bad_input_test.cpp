@@ -131,6 +131,8 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --input-shape 9223372036854775807,8",
      "is more than 2147483647 in one dimension"},
     {"profile --model /missing/model.pt", "cannot load TorchScript model '/missing/model.pt'"},
+    // A newline in an argument the message quotes stays one line.
+    {"balance \"$(printf '{dir}/missing\\nx.json')\" --stages 2", "{dir}/missing\\nx.json"},
     // Larger than any machine's memory: refused, not filled until the kernel kills the process.
     {"train --model mlp:layers=2,width=8 --balance 1,2 --input-shape 2147483647,2147483647",
      "input float32[2147483647,2147483647] needs"},

@@ -18,6 +18,11 @@ TEST(ErrorReport, BadInputAndFailedRunsAreUserErrors) {
   EXPECT_EQ(failed.line, "pipebal: error: rank 1: stage 1: boom");
 }
 
+TEST(ErrorReport, ControlCharactersAreWrittenAsEscapes) {
+  EXPECT_EQ(one_line("a\nb\r\tc\x1b[31md\x7f"), "a\\nb\\r\\tc\\x1b[31md\\x7f");
+  EXPECT_EQ(one_line("plain 'text' ü"), "plain 'text' ü");
+}
+
 TEST(ErrorReport, BrokenInvariantsAreBugs) {
   for (const std::logic_error& error :
        {std::logic_error("simulate: schedule deadlocks"), std::logic_error("x")}) {
