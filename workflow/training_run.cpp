@@ -40,8 +40,11 @@ namespace {
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
                                                         const std::vector<at::Tensor>& params,
                                                         double lr) {
-  if (!(lr > 0))
-    throw std::invalid_argument(fmt::format("learning rate must be positive, got {}", lr));
+  // Past float32's largest value, LibTorch's optimizers fail converting it inside the step.
+  if (!(lr > 0) || lr > 3.4e38) {
+    throw std::invalid_argument(
+        fmt::format("learning rate must be positive and at most 3.4e38, got {}", lr));
+  }
   if (name == "sgd")
     return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
   if (name == "adam")

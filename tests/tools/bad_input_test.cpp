@@ -131,6 +131,8 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --input-shape 9223372036854775807,8",
      "is more than 2147483647 in one dimension"},
     {"profile --model /missing/model.pt", "cannot load TorchScript model '/missing/model.pt'"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 --lr 1e39",
+     "learning rate must be positive and at most 3.4e38, got 1e+39"},
     // A newline in an argument the message quotes stays one line.
     {"balance \"$(printf '{dir}/missing\\nx.json')\" --stages 2", "{dir}/missing\\nx.json"},
     // Larger than any machine's memory: refused, not filled until the kernel kills the process.
