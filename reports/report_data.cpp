@@ -26,7 +26,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 std::optional<json> load_document(const std::filesystem::path& dir, const char* file,
                                   const char* schema) {
   const std::filesystem::path path = dir / file;
-  if (!std::filesystem::exists(path)) return std::nullopt;
+  // A link whose target is gone is a file the user meant to be there: read, it says so.
+  if (!std::filesystem::exists(path) && !std::filesystem::is_symlink(path)) return std::nullopt;
   const std::string where = path.string();
   json doc = parse_json(read_file(where), where);
   try {

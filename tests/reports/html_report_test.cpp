@@ -201,6 +201,16 @@ TEST(HtmlReport, MalformedJsonNamesTheFile) {
   EXPECT_NE(message.find("malformed JSON"), std::string::npos) << message;
 }
 
+// A validation.json that is a link to a file no longer there was meant to be read: the report
+// says so rather than render as if validate had not run.
+TEST(HtmlReport, ALinkToAMissingFileIsAnErrorNotAnAbsence) {
+  ScratchDir dir("dangling");
+  fs::remove(dir.file("validation.json"));
+  fs::create_symlink(dir.file("gone.json"), dir.file("validation.json"));
+  const std::string message = error_of([&] { load_report_inputs(dir.path()); });
+  EXPECT_NE(message.find("validation.json"), std::string::npos) << message;
+}
+
 TEST(HtmlReport, MissingProfileOrDirectoryIsAnError) {
   ScratchDir dir("no_profile");
   fs::remove(dir.file("profile.json"));
