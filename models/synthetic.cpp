@@ -72,6 +72,13 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
     }
     model.layers.train(training);
   }
+  // Micro-batches are cut, and losses and targets taken, along the output's first dimension too.
+  if (output.dim() > 0 && output.size(0) != 1) {
+    throw std::invalid_argument(fmt::format(
+        "the model's output has {} rows for one sample (shape {}): pipebal trains models whose "
+        "output has one row per sample, batch first",
+        output.size(0), c10::str(output.sizes())));
+  }
   // A TorchScript model's layers must be the model: compare them with its own forward.
   if (model.reference) {
     pipeline::check_matches_reference(model.layers, model.reference, sample, model.layers.name());

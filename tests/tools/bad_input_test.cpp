@@ -288,6 +288,8 @@ const std::vector<BadInput> kTable = {
     {"train --model mlp:layers=2,width=8 --balance 2,1 --data {dir} --batch-size 4",
      "not a regular file"},
     // Outputs no loss trains on, with synthetic targets.
+    {"train --model {fixtures}/rows_doubled_scripted.pt --input-shape 4,8 --balance 1,1",
+     "the model's output has 2 rows for one sample (shape [2, 8])"},
     {"train --model {fixtures}/detached_output_scripted.pt --input-shape 4,8 --balance 1,1",
      "no parameter of the model got a gradient in the first step"},
     {"profile --model {fixtures}/scalar_output_scripted.pt --input-shape 4,8",
