@@ -6,6 +6,8 @@
 #include <limits>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "common/json_reader.h"
 #include "common/schema.h"
 #include "reports/run_record.h"
@@ -122,11 +124,24 @@ ValidationRecord validation_from_json(const nlohmann::json& doc, const std::stri
     } else if (c.has("algorithm")) {  // one name, as a hand-written file may say it
       candidate.algorithms = {c.get<std::string>("algorithm")};
     }
-    candidate.balance = c.get<std::vector<int>>("balance");
+    for (const int64_t layers : c.at("balance").integers(1, INT32_MAX))
+      candidate.balance.push_back(static_cast<int>(layers));
+    if (candidate.balance.empty()) c.at("balance").fail("is empty");
     const JsonReader predicted = c.at("predicted");
     candidate.bottleneck_ms = predicted.get_or<double>("bottleneck_ms", 0.0);
     candidate.predicted = estimate_from_json(predicted, "stage_time_ms", "stage_memory_bytes");
     candidate.measured = estimate_from_json(c.at("measured"), "stage_busy_ms", "stage_peak_bytes");
+    // Per-stage numbers, where given, are one per stage of the balance: the page draws a bar each.
+    const auto per_stage = [&](const char* side, const char* key, size_t count) {
+      if (count != 0 && count != candidate.balance.size()) {
+        c.at(side).at(key).fail(
+            fmt::format("has {} entries for {} stages", count, candidate.balance.size()));
+      }
+    };
+    per_stage("predicted", "stage_time_ms", candidate.predicted.stage_ms.size());
+    per_stage("predicted", "stage_memory_bytes", candidate.predicted.stage_bytes.size());
+    per_stage("measured", "stage_busy_ms", candidate.measured.stage_ms.size());
+    per_stage("measured", "stage_peak_bytes", candidate.measured.stage_bytes.size());
     record.candidates.push_back(std::move(candidate));
   }
   if (r.has("environment")) record.environment = r.at("environment").value();

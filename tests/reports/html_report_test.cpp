@@ -201,6 +201,32 @@ TEST(HtmlReport, MalformedJsonNamesTheFile) {
   EXPECT_NE(message.find("malformed JSON"), std::string::npos) << message;
 }
 
+// Candidates whose balance or per-stage numbers make no sense are refused naming the field, not
+// drawn.
+TEST(HtmlReport, ACandidatesNonsenseIsRefusedNamingTheField) {
+  ScratchDir dir("nonsense");
+  const auto rendering = [&] { render_html_report(load_report_inputs(dir.path())); };
+  json validation = dir.read("validation.json");
+  const json good = validation;
+  validation["candidates"][0]["balance"] = {100, -3};
+  dir.write("validation.json", validation);
+  const std::string bad_balance = error_of(rendering);
+  EXPECT_NE(bad_balance.find("candidates[0].balance[1] is -3, expected 1 to"), std::string::npos)
+      << bad_balance;
+  validation = good;
+  json& busy = validation["candidates"][0]["measured"]["stage_busy_ms"];
+  const size_t stages = validation["candidates"][0]["balance"].size();
+  busy = json::array();
+  for (size_t s = 0; s < stages + 3; ++s) busy.push_back(1.0);
+  dir.write("validation.json", validation);
+  const std::string bad_stages = error_of(rendering);
+  EXPECT_NE(
+      bad_stages.find(fmt::format(
+          "candidates[0].measured.stage_busy_ms has {} entries for {} stages", stages + 3, stages)),
+      std::string::npos)
+      << bad_stages;
+}
+
 // A validation.json that is a link to a file no longer there was meant to be read: the report
 // says so rather than render as if validate had not run.
 TEST(HtmlReport, ALinkToAMissingFileIsAnErrorNotAnAbsence) {
