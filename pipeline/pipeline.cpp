@@ -450,32 +450,32 @@ void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
   timeline = std::move(own);
 }
 
-void Pipeline::set_deferred_batch_norm(bool on, bool commit) {
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const auto* layer = dynamic_cast<const ModuleLayer*>(&layers_[l]);
-    if (layer == nullptr) continue;
-    for (const auto& module : layer->module().modules()) {
-      if (auto* bn = module->as<BatchNormImpl>()) {
-        if (commit) bn->commit();
-        bn->set_deferred(on);
-      }
-    }
-  }
-}
-
-void Pipeline::sum_batch_norm_statistics() {
+std::vector<BatchNormImpl*> Pipeline::batch_norms(bool local_only) const {
   std::vector<BatchNormImpl*> norms;
   size_t first = 0;
   for (size_t s = 0; s < balance_.size(); ++s) {
-    for (size_t l = first; stages_[s] && l < first + static_cast<size_t>(balance_[s]); ++l) {
+    const size_t end = first + static_cast<size_t>(balance_[s]);
+    for (size_t l = first; l < end && (stages_[s] || !local_only); ++l) {
       const auto* layer = dynamic_cast<const ModuleLayer*>(&layers_[l]);
       if (layer == nullptr) continue;
       for (const auto& module : layer->module().modules()) {
         if (auto* bn = module->as<BatchNormImpl>()) norms.push_back(bn);
       }
     }
-    first += static_cast<size_t>(balance_[s]);
+    first = end;
   }
+  return norms;
+}
+
+void Pipeline::set_deferred_batch_norm(bool on, bool commit) {
+  for (BatchNormImpl* bn : batch_norms(/*local_only=*/false)) {
+    if (commit) bn->commit();
+    bn->set_deferred(on);
+  }
+}
+
+void Pipeline::sum_batch_norm_statistics() {
+  const std::vector<BatchNormImpl*> norms = batch_norms(/*local_only=*/true);
   if (norms.empty()) return;  // alike on every replica: they hold the same stages
   std::vector<at::Tensor> pending;
   for (const BatchNormImpl* bn : norms) pending.push_back(bn->pending_statistics());

@@ -21,6 +21,8 @@
 
 namespace pipebal::pipeline {
 
+struct BatchNormImpl;
+
 // Each stage of a pipeline in one process is a thread of it.
 constexpr int kMaxStages = 512;
 
@@ -123,6 +125,8 @@ class Pipeline {
   static void record_failure(ParallelRun& run, Links& links, const std::string& what);
   void run_parallel(std::function<void(int)> job);
   void wait_for_stages(std::vector<std::future<void>>& done);
+  // pipebal's BatchNorm modules in the layers, in order; `local_only`: of this process's stages.
+  std::vector<BatchNormImpl*> batch_norms(bool local_only) const;
   void set_deferred_batch_norm(bool on, bool commit);
   void sum_batch_norm_statistics();
 
