@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     }
     if (!c.balance.empty()) {
       pipeline::PipelineOptions options;
-      options.on_worker_start = [](int stage) { profiler::CpuMemoryScope::set_thread_tag(stage); };
+      options.on_stage_enter = [](int stage) { profiler::CpuMemoryScope::set_thread_tag(stage); };
       options.chunks = c.chunks;
       options.schedule = c.schedule;
       options.checkpoint = c.checkpoint;

@@ -19,7 +19,6 @@
 #include "pipeline/batch_norm.h"
 #include "pipeline/error_text.h"
 #include "pipeline/module_layer.h"
-#include "pipeline/spinning_condition.h"
 #include "pipeline/transfer.h"
 #include "pipeline/worker.h"
 
@@ -73,56 +72,14 @@ void expect_inputs(const std::vector<Action>& actions, Channel* activations, Cha
 
 }  // namespace
 
-// Whose turn it is on each device whose stages share it (the interleaved schedule): a stage
-// waits until the device's order reaches its action, runs it, and passes the turn on. A device
-// then runs one action at a time, in the order the simulator walks.
-class DeviceTurns {
- public:
-  explicit DeviceTurns(int devices) : next_(devices, 0) {}
-
-  // Blocks until `position` of `device`'s order is next; throws ChannelCancelled once cancelled.
-  void wait(int device, int position) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return cancelled_ || next_[device] == position; });
-    if (cancelled_) throw ChannelCancelled();
-  }
-  void pass(int device) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++next_[device];
-    }
-    changed_.notify_all();
-  }
-  void cancel() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      cancelled_ = true;
-    }
-    changed_.notify_all();
-  }
-  void reset() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::fill(next_.begin(), next_.end(), 0);
-    cancelled_ = false;
-  }
-
- private:
-  std::mutex mutex_;
-  SpinningCondition changed_;
-  std::vector<int> next_;
-  bool cancelled_ = false;
-};
-
 // Channels between neighbouring stages: forward[s] carries stage s's outputs to stage s+1,
 // backward[s] carries stage s+1's input gradients to stage s. Only those with a stage of this
-// process at one end exist. With several stages per device, also the devices' turns.
+// process at one end exist.
 struct Pipeline::Links {
   std::vector<std::unique_ptr<Channel>> forward;
   std::vector<std::unique_ptr<Channel>> backward;
-  std::unique_ptr<DeviceTurns> turns;
 
-  Links(Transport& transport, const std::vector<std::unique_ptr<Stage>>& stages, int devices) {
-    if (devices < static_cast<int>(stages.size())) turns = std::make_unique<DeviceTurns>(devices);
+  Links(Transport& transport, const std::vector<std::unique_ptr<Stage>>& stages) {
     for (size_t s = 0; s + 1 < stages.size(); ++s) {
       const bool ours = stages[s] != nullptr || stages[s + 1] != nullptr;
       forward.push_back(ours ? transport.connect(int(s), int(s) + 1) : nullptr);
@@ -138,11 +95,9 @@ struct Pipeline::Links {
   }
   void cancel() {
     for_each([](Channel& c) { c.cancel(); });
-    if (turns) turns->cancel();
   }
   void reset() {
     for_each([](Channel& c) { c.reset(); });
-    if (turns) turns->reset();
   }
 };
 
@@ -199,27 +154,38 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
     }
     first += balance_[s];
   }
-  links_ = std::make_unique<Links>(*transport_, stages_, schedule_.devices());
-  if (schedule_.devices() < stages) {  // each action's place in its device's order
-    turn_.resize(stages);
-    for (int s = 0; s < stages; ++s) turn_[s].resize(schedule_.actions[s].size());
-    for (const auto& order : schedule_.device_order) {
-      for (size_t position = 0; position < order.size(); ++position) {
-        turn_[order[position].stage][order[position].index] = static_cast<int>(position);
-      }
-    }
-  }
+  links_ = std::make_unique<Links>(*transport_, stages_);
   activity_ = std::make_unique<std::atomic<uint64_t>[]>(stages);
   for (int s = 0; s < stages; ++s) activity_[s] = 0;
+  // One worker per device with stages here, running them in the device's order.
+  auto plans = std::make_shared<std::vector<WorkerPlan>>();
+  worker_of_.assign(stages, -1);
+  for (const auto& device_order : schedule_.device_order) {
+    WorkerPlan plan;
+    for (const DeviceStep& step : device_order) {
+      if (!stages_[step.stage]) continue;
+      plan.order.push_back(step);
+      if (worker_of_[step.stage] >= 0) continue;
+      worker_of_[step.stage] = static_cast<int>(plans->size());
+      plan.stages.push_back(step.stage);
+    }
+    if (plan.stages.empty()) continue;
+    std::sort(plan.stages.begin(), plan.stages.end());
+    plans->push_back(std::move(plan));
+  }
+  plans_ = plans;
   const int threads = options_.threads_per_stage;
-  for (int s : local_stages_) {
-    workers_.push_back(std::make_unique<Worker>([threads, s, hook = options_.on_worker_start] {
-      // Initialise this thread's intra-op settings first, so that ATen's lazy per-thread
-      // initialisation cannot later reset them to the process-wide value.
-      at::internal::lazy_init_num_threads();
-      at::set_num_threads(threads);
-      if (hook) hook(s);
-    }));
+  for (const WorkerPlan& plan : *plans_) {
+    workers_.push_back(
+        std::make_unique<Worker>([threads, stages = plan.stages, enter = options_.on_stage_enter] {
+          // Initialise this thread's intra-op settings first, so that ATen's lazy per-thread
+          // initialisation cannot later reset them to the process-wide value.
+          at::internal::lazy_init_num_threads();
+          at::set_num_threads(threads);
+          if (enter) {
+            for (int s : stages) enter(s);
+          }
+        }));
   }
   // A worker whose start failed fails here, where nothing waits on it: in a step, its stage's
   // neighbours would wait for its messages.
@@ -244,13 +210,20 @@ void Pipeline::run_on_stage_thread(int s, const std::function<void()>& job) {
   if (local == local_stages_.end()) {
     throw std::invalid_argument(fmt::format("stage {} does not run in this process", s));
   }
-  workers_[static_cast<size_t>(local - local_stages_.begin())]->submit(job).get();
+  const size_t w = static_cast<size_t>(worker_of_[s]);
+  const bool several = (*plans_)[w].stages.size() > 1;
+  workers_[w]
+      ->submit([&job, s, several, enter = options_.on_stage_enter] {
+        if (several && enter) enter(s);
+        job();
+      })
+      .get();
 }
 
-// One run of a job on every stage. Held by the jobs themselves, so that a stage still running
+// One run of a job on every worker. Held by the jobs themselves, so that a stage still running
 // after a timeout never touches freed memory.
 struct Pipeline::ParallelRun {
-  std::function<void(int)> job;
+  std::function<void(size_t, int&)> job;
   std::shared_ptr<Transport> transport;
   std::mutex error_mutex;
   std::exception_ptr first_error;
@@ -268,7 +241,7 @@ void Pipeline::record_failure(ParallelRun& run, Links& links, const std::string&
   run.transport->report_failure(what);
 }
 
-void Pipeline::run_parallel(std::function<void(int)> job) {
+void Pipeline::run_parallel(std::function<void(size_t, int&)> job) {
   if (abandoned_) {
     throw std::logic_error("the pipeline was abandoned after a step timed out");
   }
@@ -279,11 +252,11 @@ void Pipeline::run_parallel(std::function<void(int)> job) {
   Links* links = links_.get();
   std::vector<std::future<void>> done;
   for (int s : local_stages_) stages_[s]->note_randomness();  // idle: its worker waits for a job
-  for (size_t w = 0; w < local_stages_.size(); ++w) {
-    const int s = local_stages_[w];
-    done.push_back(workers_[w]->submit([run, links, s] {
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    done.push_back(workers_[w]->submit([run, links, w, first = (*plans_)[w].stages.front()] {
+      int s = first;
       try {
-        run->job(s);
+        run->job(w, s);
       } catch (const ChannelCancelled&) {
         // A neighbour failed; its error is the one to report.
       } catch (const std::exception& error) {
@@ -325,10 +298,7 @@ struct Pipeline::StepWork {
   std::vector<Timeline> timelines;           // per stage
   std::vector<std::vector<Action>> actions;  // the schedule's, per stage
   std::vector<char> splits;                  // Schedule::splits, per stage
-  // [stage][k]: the position of actions[stage][k] in its device's order, for DeviceTurns; empty
-  // with one stage per device.
-  std::vector<std::vector<int>> turn;
-  int devices = 0;
+  std::shared_ptr<const std::vector<WorkerPlan>> plans;
   PipelineOptions options;
   uint64_t step = 0;
   std::vector<Stage*> stages;
@@ -349,12 +319,13 @@ void Pipeline::wait_for_stages(std::vector<std::future<void>>& done) {
     std::vector<std::string> running;
     for (size_t r = w; r < done.size(); ++r) {
       if (done[r].wait_for(std::chrono::seconds(0)) == std::future_status::ready) continue;
-      const int s = local_stages_[r];
-      const uint64_t now = activity_[s].load();
-      if (now == 0) continue;  // waiting for a message, or between actions
-      running.push_back(fmt::format("stage {} ({} of micro-batch {})", s,
-                                    action_name(static_cast<ActionKind>((now >> 32) - 1)),
-                                    static_cast<uint32_t>(now)));
+      for (int s : (*plans_)[r].stages) {
+        const uint64_t now = activity_[s].load();
+        if (now == 0) continue;  // waiting for a message, or between actions
+        running.push_back(fmt::format("stage {} ({} of micro-batch {})", s,
+                                      action_name(static_cast<ActionKind>((now >> 32) - 1)),
+                                      static_cast<uint32_t>(now)));
+      }
     }
     if (running.empty() && transport_->remote() && !extended) {
       // Every stage here waits for another process, whose own timeout names the stage that
@@ -375,79 +346,90 @@ void Pipeline::wait_for_stages(std::vector<std::future<void>>& done) {
   }
 }
 
-void Pipeline::run_stage(int s, StepWork& work, Timeline& timeline) {
+// One worker's part of a step: its stages' actions in their device's order, one at a time.
+void Pipeline::run_worker(const WorkerPlan& plan, StepWork& work, int& current) {
+  Links& links = *work.links;
+  const int stages = static_cast<int>(work.stages.size());
+  for (int s : plan.stages) {
+    work.activity[s] = 0;  // waiting (a failed step may have left an action's word)
+    expect_inputs(work.actions[s], s > 0 ? links.forward[s - 1].get() : nullptr,
+                  s + 1 < stages ? links.backward[s].get() : nullptr);
+  }
+  const bool several = plan.stages.size() > 1;
+  int entered = -1;  // the stage on_stage_enter was last told of in this step
+  for (const DeviceStep& next : plan.order) {
+    current = next.stage;
+    if (several && current != entered && work.options.on_stage_enter) {
+      work.options.on_stage_enter(current);
+      entered = current;
+    }
+    run_action(current, work.actions[current][next.index], work);
+  }
+  for (int s : plan.stages) {
+    current = s;
+    if (s + 1 < stages) links.forward[s]->flush();
+    if (s > 0) links.backward[s - 1]->flush();
+    synchronize(work.stages[s]->stream());  // gradients are complete when step() returns
+  }
+}
+
+void Pipeline::run_action(int s, const Action& action, StepWork& work) {
   Stage& stage = *work.stages[s];
   const bool last = s + 1 == static_cast<int>(work.stages.size());
   const PipelineOptions& options = work.options;
   const bool split = work.splits[s] != 0;  // B here, W in a later action
   Links& links = *work.links;
-  const Clock::time_point step_start = work.origin;
   CurrentStream on_stage_stream(stage.stream());
   auto receive = [&](Parcel parcel) {
     return unpack(std::move(parcel), stage.device(), stage.stream());
   };
-  Timeline own;
   std::atomic<uint64_t>& activity = work.activity[s];
-  DeviceTurns* turns = links.turns.get();
-  const int device = s % work.devices;
-  expect_inputs(work.actions[s], s > 0 ? links.forward[s - 1].get() : nullptr,
-                last ? nullptr : links.backward[s].get());
-  for (size_t k = 0; k < work.actions[s].size(); ++k) {
-    const Action& action = work.actions[s][k];
-    const int i = action.micro_batch;
-    activity = 0;  // waiting for its turn and its input
-    if (turns) turns->wait(device, work.turn[s][k]);
-    Batch incoming;
-    if (action.kind == ActionKind::kForward) {
-      incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links.forward[s - 1]->take(i));
-    } else if (action.kind == ActionKind::kBackward && !last) {
-      incoming = receive(links.backward[s]->take(i));
-    }
-    activity = computing(action.kind, i);
-    const double start = ms_since(step_start);
-    Batch outgoing;
-    switch (action.kind) {
-      case ActionKind::kForward: {
-        Stage::ForwardMode mode;
-        mode.checkpointed = is_checkpointed(options.checkpoint, i, options.chunks);
-        mode.track_input_grad = s > 0;
-        mode.rng_seed = mix(mix(mix(options.seed ^ work.step) + s) + options.first_micro_batch + i);
-        outgoing = stage.forward(i, std::move(incoming), mode);
-        break;
-      }
-      case ActionKind::kRecompute:
-        stage.recompute(i);
-        break;
-      case ActionKind::kBackward:
-        if (last) {
-          outgoing = stage.backward_from_loss(i, work.targets[i].value(), work.loss_fn,
-                                              work.weights[i], &work.losses[i], split);
-          if (options.check_finite && !std::isfinite(work.losses[i])) {
-            throw std::runtime_error(fmt::format("stage {}, micro-batch {}: non-finite loss ({})",
-                                                 s, i, work.losses[i]));
-          }
-        } else {
-          outgoing = stage.backward(i, std::move(incoming), split);
-        }
-        break;
-      case ActionKind::kWeight:
-        stage.weight(i);
-        break;
-    }
-    // On an accelerator the times are when the stage issued the action (its stream runs it
-    // later); the step's end waits for every stream.
-    own.push_back({s, action, start, ms_since(step_start)});
-    if (action.kind == ActionKind::kForward && !last)
-      links.forward[s]->post(i, pack(std::move(outgoing), stage.stream()));
-    if (action.kind == ActionKind::kBackward && s > 0)
-      links.backward[s - 1]->post(i, pack(std::move(outgoing), stage.stream()));
-    if (turns) turns->pass(device);
+  const int i = action.micro_batch;
+  Batch incoming;
+  if (action.kind == ActionKind::kForward) {
+    incoming = receive(s == 0 ? Parcel(work.inputs[i]) : links.forward[s - 1]->take(i));
+  } else if (action.kind == ActionKind::kBackward && !last) {
+    incoming = receive(links.backward[s]->take(i));
   }
-  activity = 0;
-  if (!last) links.forward[s]->flush();
-  if (s > 0) links.backward[s - 1]->flush();
-  synchronize(stage.stream());  // gradients are complete when step() returns
-  timeline = std::move(own);
+  activity = computing(action.kind, i);
+  const double start = ms_since(work.origin);
+  Batch outgoing;
+  switch (action.kind) {
+    case ActionKind::kForward: {
+      Stage::ForwardMode mode;
+      mode.checkpointed = is_checkpointed(options.checkpoint, i, options.chunks);
+      mode.track_input_grad = s > 0;
+      mode.rng_seed = mix(mix(mix(options.seed ^ work.step) + s) + options.first_micro_batch + i);
+      outgoing = stage.forward(i, std::move(incoming), mode);
+      break;
+    }
+    case ActionKind::kRecompute:
+      stage.recompute(i);
+      break;
+    case ActionKind::kBackward:
+      if (last) {
+        outgoing = stage.backward_from_loss(i, work.targets[i].value(), work.loss_fn,
+                                            work.weights[i], &work.losses[i], split);
+        if (options.check_finite && !std::isfinite(work.losses[i])) {
+          throw std::runtime_error(
+              fmt::format("stage {}, micro-batch {}: non-finite loss ({})", s, i, work.losses[i]));
+        }
+      } else {
+        outgoing = stage.backward(i, std::move(incoming), split);
+      }
+      break;
+    case ActionKind::kWeight:
+      stage.weight(i);
+      break;
+  }
+  // On an accelerator the times are when the stage issued the action (its stream runs it
+  // later); the step's end waits for every stream.
+  work.timelines[s].push_back({s, action, start, ms_since(work.origin)});
+  activity = 0;  // posting, then waiting for its next input
+  if (action.kind == ActionKind::kForward && !last)
+    links.forward[s]->post(i, pack(std::move(outgoing), stage.stream()));
+  if (action.kind == ActionKind::kBackward && s > 0)
+    links.backward[s - 1]->post(i, pack(std::move(outgoing), stage.stream()));
 }
 
 std::vector<BatchNormImpl*> Pipeline::batch_norms(bool local_only) const {
@@ -506,8 +488,7 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   work.loss_fn = loss_fn;
   work.actions = schedule_.actions;
   for (int s = 0; s < schedule_.stages; ++s) work.splits.push_back(schedule_.splits(s));
-  work.devices = schedule_.devices();
-  work.turn = turn_;
+  work.plans = plans_;
   work.options = options_;
   work.step = steps_;
   for (auto& stage : stages_) work.stages.push_back(stage.get());
@@ -518,7 +499,9 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   if (options_.deferred_batch_norm) set_deferred_batch_norm(true, false);
   try {
     work.origin = Clock::now();
-    run_parallel([shared_work](int s) { run_stage(s, *shared_work, shared_work->timelines[s]); });
+    run_parallel([shared_work](size_t w, int& current) {
+      run_worker((*shared_work->plans)[w], *shared_work, current);
+    });
     transport_->share_losses(work.losses, stages() - 1);
     if (options_.deferred_batch_norm && options_.sum_over_replicas) sum_batch_norm_statistics();
   } catch (...) {
@@ -547,6 +530,8 @@ Batch Pipeline::forward(const Batch& input) {
   struct Work {
     std::vector<Batch> inputs, outputs;
     std::vector<Stage*> stages;
+    std::shared_ptr<const std::vector<WorkerPlan>> plans;
+    std::function<void(int)> enter;
     Links* links = nullptr;
     std::atomic<uint64_t>* activity = nullptr;
   };
@@ -554,32 +539,54 @@ Batch Pipeline::forward(const Batch& input) {
   work->inputs = scatter(input, options_.chunks);
   work->outputs.resize(work->inputs.size());
   for (auto& stage : stages_) work->stages.push_back(stage.get());
+  work->plans = plans_;
+  work->enter = options_.on_stage_enter;
   work->links = links_.get();
   work->activity = activity_.get();
-  run_parallel([work](int s) {
+  run_parallel([work](size_t w, int& current) {
     torch::NoGradGuard no_grad;  // grad mode is per thread
-    Stage& stage = *work->stages[s];
-    CurrentStream on_stage_stream(stage.stream());
+    const std::vector<int>& own = (*work->plans)[w].stages;
     const int stages = static_cast<int>(work->stages.size());
-    if (s > 0) {
-      std::vector<int> micro_batches(work->inputs.size());
-      std::iota(micro_batches.begin(), micro_batches.end(), 0);
-      work->links->forward[s - 1]->expect(micro_batches);
+    const int micro_batches = static_cast<int>(work->inputs.size());
+    std::vector<int> all(static_cast<size_t>(micro_batches));
+    std::iota(all.begin(), all.end(), 0);
+    // (micro-batch, stage) in wavefront order, micro-batch + stage ascending: an order of all
+    // stages' forwards in which each comes after the one it takes its input from, so a worker
+    // running its stages' part of it never waits for one it has yet to run.
+    std::vector<std::pair<int, int>> order;
+    for (int s : own) {
+      work->activity[s] = 0;
+      if (s > 0) work->links->forward[s - 1]->expect(all);
+      for (int i = 0; i < micro_batches; ++i) order.emplace_back(i, s);
     }
-    for (size_t i = 0; i < work->inputs.size(); ++i) {
-      work->activity[s] = 0;  // waiting for its input
-      Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1]->take(int(i));
-      work->activity[s] = computing(ActionKind::kForward, int(i));
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return std::make_pair(a.first + a.second, a.second) <
+             std::make_pair(b.first + b.second, b.second);
+    });
+    int entered = -1;
+    for (const auto& [i, s] : order) {
+      current = s;
+      if (own.size() > 1 && s != entered && work->enter) {
+        work->enter(s);
+        entered = s;
+      }
+      Stage& stage = *work->stages[s];
+      CurrentStream on_stage_stream(stage.stream());
+      Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1]->take(i);
+      work->activity[s] = computing(ActionKind::kForward, i);
       Batch out = stage.infer(unpack(std::move(in), stage.device(), stage.stream()));
+      work->activity[s] = 0;
       if (s + 1 < stages) {
-        work->links->forward[s]->post(int(i), pack(std::move(out), stage.stream()));
+        work->links->forward[s]->post(i, pack(std::move(out), stage.stream()));
       } else {
         work->outputs[i] = std::move(out);
       }
     }
-    work->activity[s] = 0;
-    if (s + 1 < stages) work->links->forward[s]->flush();
-    synchronize(stage.stream());  // the caller reads the outputs on its own stream
+    for (int s : own) {
+      current = s;
+      if (s + 1 < stages) work->links->forward[s]->flush();
+      synchronize(work->stages[s]->stream());  // the caller reads the outputs on its own stream
+    }
   });
   if (!runs_stage(stages() - 1)) return Batch();
   return gather(work->outputs);

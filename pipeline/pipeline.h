@@ -1,5 +1,6 @@
-// The micro-batch pipeline engine. Each stage runs on its own worker thread and executes its
-// action list from the shared schedule definition (schedule.h); stages exchange activations
+// The micro-batch pipeline engine. Each device's stages run on one worker thread, which executes
+// their actions in the device's order from the shared schedule definition (schedule.h): with one
+// stage per device, that stage's action list. Stages exchange activations
 // forward and gradients backward through the channels of a transport (transport.h): mailboxes
 // between threads of this process, or c10d between processes. A step leaves the same
 // accumulated gradients on the parameters as the plain model's forward and backward on the
@@ -34,7 +35,7 @@ struct PipelineOptions {
   int chunks = 4;
   ScheduleKind schedule = ScheduleKind::kGPipe;
   // Stages per device with ScheduleKind::kInterleaved: the stages of one device (d, d + devices,
-  // ...) keep a thread each but run one action at a time, in the device's order.
+  // ...) share its worker thread, which runs their actions in the device's order.
   int virtual_stages = 1;
   // With ScheduleKind::kZeroBubbleH1: each stage's W delay (Schedule::weight_delays); empty: H1's.
   std::vector<int> weight_delays;
@@ -50,8 +51,11 @@ struct PipelineOptions {
   int first_micro_batch = 0;
   // A step (or forward) still running after this many seconds throws StepTimeout; 0: never.
   double step_timeout_s = 0;
-  // Runs first on each stage's worker thread, e.g. to attribute its allocations to the stage.
-  std::function<void(int stage)> on_worker_start;
+  // Runs on a worker thread whenever it begins to work for `stage`, e.g. to attribute its
+  // allocations to the stage: first when the worker starts, once for each of its stages in
+  // order; then, on a thread that runs several stages (interleaved), before each action or job
+  // of a stage that follows one of another.
+  std::function<void(int stage)> on_stage_enter;
   // With deferred batch norm and replicas of the pipeline: sums, in place, a float64 CPU tensor
   // over the replicas of this process's stages. The statistics the step's micro-batches
   // accumulated in this process's batch norms (in layer order, BatchNormImpl::
@@ -103,10 +107,11 @@ class Pipeline {
   // the last stage; an empty batch in the others).
   Batch forward(const Batch& input);
 
-  // Runs `job` on the thread of stage `s`, with the stage's intra-op thread pool, between steps,
-  // and waits for it; rethrows what it throws. For work that should share the stage's threads
-  // rather than start a pool of its own beside them (validate --auto profiles the plain model on
-  // several threads so). Throws std::invalid_argument when this process does not run stage `s`.
+  // Runs `job` on the thread of stage `s` (its device's worker), with the stage's intra-op thread
+  // pool, between steps, and waits for it; rethrows what it throws. For work that should share the
+  // stage's threads rather than start a pool of its own beside them (validate --auto profiles the
+  // plain model on several threads so). Throws std::invalid_argument when this process does not run
+  // stage `s`.
   void run_on_stage_thread(int s, const std::function<void()>& job);
 
   int stages() const { return static_cast<int>(stages_.size()); }
@@ -121,9 +126,18 @@ class Pipeline {
   struct Links;
   struct StepWork;
   struct ParallelRun;
-  static void run_stage(int s, StepWork& work, Timeline& timeline);
+  // What one worker thread runs: the stages of one device held by this process, and their
+  // actions in the device's order (Schedule::device_order).
+  struct WorkerPlan {
+    std::vector<int> stages;
+    std::vector<DeviceStep> order;
+  };
+  static void run_worker(const WorkerPlan& plan, StepWork& work, int& current);
+  static void run_action(int s, const Action& action, StepWork& work);
   static void record_failure(ParallelRun& run, Links& links, const std::string& what);
-  void run_parallel(std::function<void(int)> job);
+  // Runs job(w, current) on every worker w and waits for all. The job keeps `current` at the
+  // stage it works for: a failure is reported as that stage's.
+  void run_parallel(std::function<void(size_t worker, int& current)> job);
   void wait_for_stages(std::vector<std::future<void>>& done);
   // pipebal's BatchNorm modules in the layers, in order; `local_only`: of this process's stages.
   std::vector<BatchNormImpl*> batch_norms(bool local_only) const;
@@ -134,14 +148,14 @@ class Pipeline {
   std::vector<int> balance_;
   PipelineOptions options_;
   Schedule schedule_;
-  // [stage][k]: where schedule_.actions[stage][k] stands in its device's order; empty with one
-  // stage per device.
-  std::vector<std::vector<int>> turn_;
   std::shared_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Stage>> stages_;  // null where another process runs the stage
   std::vector<int> local_stages_;
   std::unique_ptr<Links> links_;
-  std::vector<std::unique_ptr<class Worker>> workers_;  // per local stage
+  // Shared with the jobs, which must not touch the Pipeline object (see StepWork).
+  std::shared_ptr<const std::vector<WorkerPlan>> plans_;
+  std::vector<std::unique_ptr<class Worker>> workers_;  // one per plan
+  std::vector<int> worker_of_;                          // per stage; -1 where not local
   // What each stage is doing, for a timeout's message: (action kind + 1) << 32 | micro-batch.
   std::unique_ptr<std::atomic<uint64_t>[]> activity_;
   bool abandoned_ = false;

@@ -262,9 +262,9 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
       first += static_cast<size_t>(layers);
     }
     st.held_weights.resize(settings.balance.size());
-    options.on_worker_start = [memory_tag_base, weight_bytes, &held = st.held_weights](int stage) {
+    options.on_stage_enter = [memory_tag_base, weight_bytes, &held = st.held_weights](int stage) {
       profiler::CpuMemoryScope::set_thread_tag(memory_tag_base + stage);
-      held[stage] = std::make_unique<CountedAsHeld>(weight_bytes[stage]);
+      if (!held[stage]) held[stage] = std::make_unique<CountedAsHeld>(weight_bytes[stage]);
     };
   }
   pipeline::micro_batch_sizes(st.shape[0], settings.chunks);  // rejects more chunks than samples

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -158,13 +159,57 @@ TEST(Pipeline, ForwardEqualsPlainModelOutput) {
   LayerSeq plain = make_model(2), piped = make_model(2);
   Batch input(
       {torch::randn({9, kWidth}, torch::kDouble), torch::randn({9, kWidth}, torch::kDouble)});
+  const at::Tensor expected = plain.forward(input).value();
   PipelineOptions options;
   options.chunks = 4;
-  Pipeline pipeline(piped, {2, 4, 2}, {}, options);
-  const at::Tensor expected = plain.forward(input).value();
-  const at::Tensor out = pipeline.forward(input).value();
-  EXPECT_TRUE(torch::allclose(out, expected, 1e-12, 1e-12));
-  EXPECT_FALSE(out.requires_grad());
+  for (const int virtual_stages : {1, 2}) {
+    SCOPED_TRACE(virtual_stages);
+    // Interleaved, a device's thread runs its stages' forwards in wavefront order.
+    options.schedule = virtual_stages > 1 ? ScheduleKind::kInterleaved : ScheduleKind::kGPipe;
+    options.virtual_stages = virtual_stages;
+    const std::vector<int> balance =
+        virtual_stages > 1 ? std::vector<int>{1, 3, 2, 2} : std::vector<int>{2, 4, 2};
+    Pipeline pipeline(piped, balance, {}, options);
+    const at::Tensor out = pipeline.forward(input).value();
+    EXPECT_TRUE(torch::allclose(out, expected, 1e-12, 1e-12));
+    EXPECT_FALSE(out.requires_grad());
+  }
+}
+
+// Interleaved, a device's stages share one thread, as the simulator assumes: it runs their
+// actions in the device's order, telling on_stage_enter each time it turns to another stage.
+TEST(Pipeline, InterleavedStagesOfADeviceShareItsThread) {
+  LayerSeq seq = make_model(2);
+  std::mutex mutex;
+  std::vector<std::set<std::thread::id>> threads(4);
+  std::vector<int> entered;  // stages entered, in order, across both devices' threads
+  PipelineOptions options;
+  options.chunks = 4;
+  options.schedule = ScheduleKind::kInterleaved;
+  options.virtual_stages = 2;
+  options.on_stage_enter = [&](int stage) {
+    std::lock_guard<std::mutex> lock(mutex);
+    threads[static_cast<size_t>(stage)].insert(std::this_thread::get_id());
+    entered.push_back(stage);
+  };
+  Pipeline pipeline(seq, {2, 2, 2, 2}, {}, options);
+  const std::vector<int> at_start = entered;
+  EXPECT_EQ(std::multiset<int>(at_start.begin(), at_start.end()), std::multiset<int>({0, 1, 2, 3}));
+  pipeline.step(
+      Batch({torch::randn({8, kWidth}, torch::kDouble), torch::randn({8, kWidth}, torch::kDouble)}),
+      torch::randn({8, 3}, torch::kDouble), mse);
+  for (int s = 0; s < 4; ++s) ASSERT_EQ(threads[static_cast<size_t>(s)].size(), 1u) << s;
+  EXPECT_EQ(threads[0], threads[2]);
+  EXPECT_EQ(threads[1], threads[3]);
+  EXPECT_NE(threads[0], threads[1]);
+  // In the step, each device's thread entered a stage at each change of stage in its order.
+  size_t switches = 0;
+  for (const auto& order : pipeline.schedule().device_order) {
+    for (size_t k = 0; k < order.size(); ++k) {
+      switches += k == 0 || order[k].stage != order[k - 1].stage;
+    }
+  }
+  EXPECT_EQ(entered.size() - at_start.size(), switches);
 }
 
 // Normalisation itself uses micro-batch statistics (as in GPipe), so only a BatchNorm whose
@@ -239,7 +284,7 @@ TEST(Pipeline, DeferredBatchNormRefusesABatchNormItCannotDefer) {
 TEST(Pipeline, AWorkerStartThatThrowsFailsTheConstruction) {
   LayerSeq seq = make_model(2);
   PipelineOptions options;
-  options.on_worker_start = [](int stage) {
+  options.on_stage_enter = [](int stage) {
     if (stage == 1) throw std::runtime_error("start failed");
   };
   EXPECT_THROW(Pipeline(seq, {4, 4}, {}, options), std::runtime_error);

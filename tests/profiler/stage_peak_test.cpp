@@ -101,5 +101,28 @@ TEST(StagePeak, AStagesBackwardPeaksInsideAnInnerLayerAsTheCostModelPredicts) {
   }
 }
 
+// Interleaved, a device's stages share its thread: each action's allocations still count as its
+// own stage's (PipelineOptions::on_stage_enter), so every stage peaks as the cost model says.
+// One micro-batch runs the stages one after another, nothing depending on timing.
+TEST(StagePeak, StagesSharingADevicesThreadAreCountedApart) {
+  const pipeline::LayerSeq layers = wide_and_narrow_model();
+  const std::vector<int> balance = {1, 1, 1, 2};  // fc0 | wide0 | narrow0 | wide1 narrow1
+  const balance::CostProfile profile =
+      quick_cost_profile(layers, pipeline::Batch(torch::randn({kRows, kWidth})));
+  const balance::CostModel model(profile.layers, 4, one_micro_batch_options());
+
+  const std::vector<int64_t> measured =
+      measured_stage_peaks(layers, balance, pipeline::Batch(torch::randn({kRows, kWidth})),
+                           torch::randn({kRows, kWidth}), /*tag_base=*/80, /*virtual_stages=*/2);
+  // Counted under the thread's first stage, stage 2's wide layer would show on stage 0 (and
+  // stage 3's on stage 1), each several tensors from its prediction.
+  for (int s = 0, first = 0; s < 4; first += balance[s++]) {
+    EXPECT_NEAR(static_cast<double>(measured[s]),
+                static_cast<double>(model.memory_bytes(s, first, first + balance[s])),
+                kTensorBytes / 8.0)
+        << "stage " << s;
+  }
+}
+
 }  // namespace
 }  // namespace pipebal::profiler

@@ -145,7 +145,7 @@ TEST(WaitingMessages, AreTheSendersMemoryAsTheTimedPeakPredicts) {
   engine.chunks = kChunks;
   engine.schedule = pipeline::ScheduleKind::kGPipe;
   engine.checkpoint = checkpoint;
-  engine.on_worker_start = [](int stage) { CpuMemoryScope::set_thread_tag(kTagBase + stage); };
+  engine.on_stage_enter = [](int stage) { CpuMemoryScope::set_thread_tag(kTagBase + stage); };
   pipeline::Pipeline pipeline(layers, {1, 1}, {}, engine,
                               pipeline::in_process_transport(count_as_taken));
   const pipeline::Batch input(torch::randn({kChunks * kRows, kWidth}));

@@ -41,16 +41,20 @@ inline balance::CostOptions one_micro_batch_options() {
 // Each stage's peak in the second step of `layers` cut by `balance` (the first makes the
 // parameters' gradients), trained on `input` against `target` with the mean squared error: the
 // stages' threads count under tags from `tag_base` on, a message taken the taker's.
+// With `virtual_stages` above 1 the stages run interleaved, each device's on one thread.
 inline std::vector<int64_t> measured_stage_peaks(const pipeline::LayerSeq& layers,
                                                  const std::vector<int>& balance,
                                                  const pipeline::Batch& input,
-                                                 const at::Tensor& target, int tag_base) {
+                                                 const at::Tensor& target, int tag_base,
+                                                 int virtual_stages = 1) {
   CpuMemoryScope scope;
   pipeline::PipelineOptions engine;
   engine.chunks = 1;
-  engine.schedule = pipeline::ScheduleKind::kGPipe;
+  engine.schedule =
+      virtual_stages > 1 ? pipeline::ScheduleKind::kInterleaved : pipeline::ScheduleKind::kGPipe;
+  engine.virtual_stages = virtual_stages;
   engine.checkpoint = pipeline::CheckpointMode::kNever;
-  engine.on_worker_start = [tag_base](int stage) {
+  engine.on_stage_enter = [tag_base](int stage) {
     CpuMemoryScope::set_thread_tag(tag_base + stage);
   };
   pipeline::Pipeline pipeline(layers, balance, {}, engine,
