@@ -21,7 +21,7 @@ install(TARGETS pipebal_pipeline pipebal_launch pipebal_distributed pipebal_mode
                 pipebal_workflow pipebal_git_commit
         EXPORT pipebalTorchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS pipebal RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS pipebal pipebal_torch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 install(EXPORT pipebalBalanceTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
 install(EXPORT pipebalTorchTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})

@@ -1,48 +1,9 @@
 // See error_text.h.
 #include "pipeline/error_text.h"
 
-#include <cctype>
-#include <sstream>
-
 #include <c10/util/Exception.h>
 
 namespace pipebal::pipeline {
-namespace {
-
-constexpr const char* kInterpreterHeader = "The following operation failed in the TorchScript";
-
-// "RuntimeError: ...", "builtins.ValueError: ...", "torch.jit.Error: ...": a Python exception
-// line as the interpreter prints it under its traceback.
-bool is_exception_line(const std::string& line) {
-  const auto colon = line.find(": ");
-  if (colon == std::string::npos || colon == 0) return false;
-  for (size_t i = 0; i < colon; ++i) {
-    const char c = line[i];
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
-  }
-  const std::string name = line.substr(0, colon);
-  return name.size() >= 5 && (name.rfind("Error") == name.size() - 5 ||
-                              (name.size() >= 9 && name.rfind("Exception") == name.size() - 9));
-}
-
-}  // namespace
-
-std::string first_line(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
-std::string summarize_error_text(const std::string& text) {
-  if (text.rfind(kInterpreterHeader, 0) != 0) return first_line(text);
-  // The traceback's frames are indented; the cause is the first exception line after them.
-  std::istringstream lines(text);
-  std::string line;
-  std::string last;
-  while (std::getline(lines, line)) {
-    if (is_exception_line(line)) return line;
-    if (!line.empty() && line[0] != ' ') last = line;
-  }
-  return last.empty() ? first_line(text) : last;
-}
 
 std::string error_summary(const std::exception& error) {
   if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {

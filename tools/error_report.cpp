@@ -7,18 +7,21 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "pipeline/error_text.h"
+#include "common/error_text.h"
 
 namespace pipebal::tools {
 
-ErrorReport report_error(const std::exception& error, const std::string& prefix) {
+ErrorReport report_error(const std::exception& error, const std::string& prefix,
+                         Summarize summarize) {
   // c10::Error and friends append a backtrace; users need only the cause, in one line. pipebal's
   // own messages for bad input are one line already, unless they quote what the user typed
   // (a newline in an argument): those are kept whole, for one_line to escape.
   const bool bad_input = dynamic_cast<const std::invalid_argument*>(&error) != nullptr;
   const std::string raw = error.what();
   const bool traceback = raw.find("(most recent call") != std::string::npos;
-  const std::string what = bad_input && !traceback ? raw : pipeline::error_summary(error);
+  const std::string what = bad_input && !traceback ? raw
+                           : summarize             ? summarize(error)
+                                                   : summarize_error_text(raw);
   if (!bad_input && dynamic_cast<const std::logic_error*>(&error) != nullptr) {
     return {"pipebal: internal error (a bug in pipebal; please report it with the command line): " +
                 prefix + what,

@@ -16,9 +16,14 @@ struct ErrorReport {
   int status = kUserErrorStatus;
 };
 
+// The cause of an exception in one line, e.g. pipeline::error_summary for LibTorch's errors.
+using Summarize = std::string (*)(const std::exception&);
+
 // `prefix` goes before the message (e.g. "rank 1: " in a multi-process run). std::logic_error
 // other than std::invalid_argument (what pipebal throws for bad input) is an internal error.
-ErrorReport report_error(const std::exception& error, const std::string& prefix = "");
+// `summarize` null: the first line of what() (common/error_text.h).
+ErrorReport report_error(const std::exception& error, const std::string& prefix = "",
+                         Summarize summarize = nullptr);
 
 // `text` on one line: control characters (a newline in an argument the message quotes) written
 // as escapes, so that a message stays one line and sends nothing to the terminal.

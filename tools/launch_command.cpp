@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "distributed/launcher.h"
+#include "tools/command_line.h"
 
 namespace pipebal::tools {
 

@@ -6,11 +6,6 @@
 
 namespace pipebal::tools {
 
-// The exit status a command wants main() to return, with nothing more printed.
-struct ExitStatus {
-  int status = 0;
-};
-
 void add_launch_command(CLI::App& app);
 
 }  // namespace pipebal::tools

@@ -14,6 +14,10 @@ prefix=$scratch/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -f "$prefix/include/pipebal/balance/plan.h"
 test -x "$prefix/bin/pipebal"
+test -x "$prefix/bin/pipebal-torch"
+# `pipebal` balances itself and hands model commands to pipebal-torch beside it.
+"$prefix/bin/pipebal" balance "$source_dir/reports/examples/demo/profile.json" --stages 2 >/dev/null
+"$prefix/bin/pipebal" models >/dev/null
 
 torch_prefix=$(grep -m1 '^Torch_DIR:' "$build/CMakeCache.txt" | cut -d= -f2)
 cmake -S "$source_dir/examples" -B "$scratch/examples" -DCMAKE_BUILD_TYPE=Release \

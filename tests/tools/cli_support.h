@@ -29,11 +29,15 @@ inline std::string read_text(const std::string& path) {
 }
 
 // stdout and stderr go through files in the test's own scratch directory.
-inline CliResult run_pipebal(const std::string& args) {
+inline CliResult run_executable(const std::string& path, const std::string& args) {
   const std::string out = scratch_path("pipebal.out"), err = scratch_path("pipebal.err");
-  const std::string command = std::string(PIPEBAL_BINARY) + " " + args + " >" + out + " 2>" + err;
+  const std::string command = path + " " + args + " >" + out + " 2>" + err;
   const int raw = std::system(command.c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};
+}
+
+inline CliResult run_pipebal(const std::string& args) {
+  return run_executable(PIPEBAL_BINARY, args);
 }
 
 // A copy of `profile` (written beside it) without the engine's measured costs: on tiny layers

@@ -32,6 +32,52 @@ TEST(Cli, EverySubcommandHasHelpWithAnExample) {
   }
 }
 
+// `pipebal` runs balance, plan and report itself, without LibTorch, and hands every other
+// command to `pipebal-torch` beside it (tools/front_main.cpp). A copy of it alone still
+// balances, plans and reports as the whole install does, and for a command that needs LibTorch
+// says in one line what is missing.
+TEST(Cli, BalancePlanAndReportRunWithoutLibTorch) {
+  const std::string dir = pipebal::testing::fresh_dir("front");
+  const std::string profile = dir + "/profile.json";
+  ASSERT_EQ(run_pipebal("profile --model mlp:layers=4,width=8 --input-shape 8,8 --chunks 2 "
+                        "--repeat 2 -q -o " +
+                        profile)
+                .status,
+            0);
+  const std::string alone = dir + "/bin/pipebal";
+  std::filesystem::create_directories(dir + "/bin");
+  std::filesystem::copy_file(PIPEBAL_BINARY, alone);
+  const Result libraries = pipebal::testing::run_executable("ldd", alone);
+  ASSERT_EQ(libraries.status, 0) << libraries.err;
+  EXPECT_EQ(libraries.out.find("libtorch"), std::string::npos) << libraries.out;
+  EXPECT_EQ(libraries.out.find("libc10"), std::string::npos) << libraries.out;
+
+  for (const std::string args : {"balance " + profile + " --stages 2 --chunks 2",
+                                 "plan " + profile + " --devices 2 -o " + dir + "/plan.json"}) {
+    const Result whole = run_pipebal(args);
+    ASSERT_EQ(whole.status, 0) << args << ": " << whole.err;
+    const Result front = pipebal::testing::run_executable(alone, args);
+    EXPECT_EQ(front.status, 0) << args << ": " << front.err;
+    EXPECT_EQ(front.out, whole.out) << args;
+  }
+  ASSERT_EQ(run_pipebal("report " + dir + " -o " + dir + "/whole.html").status, 0);
+  const Result report =
+      pipebal::testing::run_executable(alone, "report " + dir + " -o " + dir + "/front.html");
+  EXPECT_EQ(report.status, 0) << report.err;
+  const std::string page = pipebal::testing::read_text(dir + "/front.html");
+  EXPECT_NE(page.find("<html"), std::string::npos);
+  EXPECT_EQ(page, pipebal::testing::read_text(dir + "/whole.html"));
+  // Bad input is refused there as everywhere: one line, exit status 2.
+  const Result bad = pipebal::testing::run_executable(alone, "balance " + profile + " --stages 9");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(count_lines(bad.err), 1) << bad.err;
+
+  const Result train = pipebal::testing::run_executable(alone, "train --model mlp --steps 1");
+  EXPECT_EQ(train.status, 2);
+  EXPECT_EQ(count_lines(train.err), 1) << train.err;
+  EXPECT_NE(train.err.find(dir + "/bin/pipebal-torch"), std::string::npos) << train.err;
+}
+
 TEST(Cli, ModelsListsTheZooWithDefaults) {
   const Result r = run_pipebal("models");
   EXPECT_EQ(r.status, 0);

@@ -1,0 +1,17 @@
+// One line of text for an error message, as pipebal's errors show it: the first line of the
+// message, or for an error raised inside the TorchScript interpreter the line that says what
+// failed ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x16 and 32x4)"), not
+// the interpreter's generic header. Without LibTorch: pipeline/error_text.h adds its errors.
+#pragma once
+
+#include <string>
+
+namespace pipebal {
+
+// The text up to the first newline.
+std::string first_line(const std::string& text);
+
+// The cause in one line of a message's full text.
+std::string summarize_error_text(const std::string& text);
+
+}  // namespace pipebal

@@ -1,0 +1,85 @@
+// See command_line.h.
+#include "tools/command_line.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/aligned_stack.h"
+#include "common/env_flag.h"
+#include "common/error_text.h"
+#include "common/git_commit.h"
+#include "common/parse_integers.h"
+#include "tools/version.h"
+
+namespace pipebal::tools {
+
+std::string rank_prefix() {
+  const char* world = std::getenv("WORLD_SIZE");
+  const char* rank = std::getenv("RANK");
+  if (world == nullptr || rank == nullptr || std::string(world) == "1") return "";
+  const std::optional<int64_t> value = parse_integer(rank);
+  if (!value || *value < 0) return "";
+  return fmt::format("rank {}: ", *value);
+}
+
+std::unique_ptr<CLI::App> make_pipebal_app() {
+  auto app = std::make_unique<CLI::App>(
+      "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
+      "and compare the predicted speed-up with the measured one.");
+  app->set_version_flag("--version",
+                        std::string("pipebal ") + kVersion + " (" + git_commit() + ")");
+  app->require_subcommand(1);
+  app->footer(
+      "Examples:\n"
+      "  pipebal demo\n"
+      "  pipebal models\n"
+      "  pipebal balance profile.json --stages 4 --chunks 8 -o plan.json\n"
+      "  pipebal plan profile.json --devices 4 -o plan.json\n"
+      "Run `pipebal COMMAND --help` for a command's options.");
+  return app;
+}
+
+int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHooks& hooks) {
+  // The first word names the command: say plainly when it names none.
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+  const std::string listed = fmt::format("{}", fmt::join(commands, ", "));
+  if (argc < 2) {
+    print_error_line("pipebal: error: give a command (" + listed + "; see --help)");
+    return kUserErrorStatus;
+  }
+  if (argv[1][0] != '-' && std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+    print_error_line("pipebal: error: unknown command '" + std::string(argv[1]) +
+                     "' (commands: " + listed + ")");
+    return kUserErrorStatus;
+  }
+  try {
+    // Mistyped environment switches are refused before any work.
+    stack_offset();
+    env_flag(kShmDisableVariable);
+    env_flag(kTensorChannelVariable);
+    if (hooks.prepare) hooks.prepare();
+    app.parse(argc, argv);
+  } catch (const ExitStatus& exit) {
+    return exit.status;
+  } catch (const CLI::ParseError& error) {
+    // --help and --version arrive here too, with exit code 0.
+    if (error.get_exit_code() == 0) return app.exit(error);
+    print_error_line("pipebal: error: " + first_line(error.what()) + " (see --help)");
+    return kUserErrorStatus;
+  } catch (const std::exception& error) {
+    if (hooks.special) {
+      if (const std::optional<int> status = hooks.special(error)) return *status;
+    }
+    const ErrorReport report = report_error(error, rank_prefix(), hooks.summarize);
+    print_error_line(report.line);
+    return report.status;
+  }
+  return 0;
+}
+
+}  // namespace pipebal::tools

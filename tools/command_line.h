@@ -1,0 +1,43 @@
+// What both pipebal executables do around their commands (see tools/front_main.cpp): the same
+// application (description, examples, --version), the first word checked to name a command,
+// mistyped environment switches refused, and every error ended as one line on stderr with its
+// exit status (error_report.h). Needs no LibTorch.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/error_report.h"
+
+namespace pipebal::tools {
+
+// The exit status a command wants main() to return, with nothing more printed.
+struct ExitStatus {
+  int status = 0;
+};
+
+// "rank 1: " in a process of a multi-process run, so that each line says whose it is; none
+// while RANK is not a rank (reading the environment refuses it then, in one line of its own).
+std::string rank_prefix();
+
+// pipebal's application, without commands.
+std::unique_ptr<CLI::App> make_pipebal_app();
+
+struct CommandLineHooks {
+  // Runs before the command line is parsed (e.g. what every thread must see from its start).
+  std::function<void()> prepare;
+  // The cause of an error in one line (null: report_error's default).
+  Summarize summarize = nullptr;
+  // May end an exception its own way: returns the exit status, or nullopt for the usual line.
+  std::function<std::optional<int>(const std::exception&)> special;
+};
+
+// Parses and runs `app`'s command line; returns the exit status.
+int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHooks& hooks = {});
+
+}  // namespace pipebal::tools

@@ -1,0 +1,57 @@
+// `pipebal`: runs `balance`, `plan` and `report`, which need no LibTorch, in this small
+// executable, so that they start at once (loading LibTorch and the libraries it pulls in takes
+// about half a second); every other command line, --help and --version included, is handed as it
+// is to `pipebal-torch` beside it, which replaces this process (same pid, signals and exit
+// status).
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "common/atomic_file.h"
+#include "tools/balance_command.h"
+#include "tools/command_line.h"
+#include "tools/plan_command.h"
+#include "tools/report_command.h"
+#include "tools/value_syntax.h"
+
+namespace {
+
+constexpr const char* kTorchExecutable = "pipebal-torch";
+
+bool runs_here(const std::string& command) {
+  return command == "balance" || command == "plan" || command == "report";
+}
+
+// This executable's directory, links resolved; empty when the kernel does not say.
+std::string own_directory() {
+  std::string path(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
+  if (n <= 0 || static_cast<size_t>(n) >= path.size()) return "";
+  path.resize(static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && runs_here(argv[1])) {
+    pipebal::install_interrupt_cleanup(pipebal::tools::rank_prefix().empty());
+    const auto app = pipebal::tools::make_pipebal_app();
+    pipebal::tools::add_balance_command(*app);
+    pipebal::tools::add_plan_command(*app);
+    pipebal::tools::add_report_command(*app);
+    pipebal::tools::enforce_value_syntax(*app);
+    return pipebal::tools::run_command_line(*app, argc, argv);
+  }
+  const std::string directory = own_directory();
+  const std::string torch = (directory.empty() ? "" : directory + "/") + kTorchExecutable;
+  ::execv(torch.c_str(), argv);
+  pipebal::tools::print_error_line(fmt::format(
+      "pipebal: error: cannot run {} ({}), which runs every command but balance, plan and report: "
+      "install it beside pipebal",
+      torch, std::strerror(errno)));
+  return pipebal::tools::kUserErrorStatus;
+}

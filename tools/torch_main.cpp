@@ -1,0 +1,72 @@
+// `pipebal-torch`: every pipebal command, with LibTorch. The `pipebal` executable
+// (front_main.cpp) runs the commands that need no LibTorch itself and hands every other command
+// line to this one.
+#include <cstdlib>
+#include <exception>
+#include <optional>
+
+#include "common/atomic_file.h"
+#include "distributed/group.h"
+#include "distributed/launcher.h"
+#include "pipeline/error_text.h"
+#include "pipeline/pipeline.h"
+#include "tools/balance_command.h"
+#include "tools/command_line.h"
+#include "tools/demo_command.h"
+#include "tools/error_report.h"
+#include "tools/launch_command.h"
+#include "tools/link_command.h"
+#include "tools/models_command.h"
+#include "tools/plan_command.h"
+#include "tools/profile_command.h"
+#include "tools/report_command.h"
+#include "tools/train_command.h"
+#include "tools/validate_command.h"
+#include "tools/value_syntax.h"
+#include "workflow/denormals.h"
+#include "workflow/malloc_tuning.h"
+
+namespace {
+
+using pipebal::tools::print_error_line;
+using pipebal::tools::rank_prefix;
+
+// The errors that end a run their own way.
+std::optional<int> end_run(const std::exception& error) {
+  if (dynamic_cast<const pipebal::pipeline::StepTimeout*>(&error) != nullptr) {
+    // A layer may still be running on a stage's thread: leave without waiting for it.
+    print_error_line("pipebal: error: " + rank_prefix() + error.what());
+    std::_Exit(pipebal::tools::kUserErrorStatus);
+  }
+  if (dynamic_cast<const pipebal::distributed::PeerFailed*>(&error) != nullptr) {
+    // An echo of another rank's failure: the launcher reports that rank, not this one.
+    print_error_line("pipebal: error: " + rank_prefix() + error.what());
+    return pipebal::distributed::kPeerFailedExitStatus;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pipebal::workflow::keep_freed_memory_in_process();
+  pipebal::install_interrupt_cleanup(rank_prefix().empty());
+  const auto app = pipebal::tools::make_pipebal_app();
+  pipebal::tools::add_demo_command(*app);
+  pipebal::tools::add_launch_command(*app);
+  pipebal::tools::add_link_command(*app);
+  pipebal::tools::add_models_command(*app);
+  pipebal::tools::add_balance_command(*app);
+  pipebal::tools::add_plan_command(*app);
+  pipebal::tools::add_profile_command(*app);
+  pipebal::tools::add_report_command(*app);
+  pipebal::tools::add_train_command(*app);
+  pipebal::tools::add_validate_command(*app);
+  pipebal::tools::enforce_value_syntax(*app);
+  pipebal::tools::CommandLineHooks hooks;
+  // Before any thread starts (workflow/denormals.h).
+  hooks.prepare = [] { pipebal::workflow::flush_denormals_unless_kept(); };
+  hooks.summarize = pipebal::pipeline::error_summary;
+  hooks.special = end_run;
+  return pipebal::tools::run_command_line(*app, argc, argv, hooks);
+}
