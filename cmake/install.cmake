@@ -1,5 +1,5 @@
 # `cmake --install BUILD --prefix P`: headers under P/include/pipebal/, the libraries, the
-# `pipebal` executable, a CMake package (find_package(pipebal CONFIG) with targets
+# `pipebal` and `pipebal-torch` executables, a CMake package (find_package(pipebal CONFIG) with targets
 # pipebal::balance, pipebal::reports, pipebal::schedule — torch-free — and pipebal::pipeline,
 # pipebal::distributed, pipebal::models, pipebal::profiler, pipebal::workflow, which bring
 # LibTorch) and pkg-config files for the
@@ -21,6 +21,8 @@ install(TARGETS pipebal_pipeline pipebal_launch pipebal_distributed pipebal_mode
                 pipebal_workflow pipebal_git_commit
         EXPORT pipebalTorchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# pipebal-torch keeps the path to a LibTorch outside the system's directories (a pip wheel's).
+set_target_properties(pipebal_torch PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS pipebal pipebal_torch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 install(EXPORT pipebalBalanceTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})

@@ -10,6 +10,8 @@ namespace pipebal {
 constexpr const char* kShmDisableVariable = "PIPEBAL_SHM_DISABLE";
 // Gloo messages tensor by tensor (distributed/tensor_channel.h).
 constexpr const char* kTensorChannelVariable = "PIPEBAL_TENSOR_CHANNEL";
+// Subnormal floats kept, not flushed to zero (workflow/denormals.h).
+constexpr const char* kKeepDenormalsVariable = "PIPEBAL_KEEP_DENORMALS";
 
 // Whether the switch `name` is on; throws std::invalid_argument naming the variable and its
 // value when it is neither.

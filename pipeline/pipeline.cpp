@@ -70,6 +70,32 @@ void expect_inputs(const std::vector<Action>& actions, Channel* activations, Cha
   if (gradients) gradients->expect(backward);
 }
 
+// Turns a worker's thread from stage to stage: a failure names the stage it works for, and on a
+// thread of several stages on_stage_enter hears of each change (e.g. to count the allocations
+// that follow as that stage's). Once the run is cancelled it calls nothing more: the pipeline
+// may have been abandoned after a timeout, and the callback's owner be gone.
+class StageTurner {
+ public:
+  StageTurner(const std::function<void(int)>& enter, bool several,
+              const std::atomic<bool>& cancelled, int& current)
+      : enter_(several ? enter : nullptr), cancelled_(cancelled), current_(current) {}
+
+  void to(int stage) {
+    if (cancelled_.load()) throw ChannelCancelled();
+    current_ = stage;
+    if (enter_ && stage != entered_) {
+      enter_(stage);
+      entered_ = stage;
+    }
+  }
+
+ private:
+  std::function<void(int)> enter_;
+  const std::atomic<bool>& cancelled_;
+  int& current_;
+  int entered_ = -1;
+};
+
 }  // namespace
 
 // Channels between neighbouring stages: forward[s] carries stage s's outputs to stage s+1,
@@ -78,6 +104,7 @@ void expect_inputs(const std::vector<Action>& actions, Channel* activations, Cha
 struct Pipeline::Links {
   std::vector<std::unique_ptr<Channel>> forward;
   std::vector<std::unique_ptr<Channel>> backward;
+  std::atomic<bool> cancelled{false};
 
   Links(Transport& transport, const std::vector<std::unique_ptr<Stage>>& stages) {
     for (size_t s = 0; s + 1 < stages.size(); ++s) {
@@ -94,10 +121,12 @@ struct Pipeline::Links {
       if (c) f(*c);
   }
   void cancel() {
+    cancelled = true;
     for_each([](Channel& c) { c.cancel(); });
   }
   void reset() {
     for_each([](Channel& c) { c.reset(); });
+    cancelled = false;
   }
 };
 
@@ -125,8 +154,8 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
         fmt::format("{} devices given for {} stages", devices.size(), stages));
   }
   if (stages > kMaxStages) {
-    throw std::invalid_argument(fmt::format(
-        "{} stages: at most {} (each stage is a thread of this process)", stages, kMaxStages));
+    throw std::invalid_argument(
+        fmt::format("{} stages: at most {} in one process", stages, kMaxStages));
   }
   check_threads_per_stage(options_.threads_per_stage);
   check_time_limit(options_.step_timeout_s, "the step timeout", "none");
@@ -350,23 +379,21 @@ void Pipeline::wait_for_stages(std::vector<std::future<void>>& done) {
 void Pipeline::run_worker(const WorkerPlan& plan, StepWork& work, int& current) {
   Links& links = *work.links;
   const int stages = static_cast<int>(work.stages.size());
+  StageTurner turn(work.options.on_stage_enter, plan.stages.size() > 1, links.cancelled, current);
   for (int s : plan.stages) {
+    turn.to(s);            // a channel may allocate its receive buffers here
     work.activity[s] = 0;  // waiting (a failed step may have left an action's word)
+    CurrentStream on_stage_stream(work.stages[s]->stream());
     expect_inputs(work.actions[s], s > 0 ? links.forward[s - 1].get() : nullptr,
                   s + 1 < stages ? links.backward[s].get() : nullptr);
   }
-  const bool several = plan.stages.size() > 1;
-  int entered = -1;  // the stage on_stage_enter was last told of in this step
   for (const DeviceStep& next : plan.order) {
-    current = next.stage;
-    if (several && current != entered && work.options.on_stage_enter) {
-      work.options.on_stage_enter(current);
-      entered = current;
-    }
-    run_action(current, work.actions[current][next.index], work);
+    turn.to(next.stage);
+    run_action(next.stage, work.actions[next.stage][next.index], work);
   }
   for (int s : plan.stages) {
-    current = s;
+    turn.to(s);
+    CurrentStream on_stage_stream(work.stages[s]->stream());  // a send may wait on the stream
     if (s + 1 < stages) links.forward[s]->flush();
     if (s > 0) links.backward[s - 1]->flush();
     synchronize(work.stages[s]->stream());  // gradients are complete when step() returns
@@ -553,9 +580,12 @@ Batch Pipeline::forward(const Batch& input) {
     // (micro-batch, stage) in wavefront order, micro-batch + stage ascending: an order of all
     // stages' forwards in which each comes after the one it takes its input from, so a worker
     // running its stages' part of it never waits for one it has yet to run.
+    StageTurner turn(work->enter, own.size() > 1, work->links->cancelled, current);
     std::vector<std::pair<int, int>> order;
     for (int s : own) {
+      turn.to(s);
       work->activity[s] = 0;
+      CurrentStream on_stage_stream(work->stages[s]->stream());
       if (s > 0) work->links->forward[s - 1]->expect(all);
       for (int i = 0; i < micro_batches; ++i) order.emplace_back(i, s);
     }
@@ -563,13 +593,8 @@ Batch Pipeline::forward(const Batch& input) {
       return std::make_pair(a.first + a.second, a.second) <
              std::make_pair(b.first + b.second, b.second);
     });
-    int entered = -1;
     for (const auto& [i, s] : order) {
-      current = s;
-      if (own.size() > 1 && s != entered && work->enter) {
-        work->enter(s);
-        entered = s;
-      }
+      turn.to(s);
       Stage& stage = *work->stages[s];
       CurrentStream on_stage_stream(stage.stream());
       Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1]->take(i);
@@ -583,7 +608,8 @@ Batch Pipeline::forward(const Batch& input) {
       }
     }
     for (int s : own) {
-      current = s;
+      turn.to(s);
+      CurrentStream on_stage_stream(work->stages[s]->stream());
       if (s + 1 < stages) work->links->forward[s]->flush();
       synchronize(work->stages[s]->stream());  // the caller reads the outputs on its own stream
     }

@@ -24,7 +24,7 @@ namespace pipebal::pipeline {
 
 struct BatchNormImpl;
 
-// Each stage of a pipeline in one process is a thread of it.
+// The most stages a pipeline has in one process (each device's stages share a thread of it).
 constexpr int kMaxStages = 512;
 
 // Throws std::invalid_argument unless 1 <= threads <= this machine's cores: what each CPU stage's

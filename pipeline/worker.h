@@ -1,5 +1,5 @@
-// A thread that runs submitted jobs one at a time: each CPU stage owns one, so the stage's
-// intra-op thread setting (thread-local in OpenMP) and its thread pool persist across steps.
+// A thread that runs submitted jobs one at a time: each device of a pipeline owns one, so its
+// stages' intra-op thread setting (thread-local in OpenMP) and thread pool persist across steps.
 #pragma once
 
 #include <condition_variable>

@@ -62,6 +62,7 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
     stack_offset();
     env_flag(kShmDisableVariable);
     env_flag(kTensorChannelVariable);
+    env_flag(kKeepDenormalsVariable);
     if (hooks.prepare) hooks.prepare();
     app.parse(argc, argv);
   } catch (const ExitStatus& exit) {

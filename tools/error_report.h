@@ -21,7 +21,7 @@ using Summarize = std::string (*)(const std::exception&);
 
 // `prefix` goes before the message (e.g. "rank 1: " in a multi-process run). std::logic_error
 // other than std::invalid_argument (what pipebal throws for bad input) is an internal error.
-// `summarize` null: the first line of what() (common/error_text.h).
+// `summarize` null: summarize_error_text of what() (common/error_text.h).
 ErrorReport report_error(const std::exception& error, const std::string& prefix = "",
                          Summarize summarize = nullptr);
 

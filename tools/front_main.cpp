@@ -47,11 +47,17 @@ int main(int argc, char** argv) {
     return pipebal::tools::run_command_line(*app, argc, argv);
   }
   const std::string directory = own_directory();
-  const std::string torch = (directory.empty() ? "" : directory + "/") + kTorchExecutable;
+  if (directory.empty()) {
+    pipebal::tools::print_error_line("pipebal: error: " + pipebal::tools::rank_prefix() +
+                                     "cannot find " + kTorchExecutable +
+                                     ": /proc/self/exe does not name this executable");
+    return pipebal::tools::kUserErrorStatus;
+  }
+  const std::string torch = directory + "/" + kTorchExecutable;
   ::execv(torch.c_str(), argv);
   pipebal::tools::print_error_line(fmt::format(
-      "pipebal: error: cannot run {} ({}), which runs every command but balance, plan and report: "
-      "install it beside pipebal",
-      torch, std::strerror(errno)));
+      "pipebal: error: {}cannot run {} ({}), which runs every command but balance, plan and "
+      "report: install it beside pipebal",
+      pipebal::tools::rank_prefix(), torch, std::strerror(errno)));
   return pipebal::tools::kUserErrorStatus;
 }

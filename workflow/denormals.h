@@ -12,10 +12,12 @@
 // 2.2e-308 (float64).
 #pragma once
 
+#include "common/env_flag.h"
+
 namespace pipebal::workflow {
 
 // The environment variable that keeps subnormals: 1 (common/env_flag.h).
-constexpr const char* kKeepDenormalsVariable = "PIPEBAL_KEEP_DENORMALS";
+using pipebal::kKeepDenormalsVariable;
 
 // Call once at start-up, before any thread starts: threads inherit the floating-point
 // environment of the thread that creates them (POSIX), so the stage workers, the intra-op

@@ -202,14 +202,20 @@ TEST(Pipeline, InterleavedStagesOfADeviceShareItsThread) {
   EXPECT_EQ(threads[0], threads[2]);
   EXPECT_EQ(threads[1], threads[3]);
   EXPECT_NE(threads[0], threads[1]);
-  // In the step, each device's thread entered a stage at each change of stage in its order.
+  // In the step, each device's thread entered a stage at each change of the stage it works for:
+  // each of its stages in turn to set their channels up, the stages of its actions in the
+  // device's order, then each in turn again to finish.
   size_t switches = 0;
   for (const auto& order : pipeline.schedule().device_order) {
-    for (size_t k = 0; k < order.size(); ++k) {
-      switches += k == 0 || order[k].stage != order[k - 1].stage;
+    std::vector<int> worked_for = {order.front().stage % 2, order.front().stage % 2 + 2};
+    for (const DeviceStep& step : order) worked_for.push_back(step.stage);
+    worked_for.insert(worked_for.end(), worked_for.begin(), worked_for.begin() + 2);
+    for (size_t k = 0; k < worked_for.size(); ++k) {
+      switches += k == 0 || worked_for[k] != worked_for[k - 1];
     }
   }
   EXPECT_EQ(entered.size() - at_start.size(), switches);
+  EXPECT_GT(switches, 8u);  // the device's order alternates between its stages
 }
 
 // Normalisation itself uses micro-batch statistics (as in GPipe), so only a BatchNorm whose

@@ -34,8 +34,8 @@ TEST(Cli, EverySubcommandHasHelpWithAnExample) {
 
 // `pipebal` runs balance, plan and report itself, without LibTorch, and hands every other
 // command to `pipebal-torch` beside it (tools/front_main.cpp). A copy of it alone still
-// balances, plans and reports as the whole install does, and for a command that needs LibTorch
-// says in one line what is missing.
+// balances, plans and reports as pipebal-torch does, and for a command that needs LibTorch says
+// in one line what is missing.
 TEST(Cli, BalancePlanAndReportRunWithoutLibTorch) {
   const std::string dir = pipebal::testing::fresh_dir("front");
   const std::string profile = dir + "/profile.json";
@@ -52,15 +52,18 @@ TEST(Cli, BalancePlanAndReportRunWithoutLibTorch) {
   EXPECT_EQ(libraries.out.find("libtorch"), std::string::npos) << libraries.out;
   EXPECT_EQ(libraries.out.find("libc10"), std::string::npos) << libraries.out;
 
-  for (const std::string args : {"balance " + profile + " --stages 2 --chunks 2",
-                                 "plan " + profile + " --devices 2 -o " + dir + "/plan.json"}) {
-    const Result whole = run_pipebal(args);
+  for (const std::string& args : {"balance " + profile + " --stages 2 --chunks 2",
+                                  "plan " + profile + " --devices 2 -o " + dir + "/plan.json"}) {
+    const Result whole = pipebal::testing::run_executable(PIPEBAL_TORCH_BINARY, args);
     ASSERT_EQ(whole.status, 0) << args << ": " << whole.err;
     const Result front = pipebal::testing::run_executable(alone, args);
     EXPECT_EQ(front.status, 0) << args << ": " << front.err;
     EXPECT_EQ(front.out, whole.out) << args;
   }
-  ASSERT_EQ(run_pipebal("report " + dir + " -o " + dir + "/whole.html").status, 0);
+  ASSERT_EQ(pipebal::testing::run_executable(PIPEBAL_TORCH_BINARY,
+                                             "report " + dir + " -o " + dir + "/whole.html")
+                .status,
+            0);
   const Result report =
       pipebal::testing::run_executable(alone, "report " + dir + " -o " + dir + "/front.html");
   EXPECT_EQ(report.status, 0) << report.err;

@@ -458,19 +458,22 @@ TEST(LaunchCli, ACommandThatCannotRunIsOneLine) {
 }
 
 // The environment's switches are 1 or 0 (or empty): anything else is refused up front, not read
-// as one or the other ("false" disabled shared memory). A RANK that is not a rank names no rank.
+// as one or the other ("false" disabled shared memory), by the commands that need no LibTorch
+// too. A RANK that is not a rank names no rank.
 TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
   for (const std::string& assignment :
        {std::string("PIPEBAL_SHM_DISABLE=false"), std::string("PIPEBAL_TENSOR_CHANNEL=true"),
         std::string("PIPEBAL_KEEP_DENORMALS=yes")}) {
-    const CliResult r = run_shell("env " + assignment + " " + PIPEBAL_BINARY + kTrain);
-    EXPECT_EQ(r.status, 2) << assignment << ": " << r.err;
-    EXPECT_EQ(count_lines(r.err), 1) << r.err;
-    const std::string name = assignment.substr(0, assignment.find('='));
-    const std::string value = assignment.substr(assignment.find('=') + 1);
-    EXPECT_NE(r.err.find(name + " must be 1 (on), or 0 or empty (off), got '" + value + "'"),
-              std::string::npos)
-        << r.err;
+    for (const std::string& command : {std::string(kTrain), std::string(" balance p.json")}) {
+      const CliResult r = run_shell("env " + assignment + " " + PIPEBAL_BINARY + command);
+      EXPECT_EQ(r.status, 2) << assignment << command << ": " << r.err;
+      EXPECT_EQ(count_lines(r.err), 1) << r.err;
+      const std::string name = assignment.substr(0, assignment.find('='));
+      const std::string value = assignment.substr(assignment.find('=') + 1);
+      EXPECT_NE(r.err.find(name + " must be 1 (on), or 0 or empty (off), got '" + value + "'"),
+                std::string::npos)
+          << r.err;
+    }
   }
   const CliResult r = run_shell(std::string("env WORLD_SIZE=2 RANK=abc MASTER_ADDR=127.0.0.1 "
                                             "MASTER_PORT=1 ") +
