@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "balance/dp_partition.h"
 #include "balance/plan.h"
+#include "common/format_bytes.h"
 
 namespace pipebal::balance {
 namespace {
@@ -96,6 +99,48 @@ class Search {
   InterleavedSearch result_{{}, std::numeric_limits<double>::infinity(), 0, true};
 };
 
+// The search from dp's per-stage balance, or nothing when no balance it finds fits the caps.
+std::optional<InterleavedSearch> fitting_search(const CostModel& model) {
+  try {
+    // dp fails when a stage alone exceeds its device's cap; the search, when the stages of a
+    // device together do.
+    return interleaved_partition(model, dp_partition(model));
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+}
+
+CostModel with_cap(const CostModel& model, int64_t cap_bytes) {
+  CostOptions options = model.options();
+  options.memory_caps_bytes = {cap_bytes};
+  return CostModel(model.layers(), model.stage_count(), options);
+}
+
+// The smallest memory cap, the same on every device, with which the search finds a balance
+// that fits; 0 when not even the fastest balance's own peak (doubled a few times) does. The
+// caps that fit grow with the cap, so a bisection between a cap too small for one stage alone
+// and one that fits finds it.
+int64_t smallest_fitting_cap(const CostModel& model) {
+  CostOptions unlimited = model.options();
+  unlimited.memory_caps_bytes.clear();
+  const CostModel free_model(model.layers(), model.stage_count(), unlimited);
+  const std::optional<InterleavedSearch> fastest = fitting_search(free_model);
+  if (!fastest) return 0;
+  const std::vector<int64_t> peaks =
+      make_plan(free_model, fastest->balance, "dp").device_timed_memory_bytes();
+  int64_t fits = *std::max_element(peaks.begin(), peaks.end());
+  for (int doubled = 0; !fitting_search(with_cap(model, fits)); ++doubled) {
+    if (doubled == 4) return 0;
+    fits *= 2;
+  }
+  int64_t too_small = std::max<int64_t>(smallest_feasible_memory_cap(model) - 1, 0);
+  while (fits - too_small > 1) {
+    const int64_t mid = too_small + (fits - too_small) / 2;
+    (fitting_search(with_cap(model, mid)) ? fits : too_small) = mid;
+  }
+  return fits;
+}
+
 }  // namespace
 
 InterleavedSearch interleaved_partition(const CostModel& model, const std::vector<int>& start,
@@ -117,6 +162,23 @@ InterleavedSearch interleaved_partition(const CostModel& model, const std::vecto
         result.exhaustive ? "" : fmt::format(" within the {} prefixes searched", result.nodes)));
   }
   return result;
+}
+
+InterleavedSearch interleaved_dp_partition(const CostModel& model) {
+  if (model.schedule().kind != pipeline::ScheduleKind::kInterleaved) {
+    throw std::invalid_argument("interleaved_dp_partition: the cost model's schedule is " +
+                                pipeline::to_string(model.schedule().kind));
+  }
+  if (std::optional<InterleavedSearch> search = fitting_search(model)) return *search;
+  const int64_t cap = smallest_fitting_cap(model);
+  throw std::invalid_argument(fmt::format(
+      "no partition of {} layers into {} stages, {} on each of {} devices, fits the devices' "
+      "memory caps (a device holds its stages' memory at once){}",
+      model.layer_count(), model.stage_count(), model.schedule().virtual_stages,
+      model.schedule().devices(),
+      cap > 0 ? fmt::format("; the smallest cap on every device that one fits is {} ({} bytes)",
+                            format_bytes(cap), cap)
+              : ""));
 }
 
 }  // namespace pipebal::balance

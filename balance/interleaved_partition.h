@@ -29,4 +29,9 @@ struct InterleavedSearch {
 InterleavedSearch interleaved_partition(const CostModel& model, const std::vector<int>& start,
                                         int64_t node_limit = 2'000'000);
 
+// interleaved_partition from dp_partition's per-stage balance: `balance --algorithm dp` under the
+// interleaved schedule. When no balance fits the caps, throws std::invalid_argument saying the
+// smallest cap, the same on every device, with which one is found.
+InterleavedSearch interleaved_dp_partition(const CostModel& model);
+
 }  // namespace pipebal::balance

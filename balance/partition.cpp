@@ -58,7 +58,7 @@ std::vector<int> balance_of(const CostModel& model, Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kDp:
       if (model.schedule().kind == pipeline::ScheduleKind::kInterleaved) {
-        return interleaved_partition(model, dp_partition(model)).balance;
+        return interleaved_dp_partition(model).balance;
       }
       return dp_partition(model);
     case Algorithm::kBlockPartition: {
@@ -97,7 +97,7 @@ Plan plan_balance(const CostModel& model, const std::vector<int>& balance,
 Plan partition(const CostModel& model, Algorithm algorithm) {
   if (algorithm == Algorithm::kDp &&
       model.schedule().kind == pipeline::ScheduleKind::kInterleaved) {
-    const InterleavedSearch search = interleaved_partition(model, dp_partition(model));
+    const InterleavedSearch search = interleaved_dp_partition(model);
     Plan plan = make_plan(model, search.balance, to_string(algorithm));
     plan.search_nodes = search.nodes;
     plan.search_exhaustive = search.exhaustive;

@@ -108,8 +108,9 @@ extern "C" void remove_temporaries_and_exit(int signal_number) {
   for (int i = 0; i < kSlots; ++i) {
     if (slot_state[i] == kReady) remove_in_handler(AT_FDCWD, slot_path[i].data(), slot_depth[i]);
   }
-  const char* message =
-      signal_number == SIGINT ? "pipebal: interrupted\n" : "pipebal: terminated\n";
+  const char* message = signal_number == SIGINT   ? "pipebal: interrupted\n"
+                        : signal_number == SIGHUP ? "pipebal: hung up\n"
+                                                  : "pipebal: terminated\n";
   if (announce_interrupt) {
     const ssize_t ignored = ::write(STDERR_FILENO, message, std::strlen(message));
     (void)ignored;
@@ -217,6 +218,11 @@ void install_interrupt_cleanup(bool announce) {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
+  // A closed terminal too, unless the process was started to outlive it (nohup ignores it).
+  struct sigaction hangup {};
+  if (::sigaction(SIGHUP, nullptr, &hangup) == 0 && hangup.sa_handler != SIG_IGN) {
+    ::sigaction(SIGHUP, &action, nullptr);
+  }
 }
 
 void write_file_atomically_with(const std::string& path,

@@ -33,8 +33,8 @@ void write_file_atomically_with(const std::string& path,
 // throws std::runtime_error with the text write_file_atomically would.
 void check_writable(const std::string& path);
 
-// Makes SIGINT and SIGTERM remove the temporary files being written and the staging directories
-// of StagedDirectory not yet committed, print one line
+// Makes SIGINT, SIGTERM and SIGHUP (unless ignored, as under nohup) remove the temporary files
+// being written and the staging directories of StagedDirectory not yet committed, print one line
 // ("pipebal: interrupted") unless `announce` is false (a process of a launched run, whose
 // launcher says it), and exit with status 128 + the signal. For executables.
 void install_interrupt_cleanup(bool announce = true);

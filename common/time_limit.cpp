@@ -1,6 +1,8 @@
 // See time_limit.h.
 #include "common/time_limit.h"
 
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -8,6 +10,16 @@
 namespace pipebal {
 
 void check_time_limit(double seconds, const std::string& what, const std::string& zero_means) {
+  // Read from its bits: once subnormals are flushed (workflow/denormals.h), a subnormal compares
+  // equal to 0, and 1e-310 would quietly mean no limit.
+  uint64_t bits = 0;
+  std::memcpy(&bits, &seconds, sizeof bits);
+  const bool nonzero = (bits << 1) != 0;
+  if (nonzero && seconds >= 0 && !(seconds >= kMinTimeLimitS)) {
+    throw std::invalid_argument(fmt::format("{} must be 0{} or at least a microsecond, got {:g}",
+                                            what, zero_means.empty() ? "" : " (" + zero_means + ")",
+                                            seconds));
+  }
   if (seconds >= 0 && seconds <= kMaxTimeLimitS) return;
   throw std::invalid_argument(
       fmt::format("{} must be from 0 to {:.0f} seconds{}, got {:g}", what, kMaxTimeLimitS,

@@ -103,6 +103,12 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::exception& error) {
     const std::string cause = pipeline::error_summary(error);
+    if (options.isServer && cause.find("timed out") != std::string::npos) {
+      // The server's own connection to itself timed out: not the port, the time was too short.
+      throw std::invalid_argument(
+          fmt::format("cannot serve the rendezvous on {} within {:g} s (--timeout): {}", where,
+                      timeout.count() / 1000.0, cause));
+    }
     if (options.isServer) {
       throw std::invalid_argument(
           fmt::format("cannot serve the rendezvous on {} (MASTER_PORT in use? pick another with "

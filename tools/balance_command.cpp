@@ -53,7 +53,7 @@ balance::CostOptions cost_options(const BalanceParams& params,
   }
   options.checkpoint = params.checkpoint;
   options.chunks = balance::planned_chunks(profile, params.chunks);
-  apply_device_params(params.devices, profile, options);
+  apply_device_params(params.devices, profile, params.stages, options);
   options.replicas = params.replicas;
   return options;
 }

@@ -30,10 +30,19 @@ void add_device_options(CLI::App& cmd, DeviceParams& params) {
 }
 
 void apply_device_params(const DeviceParams& params, const balance::CostProfile& profile,
-                         balance::CostOptions& options) {
+                         int devices, balance::CostOptions& options) {
   if (!params.memory_cap.empty() && !params.memory_caps.empty()) {
     throw std::invalid_argument("give either --memory-cap or --memory-caps, not both");
   }
+  const auto check_per_device = [devices](size_t values, const char* option) {
+    if (values > 1 && values != static_cast<size_t>(devices)) {
+      throw std::invalid_argument(
+          fmt::format("{}: {} values for {} devices (give one for every device or one per device)",
+                      option, values, devices));
+    }
+  };
+  check_per_device(params.memory_caps.size(), "--memory-caps");
+  check_per_device(params.device_speeds.size(), "--device-speeds");
   options.param_scale = params.param_scale;
   options.memory_caps_bytes.clear();
   if (!params.memory_cap.empty()) {

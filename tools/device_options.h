@@ -25,11 +25,13 @@ struct DeviceParams {
 // --param-scale on `cmd`.
 void add_device_options(CLI::App& cmd, DeviceParams& params);
 
-// Sets `options`' caps, speeds, bandwidths and parameter scale from `params`; without
+// Sets `options`' caps, speeds, bandwidths and parameter scale from `params`, for `devices`
+// devices (interleaved, each holds several stages, which share its cap and speed); without
 // --bandwidth, the link measured in `profile` (`pipebal link`) when there is one. Throws
-// std::invalid_argument for an unreadable size or bandwidth, or both cap options.
+// std::invalid_argument for an unreadable size or bandwidth, both cap options, or caps or speeds
+// that are neither one value nor one per device.
 void apply_device_params(const DeviceParams& params, const balance::CostProfile& profile,
-                         balance::CostOptions& options);
+                         int devices, balance::CostOptions& options);
 
 // One line saying the profile's measured link is in use, or "" when --bandwidth overrides it or
 // the profile has none.

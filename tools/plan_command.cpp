@@ -41,7 +41,7 @@ constexpr const char* kFooter =
 balance::PlanSearch plan_search(const PlanParams& params, const balance::CostProfile& profile) {
   balance::PlanSearch search;
   search.devices = params.devices;
-  apply_device_params(params.device, profile, search.costs);
+  apply_device_params(params.device, profile, params.devices, search.costs);
   search.chunks = params.chunks;
   for (const std::string& name : params.schedules) {
     search.schedules.push_back(pipeline::parse_schedule_kind(name));

@@ -266,7 +266,7 @@ void add_train_command(CLI::App& app) {
       "      --epochs 3 --loss cross_entropy --lr 0.1 --save trained.pt -o run.json\n"
       "One process per stage (rank r runs stage r; rank 0 writes the outputs):\n"
       "  pipebal launch --nproc-per-node 2 -- pipebal train --plan plan.json -o run.json\n"
-      "  python3 -m torch.distributed.run --nproc-per-node 2 --no-python \\\n"
+      "  python3 -m torch.distributed.run --nproc_per_node 2 --no_python \\\n"
       "      pipebal train --plan plan.json -o run.json");
   cmd->callback([p, cmd] {
     if (p->plan.empty() && p->balance.empty()) {

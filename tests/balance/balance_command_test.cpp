@@ -281,6 +281,21 @@ TEST(BalanceCommand, BadInputThrowsOneClearMessage) {
   expect_error(params, "the smallest cap that would work on every stage is");
   params.devices.memory_caps = {"1G"};
   expect_error(params, "either --memory-cap or --memory-caps");
+  // Interleaved, a device's stages share its cap and speed: one value per device, not per stage.
+  params = params_for(2);
+  params.schedule = pipeline::ScheduleKind::kInterleaved;
+  params.virtual_stages = 2;
+  params.devices.memory_caps = {"1G", "1G", "1G", "3000"};
+  expect_error(params,
+               "--memory-caps: 4 values for 2 devices (give one for every device or one "
+               "per device)");
+  params.devices.memory_caps = {};
+  params.devices.device_speeds = {1, 1, 1};
+  expect_error(params, "--device-speeds: 3 values for 2 devices");
+  // Nothing fits: the cap suggested is one the device's stages fit together.
+  params.devices.device_speeds = {};
+  params.devices.memory_cap = "1K";
+  expect_error(params, "the smallest cap on every device that one fits is");
   params = params_for(2);
   params.devices.memory_cap = "lots";
   expect_error(params, "cannot read byte size 'lots'");

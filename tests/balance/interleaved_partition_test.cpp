@@ -3,6 +3,7 @@
 // with the smallest step, never worse than dp's per-stage optimum it starts from.
 #include "balance/interleaved_partition.h"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <random>
@@ -14,6 +15,7 @@
 #include "balance/dp_partition.h"
 #include "balance/partition.h"
 #include "balance/plan.h"
+#include "common/format_bytes.h"
 
 namespace pipebal::balance {
 namespace {
@@ -169,6 +171,57 @@ TEST(InterleavedPartition, RefusesAnotherScheduleAndSaysWhenNothingFits) {
               std::string::npos)
         << error.what();
   }
+}
+
+// When nothing fits, `balance` says the smallest cap, the same on every device, with which a
+// balance fits: what the device holding its stages at once needs under the best balance for
+// memory (brute force), not what one stage alone needs (too small: it was suggested before).
+TEST(InterleavedPartition, SaysTheSmallestCapOnEveryDeviceThatFits) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<double> ms(0.1, 4.0);
+  int below_shared = 0;  // cases where one stage alone would have fitted in less
+  for (int t = 0; t < 20; ++t) {
+    const int layers = 6 + static_cast<int>(rng() % 3);
+    std::vector<LayerCost> costs(layers);
+    for (LayerCost& c : costs) {
+      c.forward_ms = ms(rng);
+      c.backward_ms = 2 * c.forward_ms;
+      c.param_bytes = 1000 * (1 + static_cast<int64_t>(rng() % 9));
+      c.activation_bytes = 500;
+      c.output_bytes = 500 * (1 + static_cast<int64_t>(rng() % 8));
+    }
+    CostOptions options;
+    options.schedule = pipeline::ScheduleKind::kInterleaved;
+    options.virtual_stages = 2;
+    options.chunks = 2;
+    CostOptions unlimited = options;
+    const CostModel free_model(costs, 4, unlimited);
+    int64_t smallest = std::numeric_limits<int64_t>::max();
+    std::vector<int> prefix;
+    each_balance(layers, 4, prefix, [&](const std::vector<int>& balance) {
+      const std::vector<int64_t> held =
+          make_plan(free_model, balance, "dp").device_timed_memory_bytes();
+      smallest = std::min(smallest, *std::max_element(held.begin(), held.end()));
+    });
+    options.memory_caps_bytes = {smallest - 1};
+    const CostModel tight(costs, 4, options);
+    try {
+      interleaved_dp_partition(tight);
+      ADD_FAILURE() << t << ": a balance fitted " << smallest - 1 << " bytes";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what())
+                    .find("the smallest cap on every device that one fits is " +
+                          format_bytes(smallest) + " (" + std::to_string(smallest) + " bytes)"),
+                std::string::npos)
+          << t << ": " << error.what();
+    }
+    options.memory_caps_bytes = {smallest};
+    const CostModel enough(costs, 4, options);
+    EXPECT_TRUE(make_plan(enough, interleaved_dp_partition(enough).balance, "dp").fits_memory())
+        << t;
+    below_shared += smallest_feasible_memory_cap(tight) < smallest;
+  }
+  EXPECT_GT(below_shared, 0);
 }
 
 }  // namespace

@@ -233,7 +233,7 @@ const std::vector<BadInput> kTable = {
      "--chunks 3 does not divide the mini-batch of 8 samples"},
     {"plan {dir}/sized.json --devices 2 --memory-cap 1", "no configuration fits the memory caps"},
     {"plan {dir}/sized.json --devices 2 --device-speeds 1,1,1",
-     "device speeds: 3 values for 2 devices"},
+     "--device-speeds: 3 values for 2 devices"},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8'", "expected DTYPE[SHAPE]"},
     {"profile --model mlp:layers=2,width=8 --input 'complex64[4,8]'", "unknown dtype 'complex64'"},
     {"profile --model mlp:layers=2,width=8 --input 'int64[4,8]'",
@@ -320,6 +320,12 @@ const std::vector<BadInput> kTable = {
     // Time limits past any step, which as clock deadlines would overflow and fire at once.
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e10",
      "--timeout must be from 0 to 1000000 seconds (0: none), got 1e+10"},
+    // A positive limit too small to be meant: 1e-310, subnormal, compared as 0 (no limit) once
+    // subnormals were flushed.
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e-310",
+     "--timeout must be 0 (none) or at least a microsecond"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e-9",
+     "--timeout must be 0 (none) or at least a microsecond, got 1e-09"},
     {"launch --grace 1e10 -- true", "--grace must be from 0 to 1000000 seconds, got 1e+10"},
     {"profile --model mlp:layers=2,width=8 --time-budget 1e10",
      "the time budget must be from 0 to 1000000 seconds"},

@@ -54,12 +54,13 @@ inline std::string without_engine_costs(const std::string& profile) {
 
 // Shell text, to follow a command started in the background as `... & pid=$!; `: it waits until
 // `count` of the processes that `pids` (shell text printing PIDs) names train — their SIGINT
-// handler installed (SigCgt bit 2) and 3 threads or more — then sends $pid SIGINT a second
-// later, and waits for it. Not ready within 120 s, $pid is killed (status 137) rather than left to
-// ignore the SIGINT a background job starts with. Waiting for the run to train, not a fixed delay:
-// a slow start (a large CUDA LibTorch to load) would meet the signal before main() and test
-// nothing of pipebal.
-inline std::string interrupt_once_training(const std::string& pids, int count) {
+// handler installed (SigCgt bit 2) and 3 threads or more — then sends $pid SIGINT (or
+// `signal`) a second later, and waits for it. Not ready within 120 s, $pid is killed (status 137)
+// rather than left to ignore the SIGINT a background job starts with. Waiting for the run to train,
+// not a fixed delay: a slow start (a large CUDA LibTorch to load) would meet the signal before
+// main() and test nothing of pipebal.
+inline std::string interrupt_once_training(const std::string& pids, int count,
+                                           const std::string& signal = "INT") {
   return "ready=; for i in $(seq 1200); do "
          "  n=0; for p in $(" +
          pids +
@@ -73,7 +74,8 @@ inline std::string interrupt_once_training(const std::string& pids, int count) {
          std::to_string(count) +
          " ] && ready=1 && break; sleep 0.1; "
          "done; "
-         "if [ -n \"$ready\" ]; then sleep 1; kill -INT $pid; else kill -KILL $pid; fi; wait $pid";
+         "if [ -n \"$ready\" ]; then sleep 1; kill -" +
+         signal + " $pid; else kill -KILL $pid; fi; wait $pid";
 }
 
 // Shell text printing the PIDs of $pid's children.

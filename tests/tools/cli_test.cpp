@@ -1,6 +1,8 @@
 // End-to-end: the `pipebal` binary as a user runs it, checking exit codes and messages.
+#include <csignal>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -157,24 +159,32 @@ TEST(Cli, StackOffsetIsRecordedAndAMistypedOneRefused) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/refused.json"));
 }
 
-// Ctrl-C: one line, status 130, and neither the output nor a temporary file left behind. The
-// signal comes once the run trains (its handler installed, its stages' threads up, a second
-// later).
+// Ctrl-C: one line, status 130, and neither the output nor a temporary file left behind; a
+// closed terminal (SIGHUP) the same, status 129. The signal comes once the run trains (its
+// handler installed, its stages' threads up, a second later).
 TEST(Cli, InterruptIsOneLineAndLeavesNothingHalfWritten) {
-  const std::string dir = pipebal::testing::scratch_dir();
-  const std::string command =
-      std::string(PIPEBAL_BINARY) +
-      " train --model mlp:layers=4,width=64 --input-shape 64,64 --balance 3,2 --steps 1000000 "
-      "-q -o " +
-      dir + "/run.json >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
-      pipebal::testing::interrupt_once_training("echo $pid", 1);
-  const int raw = std::system(command.c_str());
-  ASSERT_TRUE(WIFEXITED(raw));
-  EXPECT_EQ(WEXITSTATUS(raw), 130);
-  EXPECT_EQ(pipebal::testing::read_text(dir + "/err"), "pipebal: interrupted\n");
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename();
-    EXPECT_TRUE(name == "out" || name == "err") << name;
+  struct sigaction hangup {};
+  ASSERT_EQ(::sigaction(SIGHUP, nullptr, &hangup), 0);
+  const bool hangup_ignored = hangup.sa_handler == SIG_IGN;  // under nohup: pipebal keeps it so
+  for (const auto& [signal, status, line] :
+       {std::tuple<std::string, int, std::string>{"INT", 130, "pipebal: interrupted\n"},
+        {"HUP", 129, "pipebal: hung up\n"}}) {
+    if (signal == "HUP" && hangup_ignored) continue;
+    const std::string dir = pipebal::testing::fresh_dir(signal);
+    const std::string command =
+        std::string(PIPEBAL_BINARY) +
+        " train --model mlp:layers=4,width=64 --input-shape 64,64 --balance 3,2 --steps 1000000 "
+        "-q -o " +
+        dir + "/run.json >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
+        pipebal::testing::interrupt_once_training("echo $pid", 1, signal);
+    const int raw = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(raw)) << signal;
+    EXPECT_EQ(WEXITSTATUS(raw), status) << signal;
+    EXPECT_EQ(pipebal::testing::read_text(dir + "/err"), line);
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename();
+      EXPECT_TRUE(name == "out" || name == "err") << signal << ": " << name;
+    }
   }
 }
 
