@@ -2,7 +2,11 @@
 #include "tools/command_line.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -43,6 +47,21 @@ std::unique_ptr<CLI::App> make_pipebal_app() {
   return app;
 }
 
+namespace {
+
+// `status`, unless what the command printed did not arrive: a full disk or a closed stdout is
+// an error, not success.
+int output_arrived(int status) {
+  std::cout.flush();
+  if (status != 0 || (std::cout && std::fflush(stdout) == 0)) return status;
+  const int cause = errno;
+  print_error_line("pipebal: error: " + rank_prefix() + "cannot write to standard output (" +
+                   (cause != 0 ? std::strerror(cause) : "the write failed") + ")");
+  return kUserErrorStatus;
+}
+
+}  // namespace
+
 int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHooks& hooks) {
   // The first word names the command: say plainly when it names none.
   std::vector<std::string> commands;
@@ -69,7 +88,7 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
     return exit.status;
   } catch (const CLI::ParseError& error) {
     // --help and --version arrive here too, with exit code 0.
-    if (error.get_exit_code() == 0) return app.exit(error);
+    if (error.get_exit_code() == 0) return output_arrived(app.exit(error));
     print_error_line("pipebal: error: " + first_line(error.what()) + " (see --help)");
     return kUserErrorStatus;
   } catch (const std::exception& error) {
@@ -80,7 +99,7 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
     print_error_line(report.line);
     return report.status;
   }
-  return 0;
+  return output_arrived(0);
 }
 
 }  // namespace pipebal::tools

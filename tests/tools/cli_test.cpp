@@ -83,6 +83,22 @@ TEST(Cli, BalancePlanAndReportRunWithoutLibTorch) {
   EXPECT_NE(train.err.find(dir + "/bin/pipebal-torch"), std::string::npos) << train.err;
 }
 
+// What a command prints must arrive: on a full disk the command fails with one line.
+TEST(Cli, OutputThatCannotBeWrittenIsAnError) {
+  const std::string profile = PIPEBAL_FIXTURES_DIR "/../../reports/examples/demo/profile.json";
+  for (const std::string& args :
+       {"balance " + profile + " --stages 2", std::string("models"), std::string("--version")}) {
+    const std::string err = pipebal::testing::scratch_path("err");
+    const int raw =
+        std::system((std::string(PIPEBAL_BINARY) + " " + args + " >/dev/full 2>" + err).c_str());
+    ASSERT_TRUE(WIFEXITED(raw)) << args;
+    EXPECT_EQ(WEXITSTATUS(raw), 2) << args;
+    EXPECT_EQ(pipebal::testing::read_text(err),
+              "pipebal: error: cannot write to standard output (No space left on device)\n")
+        << args;
+  }
+}
+
 TEST(Cli, ModelsListsTheZooWithDefaults) {
   const Result r = run_pipebal("models");
   EXPECT_EQ(r.status, 0);
