@@ -250,10 +250,13 @@ std::string schedule_plan_file(const std::string& dir, const ScheduleRow& row) {
 // The same devices and micro-batches under each schedule, each with its own dp balance: the
 // step, the speed-up over one micro-batch, the bubble and the busiest device's peak memory (a
 // device holds several stages under interleaving). With params.schedule_plans_dir, each plan is
-// written there as <schedule>.json.
+// written there as <schedule>.json once all are made (an interrupted search writes none), and a
+// schedule without a plan this time loses the file an earlier run wrote for it, so that the
+// directory never mixes two runs' plans.
 void print_schedule_comparison(const balance::CostProfile& profile, const BalanceParams& params,
                                std::ostream& out) {
-  std::vector<std::string> written;
+  std::vector<std::pair<std::string, Plan>> plans;  // to write
+  std::vector<std::string> stale;                   // files of schedules without a plan
   out << fmt::format("\n{:<15} {:>6} {:>13} {:>9} {:>7} {:>12}  {}\n", "schedule", "stages", "step",
                      "speed-up", "bubble", "device peak", "balance");
   for (const ScheduleRow& row : kScheduleRows) {
@@ -270,8 +273,7 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
       Plan plan = balance::partition(model, balance::Algorithm::kDp);
       if (!params.schedule_plans_dir.empty()) {
         name_what_it_trains(plan, profile);
-        written.push_back(schedule_plan_file(params.schedule_plans_dir, row));
-        balance::write_plan(written.back(), plan);
+        plans.emplace_back(schedule_plan_file(params.schedule_plans_dir, row), plan);
       }
       const std::vector<int64_t> device_bytes = plan.device_timed_memory_bytes();
       out << fmt::format("{:<15} {:>6} {:>10.3f} ms {:>8.2f}x {:>6.1f}% {:>12}  [{}]\n", name,
@@ -281,12 +283,28 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
                          fmt::join(plan.balance, ","));
     } catch (const std::invalid_argument& error) {
       out << fmt::format("{:<15} {}\n", name, error.what());
+      if (!params.schedule_plans_dir.empty()) {
+        stale.push_back(schedule_plan_file(params.schedule_plans_dir, row));
+      }
     }
+  }
+  std::vector<std::string> written, removed;
+  for (const auto& [path, plan] : plans) {
+    balance::write_plan(path, plan);
+    written.push_back(path);
+  }
+  for (const std::string& path : stale) {
+    std::error_code error;
+    if (std::filesystem::remove(path, error)) removed.push_back(path);
   }
   if (!written.empty()) {
     out << fmt::format(
         "\nwrote {}\nmeasure them side by side: pipebal validate --plans {}/*.json -o DIR\n",
         fmt::join(written, ", "), params.schedule_plans_dir);
+  }
+  if (!removed.empty()) {
+    out << fmt::format("removed {}, an earlier run's plan for a schedule without one now\n",
+                       fmt::join(removed, ", "));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -141,6 +142,9 @@ TEST(PlansCli, ValidatePlansTrainsEveryPlanInTurnsAndPredictsThemAgainFromProfil
 TEST(PlansCli, BalanceWritesEverySchedulesPlanForValidatePlans) {
   const std::string dir = fresh_dir("schedule_plans");
   plan_schedules(dir, {"1f1b"});
+  // An earlier run's plan for a schedule that gets none now: removed, not measured beside them.
+  std::filesystem::create_directory(dir + "/plans");
+  std::ofstream(dir + "/plans/interleaved-3.json") << "{}";
   CliResult r = run_pipebal("balance " + dir + "/profile.json --stages 2 --checkpoint never " +
                             "--schedule-plans " + dir + "/plans");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -149,6 +153,9 @@ TEST(PlansCli, BalanceWritesEverySchedulesPlanForValidatePlans) {
   // 5 layers: interleaved with 3 stages per device would need 6, and is said, not written.
   EXPECT_NE(r.out.find("interleaved 3   "), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/plans/interleaved-3.json"));
+  EXPECT_NE(r.out.find("removed " + dir + "/plans/interleaved-3.json, an earlier run's plan"),
+            std::string::npos)
+      << r.out;
   const std::vector<std::pair<std::string, std::string>> written = {
       {"gpipe", "--schedule gpipe"},
       {"1f1b", "--schedule 1f1b"},
