@@ -89,7 +89,8 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
   } catch (const CLI::ParseError& error) {
     // --help and --version arrive here too, with exit code 0.
     if (error.get_exit_code() == 0) return output_arrived(app.exit(error));
-    print_error_line("pipebal: error: " + first_line(error.what()) + " (see --help)");
+    print_error_line("pipebal: error: " + rank_prefix() + first_line(error.what()) +
+                     " (see --help)");
     return kUserErrorStatus;
   } catch (const std::exception& error) {
     if (hooks.special) {

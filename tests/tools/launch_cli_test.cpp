@@ -480,6 +480,11 @@ TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
                                 PIPEBAL_BINARY + kTrain);
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(r.err, "pipebal: error: RANK=abc: expected an integer from 0 to 1\n");
+  // A rank's mistyped option says whose it is, as its other errors do.
+  const CliResult typo = run_shell(std::string("env WORLD_SIZE=2 RANK=1 ") + PIPEBAL_BINARY +
+                                   " train --no-such-option");
+  EXPECT_EQ(typo.status, 2) << typo.err;
+  EXPECT_EQ(typo.err.rfind("pipebal: error: rank 1: ", 0), 0u) << typo.err;
 }
 
 // link fits a latency and a bandwidth: one message size is refused before the ranks meet.
