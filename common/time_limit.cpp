@@ -16,9 +16,11 @@ void check_time_limit(double seconds, const std::string& what, const std::string
   std::memcpy(&bits, &seconds, sizeof bits);
   const bool nonzero = (bits << 1) != 0;
   if (nonzero && seconds >= 0 && !(seconds >= kMinTimeLimitS)) {
-    throw std::invalid_argument(fmt::format("{} must be 0{} or at least a microsecond, got {:g}",
+    // Flushed, a subnormal prints as 0: say what it is.
+    const std::string given = seconds == 0 ? "a subnormal number" : fmt::format("{:g}", seconds);
+    throw std::invalid_argument(fmt::format("{} must be 0{} or at least a microsecond, got {}",
                                             what, zero_means.empty() ? "" : " (" + zero_means + ")",
-                                            seconds));
+                                            given));
   }
   if (seconds >= 0 && seconds <= kMaxTimeLimitS) return;
   throw std::invalid_argument(

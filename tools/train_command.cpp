@@ -150,13 +150,21 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   Progress progress(std::cerr, Progress::mode_for_stderr(p.quiet || !reports));
   const int warmup = settings.warmup_steps;
   // Said once the run is made (bad input gets its one line alone): processes on this host, or
-  // this process's devices (a device's stages take turns).
-  std::string warning = !reports ? ""
-                                 : oversubscription_warning(
-                                       settings.launch ? settings.launch->local_world_size
-                                                       : static_cast<int>(settings.balance.size()) /
-                                                             std::max(1, settings.virtual_stages),
-                                       settings.threads_per_stage);
+  // this process's devices (a device's stages share its thread).
+  const int stages = static_cast<int>(settings.balance.size());
+  std::string warning = !reports
+                            ? ""
+                            : oversubscription_warning(
+                                  settings.launch ? settings.launch->local_world_size
+                                                  : stages / std::max(1, settings.virtual_stages),
+                                  settings.threads_per_stage);
+  if (reports && settings.schedule == pipeline::ScheduleKind::kInterleaved &&
+      stages == settings.virtual_stages) {
+    warning += fmt::format(
+        "pipebal: warning: interleaved with {} stages per device puts all {} stages on one "
+        "device, which runs them one after another: give devices x {} stages to interleave\n",
+        settings.virtual_stages, stages, settings.virtual_stages);
+  }
   const reports::RunRecord run = run_training(
       settings, [&progress, &warning, warmup](int step, int total, double ms, double loss) {
         std::cerr << warning;

@@ -323,7 +323,7 @@ const std::vector<BadInput> kTable = {
     // A positive limit too small to be meant: 1e-310, subnormal, compared as 0 (no limit) once
     // subnormals were flushed.
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e-310",
-     "--timeout must be 0 (none) or at least a microsecond"},
+     "--timeout must be 0 (none) or at least a microsecond, got a subnormal number"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e-9",
      "--timeout must be 0 (none) or at least a microsecond, got 1e-09"},
     {"launch --grace 1e10 -- true", "--grace must be from 0 to 1000000 seconds, got 1e+10"},

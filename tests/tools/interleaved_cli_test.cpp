@@ -72,6 +72,14 @@ TEST(InterleavedCli, MisuseIsOneLine) {
   expect_error(train + "--balance 2,2,2,3 --schedule interleaved --virtual 3",
                "stages (4) to be a multiple of the stages per device (3)");
   expect_error(train + "--balance 4,5 --virtual 2", "--virtual 2 goes with --schedule interleaved");
+  // Two stages of two per device are one device: it runs, with a word that nothing interleaves.
+  const CliResult one_device =
+      run_pipebal(train + "--balance 4,5 --schedule interleaved --steps 1 --warmup-steps 0");
+  EXPECT_EQ(one_device.status, 0) << one_device.err;
+  EXPECT_NE(one_device.err.find("pipebal: warning: interleaved with 2 stages per device puts all "
+                                "2 stages on one device"),
+            std::string::npos)
+      << one_device.err;
   expect_error(
       "validate --model mlp:layers=8,width=16 --auto --virtual 2 -o " + scratch_dir() + "/v",
       "--virtual goes without --auto");
