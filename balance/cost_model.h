@@ -33,7 +33,8 @@ struct CostOptions {
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;  // as torchgpipe
   int chunks = pipeline::kDefaultChunks;   // micro-batches per step
   double param_scale = 2.0;                // bytes kept per parameter byte: 2 = grads, Adam ~4
-  std::vector<int64_t> memory_caps_bytes;  // empty: unlimited; one value: every stage
+  std::vector<int64_t> memory_caps_bytes;  // empty: unlimited; one value: every stage;
+                                           // interleaved: also one per device
   std::vector<double> device_speeds;       // empty: all 1; one value: every stage; interleaved:
                                            // also one per device
   double bandwidth_bytes_per_ms = 0;       // link bandwidth; 0: transfers are free

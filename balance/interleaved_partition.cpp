@@ -99,15 +99,25 @@ class Search {
   InterleavedSearch result_{{}, std::numeric_limits<double>::infinity(), 0, true};
 };
 
-// The search from dp's per-stage balance, or nothing when no balance it finds fits the caps.
-std::optional<InterleavedSearch> fitting_search(const CostModel& model) {
+enum class Fit { kFits, kNone, kUnknown };  // kUnknown: the search stopped at its node limit
+
+// Whether a balance fits the caps: dp's per-stage balance fails when a stage alone exceeds its
+// device's cap, the search from it when the stages of a device together do.
+Fit fitting_search(const CostModel& model, int64_t node_limit, InterleavedSearch* found) {
+  std::vector<int> start;
   try {
-    // dp fails when a stage alone exceeds its device's cap; the search, when the stages of a
-    // device together do.
-    return interleaved_partition(model, dp_partition(model));
-  } catch (const std::invalid_argument&) {
-    return std::nullopt;
+    start = dp_partition(model);
+  } catch (const std::invalid_argument&) {  // dp's only refusal: no stage fits alone
+    return Fit::kNone;
   }
+  Search search(model, node_limit);
+  search.run(start);
+  const InterleavedSearch& result = search.result();
+  if (!result.balance.empty()) {
+    if (found) *found = result;
+    return Fit::kFits;
+  }
+  return result.exhaustive ? Fit::kNone : Fit::kUnknown;
 }
 
 CostModel with_cap(const CostModel& model, int64_t cap_bytes) {
@@ -116,29 +126,44 @@ CostModel with_cap(const CostModel& model, int64_t cap_bytes) {
   return CostModel(model.layers(), model.stage_count(), options);
 }
 
+struct CapFound {
+  int64_t bytes = 0;     // 0: none found
+  bool smallest = true;  // false: a search stopped at its limit, a smaller cap may fit
+};
+
 // The smallest memory cap, the same on every device, with which the search finds a balance
-// that fits; 0 when not even the fastest balance's own peak (doubled a few times) does. The
-// caps that fit grow with the cap, so a bisection between a cap too small for one stage alone
-// and one that fits finds it.
-int64_t smallest_fitting_cap(const CostModel& model) {
+// that fits. With searches that finish, whether a balance fits only grows with the cap, so a
+// bisection between a cap too small for one stage alone and the fastest balance's own peak (or
+// that doubled, up to four times) finds it. Each probe's search is bounded (kProbeNodes), and a
+// probe that stops at its bound counts as not fitting: the cap found then fits, but may not be
+// the smallest. None when even the doubled peaks do not fit.
+CapFound smallest_fitting_cap(const CostModel& model) {
+  constexpr int64_t kProbeNodes = 200'000;
+  CapFound cap;
   CostOptions unlimited = model.options();
   unlimited.memory_caps_bytes.clear();
   const CostModel free_model(model.layers(), model.stage_count(), unlimited);
-  const std::optional<InterleavedSearch> fastest = fitting_search(free_model);
-  if (!fastest) return 0;
+  InterleavedSearch fastest;
+  if (fitting_search(free_model, kProbeNodes, &fastest) != Fit::kFits) return cap;
   const std::vector<int64_t> peaks =
-      make_plan(free_model, fastest->balance, "dp").device_timed_memory_bytes();
-  int64_t fits = *std::max_element(peaks.begin(), peaks.end());
-  for (int doubled = 0; !fitting_search(with_cap(model, fits)); ++doubled) {
-    if (doubled == 4) return 0;
+      make_plan(free_model, fastest.balance, "dp").device_timed_memory_bytes();
+  int64_t fits = std::max<int64_t>(*std::max_element(peaks.begin(), peaks.end()), 1);
+  const auto probe = [&](int64_t bytes) {
+    const Fit fit = fitting_search(with_cap(model, bytes), kProbeNodes, nullptr);
+    if (fit == Fit::kUnknown) cap.smallest = false;
+    return fit == Fit::kFits;
+  };
+  for (int doubled = 0; !probe(fits); ++doubled) {
+    if (doubled == 4 || fits > kUnlimitedBytes / 2) return cap;
     fits *= 2;
   }
   int64_t too_small = std::max<int64_t>(smallest_feasible_memory_cap(model) - 1, 0);
   while (fits - too_small > 1) {
     const int64_t mid = too_small + (fits - too_small) / 2;
-    (fitting_search(with_cap(model, mid)) ? fits : too_small) = mid;
+    (probe(mid) ? fits : too_small) = mid;
   }
-  return fits;
+  cap.bytes = fits;
+  return cap;
 }
 
 }  // namespace
@@ -169,16 +194,27 @@ InterleavedSearch interleaved_dp_partition(const CostModel& model) {
     throw std::invalid_argument("interleaved_dp_partition: the cost model's schedule is " +
                                 pipeline::to_string(model.schedule().kind));
   }
-  if (std::optional<InterleavedSearch> search = fitting_search(model)) return *search;
-  const int64_t cap = smallest_fitting_cap(model);
-  throw std::invalid_argument(fmt::format(
+  InterleavedSearch found;
+  const Fit fit = fitting_search(model, kSearchNodes, &found);
+  if (fit == Fit::kFits) return found;
+  std::string caps;
+  for (int d = 0; d < model.schedule().devices(); ++d) {
+    caps += (d > 0 ? ", " : "") + format_bytes(model.memory_cap_bytes(d));
+  }
+  const std::string what = fmt::format(
       "no partition of {} layers into {} stages, {} on each of {} devices, fits the devices' "
-      "memory caps (a device holds its stages' memory at once){}",
+      "memory caps ({}; a device holds its stages' memory at once)",
       model.layer_count(), model.stage_count(), model.schedule().virtual_stages,
-      model.schedule().devices(),
-      cap > 0 ? fmt::format("; the smallest cap on every device that one fits is {} ({} bytes)",
-                            format_bytes(cap), cap)
-              : ""));
+      model.schedule().devices(), caps);
+  if (fit == Fit::kUnknown) {
+    throw std::invalid_argument(
+        fmt::format("{} within the {} prefixes searched", what, kSearchNodes));
+  }
+  const CapFound cap = smallest_fitting_cap(model);
+  if (cap.bytes == 0) throw std::invalid_argument(what);
+  throw std::invalid_argument(
+      fmt::format("{}; {} cap on every device that one fits is {} ({} bytes)", what,
+                  cap.smallest ? "the smallest" : "a", format_bytes(cap.bytes), cap.bytes));
 }
 
 }  // namespace pipebal::balance

@@ -14,6 +14,9 @@
 
 namespace pipebal::balance {
 
+// The prefixes `balance` lets the search visit.
+constexpr int64_t kSearchNodes = 2'000'000;
+
 struct InterleavedSearch {
   std::vector<int> balance;  // layers per stage
   double step_ms = 0;        // its simulated step
@@ -27,11 +30,12 @@ struct InterleavedSearch {
 // std::invalid_argument when the model's schedule is not interleaved, `start` is not a balance
 // of its layers, or no balance found fits the caps.
 InterleavedSearch interleaved_partition(const CostModel& model, const std::vector<int>& start,
-                                        int64_t node_limit = 2'000'000);
+                                        int64_t node_limit = kSearchNodes);
 
 // interleaved_partition from dp_partition's per-stage balance: `balance --algorithm dp` under the
 // interleaved schedule. When no balance fits the caps, throws std::invalid_argument saying the
-// smallest cap, the same on every device, with which one is found.
+// smallest cap, the same on every device, with which one is found (or a cap that fits, when the
+// searches that would prove it smallest stop at their bound).
 InterleavedSearch interleaved_dp_partition(const CostModel& model);
 
 }  // namespace pipebal::balance

@@ -18,7 +18,7 @@ void check_time_limit(double seconds, const std::string& what, const std::string
   if (nonzero && seconds >= 0 && !(seconds >= kMinTimeLimitS)) {
     // Flushed, a subnormal prints as 0: say what it is.
     const std::string given = seconds == 0 ? "a subnormal number" : fmt::format("{:g}", seconds);
-    throw std::invalid_argument(fmt::format("{} must be 0{} or at least a microsecond, got {}",
+    throw std::invalid_argument(fmt::format("{} must be 0{} or at least a millisecond, got {}",
                                             what, zero_means.empty() ? "" : " (" + zero_means + ")",
                                             given));
   }

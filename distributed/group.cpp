@@ -104,10 +104,12 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
   } catch (const std::exception& error) {
     const std::string cause = pipeline::error_summary(error);
     if (options.isServer && cause.find("timed out") != std::string::npos) {
-      // The server's own connection to itself timed out: not the port, the time was too short.
+      // The server's own connection to itself timed out: not the port in use, but too short a
+      // time, or an address that is not this host's.
       throw std::invalid_argument(
-          fmt::format("cannot serve the rendezvous on {} within {:g} s (--timeout): {}", where,
-                      timeout.count() / 1000.0, cause));
+          fmt::format("cannot serve the rendezvous on {} within {:g} s (--timeout; is MASTER_ADDR "
+                      "this host?): {}",
+                      where, timeout.count() / 1000.0, cause));
     }
     if (options.isServer) {
       throw std::invalid_argument(

@@ -50,12 +50,16 @@ class LauncherSignals {
     action.sa_handler = on_interrupt;
     sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
+    // A closed terminal stops the processes as Ctrl-C does, unless ignored (nohup).
+    sigaction(SIGHUP, nullptr, &old_hup_);
+    if (old_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
     action.sa_handler = on_suspend;
     sigaction(SIGTSTP, &action, &old_tstp_);
   }
   ~LauncherSignals() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGHUP, &old_hup_, nullptr);
     sigaction(SIGTSTP, &old_tstp_, nullptr);
   }
   LauncherSignals(const LauncherSignals&) = delete;
@@ -64,6 +68,7 @@ class LauncherSignals {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_hup_ {};
   struct sigaction old_tstp_ {};
 };
 
@@ -335,8 +340,10 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       if (!stopping) {
         result = 128 + forwarded;
         log << fmt::format("{}: {}; stopping {} process{}\n", options.log_prefix,
-                           forwarded == SIGINT ? "interrupted" : "terminated", running,
-                           running == 1 ? "" : "es")
+                           forwarded == SIGINT   ? "interrupted"
+                           : forwarded == SIGHUP ? "hung up"
+                                                 : "terminated",
+                           running, running == 1 ? "" : "es")
             << std::flush;
       }
       stopping = true;

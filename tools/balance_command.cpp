@@ -294,7 +294,14 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
     written.push_back(path);
   }
   for (const std::string& path : stale) {
+    // Only a plan an earlier run wrote: a file of the user's by that name stays.
     std::error_code error;
+    if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(path, error))) continue;
+    try {
+      balance::read_plan(path);
+    } catch (const std::exception&) {
+      continue;
+    }
     if (std::filesystem::remove(path, error)) removed.push_back(path);
   }
   if (!written.empty()) {

@@ -52,8 +52,12 @@ namespace {
 // `status`, unless what the command printed did not arrive: a full disk or a closed stdout is
 // an error, not success.
 int output_arrived(int status) {
-  std::cout.flush();
-  if (status != 0 || (std::cout && std::fflush(stdout) == 0)) return status;
+  if (status != 0) return status;
+  if (std::cout) {
+    errno = 0;  // the cause this flush finds; a write that failed before left its own
+    std::cout.flush();
+  }
+  if (std::cout && std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
   const int cause = errno;
   print_error_line("pipebal: error: " + rank_prefix() + "cannot write to standard output (" +
                    (cause != 0 ? std::strerror(cause) : "the write failed") + ")");

@@ -162,8 +162,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       stages == settings.virtual_stages) {
     warning += fmt::format(
         "pipebal: warning: interleaved with {} stages per device puts all {} stages on one "
-        "device, which runs them one after another: give devices x {} stages to interleave\n",
-        settings.virtual_stages, stages, settings.virtual_stages);
+        "device, which runs them one after another: give {} stages or more ({} per device) to "
+        "interleave\n",
+        settings.virtual_stages, stages, 2 * settings.virtual_stages, settings.virtual_stages);
   }
   const reports::RunRecord run = run_training(
       settings, [&progress, &warning, warmup](int step, int total, double ms, double loss) {

@@ -323,9 +323,9 @@ const std::vector<BadInput> kTable = {
     // A positive limit too small to be meant: 1e-310, subnormal, compared as 0 (no limit) once
     // subnormals were flushed.
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e-310",
-     "--timeout must be 0 (none) or at least a microsecond, got a subnormal number"},
+     "--timeout must be 0 (none) or at least a millisecond, got a subnormal number"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e-9",
-     "--timeout must be 0 (none) or at least a microsecond, got 1e-09"},
+     "--timeout must be 0 (none) or at least a millisecond, got 1e-09"},
     {"launch --grace 1e10 -- true", "--grace must be from 0 to 1000000 seconds, got 1e+10"},
     {"profile --model mlp:layers=2,width=8 --time-budget 1e10",
      "the time budget must be from 0 to 1000000 seconds"},

@@ -97,6 +97,14 @@ TEST(Cli, OutputThatCannotBeWrittenIsAnError) {
               "pipebal: error: cannot write to standard output (No space left on device)\n")
         << args;
   }
+  // A closed standard output, the same.
+  const std::string err = pipebal::testing::scratch_path("err");
+  const int raw = std::system(
+      (std::string(PIPEBAL_BINARY) + " balance " + profile + " --stages 2 >&- 2>" + err).c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 2);
+  EXPECT_EQ(pipebal::testing::read_text(err),
+            "pipebal: error: cannot write to standard output (Bad file descriptor)\n");
 }
 
 TEST(Cli, ModelsListsTheZooWithDefaults) {

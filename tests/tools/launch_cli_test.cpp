@@ -350,21 +350,28 @@ TEST(LaunchCli, ValidateTrainsTheCandidatesAsProcesses) {
 // (status 130, "pipebal: interrupted"), not a failed run; nothing is left behind. The signal
 // comes once both ranks train (each with its handler, 3 threads or more).
 TEST(LaunchCli, InterruptingValidateAsProcessesIsAnInterrupt) {
-  const std::string dir = scratch_dir();
-  const std::string command =
-      std::string(PIPEBAL_BINARY) +
-      " validate --model mlp:layers=4,width=64 --input-shape 64,64 --stages 2 --processes 2 "
-      "--steps 1000000 --profile-repeat 2 -o " +
-      dir + "/v >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
-      interrupt_once_training(kChildrenOfPid, 2);
-  const int raw = std::system(command.c_str());
-  ASSERT_TRUE(WIFEXITED(raw));
-  EXPECT_EQ(WEXITSTATUS(raw), 130) << read_text(dir + "/err");
-  EXPECT_EQ(read_text(dir + "/err"),
-            "pipebal validate: interrupted; stopping 2 processes\npipebal: interrupted\n");
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename();
-    EXPECT_TRUE(name == "out" || name == "err") << name;
+  struct sigaction hangup {};
+  ASSERT_EQ(::sigaction(SIGHUP, nullptr, &hangup), 0);
+  for (const auto& [signal, status, word] :
+       {std::tuple<std::string, int, std::string>{"INT", 130, "interrupted"},
+        {"HUP", 129, "hung up"}}) {
+    if (signal == "HUP" && hangup.sa_handler == SIG_IGN) continue;  // kept ignored, as nohup asks
+    const std::string dir = fresh_dir(signal);
+    const std::string command =
+        std::string(PIPEBAL_BINARY) +
+        " validate --model mlp:layers=4,width=64 --input-shape 64,64 --stages 2 --processes 2 "
+        "--steps 1000000 --profile-repeat 2 -o " +
+        dir + "/v >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
+        interrupt_once_training(kChildrenOfPid, 2, signal);
+    const int raw = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(raw)) << signal;
+    EXPECT_EQ(WEXITSTATUS(raw), status) << read_text(dir + "/err");
+    EXPECT_EQ(read_text(dir + "/err"),
+              "pipebal validate: " + word + "; stopping 2 processes\npipebal: " + word + "\n");
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename();
+      EXPECT_TRUE(name == "out" || name == "err") << signal << ": " << name;
+    }
   }
 }
 

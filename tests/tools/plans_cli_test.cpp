@@ -144,7 +144,10 @@ TEST(PlansCli, BalanceWritesEverySchedulesPlanForValidatePlans) {
   plan_schedules(dir, {"1f1b"});
   // An earlier run's plan for a schedule that gets none now: removed, not measured beside them.
   std::filesystem::create_directory(dir + "/plans");
-  std::ofstream(dir + "/plans/interleaved-3.json") << "{}";
+  ASSERT_EQ(run_pipebal("balance " + dir + "/profile.json --stages 2 -o " + dir +
+                        "/plans/interleaved-3.json")
+                .status,
+            0);
   CliResult r = run_pipebal("balance " + dir + "/profile.json --stages 2 --checkpoint never " +
                             "--schedule-plans " + dir + "/plans");
   ASSERT_EQ(r.status, 0) << r.err;
