@@ -220,7 +220,7 @@ size_t recommended(const std::vector<Configuration>& ranked, double min_gain) {
 }  // namespace
 
 std::string describe(const Configuration& c) {
-  if (c.stages == 1 && c.chunks == 1) {
+  if (c.stages == 1 && c.chunks == 1 && !pipeline::is_checkpointed(c.checkpoint, 0, 1)) {
     if (c.threads_per_stage > 1) {
       return fmt::format("the plain model on {} threads", c.threads_per_stage);
     }
@@ -404,6 +404,17 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
     }
     rate(config, plain, batch);
     feasible.push_back(std::move(config));
+  }
+  // The plain model on one device is a candidate whatever --schedules, --chunks and
+  // --checkpoints leave out: a recommendation is never slower than not pipelining for want of it.
+  // Not from a profile of one other size, whose own micro-batch count alone is searched.
+  const bool plain_searched =
+      std::any_of(feasible.begin(), feasible.end(), [](const Configuration& c) {
+        return c.stages == 1 && c.chunks == 1 && c.replicas == 1 && c.threads_per_stage <= 1 &&
+               !pipeline::is_checkpointed(c.checkpoint, 0, 1);
+      });
+  if (!plain_searched && plain.costs != CostSource::kExtrapolated && plain.plan.fits_memory()) {
+    feasible.push_back(plain);
   }
   if (feasible.empty()) {
     if (result.searched == 0) {

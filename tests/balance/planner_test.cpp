@@ -213,6 +213,28 @@ TEST(Planner, SaysNotToPipelineWhenSmallMicroBatchesCostTooMuch) {
   for (const Configuration& config : result.ranked) EXPECT_LE(config.speedup, 1.0 + 1e-12);
 }
 
+// The plain model stays a candidate when the search's schedules, micro-batch counts or
+// checkpoint modes leave it out: the recommendation is never a slower configuration for want of
+// it, and a checkpointed single micro-batch is not called the plain model.
+TEST(Planner, KeepsThePlainModelWhateverTheSearchLeavesOut) {
+  const CostProfile profile = profile_of({0.01, 0.01, 0.01, 0.01}, 10, 8);
+  for (int leave_out = 0; leave_out < 3; ++leave_out) {
+    PlanSearch search = on_devices(2);
+    if (leave_out == 0) search.schedules = {ScheduleKind::kInterleaved};
+    if (leave_out == 1) search.chunks = {2, 4};
+    if (leave_out == 2) search.checkpoints = {CheckpointMode::kAlways};
+    const PlanSearchResult result = search_plans(profile, search);
+    const Configuration& pick = result.ranked[result.recommended];
+    EXPECT_EQ(describe(pick), "the plain model on one device") << leave_out;
+    EXPECT_DOUBLE_EQ(pick.step_ms, result.plain.step_ms) << leave_out;
+    for (const Configuration& c : result.ranked) {
+      if (&c != &pick) {
+        EXPECT_NE(describe(c), "the plain model on one device") << leave_out;
+      }
+    }
+  }
+}
+
 TEST(Planner, ReplicatesWhenDataParallelismIsFree) {
   // Costs linear in the batch and a free all-reduce: two replicas halve the step, which no
   // two-stage pipeline can (it has a bubble).
