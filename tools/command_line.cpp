@@ -17,6 +17,7 @@
 #include "common/error_text.h"
 #include "common/git_commit.h"
 #include "common/parse_integers.h"
+#include "tools/value_syntax.h"
 #include "tools/version.h"
 
 namespace pipebal::tools {
@@ -87,6 +88,7 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
     env_flag(kTensorChannelVariable);
     env_flag(kKeepDenormalsVariable);
     if (hooks.prepare) hooks.prepare();
+    check_list_items(app, argc, argv);
     app.parse(argc, argv);
   } catch (const ExitStatus& exit) {
     return exit.status;

@@ -1,10 +1,13 @@
 // See value_syntax.h.
 #include "tools/value_syntax.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
+#include <vector>
 
 #include "common/parse_integers.h"
 
@@ -95,6 +98,45 @@ std::string check_floating_text(const std::string& value) {
   }
   if (!std::isfinite(number)) return value + " is too large";
   return "";
+}
+
+namespace {
+
+// The long names ("--chunks") of the options of `app` and its subcommands that split a value
+// into a list.
+void list_options(const CLI::App& app, std::vector<std::string>& names) {
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->get_delimiter() == '\0') continue;
+    for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+  }
+  for (const CLI::App* sub : app.get_subcommands({})) list_options(*sub, names);
+}
+
+}  // namespace
+
+void check_list_items(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> names;
+  list_options(app, names);
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return;
+    const size_t equals = word.find('=');
+    const std::string name = word.substr(0, equals);
+    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+    std::string value;
+    if (equals != std::string::npos) {
+      value = word.substr(equals + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      continue;  // CLI11 says the value is missing
+    }
+    const std::string padded = "," + value + ",";
+    if (padded.find(",,") != std::string::npos) {
+      throw std::invalid_argument(name + ": an empty item in '" + value +
+                                  "' (give the values comma-separated, none empty)");
+    }
+  }
 }
 
 void enforce_value_syntax(CLI::App& app) {

@@ -18,6 +18,11 @@ namespace pipebal::tools {
 // all options are added.
 void enforce_value_syntax(CLI::App& app);
 
+// Throws std::invalid_argument naming the option when a value of an option that takes a list
+// (`--memory-caps 8G,,8G`, `--chunks 1,2,`) has an empty item, which CLI11 would drop unsaid.
+// Reads `argv` up to a `--`, after which words are a launched command's.
+void check_list_items(const CLI::App& app, int argc, char** argv);
+
 // The number rules on one value: "" when `value` is fine (rewritten canonically, e.g.
 // "010" -> "10"), else why not.
 std::string check_integer_text(std::string& value, bool is_unsigned);

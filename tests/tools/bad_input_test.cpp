@@ -213,6 +213,12 @@ const std::vector<BadInput> kTable = {
     {"validate --plans {dir}/missing.json --stages 2 -o {dir}/v",
      "--plans takes the model and its configuration from the plans: drop --stages"},
     {"validate --plans {dir}/missing.json --steps 0 -o {dir}/v", "--steps must be at least 1"},
+    // An empty item of a list: CLI11 drops it unsaid, so 1,,0.5 ran as 1,0.5.
+    {"balance {dir}/ok.json --stages 2 --memory-caps ,30K",
+     "--memory-caps: an empty item in ',30K' (give the values comma-separated, none empty)"},
+    {"balance {dir}/ok.json --stages 3 --device-speeds=1,,0.5",
+     "--device-speeds: an empty item in '1,,0.5'"},
+    {"profile --model mlp:layers=2,width=8 --chunks 1,2,", "--chunks: an empty item in '1,2,'"},
     {"balance {dir}/ok.json --stages 2 --schedule-plans {dir}/plans --json",
      "--schedule-plans prints the schedule table"},
     {"balance {dir}/ok.json --stages 2 --schedule-plans {dir}/ok.json/plans",
