@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "balance/layer_cost.h"
 #include "balance/plan.h"
 #include "balance/profile_reader.h"
 #include "common/atomic_file.h"
@@ -241,6 +242,14 @@ ReportData make_report_data(const ReportInputs& inputs) {
       inputs.profile
           ? balance::profile_from_json(*inputs.profile, file(inputs.profile_file.c_str()))
           : balance::CostProfile{};
+  if (inputs.profile) {
+    // The bounds `balance` holds a profile to: a time past them draws no chart.
+    try {
+      balance::validate_layer_costs(profile.layers);
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument(file(inputs.profile_file.c_str()) + ": " + error.what());
+    }
+  }
   if (inputs.comparison) {
     data.comparison =
         comparison_from_json(*inputs.comparison, file(inputs.comparison_file.c_str()));

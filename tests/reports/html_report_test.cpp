@@ -396,10 +396,35 @@ TEST(HtmlReport, AComparisonsBadFieldNamesFileAndPath) {
       error_of([&] { render_html_report(load_report_inputs(dir.string())); });
   EXPECT_NE(message.find("plans-comparison.json: plans[1].measured_rank"), std::string::npos)
       << message;
+  // A step time no chart can draw, and a comparison of nothing.
+  const auto refused = [&](json changed, const std::string& expected) {
+    write_file_atomically((dir / "plans-comparison.json").string(), changed.dump());
+    const std::string why = error_of([&] { render_html_report(load_report_inputs(dir.string())); });
+    EXPECT_NE(why.find(expected), std::string::npos) << why;
+  };
+  json huge = plans_comparison();
+  huge["plans"][0]["measured_step_ms"] = 1.79e308;
+  refused(huge,
+          "plans-comparison.json: plans[0].measured_step_ms is 1.79e+308 ms, expected at "
+          "most 1e+12");
+  json none = plans_comparison();
+  none["plans"] = json::array();
+  refused(none, "plans-comparison.json: plans is empty: the comparison trained nothing");
   doc["schema"] = "pipebal.plans-comparison/2";
   write_file_atomically((dir / "plans-comparison.json").string(), doc.dump());
   const std::string schema = error_of([&] { load_report_inputs(dir.string()); });
   EXPECT_NE(schema.find("pipebal.plans-comparison/2"), std::string::npos) << schema;
+}
+
+// A profile's layer time past the bounds `balance` holds it to is refused, not drawn as inf.
+TEST(HtmlReport, AProfileTimeBalanceWouldRefuseIsRefused) {
+  ScratchDir dir("huge_profile");
+  json profile = dir.read("profile.json");
+  profile["layers"][0]["forward_ms"] = 1.79e308;
+  dir.write("profile.json", profile);
+  const std::string message = error_of([&] { render_html_report(load_report_inputs(dir.path())); });
+  EXPECT_NE(message.find("profile.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("forward_ms"), std::string::npos) << message;
 }
 
 TEST(Svg, EscapesAndFormats) {
