@@ -30,6 +30,22 @@ std::vector<T> first_devices(const std::vector<T>& per_device, int count) {
   return {per_device.begin(), per_device.begin() + count};
 }
 
+// A pipeline's per-device values when `replicas` copies of its `stages` devices run side by
+// side, replica r's stage s on device r x stages + s (distributed/placement.h): each stage's
+// least over its replicas, the smallest cap or the slowest speed, which the step must wait for.
+template <typename T>
+std::vector<T> over_replicas(const std::vector<T>& per_device, int stages, int replicas) {
+  std::vector<T> out = first_devices(per_device, stages);
+  if (per_device.size() <= 1) return out;
+  for (int r = 1; r < replicas; ++r) {
+    for (int s = 0; s < stages; ++s) {
+      out[static_cast<size_t>(s)] =
+          std::min(out[static_cast<size_t>(s)], per_device[static_cast<size_t>(r * stages + s)]);
+    }
+  }
+  return out;
+}
+
 template <typename T>
 void check_per_device(const std::vector<T>& values, int devices, const char* what) {
   if (values.size() > 1 && values.size() != static_cast<size_t>(devices)) {
@@ -135,8 +151,9 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   options.virtual_stages = config.virtual_stages;
   options.checkpoint = config.checkpoint;
   options.replicas = config.replicas;
-  options.memory_caps_bytes = first_devices(options.memory_caps_bytes, config.stages);
-  options.device_speeds = first_devices(options.device_speeds, config.stages);
+  options.memory_caps_bytes =
+      over_replicas(options.memory_caps_bytes, config.stages, config.replicas);
+  options.device_speeds = over_replicas(options.device_speeds, config.stages, config.replicas);
   if (fixed) options.weight_delays = fixed->weight_delays;
   if (profile.engine) options.engine = *profile.engine;
   const CostModel model(at.layers, config.stages * config.virtual_stages, options);

@@ -256,6 +256,35 @@ TEST(Planner, ReplicatesWhenDataParallelismIsFree) {
   EXPECT_EQ(slow.ranked.front().stages, 2);
 }
 
+// A replica's devices are its own: their caps and speeds count, replica r's stage s on device
+// r x stages + s. A second device at half speed makes two replicas wait for it (no faster than
+// one device alone), and one too small for the model leaves replication out.
+TEST(Planner, WeighsTheCapsAndSpeedsOfEveryReplicasDevices) {
+  const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
+  PlanSearch search;
+  search.devices = 2;
+  search.data_parallel = true;
+  search.costs.device_speeds = {1, 0.5};
+  const PlanSearchResult slowed = search_plans(profile, search);
+  for (const Configuration& c : slowed.ranked) {
+    if (c.replicas == 2) {
+      EXPECT_NEAR(c.step_ms, slowed.plain.step_ms, 1e-9)
+          << describe(c);  // half the batch at half speed
+    }
+  }
+  search.costs.device_speeds = {};
+  const PlanSearchResult free_model = search_plans(profile, search);
+  int64_t replicated_peak = std::numeric_limits<int64_t>::max();  // the leanest replicated
+  for (const Configuration& c : free_model.ranked) {
+    if (c.replicas == 2) replicated_peak = std::min(replicated_peak, c.peak_bytes);
+  }
+  ASSERT_LT(replicated_peak, std::numeric_limits<int64_t>::max());
+  search.costs.memory_caps_bytes = {int64_t{1} << 40, replicated_peak - 1};
+  for (const Configuration& c : search_plans(profile, search).ranked) {
+    EXPECT_EQ(c.replicas, 1) << describe(c);
+  }
+}
+
 // On CPUs the alternative to two stages of one thread is the plain model on two threads.
 TEST(Planner, WeighsThePlainModelOnMoreThreads) {
   const CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
