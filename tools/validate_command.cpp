@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/format_bytes.h"
 #include "reports/validation_record.h"
 #include "tools/common_options.h"
 #include "workflow/plan_validation.h"
@@ -91,10 +92,9 @@ std::string describe_plan(const balance::Plan& plan) {
   return text + fmt::format(", {} mb, ckpt {}", plan.chunks, pipeline::to_string(plan.checkpoint));
 }
 
-double max_mib(const std::vector<int64_t>& bytes) {
-  return bytes.empty()
-             ? 0.0
-             : static_cast<double>(*std::max_element(bytes.begin(), bytes.end())) / (1 << 20);
+// The busiest device's bytes, in the unit that suits them; "-" when unmeasured.
+std::string busiest(const std::vector<int64_t>& bytes) {
+  return bytes.empty() ? "-" : format_bytes(*std::max_element(bytes.begin(), bytes.end()));
 }
 
 // --plans: each plan predicted and measured, ranked both ways.
@@ -107,14 +107,13 @@ void print_plans_table(const workflow::PlansComparison& comparison) {
     if (c.measured_rank == 1) fastest = &c;
     in_turns = in_turns || c.predicted_in_turns_ms > 0;
     fmt::print(
-        "{:<24} {:<40} {:<14} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>4} / {:<2} {:>7.1f}/{:.1f} "
-        "MiB\n",
+        "{:<24} {:<40} {:<14} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>4} / {:<2} {:>10} / {}\n",
         std::filesystem::path(c.file).filename().string(), describe_plan(c.plan),
         fmt::format("[{}]", fmt::join(c.plan.balance, ",")), c.plan.prediction.step_ms,
         c.measured_step_ms,
         100 * reports::relative_error(c.plan.prediction.step_ms, c.measured_step_ms),
-        c.predicted_rank, c.measured_rank, max_mib(c.plan.device_timed_memory_bytes()),
-        max_mib(c.measured_device_bytes));
+        c.predicted_rank, c.measured_rank, busiest(c.plan.device_timed_memory_bytes()),
+        busiest(c.measured_device_bytes));
   }
   fmt::print("\nmeasured fastest: {} ({:.1f} ms)\n", fastest->file, fastest->measured_step_ms);
   if (in_turns) {

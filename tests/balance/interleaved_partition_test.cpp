@@ -103,27 +103,39 @@ TEST(InterleavedPartition, TheDpAlgorithmPlansWithItAndSaysWhetherTheSearchWasEx
   EXPECT_LE(cut.step_ms, simulate_balance(model, dp_partition(model), 4).step_ms);
 }
 
+// 6 to 8 layers of random times and sizes, for 2 devices of 2 stages under a memory cap.
+std::vector<LayerCost> random_sized_layers(std::mt19937& rng) {
+  std::uniform_real_distribution<double> ms(0.1, 4.0);
+  const int layers = 6 + static_cast<int>(rng() % 3);
+  std::vector<LayerCost> costs(layers);
+  for (LayerCost& c : costs) {
+    c.forward_ms = ms(rng);
+    c.backward_ms = 2 * c.forward_ms;
+    c.param_bytes = 1000 * (1 + static_cast<int64_t>(rng() % 9));
+    c.activation_bytes = 500;
+    // Messages waiting for their receiver count against the caps too (fits_memory).
+    c.output_bytes = 500 * (1 + static_cast<int64_t>(rng() % 8));
+  }
+  return costs;
+}
+
+CostOptions two_stages_per_device() {
+  CostOptions options;
+  options.schedule = pipeline::ScheduleKind::kInterleaved;
+  options.virtual_stages = 2;
+  options.chunks = 2;
+  return options;
+}
+
 // A device's stages share its cap: among the balances whose devices fit, the smallest step
 // (brute force again), and a clear error when none fits.
 TEST(InterleavedPartition, KeepsEachDevicesStagesWithinItsCap) {
   std::mt19937 rng(9);
-  std::uniform_real_distribution<double> ms(0.1, 4.0);
   int constrained = 0;
   for (int t = 0; t < 40; ++t) {
-    const int layers = 6 + static_cast<int>(rng() % 3);
-    std::vector<LayerCost> costs(layers);
-    for (LayerCost& c : costs) {
-      c.forward_ms = ms(rng);
-      c.backward_ms = 2 * c.forward_ms;
-      c.param_bytes = 1000 * (1 + static_cast<int64_t>(rng() % 9));
-      c.activation_bytes = 500;
-      // Messages waiting for their receiver count against the caps too (fits_memory).
-      c.output_bytes = 500 * (1 + static_cast<int64_t>(rng() % 8));
-    }
-    CostOptions options;
-    options.schedule = pipeline::ScheduleKind::kInterleaved;
-    options.virtual_stages = 2;
-    options.chunks = 2;
+    const std::vector<LayerCost> costs = random_sized_layers(rng);
+    const int layers = static_cast<int>(costs.size());
+    CostOptions options = two_stages_per_device();
     options.memory_caps_bytes =
         std::vector<int64_t>{30000 + 2000 * static_cast<int64_t>(rng() % 12), 50000};
     const CostModel model(costs, 4, options);
@@ -178,23 +190,12 @@ TEST(InterleavedPartition, RefusesAnotherScheduleAndSaysWhenNothingFits) {
 // memory (brute force), not what one stage alone needs (too small: it was suggested before).
 TEST(InterleavedPartition, SaysTheSmallestCapOnEveryDeviceThatFits) {
   std::mt19937 rng(13);
-  std::uniform_real_distribution<double> ms(0.1, 4.0);
   int below_shared = 0;  // cases where one stage alone would have fitted in less
   for (int t = 0; t < 20; ++t) {
-    const int layers = 6 + static_cast<int>(rng() % 3);
-    std::vector<LayerCost> costs(layers);
-    for (LayerCost& c : costs) {
-      c.forward_ms = ms(rng);
-      c.backward_ms = 2 * c.forward_ms;
-      c.param_bytes = 1000 * (1 + static_cast<int64_t>(rng() % 9));
-      c.activation_bytes = 500;
-      c.output_bytes = 500 * (1 + static_cast<int64_t>(rng() % 8));
-    }
-    CostOptions options;
-    options.schedule = pipeline::ScheduleKind::kInterleaved;
-    options.virtual_stages = 2;
-    options.chunks = 2;
-    CostOptions unlimited = options;
+    const std::vector<LayerCost> costs = random_sized_layers(rng);
+    const int layers = static_cast<int>(costs.size());
+    CostOptions options = two_stages_per_device();
+    const CostOptions unlimited = options;
     const CostModel free_model(costs, 4, unlimited);
     int64_t smallest = std::numeric_limits<int64_t>::max();
     std::vector<int> prefix;
