@@ -1,6 +1,7 @@
 // The interleaved schedule from the command line: balance plans it (the search's optimum over
 // devices x stages per device), plan searches it when listed, train --plan runs it, validate
 // measures it beside the prediction, and every misuse is one line naming the rule.
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -43,13 +44,24 @@ TEST(InterleavedCli, BalanceTrainAndValidate) {
   EXPECT_EQ(run["virtual_stages"], 2);
   EXPECT_EQ(run["balance"], plan["balance"]);
 
-  // The planner searches it when asked, and its plan trains as is (planned from the layers alone:
-  // see without_engine_costs).
-  r = run_pipebal("plan " + without_engine_costs(dir + "/profile.json") +
-                  " --devices 2 --schedules 1f1b,interleaved -o " + dir + "/planned.json");
+  // The planner searches it when asked, and its plan trains as is: planned from the layers alone
+  // (see without_engine_costs), each as costly as the next, so that interleaving surely pays
+  // (the measured microseconds of these layers, the head's backward 3x the others', can leave
+  // 1F1B as fast).
+  const std::string even = without_engine_costs(dir + "/profile.json");
+  nlohmann::json layers_alone = nlohmann::json::parse(read_text(even));
+  for (auto& layer : layers_alone["layers"]) {
+    layer["forward_ms"] = 0.1;
+    layer["backward_ms"] = 0.2;
+    if (layer.contains("weight_ms")) layer["weight_ms"] = 0.1;
+    if (layer.contains("input_grad_ms")) layer["input_grad_ms"] = 0.1;
+  }
+  std::ofstream(even) << layers_alone.dump();
+  r = run_pipebal("plan " + even + " --devices 2 --schedules 1f1b,interleaved -o " + dir +
+                  "/planned.json");
   ASSERT_EQ(r.status, 0) << r.err;
-  // 2 or 3 stages per device, whichever the profile's noise favours: the other is dominated.
   EXPECT_NE(r.out.find("interl. "), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/planned.json"))["schedule"], "interleaved");
   r = run_pipebal("train --plan " + dir + "/planned.json --steps 1 --warmup-steps 0 -q -o " + dir +
                   "/planned-run.json");
   ASSERT_EQ(r.status, 0) << r.err;
