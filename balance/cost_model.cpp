@@ -19,8 +19,8 @@ std::vector<T> per_stage(const std::vector<T>& values, int stages, T fallback, c
   if (values.size() == 1) return std::vector<T>(stages, values[0]);
   if (values.size() != static_cast<size_t>(stages)) {
     throw std::invalid_argument(
-        fmt::format("{}: {} values for {} stages (give one for every stage or one per stage)",
-                    what, values.size(), stages));
+        fmt::format("{}: {} values for {} stages (give one for every stage or one per stage)", what,
+                    values.size(), stages));
   }
   return values;
 }
