@@ -61,11 +61,14 @@ int64_t JsonReader::integer(int64_t min, int64_t max) const {
   return n;
 }
 
-double JsonReader::number(double min) const {
+double JsonReader::number(double min, double max) const {
   if (!value_->is_number()) fail(fmt::format("must be a number, not {}", value_->type_name()));
   const double x = value_->get<double>();
-  if (!std::isfinite(x) || x < min)
-    fail(fmt::format("is {}, expected a finite number >= {}", x, min));
+  if (!std::isfinite(x) || x < min || x > max) {
+    fail(max == std::numeric_limits<double>::max()
+             ? fmt::format("is {}, expected a finite number >= {}", x, min)
+             : fmt::format("is {:g}, expected {:g} to {:g}", x, min, max));
+  }
   return x;
 }
 

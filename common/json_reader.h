@@ -44,8 +44,9 @@ class JsonReader {
   // An integer in [min, max]; throws for a fraction, another type or a value out of range.
   int64_t integer(int64_t min = std::numeric_limits<int64_t>::min(),
                   int64_t max = std::numeric_limits<int64_t>::max()) const;
-  // A finite number >= min.
-  double number(double min = -std::numeric_limits<double>::max()) const;
+  // A finite number in [min, max].
+  double number(double min = -std::numeric_limits<double>::max(),
+                double max = std::numeric_limits<double>::max()) const;
   // The elements of this array, each an integer in [min, max].
   std::vector<int64_t> integers(int64_t min = std::numeric_limits<int64_t>::min(),
                                 int64_t max = std::numeric_limits<int64_t>::max()) const;

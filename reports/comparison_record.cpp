@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "balance/layer_cost.h"
 #include "common/json_reader.h"
+#include "reports/run_record.h"
 
 namespace pipebal::reports {
 namespace {
@@ -30,22 +30,12 @@ double busiest(const JsonReader& r, const char* key) {
   return bytes.empty() ? kNaN : static_cast<double>(*std::max_element(bytes.begin(), bytes.end()));
 }
 
-// A step time in ms, within the bounds a profile's layer times have (a chart draws it).
-double step_ms(const JsonReader& r, const char* key) {
-  const double ms = r.at(key).number(0);
-  if (ms > balance::kMaxLayerMs) {
-    r.at(key).fail(fmt::format("is {:g} ms, expected at most {:g}", ms, balance::kMaxLayerMs));
-  }
-  return ms;
-}
-
 // What both documents say of a configuration the same way.
 void read_times(const JsonReader& r, int count, ComparedConfiguration& c) {
   c.balance = read_balance(r);
-  c.predicted_ms = step_ms(r, "predicted_step_ms");
-  c.measured_ms = step_ms(r, "measured_step_ms");
-  c.predicted_in_turns_ms =
-      r.has("predicted_in_turns_step_ms") ? step_ms(r, "predicted_in_turns_step_ms") : kNaN;
+  c.predicted_ms = read_ms(r.at("predicted_step_ms"));
+  c.measured_ms = read_ms(r.at("measured_step_ms"));
+  c.predicted_in_turns_ms = read_ms_or_nan(r, "predicted_in_turns_step_ms");
   c.predicted_rank = static_cast<int>(r.at("predicted_rank").integer(1, count));
   c.measured_rank = static_cast<int>(r.at("measured_rank").integer(1, count));
 }

@@ -27,18 +27,18 @@ std::string candidate_label(const ReportCandidate& candidate) {
   return fmt::format("{} [{}]", who, fmt::join(candidate.balance, ","));
 }
 
-// A y axis from 0 to ticks.back(): grid lines, tick labels and a rotated title.
+// A y axis from ticks.front() to ticks.back(): grid lines, tick labels and a rotated title.
 void draw_y_axis(Svg& svg, double left, double right, double top, double bottom,
                  const std::vector<double>& ticks, const std::function<std::string(double)>& label,
                  const std::string& title) {
-  const double max = ticks.back();
+  const double low = ticks.front(), span = ticks.back() - ticks.front();
   TextStyle tick_style;
   tick_style.anchor = "end";
   tick_style.baseline = "middle";
   tick_style.size = 11;
   tick_style.fill = palette::kMuted;
   for (double tick : ticks) {
-    const double y = bottom - (bottom - top) * tick / max;
+    const double y = bottom - (bottom - top) * (tick - low) / span;
     svg.line(left, y, right, y, tick == 0 ? palette::kAxis : palette::kGrid);
     svg.text(left - 6, y, label(tick), tick_style);
   }
@@ -340,30 +340,35 @@ std::string comparison_chart(const Comparison& comparison) {
 
 std::string loss_curve_chart(const std::vector<std::pair<double, double>>& steps) {
   std::vector<std::pair<size_t, double>> points;  // (step, loss)
-  double max = 0;
+  double min = 0, max = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
-    if (!known(steps[i].second)) continue;
-    points.emplace_back(i, steps[i].second);
-    max = std::max(max, steps[i].second);
+    const double loss = steps[i].second;
+    if (!known(loss) || std::abs(loss) > kMaxDrawnValue) continue;  // a diverged step: no point
+    points.emplace_back(i, loss);
+    min = std::min(min, loss);
+    max = std::max(max, loss);
   }
   if (points.size() < 2) return "";
   constexpr double kWidth = 640, kHeight = 240;
   constexpr double kLeft = 64, kRight = 16, kTop = 16, kBottom = 40;
   Svg svg(kWidth, kHeight, "Loss per training step");
-  const std::vector<double> ticks = nice_ticks(max, 4);
+  const std::vector<double> ticks = nice_ticks(min, max, 4);  // from 0, or below for a loss < 0
   const double bottom = kHeight - kBottom;
   draw_y_axis(svg, kLeft, kWidth - kRight, kTop, bottom, ticks, format_tick, "loss");
   const double last = static_cast<double>(steps.size() - 1);
   const auto x_of = [&](size_t step) {
     return kLeft + (kWidth - kRight - kLeft) * static_cast<double>(step) / last;
   };
-  const auto y_of = [&](double loss) { return bottom - (bottom - kTop) * loss / ticks.back(); };
+  const auto y_of = [&](double loss) {
+    return bottom - (bottom - kTop) * (loss - ticks.front()) / (ticks.back() - ticks.front());
+  };
   TextStyle step_style;
   step_style.anchor = "middle";
   step_style.size = 11;
   step_style.fill = palette::kMuted;
   for (double tick : nice_ticks(last, 6)) {
     if (tick > last) break;
+    if (tick != std::floor(tick)) continue;  // steps are whole: 0.5 would label step 0 again
     svg.text(x_of(static_cast<size_t>(tick)), bottom + 16, format_tick(tick), step_style);
   }
   svg.text((kLeft + kWidth - kRight) / 2, kHeight - 6, "step", step_style);

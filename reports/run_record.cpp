@@ -4,10 +4,27 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "balance/layer_cost.h"
 #include "common/json_reader.h"
 #include "common/schema.h"
 
 namespace pipebal::reports {
+
+double read_ms(const JsonReader& value, double min) {
+  const double ms = value.number(-std::numeric_limits<double>::max());
+  if (ms < min || ms > balance::kMaxLayerMs) {
+    value.fail(fmt::format("is {:g} ms, expected {:g} to {:g}", ms, min, balance::kMaxLayerMs));
+  }
+  return ms;
+}
+
+double read_ms_or_nan(const JsonReader& parent, const char* key) {
+  return parent.has(key) ? read_ms(parent.at(key)) : std::numeric_limits<double>::quiet_NaN();
+}
 
 nlohmann::json timeline_to_json(const pipeline::Timeline& timeline) {
   nlohmann::json events = nlohmann::json::array();
@@ -35,8 +52,9 @@ pipeline::Timeline timeline_from_json(const JsonReader& events) {
     }
     t.action.micro_batch =
         static_cast<int>(e.at("micro_batch").integer(0, kMaxTimelineMicroBatches - 1));
-    t.start_ms = e.at("start_ms").number();
-    t.end_ms = e.at("end_ms").number(t.start_ms);
+    // Since the start of the step; a rank's clock, aligned to rank 0's, may start a little before.
+    t.start_ms = read_ms(e.at("start_ms"), -balance::kMaxLayerMs);
+    t.end_ms = read_ms(e.at("end_ms"), t.start_ms);
     timeline.push_back(t);
   }
   return timeline;
@@ -143,12 +161,12 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
   }
   for (const JsonReader& s : r.at("steps").elements()) {
     // A loss that was not a number (NaN is written as null) stays NaN.
-    run.steps.push_back({static_cast<int>(s.at("step").integer(0, INT32_MAX)), s.get<double>("ms"),
+    run.steps.push_back({static_cast<int>(s.at("step").integer(0, INT32_MAX)), read_ms(s.at("ms")),
                          s.number_or_nan("loss")});
   }
-  run.median_step_ms = r.get<double>("median_step_ms");
-  run.p10_step_ms = r.number_or_nan("p10_step_ms");
-  run.p90_step_ms = r.number_or_nan("p90_step_ms");
+  run.median_step_ms = read_ms(r.at("median_step_ms"));
+  run.p10_step_ms = read_ms_or_nan(r, "p10_step_ms");
+  run.p90_step_ms = read_ms_or_nan(r, "p90_step_ms");
   run.samples_per_s = r.number_or_nan("samples_per_s");
   for (const JsonReader& s :
        r.has("stages") ? r.at("stages").elements() : std::vector<JsonReader>()) {
@@ -156,8 +174,8 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
     stage.index = static_cast<int>(s.at("index").integer(0, kMaxTimelineStages - 1));
     stage.first_layer = static_cast<int>(s.at("first_layer").integer(0, INT32_MAX));
     stage.layers = static_cast<int>(s.at("layers").integer(0, INT32_MAX));
-    stage.busy_ms = s.get<double>("busy_ms");
-    stage.busy_fraction = s.get<double>("busy_fraction");
+    stage.busy_ms = read_ms(s.at("busy_ms"));
+    stage.busy_fraction = s.at("busy_fraction").number(0);
     stage.peak_memory_bytes =
         s.has("peak_memory_bytes") ? s.at("peak_memory_bytes").integer(0) : -1;
     run.stages.push_back(stage);

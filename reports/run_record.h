@@ -79,6 +79,12 @@ struct RunRecord {
 constexpr int kMaxTimelineStages = 4096;
 constexpr int kMaxTimelineMicroBatches = 1 << 16;
 
+// A time in ms read from a record: finite, in [min, balance::kMaxLayerMs] (a report's charts
+// scale by it, and a profile's layer times have the same bound). Throws naming the field.
+double read_ms(const JsonReader& value, double min = 0);
+// read_ms of the member `key`; NaN when it is absent or null.
+double read_ms_or_nan(const JsonReader& parent, const char* key);
+
 nlohmann::json timeline_to_json(const pipeline::Timeline& timeline);
 // The inverse of timeline_to_json; throws std::invalid_argument naming the event and field that
 // is missing, mistyped or out of range (a stage or micro-batch beyond the bounds above, an end

@@ -65,18 +65,24 @@ std::string format_percent(double fraction) {
 }
 
 std::vector<double> nice_ticks(double max, int target) {
-  if (!(max > 0) || !std::isfinite(max)) return {0, 1};
-  const double raw = max / std::max(target, 1);
+  return nice_ticks(0, max, target);
+}
+
+std::vector<double> nice_ticks(double low, double high, int target) {
+  if (!(low < high) || !(std::abs(low) <= kMaxDrawnValue) || !(std::abs(high) <= kMaxDrawnValue))
+    return {0, 1};
+  const double raw = (high - low) / std::max(target, 1);
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
   for (double factor : {1.0, 2.0, 5.0, 10.0}) {
     step = factor * power;
     if (step >= raw) break;
   }
+  // The small tolerance keeps an end that is a multiple of step from adding one more interval.
+  const int first = static_cast<int>(std::floor(low / step + 1e-9));
+  const int last = static_cast<int>(std::ceil(high / step - 1e-9));
   std::vector<double> ticks;
-  // The small tolerance keeps a max that is a multiple of step from adding one more interval.
-  const int count = static_cast<int>(std::ceil(max / step - 1e-9));
-  for (int i = 0; i <= count; ++i) ticks.push_back(i * step);
+  for (int i = first; i <= last; ++i) ticks.push_back(i * step);
   return ticks;
 }
 

@@ -43,6 +43,11 @@ std::string format_percent(double fraction);
 // Round-numbered ticks 0, step, 2 step, ... covering [0, max] with about `target` intervals
 // (steps of 1, 2 or 5 times a power of ten). max <= 0 gives {0, 1}.
 std::vector<double> nice_ticks(double max, int target);
+// Round-numbered ticks, multiples of one step, covering [low, high] (and 0 when low <= 0 <=
+// high). An empty, inverted or undrawable span (beyond kMaxDrawnValue) gives {0, 1}.
+std::vector<double> nice_ticks(double low, double high, int target);
+// Values of larger magnitude are not drawn: spans and ticks of them would overflow.
+constexpr double kMaxDrawnValue = 1e300;
 
 // How a text element is drawn; the defaults suit axis labels.
 struct TextStyle {

@@ -31,9 +31,14 @@ std::vector<int64_t> bytes_from_json(const JsonReader& bytes) {
 // times and memory. Absent optional parts stay empty; an unknown naive time is NaN.
 Estimate estimate_from_json(const JsonReader& side, const char* stage_key, const char* bytes_key) {
   Estimate estimate;
-  estimate.step_ms = side.at("step_ms").number(0);
-  estimate.naive_step_ms = side.number_or_nan("naive_step_ms");
-  estimate.stage_ms = side.numbers_or_empty(stage_key);
+  estimate.step_ms = read_ms(side.at("step_ms"));
+  estimate.naive_step_ms = read_ms_or_nan(side, "naive_step_ms");
+  if (side.has(stage_key)) {
+    for (const JsonReader& ms : side.at(stage_key).elements()) {
+      estimate.stage_ms.push_back(ms.is_null() ? std::numeric_limits<double>::quiet_NaN()
+                                               : read_ms(ms));
+    }
+  }
   if (side.has(bytes_key)) estimate.stage_bytes = bytes_from_json(side.at(bytes_key));
   if (side.has("timeline")) estimate.timeline = timeline_from_json(side.at("timeline"));
   return estimate;
@@ -128,7 +133,8 @@ ValidationRecord validation_from_json(const nlohmann::json& doc, const std::stri
       candidate.balance.push_back(static_cast<int>(layers));
     if (candidate.balance.empty()) c.at("balance").fail("is empty");
     const JsonReader predicted = c.at("predicted");
-    candidate.bottleneck_ms = predicted.get_or<double>("bottleneck_ms", 0.0);
+    candidate.bottleneck_ms =
+        predicted.has("bottleneck_ms") ? read_ms(predicted.at("bottleneck_ms")) : 0;
     candidate.predicted = estimate_from_json(predicted, "stage_time_ms", "stage_memory_bytes");
     candidate.measured = estimate_from_json(c.at("measured"), "stage_busy_ms", "stage_peak_bytes");
     // Per-stage numbers, where given, are one per stage of the balance: the page draws a bar each.

@@ -183,6 +183,32 @@ TEST(LossCurve, DrawsKnownLossesOnlyAndNeedsTwo) {
   EXPECT_EQ(loss_curve_chart({}), "");
 }
 
+// The markers' centres (the plot spans y 16 to 200): a negative loss is drawn inside it, above
+// a negative tick, and a loss past any drawable span is left out like NaN, not drawn as inf.
+TEST(LossCurve, DrawsNegativeLossesInsideThePlotAndLeavesOutUndrawableOnes) {
+  const std::string svg = loss_curve_chart({{1, 2.0}, {1, -3.0}, {1, 1.79e308}, {1, 0.5}});
+  EXPECT_EQ(count(svg, "<title>step "), 3u);
+  for (const char* undrawn : {"\"inf", "\"-inf", "\"nan", ">inf<", ">nan<"})
+    EXPECT_EQ(svg.find(undrawn), std::string::npos) << undrawn << " in " << svg;
+  const std::regex marker(R"re(<rect x="[-0-9.]+" y="([-0-9.]+)"[^>]*><title>step (\d+))re");
+  std::vector<double> y(4, std::nan(""));
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), marker); it != std::sregex_iterator();
+       ++it) {
+    y[std::stoul((*it)[2])] = std::stod((*it)[1]) + 2.5;
+  }
+  // Ticks -4 to 2 span the plot: loss l sits at 200 - 184 (l + 4) / 6.
+  EXPECT_NEAR(y[1], 200 - 184.0 / 6, 0.06);
+  EXPECT_NEAR(y[3], 200 - 184.0 * 4.5 / 6, 0.06);
+  EXPECT_NEAR(y[0], 16, 0.06);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_NE(svg.find(">-4</text>"), std::string::npos) << svg;
+  // Steps are whole numbers: with 4 steps the axis labels 0 to 3 once each.
+  for (const char* step : {">0</text>", ">1</text>", ">2</text>", ">3</text>"})
+    EXPECT_EQ(count(svg, std::string("text-anchor=\"middle\">") + (step + 1)), 1u)
+        << step << " in " << svg;
+  EXPECT_EQ(svg.find(">0.5</text>"), std::string::npos) << svg;
+}
+
 TEST(HtmlReport, UnknownSchemaMajorIsRejectedNamingTheFile) {
   ScratchDir dir("schema");
   json run = dir.read("run.json");
@@ -405,8 +431,8 @@ TEST(HtmlReport, AComparisonsBadFieldNamesFileAndPath) {
   json huge = plans_comparison();
   huge["plans"][0]["measured_step_ms"] = 1.79e308;
   refused(huge,
-          "plans-comparison.json: plans[0].measured_step_ms is 1.79e+308 ms, expected at "
-          "most 1e+12");
+          "plans-comparison.json: plans[0].measured_step_ms is 1.79e+308 ms, expected 0 "
+          "to 1e+12");
   json none = plans_comparison();
   none["plans"] = json::array();
   refused(none, "plans-comparison.json: plans is empty: the comparison trained nothing");
@@ -443,6 +469,11 @@ TEST(Svg, NiceTicksCoverTheRangeInRoundSteps) {
   EXPECT_EQ(nice_ticks(100, 5), (std::vector<double>{0, 20, 40, 60, 80, 100}));
   EXPECT_EQ(nice_ticks(0.3, 3), (std::vector<double>{0, 0.1, 0.2, 0.30000000000000004}));
   EXPECT_EQ(nice_ticks(0, 5), (std::vector<double>{0, 1}));
+  EXPECT_EQ(nice_ticks(-3, 9.5, 3), (std::vector<double>{-5, 0, 5, 10}));
+  EXPECT_EQ(nice_ticks(2, 7, 5), (std::vector<double>{2, 3, 4, 5, 6, 7}));
+  // Past a drawable span: no tick of inf (1.79e308 rounded up to 2e308 did).
+  EXPECT_EQ(nice_ticks(1.79e308, 4), (std::vector<double>{0, 1}));
+  EXPECT_EQ(nice_ticks(-1e301, 1, 4), (std::vector<double>{0, 1}));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -101,6 +102,24 @@ TEST(ValidationRecord, ABadFieldIsOneLineNamingFileAndPath) {
   doc = good;
   doc["candidates"][0]["predicted"]["timeline"][1]["end_ms"] = 0.5;  // before its start
   EXPECT_NE(error_of(doc).find("timeline[1].end_ms is 0.5"), std::string::npos) << error_of(doc);
+  // Times a chart would scale by are bounded as a profile's layer times are (1.79e308 drew inf).
+  doc = good;
+  doc["candidates"][0]["measured"]["stage_busy_ms"][0] = 1.79e308;
+  EXPECT_EQ(error_of(doc),
+            "v.json: candidates[0].measured.stage_busy_ms[0] is 1.79e+308 ms, "
+            "expected 0 to 1e+12");
+  doc = good;
+  doc["candidates"][0]["predicted"]["timeline"][1]["end_ms"] = 2e12;
+  EXPECT_EQ(error_of(doc),
+            "v.json: candidates[0].predicted.timeline[1].end_ms is 2e+12 ms, "
+            "expected 1.5 to 1e+12");
+  doc = good;
+  doc["candidates"][0]["measured"]["naive_step_ms"] = -1;
+  EXPECT_EQ(error_of(doc),
+            "v.json: candidates[0].measured.naive_step_ms is -1 ms, expected 0 to 1e+12");
+  doc = good;
+  doc["candidates"][0]["measured"]["naive_step_ms"] = nullptr;  // not measured: fine
+  EXPECT_EQ(error_of(doc), "(no error)");
   doc = good;
   doc["candidates"][0].erase("measured");
   EXPECT_EQ(error_of(doc), "v.json: missing \"candidates[0].measured\"");
@@ -177,6 +196,28 @@ TEST(RunRecord, ReadsBackWhatItWroteAndOlderDocumentsWithDefaults) {
     EXPECT_EQ(std::string(error.what()),
               "run.json: stages[1].peak_memory_bytes is -7, expected 0 to 9223372036854775807");
   }
+  const auto run_error = [](const json& doc) -> std::string {
+    try {
+      run_from_json(doc, "run.json");
+    } catch (const std::invalid_argument& error) {
+      return error.what();
+    }
+    return "(no error)";
+  };
+  for (const auto& [path, value, error] :
+       {std::tuple{"/steps/0/ms", 1e13, "steps[0].ms is 1e+13 ms, expected 0 to 1e+12"},
+        std::tuple{"/stages/0/busy_ms", 1.79e308,
+                   "stages[0].busy_ms is 1.79e+308 ms, expected 0 to 1e+12"},
+        std::tuple{"/median_step_ms", -3.0, "median_step_ms is -3 ms, expected 0 to 1e+12"},
+        std::tuple{"/timeline/0/start_ms", -2e12,
+                   "timeline[0].start_ms is -2e+12 ms, expected -1e+12 to 1e+12"}}) {
+    bad = run_to_json(run_example());
+    bad[json::json_pointer(path)] = value;
+    EXPECT_EQ(run_error(bad), std::string("run.json: ") + error);
+  }
+  bad = run_to_json(run_example());
+  bad["timeline"][0]["start_ms"] = -0.25;  // a rank's aligned clock may start before rank 0's
+  EXPECT_EQ(run_error(bad), "(no error)");
 }
 
 }  // namespace
