@@ -59,9 +59,19 @@ LayerCost read_layer(const JsonReader& layer, size_t index) {
 
 // One entry of "sizes": the size-dependent fields of every layer at another micro-batch size;
 // names and parameters are the primary layers'.
-SizedCosts read_size(const JsonReader& entry, const std::vector<LayerCost>& primary) {
+SizedCosts read_size(const JsonReader& entry, const std::vector<LayerCost>& primary,
+                     int64_t mini_batch) {
   SizedCosts sized;
   sized.micro_batch_size = entry.at("micro_batch_size").integer(1, kMaxBatch);
+  if (entry.has("chunks")) {  // what the size was measured for: it must say the same size
+    const JsonReader chunks = entry.at("chunks");
+    const int count = static_cast<int>(chunks.integer(1, 1 << 30));
+    if (mini_batch > 0 && micro_batch_size(mini_batch, count) != sized.micro_batch_size) {
+      chunks.fail(fmt::format("is {}, but {} samples in {} chunks are micro-batches of {}, not {}",
+                              count, mini_batch, count, micro_batch_size(mini_batch, count),
+                              sized.micro_batch_size));
+    }
+  }
   const std::vector<JsonReader> layers = entry.at("layers").elements();
   if (layers.size() != primary.size()) {
     entry.at("layers").fail(
@@ -73,6 +83,29 @@ SizedCosts read_size(const JsonReader& entry, const std::vector<LayerCost>& prim
     sized.layers.push_back(std::move(cost));
   }
   return sized;
+}
+
+// The fields that repeat what others say (as the profiler writes them for readers that look for
+// them by these names) must say the same.
+void check_size_aliases(const JsonReader& r, CostProfile& profile) {
+  if (r.has("micro_batch_size")) {
+    const int64_t micro = r.at("micro_batch_size").integer(0, kMaxBatch);
+    if (!r.has("batch_size")) {
+      profile.batch_size = micro;
+    } else if (micro != profile.batch_size) {
+      r.at("micro_batch_size")
+          .fail(fmt::format("is {}, but batch_size (the same size) is {}", micro,
+                            profile.batch_size));
+    }
+  }
+  if (r.has("mini_batch_size") && !profile.input_shape.empty()) {
+    const int64_t mini = r.at("mini_batch_size").integer(0, kMaxBatch);
+    if (mini != profile.input_shape.front()) {
+      r.at("mini_batch_size")
+          .fail(fmt::format("is {}, but input_shape's batch (the same size) is {}", mini,
+                            profile.input_shape.front()));
+    }
+  }
 }
 
 }  // namespace
@@ -93,6 +126,7 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
   if (r.has("batch_size")) profile.batch_size = r.at("batch_size").integer(0, kMaxBatch);
   if (r.has("chunks")) profile.chunks = static_cast<int>(r.at("chunks").integer(0, 1 << 30));
   if (r.has("input_shape")) profile.input_shape = r.at("input_shape").integers(1, kMaxBatch);
+  check_size_aliases(r, profile);
   // Known together, the mini-batch, its chunks and the micro-batch measured must agree: a plan
   // would otherwise be made for micro-batches the profile never measured.
   const int64_t mini = profile.mini_batch_size();
@@ -138,7 +172,7 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
       r.at("sizes").fail(fmt::format("has more than {} sizes", kMaxSizes));
     }
     for (size_t k = 0; k < sizes.size(); ++k) {
-      profile.sizes.push_back(read_size(sizes[k], profile.layers));
+      profile.sizes.push_back(read_size(sizes[k], profile.layers, profile.mini_batch_size()));
       if (k > 0 && profile.sizes[k].micro_batch_size <= profile.sizes[k - 1].micro_batch_size) {
         sizes[k].at("micro_batch_size").fail("does not ascend: micro-batch sizes must ascend");
       }

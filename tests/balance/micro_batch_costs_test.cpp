@@ -201,6 +201,27 @@ TEST(MicroBatchCosts, TheReaderRefusesInconsistentSizes) {
   doc = sized_doc();
   doc["sizes"] = 3;
   expect_error(doc, "sizes must be an array, not number");
+  // What repeats another field must say the same: a size's chunks, the micro- and mini-batch.
+  doc = sized_doc();
+  doc["sizes"][0]["chunks"] = 3;
+  expect_error(doc,
+               "sizes[0].chunks is 3, but 8 samples in 3 chunks are micro-batches of 3, not 1");
+  doc = sized_doc();
+  doc["sizes"][1]["chunks"] = 0;
+  expect_error(doc, "sizes[1].chunks is 0, expected 1 to");
+  doc = sized_doc();
+  doc["micro_batch_size"] = 2;
+  expect_error(doc, "micro_batch_size is 2, but batch_size (the same size) is 4");
+  doc = sized_doc();
+  doc["mini_batch_size"] = 16;
+  expect_error(doc, "mini_batch_size is 16, but input_shape's batch (the same size) is 8");
+  // As the profiler writes them they agree; a micro_batch_size alone says the batch size.
+  doc = sized_doc();
+  doc["micro_batch_size"] = 4;
+  doc["mini_batch_size"] = 8;
+  EXPECT_EQ(profile_from_json(doc).batch_size, 4);
+  doc.erase("batch_size");
+  EXPECT_EQ(profile_from_json(doc).batch_size, 4);
 }
 
 }  // namespace
