@@ -232,11 +232,15 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
     }
   }
 
-  double busy_total_ms = 0;
+  // Per device: its stages' busy time and the longest of their finishing work.
+  std::vector<double> device_busy_ms(devices, 0.0), device_finish_ms(devices, 0.0);
   for (int s = 0; s < stages; ++s) {
+    const double finish = finish_ms.empty() ? 0.0 : finish_ms[s];
     const double end_ms = result.timeline[s].empty() ? 0.0 : result.timeline[s].back().end_ms;
-    result.step_ms = std::max(result.step_ms, end_ms + (finish_ms.empty() ? 0.0 : finish_ms[s]));
-    busy_total_ms += result.busy_ms[s];
+    result.step_ms = std::max(result.step_ms, end_ms + finish);
+    device_busy_ms[schedule.device_of(s)] += result.busy_ms[s];
+    device_finish_ms[schedule.device_of(s)] =
+        std::max(device_finish_ms[schedule.device_of(s)], finish);
     if (memory.empty()) continue;
     WaitingMessages waiting(walk, s, memory[s]);
     const StagePeaks peaks = stage_peaks(schedule, s, memory[s], result.timeline[s], waiting);
@@ -244,7 +248,12 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
     result.timed_peak_bytes[s] = peaks.timed;
   }
   if (result.step_ms > 0) {
-    result.bubble_fraction = 1.0 - busy_total_ms / (devices * result.step_ms);
+    // The bubble is what the schedule leaves idle: finishing work is no bubble (one stage with
+    // one micro-batch has none).
+    double occupied_ms = 0;
+    for (int d = 0; d < devices; ++d)
+      occupied_ms += std::min(result.step_ms, device_busy_ms[d] + device_finish_ms[d]);
+    result.bubble_fraction = 1.0 - occupied_ms / (devices * result.step_ms);
   }
   return result;
 }

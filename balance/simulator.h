@@ -57,8 +57,10 @@ struct StageMemory {
 using TimedAction = pipeline::TimedAction;
 
 struct SimulationResult {
-  double step_ms = 0;           // the last action's end; the step starts at 0
-  double bubble_fraction = 0;   // 1 - sum(busy_ms) / (devices * step_ms)
+  double step_ms = 0;  // the last action's end; the step starts at 0
+  // The share of devices × step_ms left idle: 1 - sum over devices of (busy + finishing work)
+  // / (devices * step_ms).
+  double bubble_fraction = 0;
   std::vector<double> busy_ms;  // per stage
   // Per stage, counted at the end of every action and during each B and W: what its own
   // actions hold (the cost model's timing-free bound), and that plus the messages it sent
@@ -72,7 +74,7 @@ struct SimulationResult {
 // and b+1; stages-1 entries) and per-stage `memory` (empty: peaks are 0). `finish_ms[s]` (empty:
 // none) is work after stage s's last action that ends its step but is no computation (the
 // gradient all-reduce over data-parallel replicas, the engine's cost per step): it counts in
-// step_ms, not in busy_ms.
+// step_ms, not in busy_ms, nor in the bubble.
 // Throws std::invalid_argument on mismatched sizes and std::logic_error if the schedule
 // deadlocks.
 SimulationResult simulate(const pipeline::Schedule& schedule,

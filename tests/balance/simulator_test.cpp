@@ -109,7 +109,16 @@ TEST(Simulator, FinishingWorkEndsTheStepButIsNotBusy) {
                                        plain.timeline[1].back().end_ms + 4.0));
   EXPECT_GT(r.step_ms, plain.step_ms);
   EXPECT_EQ(r.busy_ms, plain.busy_ms);
+  // Step 11 (stage 1 ends at 7 + 4); idle is what neither actions nor finishing fill: stage 0
+  // 11 - 6 - 1, stage 1 11 - 6 - 4.
+  EXPECT_DOUBLE_EQ(r.bubble_fraction, (4.0 + 1.0) / 22.0);
   EXPECT_THROW(simulate(schedule, uniform(2, 1, 2), {0.0}, {}, {1.0}), std::invalid_argument);
+
+  // One stage with one micro-batch has no bubble, however long its finishing work.
+  const auto alone = pipeline::make_schedule(ScheduleKind::kGPipe, 1, 1, CheckpointMode::kNever);
+  const SimulationResult one = simulate(alone, uniform(1, 1, 2), {}, {}, {5.0});
+  EXPECT_DOUBLE_EQ(one.step_ms, 8);
+  EXPECT_DOUBLE_EQ(one.bubble_fraction, 0);
 }
 
 TEST(Simulator, RecomputeRunsRightBeforeItsBackward) {
