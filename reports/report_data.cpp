@@ -201,15 +201,20 @@ ReportInputs load_report_inputs(const std::string& dir) {
   }
   ReportInputs inputs;
   inputs.dir = dir;
-  inputs.profile = load_document(root, "profile.json", "pipebal.profile");
+  const auto load = [&](const char* file, const char* schema) {
+    std::optional<nlohmann::json> doc = load_document(root, file, schema);
+    if (doc) inputs.files.push_back((root / file).string());
+    return doc;
+  };
+  inputs.profile = load("profile.json", "pipebal.profile");
   if (!inputs.profile) {  // validate --plans profiles only in turns with its runs
-    inputs.profile = load_document(root, "profile-in-turns.json", "pipebal.profile");
+    inputs.profile = load("profile-in-turns.json", "pipebal.profile");
     if (inputs.profile) inputs.profile_file = "profile-in-turns.json";
   }
   for (const auto& [file, schema] :
        {std::pair{"plans-comparison.json", "pipebal.plans-comparison"},
         std::pair{"plan-validation.json", "pipebal.plan-validation"}}) {
-    inputs.comparison = load_document(root, file, schema);
+    inputs.comparison = load(file, schema);
     if (inputs.comparison) {
       inputs.comparison_file = file;
       break;
@@ -221,9 +226,9 @@ ReportInputs load_report_inputs(const std::string& dir) {
         "every file)",
         (root / "profile.json").string(), dir));
   }
-  inputs.plan = load_document(root, "plan.json", "pipebal.plan");
-  inputs.run = load_document(root, "run.json", "pipebal.run");
-  inputs.validation = load_document(root, "validation.json", "pipebal.validation");
+  inputs.plan = load("plan.json", "pipebal.plan");
+  inputs.run = load("run.json", "pipebal.run");
+  inputs.validation = load("validation.json", "pipebal.validation");
   return inputs;
 }
 

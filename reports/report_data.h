@@ -30,6 +30,7 @@ struct ReportInputs {
   // pipebal.plans-comparison/1 (validate --plans) or pipebal.plan-validation/1 (--auto).
   std::optional<nlohmann::json> comparison;
   std::string comparison_file;
+  std::vector<std::string> files;  // the paths of the documents read, in that order
 };
 
 // Reads DIR/profile.json (else profile-in-turns.json), plan.json, run.json, validation.json and

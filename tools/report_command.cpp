@@ -20,10 +20,7 @@ std::string run_report(const ReportParams& params, std::ostream& out) {
                                : params.output_path;
   // The documents it read stay as they are.
   std::vector<NamedPath> documents;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(params.dir, error)) {
-    if (entry.path().extension() == ".json") documents.push_back({"the report", entry.path()});
-  }
+  for (const std::string& file : inputs.files) documents.push_back({"the report", file});
   check_outputs_apart(documents, {{"-o", path}});
   write_file_atomically(path, html);
   out << path << "\n";

@@ -49,6 +49,32 @@ TEST(ReportCommand, WritesDirReportHtmlAndPrintsThePath) {
   EXPECT_EQ(files, 5u);  // the four JSON documents and report.html
 }
 
+// -o may name any file but the documents the report reads: those stay as they are, a JSON file
+// it does not read (a trace) is the user's to replace.
+TEST(ReportCommand, TheOutputMayNotReplaceADocumentItReads) {
+  ScratchCopy dir;
+  const fs::path root(dir.path());
+  write_file_atomically((root / "trace.json").string(), "{}");
+  std::ostringstream out;
+  ReportParams params;
+  params.dir = dir.path();
+  params.output_path = (root / "trace.json").string();
+  run_report(params, out);
+  EXPECT_NE(read_file(params.output_path).find("<!DOCTYPE html>"), std::string::npos);
+  for (const char* document : {"profile.json", "plan.json", "run.json", "validation.json"}) {
+    const std::string before = read_file((root / document).string());
+    params.output_path = (root / document).string();
+    try {
+      run_report(params, out);
+      ADD_FAILURE() << "replaced " << document;
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("is the file the report reads"), std::string::npos)
+          << error.what();
+    }
+    EXPECT_EQ(read_file((root / document).string()), before) << document;
+  }
+}
+
 TEST(ReportCommand, ParsesDirAndOutputOption) {
   ScratchCopy dir;
   const std::string target = (fs::path(dir.path()) / "elsewhere.html").string();
