@@ -23,6 +23,7 @@
 #include "balance/units.h"
 #include "common/atomic_file.h"
 #include "common/distinct_paths.h"
+#include "tools/command_line.h"
 #include "tools/common_options.h"
 
 namespace pipebal::tools {
@@ -141,18 +142,29 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
 // The plan in the terms of a Python pipeline library: torchgpipe's balance list (layers per
 // stage), or torch.distributed.pipelining's split points (each stage after the first begins at
 // the layer it names). Python literals, for a script to paste or parse.
-void print_for_python(const Plan& plan, const std::string& format, std::ostream& out) {
-  if (format == "torchgpipe") {
-    out << fmt::format("balance = [{}]\n", fmt::join(plan.balance, ", "));
-    return;
-  }
+// What a Python pipeline takes: torchgpipe's balance list, or torch.distributed.pipelining's
+// split points, each naming the layer that begins a stage. Throws when a split point cannot name
+// exactly one layer.
+std::string for_python(const Plan& plan, const std::string& format) {
+  if (format == "torchgpipe") return fmt::format("balance = [{}]\n", fmt::join(plan.balance, ", "));
+  const std::vector<std::string> names = plan.layer_names();
+  if (names.empty()) throw std::invalid_argument("the profile names no layers: no split points");
   std::vector<std::string> points;
-  for (size_t s = 1; s < plan.stages.size(); ++s) {
-    const auto& names = plan.stages[s].layer_names;
-    if (names.empty()) throw std::invalid_argument("the profile names no layers: no split points");
-    points.push_back(fmt::format("\"{}\": SplitPoint.BEGINNING", names.front()));
+  int first = 0;
+  for (size_t s = 0; s + 1 < plan.stages.size(); ++s) {
+    first += plan.stages[s].layers;
+    const std::string& name = names[first];
+    const auto same = std::count(names.begin(), names.end(), name);
+    if (same > 1) {
+      throw std::invalid_argument(fmt::format(
+          "stage {} begins at layer {}, \"{}\", but {} layers have that name: a split point must "
+          "name one layer (give the profile's layers distinct names)",
+          s + 1, first, name, same));
+    }
+    // A JSON string is a Python string literal: quotes and backslashes in a name are escaped.
+    points.push_back(fmt::format("{}: SplitPoint.BEGINNING", nlohmann::json(name).dump()));
   }
-  out << fmt::format("split_spec = {{{}}}\n", fmt::join(points, ", "));
+  return fmt::format("split_spec = {{{}}}\n", fmt::join(points, ", "));
 }
 
 void print_comparison(const balance::CostModel& model, const Plan& dp_plan, std::ostream& out) {
@@ -210,7 +222,7 @@ void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& prof
                       plan.stages.size() / plan.virtual_stages, best.step_ms,
                       balance::describe(best));
   }
-  warnings << "pipebal: warning: " << why
+  warnings << warning_prefix() << why
            << ": per-micro-batch costs (transfer latency, recomputation, small micro-batches) "
               "outweigh the overlap; "
            << fix << "\n";
@@ -374,14 +386,16 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   name_what_it_trains(plan, profile);
   warn_if_pipelining_loses(plan, profile, options, warnings);
 
-  if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
   const std::string format = params.json ? "json" : params.format;
+  const bool python = format == "torchgpipe" || format == "pippy";
+  const std::string python_text = python ? for_python(plan, format) : "";  // may refuse: first
+  if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
   if (format == "json") {
     out << balance::plan_to_json(plan).dump(2) << "\n";
     return;
   }
-  if (format == "torchgpipe" || format == "pippy") {
-    print_for_python(plan, format, out);
+  if (python) {
+    out << python_text;
     return;
   }
   print_table(plan, model, out);

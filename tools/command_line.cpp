@@ -31,6 +31,10 @@ std::string rank_prefix() {
   return fmt::format("rank {}: ", *value);
 }
 
+std::string warning_prefix() {
+  return "pipebal: warning: " + rank_prefix();
+}
+
 std::unique_ptr<CLI::App> make_pipebal_app() {
   auto app = std::make_unique<CLI::App>(
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"
@@ -65,6 +69,17 @@ int output_arrived(int status) {
   return kUserErrorStatus;
 }
 
+// Whether the command line asks for help or the version, which CLI11 answers wherever the flag
+// stands before a `--` (after it, words are a launched command's).
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return false;
+    if (word == "-h" || word == "--help" || word == "--version") return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHooks& hooks) {
@@ -82,12 +97,15 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
     return kUserErrorStatus;
   }
   try {
-    // Mistyped environment switches are refused before any work.
-    stack_offset();
-    env_flag(kShmDisableVariable);
-    env_flag(kTensorChannelVariable);
-    env_flag(kKeepDenormalsVariable);
-    if (hooks.prepare) hooks.prepare();
+    // Mistyped environment switches are refused before any work; --help and --version answer
+    // whatever the environment says.
+    if (!asks_for_help(argc, argv)) {
+      stack_offset();
+      env_flag(kShmDisableVariable);
+      env_flag(kTensorChannelVariable);
+      env_flag(kKeepDenormalsVariable);
+      if (hooks.prepare) hooks.prepare();
+    }
     check_list_items(app, argc, argv);
     app.parse(argc, argv);
   } catch (const ExitStatus& exit) {

@@ -24,12 +24,15 @@ struct ExitStatus {
 // "rank 1: " in a process of a multi-process run, so that each line says whose it is; none
 // while RANK is not a rank (reading the environment refuses it then, in one line of its own).
 std::string rank_prefix();
+// "pipebal: warning: " and the rank prefix: what begins every warning line.
+std::string warning_prefix();
 
 // pipebal's application, without commands.
 std::unique_ptr<CLI::App> make_pipebal_app();
 
 struct CommandLineHooks {
-  // Runs before the command line is parsed (e.g. what every thread must see from its start).
+  // Runs before the command line is parsed (e.g. what every thread must see from its start);
+  // not for --help or --version.
   std::function<void()> prepare;
   // The cause of an error in one line (null: report_error's default).
   Summarize summarize = nullptr;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/parse_integers.h"
+#include "tools/command_line.h"
 
 namespace pipebal::tools {
 namespace {
@@ -119,9 +120,9 @@ std::string oversubscription_warning(int devices, int threads) {
   // threads sleep between parallel regions.
   if (threads < 2 || int64_t{devices} * threads <= cores) return "";
   return fmt::format(
-      "pipebal: warning: {} stages x {} intra-op threads need {} cores, this machine has {}: "
+      "{}{} stages x {} intra-op threads need {} cores, this machine has {}: "
       "they share cores and run slower than their profile predicts (use fewer --threads)\n",
-      devices, threads, int64_t{devices} * threads, cores);
+      warning_prefix(), devices, threads, int64_t{devices} * threads, cores);
 }
 
 int stages_per_device(pipeline::ScheduleKind schedule, int given) {

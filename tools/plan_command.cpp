@@ -18,6 +18,7 @@
 #include "common/atomic_file.h"
 #include "common/distinct_paths.h"
 #include "common/format_bytes.h"
+#include "tools/command_line.h"
 
 namespace pipebal::tools {
 namespace {
@@ -193,7 +194,7 @@ void run_plan(const PlanParams& params, std::ostream& out) {
       balance::search_plans(profile, plan_search(params, profile));
   for (const int threads : result.plain_threads_not_weighed) {
     std::cerr << fmt::format(
-        "pipebal: warning: a --plain-profile measured on {} thread{} was not weighed: {}\n",
+        "{}a --plain-profile measured on {} thread{} was not weighed: {}\n", warning_prefix(),
         threads, threads == 1 ? "" : "s",
         threads < 2 ? std::string("the plain model on several threads needs a profile made with "
                                   "--threads 2 or more")

@@ -35,10 +35,14 @@ def torchgpipe_balance(plan):
 def split_points(plan):
     """The name of the first layer of every stage after the first."""
     points = []
+    every = [name for stage in plan["stages"] for name in stage.get("layer_names", [])]
     for stage in plan["stages"][1:]:
         names = stage.get("layer_names")
         if not names:
             raise ValueError("the plan names no layers (made from a profile without names)")
+        if every.count(names[0]) > 1:
+            raise ValueError(f"{every.count(names[0])} layers are named {names[0]!r}: "
+                             "a split point must name one layer")
         points.append(names[0])
     return points
 
@@ -70,7 +74,8 @@ def main():
     plan = json.load(open(sys.argv[1]))
     print(f"balance = {torchgpipe_balance(plan)}")
     print("split_spec = {" +
-          ", ".join(f'"{name}": SplitPoint.BEGINNING' for name in split_points(plan)) + "}")
+          ", ".join(f"{json.dumps(name)}: SplitPoint.BEGINNING" for name in split_points(plan)) +
+          "}")
 
 
 if __name__ == "__main__":

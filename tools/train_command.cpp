@@ -14,6 +14,7 @@
 #include "distributed/launch_env.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
+#include "tools/command_line.h"
 #include "tools/common_options.h"
 #include "tools/progress.h"
 #include "workflow/training_run.h"
@@ -161,10 +162,11 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   if (reports && settings.schedule == pipeline::ScheduleKind::kInterleaved &&
       stages == settings.virtual_stages) {
     warning += fmt::format(
-        "pipebal: warning: interleaved with {} stages per device puts all {} stages on one "
+        "{}interleaved with {} stages per device puts all {} stages on one "
         "device, which runs them one after another: give {} stages or more ({} per device) to "
         "interleave\n",
-        settings.virtual_stages, stages, 2 * settings.virtual_stages, settings.virtual_stages);
+        warning_prefix(), settings.virtual_stages, stages, 2 * settings.virtual_stages,
+        settings.virtual_stages);
   }
   const reports::RunRecord run = run_training(
       settings, [&progress, &warning, warmup](int step, int total, double ms, double loss) {

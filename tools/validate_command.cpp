@@ -14,6 +14,7 @@
 
 #include "common/format_bytes.h"
 #include "reports/validation_record.h"
+#include "tools/command_line.h"
 #include "tools/common_options.h"
 #include "workflow/plan_validation.h"
 #include "workflow/plans_comparison.h"
@@ -162,11 +163,11 @@ void run_validate(const ValidateParams& params) {
   const reports::Candidate& dp = record.candidates.front();
   if (record.chunks > 1 && dp.predicted.speedup() < 1) {
     fmt::print(stderr,
-               "pipebal: warning: {} is predicted slower with {} micro-batches than with 1 "
+               "{}{} is predicted slower with {} micro-batches than with 1 "
                "({:.1f} ms vs {:.1f} ms): `pipebal validate --auto` (or `pipebal plan`) searches "
                "for a faster configuration\n",
-               fmt::format("[{}]", fmt::join(dp.balance, ",")), record.chunks, dp.predicted.step_ms,
-               dp.predicted.naive_step_ms);
+               warning_prefix(), fmt::format("[{}]", fmt::join(dp.balance, ",")), record.chunks,
+               dp.predicted.step_ms, dp.predicted.naive_step_ms);
   }
   fmt::print(
       "\nwrote {0}/profile.json, plan.json, run.json, trace.json, validation.json, report.html\n",

@@ -2,6 +2,7 @@
 #include "tools/balance_command.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -73,6 +74,14 @@ TEST(BalanceCommand, WarnsWhenPipeliningIsPredictedToLose) {
       << warnings;
   EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
   EXPECT_NE(table.find("speed-up 0."), std::string::npos) << table;
+  // A rank of a launched run says whose warning it is, as its errors do.
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "1", 1);
+  run(params, &warnings);
+  unsetenv("WORLD_SIZE");
+  unsetenv("RANK");
+  EXPECT_EQ(warnings.rfind("pipebal: warning: rank 1: 4 micro-batches are predicted slower", 0), 0u)
+      << warnings;
 }
 
 // Measured at two micro-batch sizes, where a call costs 5 ms whatever its size: four small
@@ -313,6 +322,32 @@ TEST(BalanceCommand, BadInputThrowsOneClearMessage) {
   params = params_for(2);
   params.profile_path = "/nonexistent.json";
   expect_error(params, "cannot read '/nonexistent.json'");
+}
+
+// A split point names the layer that begins a stage: a name several layers share is refused
+// before any plan is written, and a name with quotes is a valid Python string.
+TEST(BalanceCommand, PippySplitPointsNameOneLayerEach) {
+  BalanceParams params = params_for(2);
+  params.format = "pippy";
+  params.balance = "4,4";
+  json profile = json::parse(std::ifstream(params.profile_path));
+  profile["layers"][4]["name"] = "blocks.\"0\"";
+  std::ofstream(params.profile_path) << profile.dump();
+  EXPECT_EQ(run(params), "split_spec = {\"blocks.\\\"0\\\"\": SplitPoint.BEGINNING}\n");
+  profile["layers"][1]["name"] = "blocks.\"0\"";
+  std::ofstream(params.profile_path) << profile.dump();
+  params.output_path = pipebal::testing::scratch_path("pippy-plan.json");
+  try {
+    run(params);
+    ADD_FAILURE() << "accepted an ambiguous split point";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "stage 1 begins at layer 4, \"blocks.\"0\"\", but 2 layers have that name: a split "
+              "point must name one layer (give the profile's layers distinct names)");
+  }
+  EXPECT_FALSE(std::ifstream(params.output_path).good()) << "a plan was written";
+  params.format = "torchgpipe";  // a balance list names no layer
+  EXPECT_EQ(run(params), "balance = [4, 4]\n");
 }
 
 }  // namespace

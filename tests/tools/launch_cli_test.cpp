@@ -466,7 +466,7 @@ TEST(LaunchCli, ACommandThatCannotRunIsOneLine) {
 
 // The environment's switches are 1 or 0 (or empty): anything else is refused up front, not read
 // as one or the other ("false" disabled shared memory), by the commands that need no LibTorch
-// too. A RANK that is not a rank names no rank.
+// too; --help still helps. A RANK that is not a rank names no rank.
 TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
   for (const std::string& assignment :
        {std::string("PIPEBAL_SHM_DISABLE=false"), std::string("PIPEBAL_TENSOR_CHANNEL=true"),
@@ -480,6 +480,12 @@ TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
       EXPECT_NE(r.err.find(name + " must be 1 (on), or 0 or empty (off), got '" + value + "'"),
                 std::string::npos)
           << r.err;
+    }
+    // Help is given whatever the environment says.
+    for (const char* help : {" --help", " train --help", " balance -h"}) {
+      const CliResult r = run_shell("env " + assignment + " " + PIPEBAL_BINARY + help);
+      EXPECT_EQ(r.status, 0) << assignment << help << ": " << r.err;
+      EXPECT_NE(r.out.find("Usage:"), std::string::npos) << r.out;
     }
   }
   const CliResult r = run_shell(std::string("env WORLD_SIZE=2 RANK=abc MASTER_ADDR=127.0.0.1 "

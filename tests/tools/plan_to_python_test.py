@@ -74,6 +74,15 @@ try:
 except ValueError as error:
     assert "not this model's children" in str(error), error
 
+# A split point must name one layer: a plan whose layers share the name it gives is refused.
+shared = json.loads(json.dumps(plan))
+shared["stages"][0]["layer_names"][0] = points[0]
+try:
+    plan_to_python.split_points(shared)
+    raise AssertionError("an ambiguous split point was accepted")
+except ValueError as error:
+    assert f"2 layers are named {points[0]!r}" in str(error), error
+
 # The script prints both.
 out = subprocess.run([sys.executable, os.path.join(root, "tools", "plan_to_python.py"), plan_path],
                      capture_output=True, text=True, check=True).stdout
