@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "balance/dp_partition.h"
 #include "balance/interleaved_partition.h"
@@ -365,10 +366,13 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   result.one_size = measured_sizes(profile).size() <= 1;
 
   std::vector<Configuration> feasible;
+  int interleaved_searched = 0;
+  bool any_chunks = false;
   for (int replicas = 1; replicas <= (search.data_parallel ? search.devices : 1); ++replicas) {
     if (batch % replicas != 0) continue;
     const int64_t replica_batch = batch / replicas;
     for (const int chunks : candidate_chunks(profile, replica_batch, replicas, search.chunks)) {
+      any_chunks = true;
       const CostsAtSize at =
           costs_at_micro_batch_size(profile, micro_batch_size(replica_batch, chunks));
       for (int stages = 1; stages <= std::min(search.devices / replicas, layers); ++stages) {
@@ -389,6 +393,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
               config.schedule = schedule;
               config.checkpoint = checkpoint;
               ++result.searched;
+              interleaved_searched += per_device > 1;
               if (!cost_configuration(profile, at, search.costs, replica_batch, config)) {
                 ++result.over_memory;
                 continue;
@@ -433,11 +438,23 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   if (!plain_searched && plain.costs != CostSource::kExtrapolated && plain.plan.fits_memory()) {
     feasible.push_back(plain);
   }
+  if (std::count(schedules.begin(), schedules.end(), ScheduleKind::kInterleaved) > 0 &&
+      interleaved_searched == 0 && any_chunks) {
+    result.interleaved_not_searched =
+        search.devices < 2
+            ? fmt::format("needs 2 devices or more ({} given)", search.devices)
+            : fmt::format(
+                  "needs 2 stages or more, a micro-batch count that is a multiple of the stage "
+                  "count, and at least {} layers per device ({} layers here): no configuration "
+                  "searched has them",
+                  fmt::join(search.virtual_stages, " or "), layers);
+  }
   if (feasible.empty()) {
     if (result.searched == 0) {
       throw std::invalid_argument(
-          "no configuration to search: no micro-batch count divides the mini-batch into a "
-          "profiled size");
+          any_chunks ? "no configuration to search: interleaved " + result.interleaved_not_searched
+                     : std::string("no configuration to search: no micro-batch count divides the "
+                                   "mini-batch into a profiled size"));
     }
     // What the leanest configuration searched would need: the most stages and micro-batches,
     // 1F1B, every micro-batch checkpointed.

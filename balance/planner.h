@@ -106,6 +106,9 @@ struct PlanSearchResult {
   std::vector<pipeline::ScheduleKind> dominated_schedules;
   // The profile measured one micro-batch size: counts other than its own were not searched.
   bool one_size = false;
+  // Why interleaving, though listed, was not searched ("" when it was, or was not listed): what
+  // it "needs" that no configuration had (devices, whole rounds of micro-batches, layers).
+  std::string interleaved_not_searched;
   // Thread counts of PlanSearch::plain_profiles not weighed: fewer than 2, or more than the
   // devices (a user who gave them learns why no such candidate is ranked).
   std::vector<int> plain_threads_not_weighed;

@@ -113,6 +113,9 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
         "configurations with no more memory\n",
         pipeline::to_string(schedule));
   }
+  if (!result.interleaved_not_searched.empty()) {
+    out << "interleaved: not searched: it " << result.interleaved_not_searched << "\n";
+  }
 
   const Configuration& best = result.recommendation();
   out << "\n";
@@ -170,15 +173,19 @@ nlohmann::json result_to_json(const PlanParams& params, const balance::PlanSearc
   nlohmann::json ranked = nlohmann::json::array();
   const size_t shown = std::min<size_t>(result.ranked.size(), std::max(params.top, 1));
   for (size_t k = 0; k < shown; ++k) ranked.push_back(configuration_to_json(result.ranked[k]));
-  return {{"devices", params.devices},
-          {"searched", result.searched},
-          {"over_memory", result.over_memory},
-          {"dominated", result.dominated},
-          {"dominated_schedules", schedule_names(result.dominated_schedules)},
-          {"plain", configuration_to_json(result.plain)},
-          {"ranked", std::move(ranked)},
-          {"recommended_rank", result.recommended + 1},
-          {"recommended", balance::plan_to_json(result.recommendation().plan)}};
+  nlohmann::json doc = {{"devices", params.devices},
+                        {"searched", result.searched},
+                        {"over_memory", result.over_memory},
+                        {"dominated", result.dominated},
+                        {"dominated_schedules", schedule_names(result.dominated_schedules)},
+                        {"plain", configuration_to_json(result.plain)},
+                        {"ranked", std::move(ranked)},
+                        {"recommended_rank", result.recommended + 1},
+                        {"recommended", balance::plan_to_json(result.recommendation().plan)}};
+  if (!result.interleaved_not_searched.empty()) {
+    doc["interleaved_not_searched"] = "it " + result.interleaved_not_searched;
+  }
+  return doc;
 }
 
 }  // namespace

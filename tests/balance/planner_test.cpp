@@ -571,6 +571,45 @@ TEST(Planner, AOneSizeProfileSearchesItsOwnChunks) {
   EXPECT_EQ(result.plain.costs, CostSource::kExtrapolated);
 }
 
+// Interleaving listed but never searched is said, with what it needs: devices, whole rounds of
+// micro-batches. With nothing else to search (the plain model only extrapolated), that is the
+// error.
+TEST(Planner, SaysWhyInterleavingWasNotSearched) {
+  const CostProfile profile = profile_of({1, 1, 1, 1, 1, 1, 1, 1}, 0, 8);
+  PlanSearch search = on_devices(1);
+  search.schedules = {ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved};
+  EXPECT_EQ(search_plans(profile, search).interleaved_not_searched,
+            "needs 2 devices or more (1 given)");
+  search.schedules = {ScheduleKind::kInterleaved};
+  const PlanSearchResult plain_only = search_plans(profile, search);
+  EXPECT_EQ(describe(plain_only.recommendation()), "the plain model on one device");
+  EXPECT_EQ(plain_only.interleaved_not_searched, "needs 2 devices or more (1 given)");
+  CostProfile one_size = profile;
+  one_size.sizes.clear();
+  one_size.batch_size = 2;
+  one_size.chunks = 4;
+  try {
+    search_plans(one_size, search);
+    ADD_FAILURE() << "searched nothing without saying so";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "no configuration to search: interleaved needs 2 devices or more (1 given)");
+  }
+  search = on_devices(2);
+  search.schedules = {ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved};
+  search.chunks = {1};  // no whole round of 2 stages
+  EXPECT_NE(search_plans(profile, search)
+                .interleaved_not_searched.find("a micro-batch count that is a multiple of the "
+                                               "stage count, and at least 2 or 3 layers per "
+                                               "device (8 layers here)"),
+            std::string::npos);
+  search.chunks = {2};
+  EXPECT_EQ(search_plans(profile, search).interleaved_not_searched, "");
+  search.schedules = {ScheduleKind::kOneFOneB};
+  search.chunks = {1};
+  EXPECT_EQ(search_plans(profile, search).interleaved_not_searched, "") << "not listed";
+}
+
 TEST(Planner, RefusesWhatItCannotSearch) {
   CostProfile profile = profile_of({1, 1}, 0, 8);
   PlanSearch search = on_devices(2);
