@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 #include <string>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -24,8 +26,10 @@ namespace {
 // lock while they seed it and draw from it, so that a micro-batch's draws depend only on its
 // seed, whatever other stages do at the same time. Deterministic stages, and CPU stages whose
 // random layers draw from the stage's own generator (dropout.h), never take it.
-std::mutex& default_generator_mutex() {
-  static std::mutex mutex;
+// A stage finding out whether it draws (run_probing_generator) holds it shared: probes run
+// side by side, never beside a stage that seeds the generator.
+std::shared_mutex& default_generator_mutex() {
+  static std::shared_mutex mutex;
   return mutex;
 }
 
@@ -90,13 +94,21 @@ Stage::Stage(int index, size_t first_layer, LayerSeq layers, c10::Device device)
 void Stage::note_randomness() {
   stochastic_ = false;
   shared_generator_ = false;
+  bool training = false;
   for (size_t i = 0; i < layers_.size(); ++i) {
     stochastic_ = stochastic_ || layers_[i].is_stochastic();
     // On an accelerator every draw comes from the device's shared generator (dropout.h).
     shared_generator_ =
         shared_generator_ ||
         (device_.is_cpu() ? layers_[i].draws_from_shared_generator() : layers_[i].is_stochastic());
+    training = training || layers_[i].is_training();
   }
+  // What a run found of the layers' own draws holds while their mode does.
+  if (training != probed_training_) {
+    draws_unrecognised_.reset();
+    probed_training_ = training;
+  }
+  if (draws_unrecognised_.value_or(false)) stochastic_ = shared_generator_ = true;
 }
 
 // A layer wrote the stage's (leaf) input in place: run the stage again on copies.
@@ -147,12 +159,43 @@ Batch Stage::run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed) 
 }
 
 Batch Stage::run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_seed) {
+  if (!shared_generator_ && !draws_unrecognised_ && probed_training_ && device_.is_cpu()) {
+    return run_probing_generator(input, micro_batch, rng_seed);
+  }
   if (!stochastic_) return run_layers(input, micro_batch);
   const StageGeneratorScope own_generator(rng_seed);
   if (!shared_generator_) return run_layers(input, micro_batch);
-  std::lock_guard<std::mutex> lock(default_generator_mutex());
+  std::lock_guard<std::shared_mutex> lock(default_generator_mutex());
   torch::manual_seed(rng_seed);
   return run_layers(input, micro_batch);
+}
+
+// A layer may draw from ATen's generator in a way no layer type tells (a C++ module calling
+// torch::randn in its forward). The first run in training mode runs beside other such first
+// runs only (no stage seeds the generator meanwhile) and looks whether the generator moved. If not,
+// no layer drew. If it did (this stage, or one probing beside it), the stage is taken for one that
+// draws from then on, and runs again as those do, seeded under the generator's lock, so that its
+// recompute draws what this forward drew; its buffers (a batch norm's running statistics) get back
+// what the first run changed.
+Batch Stage::run_probing_generator(const Batch& input, int micro_batch, uint64_t rng_seed) {
+  BufferSnapshot buffers(layers_, has_buffers_);
+  {
+    std::shared_lock<std::shared_mutex> probing(default_generator_mutex());
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    const auto state = [&generator] {  // whole: a probe beside this one may be drawing
+      std::lock_guard<std::mutex> reading(generator.mutex());
+      return generator.get_state();
+    };
+    const at::Tensor before = state();
+    std::optional<StageGeneratorScope> own_generator;
+    if (stochastic_) own_generator.emplace(rng_seed);
+    Batch output = run_layers(input, micro_batch);
+    draws_unrecognised_ = !torch::equal(state(), before);
+    if (!*draws_unrecognised_) return output;
+  }
+  stochastic_ = shared_generator_ = true;
+  buffers.restore();
+  return run_seeded_once(input, micro_batch, rng_seed);
 }
 
 Batch Stage::forward(int micro_batch, Batch input, const ForwardMode& mode) {

@@ -87,6 +87,7 @@ class Stage {
   Batch run_layers(Batch input, int micro_batch);
   Batch run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed);
   Batch run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_seed);
+  Batch run_probing_generator(const Batch& input, int micro_batch, uint64_t rng_seed);
   Batch input_gradients(const Batch& input) const;
   // Back-propagates `grads` from `roots` (the micro-batch's outputs or its loss): the whole
   // backward, or B keeping what W needs; neither the roots, the gradients nor the micro-batch's
@@ -104,6 +105,10 @@ class Stage {
   bool has_buffers_ = false;  // a layer holds buffers (a batch norm's running statistics)
   InputWrites input_writes_;  // whether a layer writes the stage's input in place (in_place.h)
   bool shared_generator_ = false;
+  // Whether a run in training mode found the layers drawing from ATen's generator though no
+  // layer says so (nullopt: not yet run in this mode); a CPU stage only.
+  std::optional<bool> draws_unrecognised_;
+  bool probed_training_ = false;  // the mode draws_unrecognised_ holds for
   std::map<int, MicroBatch> states_;
   const char* action_ = "forward";  // what run_layers runs, for its error message
 };

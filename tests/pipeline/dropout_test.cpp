@@ -83,9 +83,18 @@ TEST(Dropout, StageSeedDeterminesTheMaskAndDefaultGeneratorIsUntouched) {
   EXPECT_EQ(stage_generator(), nullptr);
 }
 
+// A C++ module that draws random numbers its own way: noise from ATen's generator, in training.
+struct NoiseImpl : nn::Module {
+  at::Tensor forward(const at::Tensor& x) {
+    return is_training() ? x + 0.5 * torch::randn_like(x) : x;
+  }
+};
+TORCH_MODULE(Noise);
+
 // What draws random numbers in a model: pipebal's Dropout (the stage's generator), LibTorch's
-// (the shared one), or LibTorch's RReLU (its slopes, from the shared one).
-enum class Random { kOwnDropout, kDropout, kRReLU };
+// (the shared one), LibTorch's RReLU (its slopes, from the shared one), or a module no layer
+// type tells of (the shared one).
+enum class Random { kOwnDropout, kDropout, kRReLU, kNoise };
 
 // Dropout in both stages of a {2, 2} split: pipebal's own, or LibTorch's (shared generator).
 LayerSeq dropout_model(Random kind) {
@@ -99,6 +108,8 @@ LayerSeq dropout_model(Random kind) {
         return make_layer(name, "Dropout", nn::Dropout(0.5));
       case Random::kRReLU:
         break;
+      case Random::kNoise:
+        return make_layer(name, "Noise", Noise());
     }
     return make_layer(name, "RReLU", nn::RReLU());
   };
@@ -123,17 +134,45 @@ TEST(Dropout, CpuStageWithOwnDropoutTakesNoLock) {
   EXPECT_TRUE(stage.takes_generator_lock());
 }
 
+// A module no layer type tells of is found drawing from ATen's generator by the stage's first
+// run in training mode, which takes the generator's lock from then on (seeded, a recompute draws
+// what the forward drew); a stage that draws nothing leaves the generator as it was (a user's
+// draws go on as if it had not run).
+TEST(Dropout, AStageFindsAModuleDrawingItsOwnWay) {
+  const Batch input(torch::randn({4, 8}));
+  Stage noisy(0, 0, dropout_model(Random::kNoise), c10::Device(c10::kCPU));
+  EXPECT_FALSE(noisy.takes_generator_lock()) << "nothing tells before it runs";
+  Stage::ForwardMode checkpointed;
+  checkpointed.checkpointed = true;
+  noisy.forward(0, input, checkpointed);
+  EXPECT_TRUE(noisy.takes_generator_lock());
+  noisy.note_randomness();
+  EXPECT_TRUE(noisy.takes_generator_lock()) << "what the run found holds in the same mode";
+
+  LayerSeq plain("plain");
+  plain.add(make_layer("fc", "Linear", nn::Linear(8, 8)));
+  Stage quiet(0, 0, plain, c10::Device(c10::kCPU));
+  torch::manual_seed(3);
+  const at::Tensor expected = torch::rand({4});
+  torch::manual_seed(3);
+  quiet.forward(0, input, checkpointed);
+  EXPECT_FALSE(quiet.takes_generator_lock());
+  EXPECT_TRUE(torch::equal(torch::rand({4}), expected)) << "the generator was left moved";
+}
+
 // Checkpointed micro-batches are recomputed before their backward; the masks must be the ones
 // the forward drew, so the gradients equal those of the same step without checkpointing — with
 // pipebal's Dropout (the stage's generator), LibTorch's and RReLU (the shared one, under its
-// lock), and with a model put into training mode only after its pipeline was built.
+// lock), a module that draws its own way (found by its first run), and with a model put into
+// training mode only after its pipeline was built.
 TEST(Dropout, RecomputationReproducesTheForwardMasks) {
   const Batch input(torch::randn({8, 8}));
   const at::Tensor target = torch::randn({8, 8});
   auto mse = [](const at::Tensor& out, const at::Tensor& t) { return torch::mse_loss(out, t); };
   for (const auto& [kind, late_training] :
        {std::pair{Random::kOwnDropout, false}, std::pair{Random::kDropout, false},
-        std::pair{Random::kRReLU, false}, std::pair{Random::kDropout, true}}) {
+        std::pair{Random::kRReLU, false}, std::pair{Random::kDropout, true},
+        std::pair{Random::kNoise, false}, std::pair{Random::kNoise, true}}) {
     SCOPED_TRACE(testing::Message() << "random kind " << static_cast<int>(kind)
                                     << (late_training ? ", trained after building" : ""));
     std::vector<std::vector<at::Tensor>> grads;
