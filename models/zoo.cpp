@@ -2,6 +2,7 @@
 #include "models/zoo.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -177,7 +178,11 @@ ModelSpec parse_model_spec(const std::string& text) {
   ModelSpec spec;
   if (text.find('/') != std::string::npos ||
       (text.size() > 3 && text.compare(text.size() - 3, 3, ".pt") == 0)) {
-    spec.path = text;
+    // Absolute, so that a profile and the plans made from it name this file wherever they are
+    // used from (a relative path would name another file from another directory).
+    std::error_code error;
+    const std::filesystem::path absolute = std::filesystem::absolute(text, error);
+    spec.path = error ? text : absolute.lexically_normal().string();
     return spec;
   }
   const auto colon = text.find(':');

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,9 +57,9 @@ struct Model {
   // TorchScript models: the module's own forward, which the layers must reproduce on the
   // sample (make_synthetic_data checks it). Empty for zoo models, which are built as layers.
   pipeline::ReferenceForward reference;
-  // TorchScript models: writes the module with the layers' current parameters (empty for zoo
-  // models).
-  std::function<void(const std::string& path)> save;
+  // TorchScript models: writes the module with the layers' current parameters, as the bytes of
+  // a file torch.jit.load reads (empty for zoo models).
+  std::function<void(std::ostream& out)> save;
 };
 
 // Every zoo model, in the order `pipebal models` lists them.
@@ -67,7 +68,8 @@ const std::vector<ModelInfo>& model_catalog();
 // The model `pipebal demo` uses.
 std::string default_model_spec();
 
-// Parses a SPEC. A string containing '/' or ending in ".pt" is a TorchScript path. Throws
+// Parses a SPEC. A string containing '/' or ending in ".pt" is a TorchScript path, made absolute
+// (a profile and its plans name the file whatever directory they are used from). Throws
 // std::invalid_argument with one line listing the valid models or keys on any mistake.
 ModelSpec parse_model_spec(const std::string& text);
 

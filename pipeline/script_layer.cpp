@@ -215,10 +215,10 @@ ScriptModel load_script_model(const std::string& path) {
     std::vector<c10::IValue> arguments(input.tensors.begin(), input.tensors.end());
     return tensors_of(work.forward(std::move(arguments)), "the model's forward");
   };
-  result.save = [model, work](const std::string& file) mutable {
+  result.save = [model, work](std::ostream& out) mutable {
     torch::NoGradGuard no_grad;
     copy_state(work, model);
-    model.save(file);
+    model.save(out);
   };
   return result;
 }

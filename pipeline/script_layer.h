@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,10 @@ using ReferenceForward = std::function<std::vector<at::Tensor>(const Batch& inpu
 struct ScriptModel {
   LayerSeq layers;
   ReferenceForward reference;  // shares the layers' parameters and buffers
-  // Writes the module, with the layers' current (e.g. trained) parameters, to a file that
-  // torch.jit.load reads.
-  std::function<void(const std::string& path)> save;
+  // Writes the module, with the layers' current (e.g. trained) parameters, as the bytes of a
+  // file that torch.jit.load reads. Into a stream, not a file: LibTorch's file writer throws from
+  // its destructor when the disk is full, which ends the process.
+  std::function<void(std::ostream& out)> save;
 };
 
 // Loads `path` on the CPU. The first layer takes forward's arguments, the last returns its

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include <ATen/Parallel.h>
@@ -59,17 +60,20 @@ int64_t peak_rss_bytes() {
   return int64_t{usage.ru_maxrss} * 1024;  // kilobytes on Linux
 }
 
-// Writes the trained TorchScript module beside `path` first, then renames it into place: an
-// interrupted save never leaves half a model, nor a file of another name.
+// Writes the trained TorchScript module atomically: an interrupted or failed save (a full disk)
+// never leaves half a model, nor a file of another name.
 void save_trained_model(const models::Model& model, const std::string& path) {
+  std::ostringstream bytes;
   try {
-    write_file_atomically_with(path,
-                               [&model](const std::string& temporary) { model.save(temporary); });
-  } catch (const std::runtime_error& error) {  // "cannot write 'path': why"
-    throw std::invalid_argument(error.what());
+    model.save(bytes);
   } catch (const std::exception& error) {  // LibTorch's own
     throw std::invalid_argument(fmt::format("cannot save the trained model to '{}': {}", path,
                                             pipeline::error_summary(error)));
+  }
+  try {
+    write_file_atomically(path, bytes.str());
+  } catch (const std::runtime_error& error) {  // "cannot write 'path': why"
+    throw std::invalid_argument(error.what());
   }
 }
 

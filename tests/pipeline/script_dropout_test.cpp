@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/script.h>
@@ -109,7 +111,10 @@ TEST(ScriptDropout, TheSavedModelCallsLibTorchsDropoutWithTheTrainedWeights) {
     model.layers.parameters()[0].add_(1.0);  // "trained"
   }
   const std::string path = pipebal::testing::scratch_path("saved.pt");
-  model.save(path);
+  {
+    std::ofstream file(path, std::ios::binary);
+    model.save(file);
+  }
   torch::jit::Module saved = torch::jit::load(path);
   EXPECT_TRUE(forward_calls(saved, "aten::dropout"));
   EXPECT_TRUE(forward_calls(saved, "aten::feature_dropout"));

@@ -122,6 +122,52 @@ TEST(TrustCli, APlanTrainsOnlyTheModelItWasMadeFor) {
                         "the plan was made for a model of 3 layers; " + model + " has 5", replaced);
 }
 
+// A TorchScript model given by a relative path is named by its absolute path in the profile and
+// its plans: a plan used from another directory trains that file (not one of the same name
+// there), and --model may name it by any path to it.
+TEST(TrustCli, APlanNamesItsModelFileWhereverItIsUsedFrom) {
+  const std::string dir = scratch_dir();
+  std::filesystem::create_directories(dir + "/ts");
+  std::filesystem::copy_file(kFixtures + "/chain_named_traced.pt", dir + "/ts/m.pt");
+  std::filesystem::copy_file(kFixtures + "/sequential_mlp_scripted.pt", dir + "/m.pt");
+  const std::string in_ts = "cd " + dir + "/ts && " + PIPEBAL_BINARY;
+  ASSERT_EQ(run_executable(in_ts, "profile --model m.pt --input-shape 4,8 --repeat 2 -q -o p.json")
+                .status,
+            0);
+  ASSERT_EQ(run_executable(in_ts, "balance p.json --stages 2 -o plan.json").status, 0);
+  const std::string absolute = std::filesystem::canonical(dir + "/ts/m.pt").string();
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/ts/plan.json"))["model"], absolute);
+  const std::string in_dir = "cd " + dir + " && " + PIPEBAL_BINARY;
+  const std::string train = " --steps 1 --warmup-steps 0 -q -o run.json";
+  for (const std::string& model :
+       {std::string(""), std::string(" --model ts/m.pt"), " --model " + dir + "/ts/../ts/m.pt"}) {
+    const CliResult r = run_executable(in_dir, "train --plan ts/plan.json" + model + train);
+    EXPECT_EQ(r.status, 0) << model << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/run.json"))["model"], absolute) << model;
+  }
+  expect_one_line_error(run_executable(in_dir, "train --plan ts/plan.json --model m.pt" + train),
+                        "--model m.pt differs from the model the plan was made for (" + absolute,
+                        "another file of the same name");
+}
+
+// A trained model that cannot be written (the file-size limit here, a full disk alike) is one
+// line and exit 2, with no temporary file left: LibTorch's file writer throws from its destructor
+// then, which aborted the process.
+TEST(TrustCli, ASaveThatCannotBeWrittenIsOneLine) {
+  const std::string dir = scratch_dir();
+  const std::string args = "train --model " + kFixtures +
+                           "/chain_named_traced.pt --input-shape 4,8 --balance 2,1 --steps 1 "
+                           "--warmup-steps 0 -q --save " +
+                           dir + "/s.pt";
+  const CliResult r = run_executable(
+      "trap '' XFSZ; ulimit -f 4; exec " + std::string(PIPEBAL_BINARY), args);
+  expect_one_line_error(r, "cannot write '" + dir + "/s.pt'", args);
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename().string().rfind("s.pt", 0), std::string::npos)
+        << entry.path();
+  }
+}
+
 TEST(TrustCli, AChainModelTrainsAndAMissingInputIsNamed) {
   const std::string dir = scratch_dir();
   const CliResult r = run_pipebal("train --model " + kFixtures +
