@@ -55,10 +55,11 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
     throw std::invalid_argument(fmt::format("model {} takes one input tensor, given {}",
                                             model.info.name, input.tensors.size()));
   }
+  // Two samples through the model (no grad, evaluation mode) check the shape and give the
+  // output's shape: with one, a layer that keeps only the first row (x[:1]) would pass.
+  const int64_t rows = input.tensors.empty() ? 1 : std::min<int64_t>(2, input.tensors[0].size(0));
   pipeline::Batch sample;
-  for (const auto& t : input.tensors) sample.tensors.push_back(t.narrow(0, 0, 1));
-  // One sample through the model (no grad, evaluation mode) checks the shape and gives the
-  // output's shape.
+  for (const auto& t : input.tensors) sample.tensors.push_back(t.narrow(0, 0, rows));
   at::Tensor output;
   {
     torch::NoGradGuard no_grad;
@@ -73,17 +74,18 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
     model.layers.train(training);
   }
   // Micro-batches are cut, and losses and targets taken, along the output's first dimension too.
-  if (output.dim() > 0 && output.size(0) != 1) {
-    throw std::invalid_argument(fmt::format(
-        "the model's output has {} rows for one sample (shape {}): pipebal trains models whose "
-        "output has one row per sample, batch first",
-        output.size(0), c10::str(output.sizes())));
+  if (output.dim() > 0 && output.size(0) != rows) {
+    throw std::invalid_argument(
+        fmt::format("the model's output has {} rows for {} (shape {}): pipebal trains models whose "
+                    "output has one row per sample, batch first",
+                    output.size(0), rows == 1 ? "one sample" : fmt::format("{} samples", rows),
+                    c10::str(output.sizes())));
   }
   // A TorchScript model's layers must be the model: compare them with its own forward.
   if (model.reference) {
     pipeline::check_matches_reference(model.layers, model.reference, sample, model.layers.name());
   }
-  return output;
+  return output.dim() > 0 ? output.narrow(0, 0, 1) : output;
 }
 
 std::vector<InputSpec> default_inputs(const Model& model, const std::vector<int64_t>& shape) {

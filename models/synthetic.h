@@ -38,9 +38,10 @@ std::vector<InputSpec> model_inputs(const Model& model, const std::vector<std::s
 SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>& shape,
                                   uint64_t seed = 0);
 
-// Runs the first sample of `input` through the model (evaluation mode, no autograd) and returns
-// its output; throws std::invalid_argument naming the layer that rejects it, or when a
-// TorchScript model's layers do not reproduce its own forward (pipeline::check_matches_reference).
+// Runs the first two samples of `input` through the model (evaluation mode, no autograd),
+// checks that the output has one row per sample, and returns the first sample's output; throws
+// std::invalid_argument naming the layer that rejects it, or when a TorchScript model's layers do
+// not reproduce its own forward (pipeline::check_matches_reference).
 at::Tensor check_model_on(const Model& model, const pipeline::Batch& input);
 
 // Mean loss of `output` against `target` for the model's loss kind. Cross-entropy accepts
