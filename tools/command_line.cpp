@@ -35,6 +35,17 @@ std::string warning_prefix() {
   return "pipebal: warning: " + rank_prefix();
 }
 
+void check_not_a_rank(const std::string& command) {
+  const char* world = std::getenv("WORLD_SIZE");
+  if (world == nullptr || std::getenv("RANK") == nullptr) return;
+  const std::optional<int64_t> size = parse_integer(world);
+  if (!size || *size <= 1) return;
+  throw std::invalid_argument(fmt::format(
+      "{} runs as one process, not as one of WORLD_SIZE={} ranks: start it without a launcher "
+      "(`train` and `link` run as ranks; `validate --processes N` starts its own)",
+      command, *size));
+}
+
 std::unique_ptr<CLI::App> make_pipebal_app() {
   auto app = std::make_unique<CLI::App>(
       "pipebal: profile a model, balance it into pipeline stages, train it pipelined,\n"

@@ -27,6 +27,11 @@ std::string rank_prefix();
 // "pipebal: warning: " and the rank prefix: what begins every warning line.
 std::string warning_prefix();
 
+// Throws std::invalid_argument when this process is a rank of a launched multi-process run
+// (RANK set, WORLD_SIZE above 1): `command` runs as one process, and N copies of it would only
+// compete for the machine and write the same output.
+void check_not_a_rank(const std::string& command);
+
 // pipebal's application, without commands.
 std::unique_ptr<CLI::App> make_pipebal_app();
 

@@ -8,6 +8,7 @@
 
 #include "models/synthetic.h"
 #include "models/zoo.h"
+#include "tools/command_line.h"
 #include "tools/common_options.h"
 #include "tools/validate_command.h"
 
@@ -53,6 +54,7 @@ void add_demo_command(CLI::App& app) {
       "  pipebal demo                      # writes pipebal-demo/report.html\n"
       "  pipebal demo --model mlp:layers=8,width=256 --stages 4 -o mlp-demo");
   cmd->callback([params] {
+    check_not_a_rank("demo");
     print_layer_table(*params);
     run_validate(*params);
   });

@@ -21,6 +21,7 @@
 #include "profiler/profile_merge.h"
 #include "profiler/profile_table.h"
 #include "profiler/profiler.h"
+#include "tools/command_line.h"
 #include "tools/common_options.h"
 #include "tools/progress.h"
 #include "workflow/profiling.h"
@@ -211,6 +212,7 @@ void add_profile_command(CLI::App& app) {
   sub->add_option("-o,--output", params->output_path, "Write the profile here (pipebal.profile/1)");
   sub->add_flag("-q,--quiet", params->quiet, "No progress on stderr");
   sub->callback([params]() {
+    check_not_a_rank("profile");
     run_profile(*params, std::cout, &std::cerr, Progress::mode_for_stderr(params->quiet));
   });
 }

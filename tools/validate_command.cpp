@@ -259,6 +259,7 @@ void add_validate_command(CLI::App& app) {
       "  pipebal report out/");
   cmd->callback(
       [p, automatic, searched, cmd, virtual_given, weight_delays, min_gain_percent, plans] {
+        check_not_a_rank("validate");
         if (cmd->count("--plans") > 0) {
           for (const char* option : kNotWithPlans) {
             if (cmd->count(option) > 0) {

@@ -488,6 +488,19 @@ TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
       EXPECT_NE(r.out.find("Usage:"), std::string::npos) << r.out;
     }
   }
+  // A command that runs as one process is refused to a rank, not run as N copies at once.
+  for (const char* command : {" profile --model mlp:layers=2,width=8 --input-shape 4,8 -q",
+                              " validate --model mlp:layers=2,width=8 --input-shape 4,8 "
+                              "--stages 2 -o v"}) {
+    const CliResult rank =
+        run_shell(std::string("env WORLD_SIZE=2 RANK=1 ") + PIPEBAL_BINARY + command);
+    EXPECT_EQ(rank.status, 2) << command << ": " << rank.err;
+    EXPECT_EQ(count_lines(rank.err), 1) << rank.err;
+    EXPECT_NE(rank.err.find("pipebal: error: rank 1: "), std::string::npos) << rank.err;
+    EXPECT_NE(rank.err.find("runs as one process, not as one of WORLD_SIZE=2 ranks"),
+              std::string::npos)
+        << rank.err;
+  }
   const CliResult r = run_shell(std::string("env WORLD_SIZE=2 RANK=abc MASTER_ADDR=127.0.0.1 "
                                             "MASTER_PORT=1 ") +
                                 PIPEBAL_BINARY + kTrain);
