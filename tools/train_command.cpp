@@ -130,6 +130,28 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     if (cmd.count("--threads") == 0 && plan.threads_per_stage > 0) {
       settings.threads_per_stage = plan.threads_per_stage;
     }
+    // The command line's choices go before the plan's; the plan's prediction is then not this
+    // run's, and a comparison with it would mislead.
+    std::vector<std::string> changed;
+    if (settings.chunks != plan.chunks) {
+      changed.push_back(fmt::format("--chunks {} (planned {})", settings.chunks, plan.chunks));
+    }
+    if (settings.schedule != plan.schedule) {
+      changed.push_back(fmt::format("--schedule {} (planned {})",
+                                    pipeline::to_string(settings.schedule),
+                                    pipeline::to_string(plan.schedule)));
+    }
+    if (settings.checkpoint != plan.checkpoint) {
+      changed.push_back(fmt::format("--checkpoint {} (planned {})",
+                                    pipeline::to_string(settings.checkpoint),
+                                    pipeline::to_string(plan.checkpoint)));
+    }
+    if (!changed.empty()) {
+      std::cerr << fmt::format(
+          "{}{} differs from the plan: the plan's balance and prediction were made for its own "
+          "configuration, not this one (balance again to plan for it)\n",
+          warning_prefix(), fmt::join(changed, ", "));
+    }
   } else {
     settings.balance = parse_balance(p.balance);
   }

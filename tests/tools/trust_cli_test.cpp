@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/tools/cli_support.h"
@@ -102,7 +103,21 @@ TEST(TrustCli, APlanTrainsOnlyTheModelItWasMadeFor) {
   ASSERT_EQ(run_pipebal("balance " + dir + "/p.json --stages 2 -o " + dir + "/plan.json").status,
             0);
   const std::string train = " --steps 1 --warmup-steps 0 -q";
-  EXPECT_EQ(run_pipebal("train --plan " + dir + "/plan.json" + train).status, 0);
+  const CliResult planned = run_pipebal("train --plan " + dir + "/plan.json" + train);
+  EXPECT_EQ(planned.status, 0) << planned.err;
+  EXPECT_EQ(planned.err.find("differs from the plan"), std::string::npos) << planned.err;
+  // The command line's choices go first, and the plan's prediction is said not to be this run's.
+  const nlohmann::json plan = nlohmann::json::parse(read_text(dir + "/plan.json"));
+  const int other = plan["chunks"].get<int>() == 2 ? 4 : 2;
+  const CliResult overridden = run_pipebal("train --plan " + dir + "/plan.json --chunks " +
+                                           std::to_string(other) + " --checkpoint always" + train);
+  EXPECT_EQ(overridden.status, 0) << overridden.err;
+  EXPECT_NE(overridden.err.find(fmt::format(
+                "pipebal: warning: --chunks {} (planned {}), --checkpoint always (planned {}) "
+                "differs from the plan",
+                other, plan["chunks"].get<int>(), plan["checkpoint"].get<std::string>())),
+            std::string::npos)
+      << overridden.err;
 
   // The same layer count, another layer: fc1 renamed in the plan.
   nlohmann::json renamed = nlohmann::json::parse(read_text(dir + "/plan.json"));
@@ -159,12 +174,11 @@ TEST(TrustCli, ASaveThatCannotBeWrittenIsOneLine) {
                            "/chain_named_traced.pt --input-shape 4,8 --balance 2,1 --steps 1 "
                            "--warmup-steps 0 -q --save " +
                            dir + "/s.pt";
-  const CliResult r = run_executable(
-      "trap '' XFSZ; ulimit -f 4; exec " + std::string(PIPEBAL_BINARY), args);
+  const CliResult r =
+      run_executable("trap '' XFSZ; ulimit -f 4; exec " + std::string(PIPEBAL_BINARY), args);
   expect_one_line_error(r, "cannot write '" + dir + "/s.pt'", args);
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    EXPECT_EQ(entry.path().filename().string().rfind("s.pt", 0), std::string::npos)
-        << entry.path();
+    EXPECT_EQ(entry.path().filename().string().rfind("s.pt", 0), std::string::npos) << entry.path();
   }
 }
 
