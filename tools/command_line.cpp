@@ -80,6 +80,21 @@ int output_arrived(int status) {
   return kUserErrorStatus;
 }
 
+// CLI11's words, except for a whole number that passed the syntax check but does not fit the
+// option's type ("Could not convert: --steps = 99999999999").
+std::string parse_error_text(const CLI::ParseError& error) {
+  const std::string text = first_line(error.what());
+  const std::string prefix = "Could not convert: ";
+  const size_t equals = text.find(" = ");
+  if (dynamic_cast<const CLI::ConversionError*>(&error) == nullptr || text.rfind(prefix, 0) != 0 ||
+      equals == std::string::npos) {
+    return text;
+  }
+  const std::string name = text.substr(prefix.size(), equals - prefix.size());
+  const std::string value = text.substr(equals + 3);
+  return fmt::format("{} {}: out of the range this option takes", name, value);
+}
+
 // Whether the command line asks for help or the version, which CLI11 answers wherever the flag
 // stands before a `--` (after it, words are a launched command's).
 bool asks_for_help(int argc, char** argv) {
@@ -124,7 +139,7 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
   } catch (const CLI::ParseError& error) {
     // --help and --version arrive here too, with exit code 0.
     if (error.get_exit_code() == 0) return output_arrived(app.exit(error));
-    print_error_line("pipebal: error: " + rank_prefix() + first_line(error.what()) +
+    print_error_line("pipebal: error: " + rank_prefix() + parse_error_text(error) +
                      " (see --help)");
     return kUserErrorStatus;
   } catch (const std::exception& error) {

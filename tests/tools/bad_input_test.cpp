@@ -311,6 +311,8 @@ const std::vector<BadInput> kTable = {
      "--chunks: expected a whole number in base 10, got '0x10'"},
     {"balance {dir}/ok.json --stages 2 --chunks 99999999999999999999",
      "99999999999999999999 is out of range"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --steps 99999999999",
+     "--steps 99999999999: out of the range this option takes"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --seed -1",
      "--seed: must not be negative, got -1"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --lr nan",
