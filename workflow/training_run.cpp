@@ -343,6 +343,8 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         settings.weight_delays.empty()
             ? pipeline::h1_weight_delays(static_cast<int>(settings.balance.size()), settings.chunks)
             : settings.weight_delays;
+    // As the schedule runs them: a delay past the micro-batches is every W after the last B.
+    for (int& delay : run.weight_delays) delay = std::min(delay, settings.chunks);
   }
   run.checkpoint = pipeline::to_string(settings.checkpoint);
   run.threads_per_stage = settings.threads_per_stage;

@@ -405,6 +405,11 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
                   " -o " + dir + "/run.json");
   ASSERT_EQ(r.status, 0) << r.err;
   expect_delays(json::parse(read_text(dir + "/run.json")), other);
+  // A delay past the 4 micro-batches runs, and is recorded, as every W after the last B.
+  r = run_pipebal("train --plan " + dir + "/plan.json --steps 1 --warmup-steps 0 " +
+                  "--weight-delays 0,99 -o " + dir + "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_delays(json::parse(read_text(dir + "/run.json")), {0, 4});
 }
 
 // validate trains zb-h1 with the delays its plan carries, its one-micro-batch baseline within
