@@ -75,11 +75,11 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
   }
   // Micro-batches are cut, and losses and targets taken, along the output's first dimension too.
   if (output.dim() > 0 && output.size(0) != rows) {
-    throw std::invalid_argument(
-        fmt::format("the model's output has {} rows for {} (shape {}): pipebal trains models whose "
-                    "output has one row per sample, batch first",
-                    output.size(0), rows == 1 ? "one sample" : fmt::format("{} samples", rows),
-                    c10::str(output.sizes())));
+    throw std::invalid_argument(fmt::format(
+        "the model's output has {} row{} for {} (shape {}): pipebal trains models "
+        "whose output has one row per sample, batch first",
+        output.size(0), output.size(0) == 1 ? "" : "s",
+        rows == 1 ? "one sample" : fmt::format("{} samples", rows), c10::str(output.sizes())));
   }
   // A TorchScript model's layers must be the model: compare them with its own forward.
   if (model.reference) {

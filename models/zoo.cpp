@@ -178,11 +178,7 @@ ModelSpec parse_model_spec(const std::string& text) {
   ModelSpec spec;
   if (text.find('/') != std::string::npos ||
       (text.size() > 3 && text.compare(text.size() - 3, 3, ".pt") == 0)) {
-    // Absolute, so that a profile and the plans made from it name this file wherever they are
-    // used from (a relative path would name another file from another directory).
-    std::error_code error;
-    const std::filesystem::path absolute = std::filesystem::absolute(text, error);
-    spec.path = error ? text : absolute.lexically_normal().string();
+    spec.path = text;
     return spec;
   }
   const auto colon = text.find(':');
@@ -224,9 +220,11 @@ Model build_model(const std::string& text, uint64_t seed) {
   if (!spec.path.empty()) {
     pipeline::ScriptModel script = pipeline::load_script_model(spec.path);
     model.layers = std::move(script.layers);
+    // What a profile, its plans and a run record: the file, from whatever directory they are used.
+    model.layers.set_name(model_file_name(spec.path));
     model.reference = std::move(script.reference);
     model.save = std::move(script.save);
-    model.info.name = spec.path;
+    model.info.name = model.layers.name();
     model.info.description = "TorchScript model";
     model.info.loss = LossKind::kMse;
     return model;
@@ -255,9 +253,15 @@ Model build_model(const std::string& text, uint64_t seed) {
   return model;
 }
 
+std::string model_file_name(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, error);
+  return error ? path : resolved.string();
+}
+
 std::string canonical_spec(const std::string& text) {
   const ModelSpec spec = parse_model_spec(text);
-  if (!spec.path.empty()) return spec.path;
+  if (!spec.path.empty()) return model_file_name(spec.path);
   Model model;
   model.info = find_entry(spec.name).info;
   for (const auto& knob : model.info.knobs) model.knobs[knob.key] = knob.default_value;

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <ostream>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -68,8 +68,8 @@ const std::vector<ModelInfo>& model_catalog();
 // The model `pipebal demo` uses.
 std::string default_model_spec();
 
-// Parses a SPEC. A string containing '/' or ending in ".pt" is a TorchScript path, made absolute
-// (a profile and its plans name the file whatever directory they are used from). Throws
+// Parses a SPEC. A string containing '/' or ending in ".pt" is a TorchScript path (as given).
+// Throws
 // std::invalid_argument with one line listing the valid models or keys on any mistake.
 ModelSpec parse_model_spec(const std::string& text);
 
@@ -81,7 +81,12 @@ std::string describe(const Model& model);
 
 // The canonical SPEC of `text` without building the model: every knob in catalogue order with
 // its default filled in, so that two SPECs of the same model compare equal. A TorchScript
-// path is returned as given. Throws like parse_model_spec.
+// path is returned as model_file_name gives it. Throws like parse_model_spec.
 std::string canonical_spec(const std::string& text);
+
+// A TorchScript file as a profile, its plans and a run name it: absolute, links resolved, so
+// that it names the file from whatever directory they are used and by whatever path it was
+// given (a relative path would name another file from another directory).
+std::string model_file_name(const std::string& path);
 
 }  // namespace pipebal::models

@@ -69,6 +69,19 @@ bool all_require_grad(const Batch& batch) {
   return true;
 }
 
+bool all_leaves_requiring_grad(const Batch& batch) {
+  const auto guarded = [](const at::Tensor& t) {
+    return !t.defined() || (t.is_leaf() && t.requires_grad());
+  };
+  for (const auto& t : batch.tensors) {
+    if (!guarded(t)) return false;
+  }
+  for (const auto& [name, t] : batch.skips) {
+    if (!guarded(t)) return false;
+  }
+  return true;
+}
+
 // A leaf with a version counter of its own: the first stage's micro-batches are slices of one
 // batch, and a layer that writes its input in place must not make the others' saved tensors look
 // modified (detach() would share the batch's counter).
@@ -140,7 +153,8 @@ Batch Stage::run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed) 
     const Batch copies = copied_inputs(input);
     const std::vector<int64_t> before = tensor_versions(copies);
     Batch output = run_seeded_once(copies, micro_batch, rng_seed);
-    input_writes_ = {true, tensor_versions(copies) != before};
+    // Or learnt by a probe of the generator, which runs on copies of these (run_probing_generator).
+    input_writes_ = {true, tensor_versions(copies) != before || input_writes_.writes};
     return output;
   }
   // With grad, autograd refuses a write to an input leaf before it happens; an input that needs
@@ -149,7 +163,7 @@ Batch Stage::run_seeded(const Batch& input, int micro_batch, uint64_t rng_seed) 
   try {
     Batch output = run_seeded_once(input, micro_batch, rng_seed);
     // Had a layer written one of these, autograd would have refused it.
-    if (all_require_grad(input)) input_writes_ = {true, false};
+    if (!input_writes_.known && all_require_grad(input)) input_writes_ = {true, false};
     return output;
   } catch (const InputWrittenInPlace&) {
     input_writes_ = {true, true};  // from now on up front; re-seeded, so the masks are the same
@@ -172,13 +186,22 @@ Batch Stage::run_seeded_once(const Batch& input, int micro_batch, uint64_t rng_s
 
 // A layer may draw from ATen's generator in a way no layer type tells (a C++ module calling
 // torch::randn in its forward). The first run in training mode runs beside other such first
-// runs only (no stage seeds the generator meanwhile) and looks whether the generator moved. If not,
-// no layer drew. If it did (this stage, or one probing beside it), the stage is taken for one that
-// draws from then on, and runs again as those do, seeded under the generator's lock, so that its
-// recompute draws what this forward drew; its buffers (a batch norm's running statistics) get back
-// what the first run changed.
+// runs only (no stage seeds the generator meanwhile) and looks whether the generator moved. If
+// not, no layer drew. If it did (this stage, or one probing beside it), the stage is taken for one
+// that draws from then on and runs again as those do, seeded under the generator's lock, so that
+// its recompute draws what this forward drew; its buffers (a batch norm's running statistics) get
+// back what the probe changed. The probe runs on copies of the input unless the layers are known
+// not to write it (in_place.h), and learns from them whether they do. A stage that draws nothing,
+// probed beside one that draws, is so taken for one that does: it then only runs under the lock.
 Batch Stage::run_probing_generator(const Batch& input, int micro_batch, uint64_t rng_seed) {
   BufferSnapshot buffers(layers_, has_buffers_);
+  // Autograd refuses a write to a leaf that requires grad before it happens: only other inputs
+  // need copies (a carried skip's gradient then passes back as the very tensor it came with).
+  const bool guarded = at::GradMode::is_enabled() && all_leaves_requiring_grad(input);
+  const bool may_write = (!input_writes_.known || input_writes_.writes) && !guarded;
+  const Batch probed = may_write ? copied_inputs(input) : input;
+  const std::vector<int64_t> versions = tensor_versions(probed);
+  Batch output;
   {
     std::shared_lock<std::shared_mutex> probing(default_generator_mutex());
     at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -189,13 +212,15 @@ Batch Stage::run_probing_generator(const Batch& input, int micro_batch, uint64_t
     const at::Tensor before = state();
     std::optional<StageGeneratorScope> own_generator;
     if (stochastic_) own_generator.emplace(rng_seed);
-    Batch output = run_layers(input, micro_batch);
+    output = run_layers(probed, micro_batch);
     draws_unrecognised_ = !torch::equal(state(), before);
-    if (!*draws_unrecognised_) return output;
   }
+  if (may_write && tensor_versions(probed) != versions) input_writes_ = {true, true};
+  if (!*draws_unrecognised_) return output;
   stochastic_ = shared_generator_ = true;
   buffers.restore();
-  return run_seeded_once(input, micro_batch, rng_seed);
+  return run_seeded_once(input_writes_.writes ? copied_inputs(input) : input, micro_batch,
+                         rng_seed);
 }
 
 Batch Stage::forward(int micro_batch, Batch input, const ForwardMode& mode) {

@@ -79,10 +79,12 @@ std::vector<double> nice_ticks(double low, double high, int target) {
     if (step >= raw) break;
   }
   // The small tolerance keeps an end that is a multiple of step from adding one more interval.
-  const int first = static_cast<int>(std::floor(low / step + 1e-9));
-  const int last = static_cast<int>(std::ceil(high / step - 1e-9));
+  const double first = std::floor(low / step + 1e-9);
+  const double last = std::ceil(high / step - 1e-9);
+  // A span too narrow for where it lies (the steps would not count exactly).
+  if (last - first > 1000 || std::abs(first) > 1e15 || std::abs(last) > 1e15) return {0, 1};
   std::vector<double> ticks;
-  for (int i = first; i <= last; ++i) ticks.push_back(i * step);
+  for (double i = first; i <= last; ++i) ticks.push_back(i * step);
   return ticks;
 }
 

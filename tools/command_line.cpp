@@ -41,8 +41,9 @@ void check_not_a_rank(const std::string& command) {
   const std::optional<int64_t> size = parse_integer(world);
   if (!size || *size <= 1) return;
   throw std::invalid_argument(fmt::format(
-      "{} runs as one process, not as one of WORLD_SIZE={} ranks: start it without a launcher "
-      "(`train` and `link` run as ranks; `validate --processes N` starts its own)",
+      "{} runs as one process, not as one of WORLD_SIZE={} ranks: start it without a launcher, "
+      "or unset RANK and WORLD_SIZE (`train` and `link` run as ranks; `validate --processes N` "
+      "starts its own)",
       command, *size));
 }
 

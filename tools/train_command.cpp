@@ -146,11 +146,19 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
                                     pipeline::to_string(settings.checkpoint),
                                     pipeline::to_string(plan.checkpoint)));
     }
+    if (settings.replicas != plan.replicas) {
+      changed.push_back(
+          fmt::format("--replicas {} (planned {})", settings.replicas, plan.replicas));
+    }
+    if (cmd.count("--virtual") > 0 && p.settings.virtual_stages != plan.virtual_stages) {
+      changed.push_back(
+          fmt::format("--virtual {} (planned {})", p.settings.virtual_stages, plan.virtual_stages));
+    }
     if (!changed.empty()) {
       std::cerr << fmt::format(
-          "{}{} differs from the plan: the plan's balance and prediction were made for its own "
+          "{}{} {} from the plan: the plan's balance and prediction were made for its own "
           "configuration, not this one (balance again to plan for it)\n",
-          warning_prefix(), fmt::join(changed, ", "));
+          warning_prefix(), fmt::join(changed, ", "), changed.size() == 1 ? "differs" : "differ");
     }
   } else {
     settings.balance = parse_balance(p.balance);

@@ -2,11 +2,15 @@
 #include "workflow/training_run.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
@@ -63,7 +67,7 @@ int64_t peak_rss_bytes() {
 // Writes the trained TorchScript module atomically: an interrupted or failed save (a full disk)
 // never leaves half a model, nor a file of another name.
 void save_trained_model(const models::Model& model, const std::string& path) {
-  std::ostringstream bytes;
+  std::stringstream bytes;
   try {
     model.save(bytes);
   } catch (const std::exception& error) {  // LibTorch's own
@@ -71,7 +75,22 @@ void save_trained_model(const models::Model& model, const std::string& path) {
                                             pipeline::error_summary(error)));
   }
   try {
-    write_file_atomically(path, bytes.str());
+    // Straight from the stream's buffer: no second copy of the model in memory.
+    write_file_atomically_with(path, [&bytes, &path](const std::string& temporary) {
+      std::ofstream file(temporary, std::ios::binary);
+      errno = 0;
+      // In blocks, each write checked: `file << bytes.rdbuf()` stops silently at a failed one.
+      std::vector<char> block(1 << 20);
+      while (file && (bytes.read(block.data(), static_cast<std::streamsize>(block.size())) ||
+                      bytes.gcount() > 0)) {
+        file.write(block.data(), bytes.gcount());
+      }
+      file.close();
+      if (!file) {
+        throw std::runtime_error(fmt::format(
+            "cannot write '{}': {}", path, errno != 0 ? std::strerror(errno) : "the write failed"));
+      }
+    });
   } catch (const std::runtime_error& error) {  // "cannot write 'path': why"
     throw std::invalid_argument(error.what());
   }

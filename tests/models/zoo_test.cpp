@@ -1,6 +1,8 @@
 // The model zoo: every model trains forward and backward at a small size; SPEC parsing.
 #include "models/zoo.h"
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -120,7 +122,12 @@ TEST(Zoo, SpecParsing) {
   EXPECT_EQ(spec.name, "gpt");
   EXPECT_EQ(spec.options.at("layers"), 2);
   EXPECT_EQ(spec.options.at("dim"), 32);
+  // A TorchScript path is taken as given, and named by its absolute form.
   EXPECT_EQ(parse_model_spec("models/net.pt").path, "models/net.pt");
+  EXPECT_EQ(canonical_spec("models/net.pt"),
+            std::filesystem::weakly_canonical(std::filesystem::current_path() / "models/net.pt")
+                .string());
+  EXPECT_EQ(canonical_spec("models/../models/net.pt"), canonical_spec("models/net.pt"));
   EXPECT_EQ(describe(build_model("mlp:layers=2")), "mlp:layers=2,width=512,classes=10");
 }
 

@@ -160,6 +160,42 @@ TEST(Dropout, AStageFindsAModuleDrawingItsOwnWay) {
   EXPECT_TRUE(torch::equal(torch::rand({4}), expected)) << "the generator was left moved";
 }
 
+// Doubles its input in place, as `x.mul_(2)` in a forward does.
+struct DoubleInPlaceImpl : nn::Module {
+  at::Tensor forward(at::Tensor x) { return x.mul_(2); }
+};
+TORCH_MODULE(DoubleInPlace);
+
+// A stage whose first layer writes its input in place and whose noise is found by the probe:
+// the probe's run and its seeded rerun leave the input as it came, so the recompute of every
+// checkpointed micro-batch starts from the values its forward saw (gradients equal to the same
+// step without checkpointing).
+TEST(Dropout, AProbedStageWritingItsInputInPlaceRecomputesFromItsValues) {
+  const Batch input(torch::randn({8, 8}));
+  const at::Tensor target = torch::randn({8, 8});
+  auto mse = [](const at::Tensor& out, const at::Tensor& t) { return torch::mse_loss(out, t); };
+  std::vector<std::vector<at::Tensor>> grads;
+  for (auto checkpoint : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
+    torch::manual_seed(9);
+    LayerSeq model("in place and noise");
+    model.add(make_layer("fc0", "Linear", nn::Linear(8, 8)));
+    model.add(make_layer("double", "DoubleInPlace", DoubleInPlace()));
+    model.add(make_layer("noise", "Noise", Noise()));
+    model.add(make_layer("fc1", "Linear", nn::Linear(8, 8)));
+    PipelineOptions options;
+    options.chunks = 4;
+    options.checkpoint = checkpoint;
+    options.seed = 5;
+    Pipeline pipeline(model, {1, 3}, {}, options);
+    pipeline.step(input, target, mse);
+    grads.emplace_back();
+    for (const auto& p : model.parameters()) grads.back().push_back(p.grad().clone());
+  }
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_TRUE(torch::allclose(grads[0][i], grads[1][i], 1e-5, 1e-6))
+        << "parameter " << i << ": " << (grads[0][i] - grads[1][i]).abs().max().item<double>();
+}
+
 // Checkpointed micro-batches are recomputed before their backward; the masks must be the ones
 // the forward drew, so the gradients equal those of the same step without checkpointing — with
 // pipebal's Dropout (the stage's generator), LibTorch's and RReLU (the shared one, under its

@@ -114,7 +114,7 @@ TEST(TrustCli, APlanTrainsOnlyTheModelItWasMadeFor) {
   EXPECT_EQ(overridden.status, 0) << overridden.err;
   EXPECT_NE(overridden.err.find(fmt::format(
                 "pipebal: warning: --chunks {} (planned {}), --checkpoint always (planned {}) "
-                "differs from the plan",
+                "differ from the plan",
                 other, plan["chunks"].get<int>(), plan["checkpoint"].get<std::string>())),
             std::string::npos)
       << overridden.err;
