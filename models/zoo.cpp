@@ -255,7 +255,9 @@ Model build_model(const std::string& text, uint64_t seed) {
 
 std::string model_file_name(const std::string& path) {
   std::error_code error;
-  const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, error);
+  // Absolute first: of a relative path none of whose parts exists, weakly_canonical stays relative.
+  const std::filesystem::path resolved =
+      std::filesystem::weakly_canonical(std::filesystem::absolute(path, error), error);
   return error ? path : resolved.string();
 }
 
