@@ -59,27 +59,24 @@ class BufferSnapshot {
   std::vector<at::Tensor> buffers_, values_;
 };
 
-bool all_require_grad(const Batch& batch) {
+// Whether `holds` is true of every defined tensor and skip tensor of the batch.
+template <typename Predicate>
+bool every_tensor(const Batch& batch, Predicate holds) {
   for (const auto& t : batch.tensors) {
-    if (t.defined() && !t.requires_grad()) return false;
+    if (t.defined() && !holds(t)) return false;
   }
   for (const auto& [name, t] : batch.skips) {
-    if (t.defined() && !t.requires_grad()) return false;
+    if (t.defined() && !holds(t)) return false;
   }
   return true;
 }
 
+bool all_require_grad(const Batch& batch) {
+  return every_tensor(batch, [](const at::Tensor& t) { return t.requires_grad(); });
+}
+
 bool all_leaves_requiring_grad(const Batch& batch) {
-  const auto guarded = [](const at::Tensor& t) {
-    return !t.defined() || (t.is_leaf() && t.requires_grad());
-  };
-  for (const auto& t : batch.tensors) {
-    if (!guarded(t)) return false;
-  }
-  for (const auto& [name, t] : batch.skips) {
-    if (!guarded(t)) return false;
-  }
-  return true;
+  return every_tensor(batch, [](const at::Tensor& t) { return t.is_leaf() && t.requires_grad(); });
 }
 
 // A leaf with a version counter of its own: the first stage's micro-batches are slices of one
