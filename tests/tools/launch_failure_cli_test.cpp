@@ -1,0 +1,277 @@
+// `pipebal launch` and its ranks when something goes wrong: bad rendezvous settings, ranks
+// started differently, a rank or command that fails, interrupts and suspension, a port in use or
+// an unreachable master. Each is one line and a bounded wait; nothing is left running or written.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "tests/support/loopback_port.h"
+#include "tests/tools/cli_support.h"
+#include "tests/tools/launch_support.h"
+
+namespace pipebal::testing {
+namespace {
+
+// Ctrl-C while validate trains a candidate as processes is an interrupt, as in every command
+// (status 130, "pipebal: interrupted"), not a failed run; nothing is left behind. The signal
+// comes once both ranks train (each with its handler, 3 threads or more).
+TEST(LaunchCli, InterruptingValidateAsProcessesIsAnInterrupt) {
+  struct sigaction hangup {};
+  ASSERT_EQ(::sigaction(SIGHUP, nullptr, &hangup), 0);
+  for (const auto& [signal, status, word] :
+       {std::tuple<std::string, int, std::string>{"INT", 130, "interrupted"},
+        {"HUP", 129, "hung up"}}) {
+    if (signal == "HUP" && hangup.sa_handler == SIG_IGN) continue;  // kept ignored, as nohup asks
+    const std::string dir = fresh_dir(signal);
+    const std::string command =
+        std::string(PIPEBAL_BINARY) +
+        " validate --model mlp:layers=4,width=64 --input-shape 64,64 --stages 2 --processes 2 "
+        "--steps 1000000 --profile-repeat 2 -o " +
+        dir + "/v >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
+        interrupt_once_training(kChildrenOfPid, 2, signal);
+    const int raw = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(raw)) << signal;
+    EXPECT_EQ(WEXITSTATUS(raw), status) << read_text(dir + "/err");
+    EXPECT_EQ(read_text(dir + "/err"),
+              "pipebal validate: " + word + "; stopping 2 processes\npipebal: " + word + "\n");
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename();
+      EXPECT_TRUE(name == "out" || name == "err") << signal << ": " << name;
+    }
+  }
+}
+
+// The environment of rank `rank` of `world` with the store on `port`, before `args`.
+std::string as_rank(int rank, int world, int port, const std::string& args) {
+  return fmt::format(
+      "env WORLD_SIZE={} RANK={} MASTER_ADDR=127.0.0.1 MASTER_PORT={} timeout -s KILL 60 {} {}",
+      world, rank, port, PIPEBAL_BINARY, args);
+}
+
+CliResult run_shell(const std::string& command) {
+  const std::string out = scratch_path("out"), err = scratch_path("err");
+  const int raw = std::system((command + " >" + out + " 2>" + err).c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};
+}
+
+TEST(LaunchCli, WorldSizeThatIsNotTheStageCountIsOneLine) {
+  const CliResult r = run_shell(as_rank(0, 3, 1, kTrain));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err,
+            "pipebal: error: rank 0: WORLD_SIZE is 3, but the balance has 2 stages: start one "
+            "process per stage\n");
+}
+
+// A rank started with other settings would wait for messages that never come (here rank 1
+// expects 8 micro-batches of rank 0's 4), or train other weights silently: the ranks compare
+// their settings at the rendezvous and stop there, naming the difference; nothing is written.
+TEST(LaunchCli, RanksStartedWithOtherSettingsStopAtTheRendezvousWithOneLine) {
+  const std::string dir = scratch_dir() + "/outputs";
+  std::filesystem::create_directories(dir);
+  const std::string train = kTrain.substr(0, kTrain.find("--chunks"));
+  const CliResult r = run_pipebal(
+      fmt::format("launch --nproc-per-node 2 --master-port 0 -- sh -c "
+                  "'exec {}{}--chunks $((4 + 4 * RANK)) --timeout 60 -q -o {}/run.json'",
+                  PIPEBAL_BINARY, train, dir));
+  EXPECT_EQ(r.status, 2) << r.err;
+  const std::string line =
+      "rank 1's --chunks is 8, rank 0's is 4: every process of a run must be given the same "
+      "settings";
+  EXPECT_NE(r.err.find("pipebal: error: rank 0: " + line + "\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pipebal launch: rank 0 exited with status 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("the other 0 processes"), std::string::npos) << r.err;  // none to stop
+  expect_files(dir, {});
+}
+
+// A rank that stopped because another failed may exit first; launch names the one that failed.
+TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
+  const CliResult r = run_pipebal(
+      "launch --nproc-per-node 3 --master-port 0 -- sh -c "
+      "'if [ $RANK = 1 ]; then exit 3; elif [ $RANK = 2 ]; then sleep 0.5; exit 2; fi'");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("pipebal launch: rank 2 exited with status 2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("rank 1 exited"), std::string::npos) << r.err;
+  // Alone on one host, that status is just the command's: no other host to blame.
+  const CliResult alone = run_pipebal("launch --master-port 0 -- sh -c 'exit 3'");
+  EXPECT_EQ(alone.status, 3) << alone.err;
+  EXPECT_EQ(alone.err, "pipebal launch: rank 0 exited with status 3\n");
+}
+
+// A failure stops what the other commands started too: a shell's children (or a profiler's
+// target) die with it, not outlive the launcher.
+TEST(LaunchCli, AFailureStopsWhatTheOtherCommandsStarted) {
+  const std::string dir = scratch_dir();
+  // Rank 0's shell waits on its child; rank 1's starts one and fails, leaving it behind.
+  const CliResult r = run_pipebal(fmt::format(
+      "launch --nproc-per-node 2 --master-port 0 --grace 5 -- sh -c "
+      "'sleep 60 & echo $! > {0}/pid$RANK.partial; mv {0}/pid$RANK.partial {0}/pid$RANK; "
+      "if [ $RANK = 1 ]; then while [ ! -s {0}/pid0 ]; do sleep 0.05; done; exit 1; fi; wait'",
+      dir));
+  EXPECT_EQ(r.status, 1) << r.err;
+  for (const char* rank : {"0", "1"}) {
+    const pid_t sleeper = std::stoi(read_text(dir + "/pid" + rank));
+    // Killed before the launcher returned; once init has reaped it, no such process.
+    int tries = 0;
+    while (::kill(sleeper, 0) == 0 && ++tries < 600) usleep(100000);
+    EXPECT_NE(::kill(sleeper, 0), 0) << "rank " << rank << "'s child outlived the launcher";
+  }
+}
+
+// A command this host cannot run is one line, before anything starts.
+TEST(LaunchCli, ACommandThatCannotRunIsOneLine) {
+  for (const auto& [command, why] : std::vector<std::pair<std::string, std::string>>{
+           {"/nonexistent/x", "No such file or directory"},
+           {"no-such-cmd", "no such executable on PATH"},
+           {"/tmp", "not a regular file"}}) {
+    const CliResult r = run_pipebal("launch --nproc-per-node 2 --master-port 0 -- " + command);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("cannot run '" + command + "': " + why), std::string::npos) << r.err;
+  }
+}
+
+// The environment's switches are 1 or 0 (or empty): anything else is refused up front, not read
+// as one or the other ("false" disabled shared memory), by the commands that need no LibTorch
+// too; --help still helps. A RANK that is not a rank names no rank.
+TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
+  for (const std::string& assignment :
+       {std::string("PIPEBAL_SHM_DISABLE=false"), std::string("PIPEBAL_TENSOR_CHANNEL=true"),
+        std::string("PIPEBAL_KEEP_DENORMALS=yes")}) {
+    for (const std::string& command : {std::string(kTrain), std::string(" balance p.json")}) {
+      const CliResult r = run_shell("env " + assignment + " " + PIPEBAL_BINARY + command);
+      EXPECT_EQ(r.status, 2) << assignment << command << ": " << r.err;
+      EXPECT_EQ(count_lines(r.err), 1) << r.err;
+      const std::string name = assignment.substr(0, assignment.find('='));
+      const std::string value = assignment.substr(assignment.find('=') + 1);
+      EXPECT_NE(r.err.find(name + " must be 1 (on), or 0 or empty (off), got '" + value + "'"),
+                std::string::npos)
+          << r.err;
+    }
+    // Help is given whatever the environment says.
+    for (const char* help : {" --help", " train --help", " balance -h"}) {
+      const CliResult r = run_shell("env " + assignment + " " + PIPEBAL_BINARY + help);
+      EXPECT_EQ(r.status, 0) << assignment << help << ": " << r.err;
+      EXPECT_NE(r.out.find("Usage:"), std::string::npos) << r.out;
+    }
+  }
+  // A command that runs as one process is refused to a rank, not run as N copies at once.
+  for (const char* command : {" profile --model mlp:layers=2,width=8 --input-shape 4,8 -q",
+                              " validate --model mlp:layers=2,width=8 --input-shape 4,8 "
+                              "--stages 2 -o v"}) {
+    const CliResult rank =
+        run_shell(std::string("env WORLD_SIZE=2 RANK=1 ") + PIPEBAL_BINARY + command);
+    EXPECT_EQ(rank.status, 2) << command << ": " << rank.err;
+    EXPECT_EQ(count_lines(rank.err), 1) << rank.err;
+    EXPECT_NE(rank.err.find("pipebal: error: rank 1: "), std::string::npos) << rank.err;
+    EXPECT_NE(rank.err.find("runs as one process, not as one of WORLD_SIZE=2 ranks"),
+              std::string::npos)
+        << rank.err;
+  }
+  const CliResult r = run_shell(std::string("env WORLD_SIZE=2 RANK=abc MASTER_ADDR=127.0.0.1 "
+                                            "MASTER_PORT=1 ") +
+                                PIPEBAL_BINARY + kTrain);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "pipebal: error: RANK=abc: expected an integer from 0 to 1\n");
+  // A rank's mistyped option says whose it is, as its other errors do.
+  const CliResult typo = run_shell(std::string("env WORLD_SIZE=2 RANK=1 ") + PIPEBAL_BINARY +
+                                   " train --no-such-option");
+  EXPECT_EQ(typo.status, 2) << typo.err;
+  EXPECT_EQ(typo.err.rfind("pipebal: error: rank 1: ", 0), 0u) << typo.err;
+}
+
+// link fits a latency and a bandwidth: one message size is refused before the ranks meet.
+TEST(LaunchCli, LinkWithOneMessageSizeIsRefusedBeforeMeasuring) {
+  const CliResult r = run_pipebal(std::string("launch --nproc-per-node 2 --master-port 0 -- ") +
+                                  PIPEBAL_BINARY + " link --sizes 64K --timeout 60");
+  EXPECT_EQ(r.status, 2) << r.err;
+  // Each rank refuses it; the launcher stops the other once the first has.
+  EXPECT_NE(r.err.find(": --sizes: give two different message sizes or more (latency and "
+                       "bandwidth are fitted), got 1"),
+            std::string::npos)
+      << r.err;
+}
+
+// A process that ignores the request to stop is killed when Ctrl-C comes again, without waiting
+// out --grace; one stopped (SIGSTOP) is woken to act on it. Either would otherwise hold the
+// launcher for the whole grace (10 minutes here, past the test's 60 s bound).
+TEST(LaunchCli, ASecondInterruptKillsAndAStoppedProcessIsWokenToStop) {
+  const std::string dir = scratch_dir();
+  const std::string ready = dir + "/ready";
+  const CliResult ignoring = run_shell(fmt::format(
+      "{{ {} launch --nproc-per-node 1 --master-port 0 --grace 600 -- sh -c "
+      "'trap \"\" INT TERM; touch {}; while :; do sleep 0.1; done' & pid=$!; "
+      "while [ ! -e {} ]; do sleep 0.05; done; sleep 0.2; kill -INT $pid; sleep 1.5; "
+      "kill -INT $pid; timeout 60 tail --pid=$pid -f /dev/null; kill -KILL $pid 2>/dev/null; "
+      "wait $pid; }}",
+      PIPEBAL_BINARY, ready, ready));
+  EXPECT_EQ(ignoring.status, 130) << ignoring.err;
+  EXPECT_NE(ignoring.err.find("pipebal launch: interrupted; stopping 1 process"), std::string::npos)
+      << ignoring.err;
+
+  const CliResult stopped = run_shell(fmt::format(
+      "timeout 60 {} launch --nproc-per-node 2 --master-port 0 --grace 600 -- sh -c "
+      "'if [ $RANK = 1 ]; then while [ ! -e {} ]; do sleep 0.05; done; sleep 0.2; exit 1; fi; "
+      "touch {}; kill -STOP $$; sleep 60'",
+      PIPEBAL_BINARY, ready + "2", ready + "2"));
+  EXPECT_EQ(stopped.status, 1) << stopped.err;
+  EXPECT_NE(stopped.err.find("pipebal launch: rank 1 exited with status 1"), std::string::npos)
+      << stopped.err;
+}
+
+// Ctrl-Z stops the processes with the launcher (they run in process groups of their own, which
+// the terminal's signal does not reach), and `fg` or `bg` (SIGCONT) wakes them with it.
+TEST(LaunchCli, SuspendingTheLauncherStopsAndResumesItsProcesses) {
+  const std::string dir = scratch_dir();
+  const std::string state = "awk '{print $3}' /proc/$child/stat";
+  const CliResult r = run_shell(fmt::format(
+      "{{ {0} launch --nproc-per-node 1 --master-port 0 -- sh -c "
+      "'echo $$ > {1}/child.partial; mv {1}/child.partial {1}/child; while :; do sleep 0.1; done' "
+      "& pid=$!; while [ ! -s {1}/child ]; do sleep 0.05; done; child=$(cat {1}/child); "
+      "kill -TSTP $pid; "
+      "for i in $(seq 200); do s=$({2}); [ \"$s\" = T ] && break; sleep 0.05; done; "
+      "echo \"stopped $s $(awk '{{print $3}}' /proc/$pid/stat)\" > {1}/states; "
+      "kill -CONT $pid; "
+      "for i in $(seq 200); do s=$({2}); [ \"$s\" != T ] && break; sleep 0.05; done; "
+      "echo \"resumed $s\" >> {1}/states; kill -INT $pid; wait $pid; }}",
+      PIPEBAL_BINARY, dir, state));
+  EXPECT_EQ(r.status, 130) << r.err;
+  const std::string states = read_text(dir + "/states");
+  EXPECT_EQ(states.substr(0, 12), "stopped T T\n") << states;
+  EXPECT_NE(states.find("resumed "), std::string::npos) << states;
+  EXPECT_EQ(states.find("resumed T"), std::string::npos) << states;
+}
+
+TEST(LaunchCli, PortInUseIsOneLine) {
+  const BusyPort busy;
+  const CliResult r = run_shell(as_rank(0, 2, busy.port, kTrain));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("rank 0: cannot serve the rendezvous on 127.0.0.1:{} "
+                                   "(MASTER_PORT in use?",
+                                   busy.port)),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(LaunchCli, UnreachableMasterIsOneLineAtTheTimeout) {
+  const int port = free_loopback_port();
+  const std::string train = kTrain;
+  const CliResult r =
+      run_shell(as_rank(1, 2, port, train.substr(0, train.find("--timeout")) + "--timeout 2 -q"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("rank 1: cannot reach the rendezvous at 127.0.0.1:{} within 2 s",
+                                   port)),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace pipebal::testing
