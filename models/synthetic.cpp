@@ -196,8 +196,9 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tenso
                                             c10::str(target.sizes())));
   }
   const at::Tensor flat = output.reshape({-1, output.size(-1)});
-  return kind == LossKind::kNll ? torch::nll_loss(flat, target.reshape({-1}))
-                                : torch::cross_entropy_loss(flat, target.reshape({-1}));
+  // Class ids of any integer type (int32, bool, ...) are LibTorch's int64 ones.
+  const at::Tensor ids = target.reshape({-1}).to(at::kLong);
+  return kind == LossKind::kNll ? torch::nll_loss(flat, ids) : torch::cross_entropy_loss(flat, ids);
 }
 
 std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target) {

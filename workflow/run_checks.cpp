@@ -81,6 +81,57 @@ void check_data_has_no_nan(const models::Dataset& data, bool targets_read,
   if (targets_read) check(data.targets, "targets");
 }
 
+void check_targets(const models::Dataset& data, models::LossKind loss,
+                   const at::Tensor& sample_output, const std::string& path) {
+  if (loss == models::LossKind::kNone || sample_output.dim() == 0) return;
+  const at::Tensor& targets = data.targets;
+  const std::string name = models::to_string(loss);
+  const std::vector<int64_t> per_sample(targets.sizes().begin() + 1, targets.sizes().end());
+  std::vector<int64_t> wanted(sample_output.sizes().begin() + 1, sample_output.sizes().end());
+  if (loss == models::LossKind::kMse) {
+    if (!targets.is_floating_point()) {
+      throw std::invalid_argument(fmt::format(
+          "--data {}: mse needs floating-point targets, these are {} (class ids? give --loss "
+          "cross_entropy)",
+          path, pipeline::dtype_name(targets.scalar_type())));
+    }
+    if (per_sample != wanted) {
+      throw std::invalid_argument(fmt::format(
+          "--data {}: a sample's target has shape {}, the model's output {}: mse compares them "
+          "element by element",
+          path, c10::str(c10::IntArrayRef(per_sample)), c10::str(c10::IntArrayRef(wanted))));
+    }
+    return;
+  }
+  if (targets.is_floating_point() || targets.is_complex()) {
+    throw std::invalid_argument(fmt::format(
+        "--data {}: {} reads class ids (integers), the targets are {} (regression targets? give "
+        "--loss mse)",
+        path, name, pipeline::dtype_name(targets.scalar_type())));
+  }
+  const int64_t classes = wanted.empty() ? 0 : wanted.back();
+  if (!wanted.empty()) wanted.pop_back();
+  if (sample_output.dim() < 2 || per_sample != wanted) {
+    throw std::invalid_argument(fmt::format(
+        "--data {}: {} reads one class id per output row of scores; a sample's targets have "
+        "shape {}, the model's output {} per sample",
+        path, name, c10::str(c10::IntArrayRef(per_sample)),
+        c10::str(sample_output.sizes().slice(1))));
+  }
+  if (targets.numel() == 0) return;
+  const at::Tensor ids = targets.to(at::kLong).reshape({targets.size(0), -1});
+  constexpr int64_t kIgnoredId = -100;  // LibTorch's default ignore_index
+  const at::Tensor bad = ((ids < 0) & (ids != kIgnoredId)) | (ids >= classes);
+  const at::Tensor bad_samples = bad.any(1);
+  if (!bad_samples.any().item<bool>()) return;
+  const int64_t sample = bad_samples.nonzero()[0][0].item<int64_t>();
+  const int64_t id = ids[sample].masked_select(bad[sample])[0].item<int64_t>();
+  throw std::invalid_argument(
+      fmt::format("--data {}: sample {} has class id {}, the model's output has {} classes (ids "
+                  "0 to {}, or -100 to ignore)",
+                  path, sample, id, classes, classes - 1));
+}
+
 void check_something_trains(const pipeline::LayerSeq& layers) {
   bool trainable = false;
   for (const at::Tensor& p : layers.parameters()) {

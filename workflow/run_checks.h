@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/dataset.h"
+#include "models/synthetic.h"
 #include "pipeline/layer_seq.h"
 
 namespace pipebal::workflow {
@@ -38,6 +39,14 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
 // weights with it, silently unless --check-finite. Infinities pass: an additive attention mask
 // holds -inf by design.
 void check_data_has_no_nan(const models::Dataset& data, bool targets_read, const std::string& path);
+
+// Throws when --data's targets (from the file `path`) cannot meet `loss` on the model's output,
+// `sample_output` being its output for a few samples: class ids that are not integers, of another
+// shape than the output's rows less the class dimension, or outside 0 to classes - 1 (-100, the
+// ignored id, passes), naming the first such sample; regression targets that are not floating or
+// not the output's shape. Each would fail inside a step, after some had trained.
+void check_targets(const models::Dataset& data, models::LossKind loss,
+                   const at::Tensor& sample_output, const std::string& path);
 
 // Throws when `layers` have trainable parameters and none has a gradient after a step: the loss
 // does not depend on them (a model whose output is detached), and training would change nothing

@@ -133,6 +133,16 @@ int64_t stage_weight_bytes(const pipeline::LayerSeq& stage) {
   return bytes;
 }
 
+// The loss a run trains: --loss; else, on --data, mse for floating targets and cross entropy for
+// class ids; else the model's own.
+models::LossKind loss_of(const TrainSettings& settings, const models::Model& model,
+                         const std::optional<models::Dataset>& dataset) {
+  if (!settings.loss.empty()) return models::parse_loss_kind(settings.loss);
+  if (!dataset) return model.info.loss;
+  return dataset->targets.is_floating_point() ? models::LossKind::kMse
+                                              : models::LossKind::kCrossEntropy;
+}
+
 // Everything one run holds between its steps.
 struct TrainingRun::State {
   OneIntraOpThread one_intra_op_thread;  // first made, last gone
@@ -236,7 +246,10 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
                            settings.replicas, per_device);
   }
   if (st.dataset) {
-    models::check_model_on(st.model, st.dataset->inputs_at(st.order.front()));
+    const at::Tensor sample_output =
+        models::check_model_on(st.model, st.dataset->inputs_at(st.order.front()));
+    check_targets(*st.dataset, loss_of(settings, st.model, st.dataset), sample_output,
+                  settings.data);
   } else if (settings.replicas == 1) {
     st.data = models::make_synthetic_data(st.model, st.inputs, settings.seed);
   } else {
@@ -336,13 +349,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   st.pipeline = std::make_unique<pipeline::Pipeline>(st.model.layers, settings.balance, devices,
                                                      options, transport);
   st.optimizer = make_optimizer(settings.optimizer, st.model.layers.parameters(), settings.lr);
-  models::LossKind loss_kind = st.model.info.loss;
-  if (!settings.loss.empty()) {
-    loss_kind = models::parse_loss_kind(settings.loss);
-  } else if (st.dataset) {
-    loss_kind = st.dataset->targets.is_floating_point() ? models::LossKind::kMse
-                                                        : models::LossKind::kCrossEntropy;
-  }
+  const models::LossKind loss_kind = loss_of(settings, st.model, st.dataset);
   st.loss_fn = [loss_kind](const at::Tensor& out, const at::Tensor& target) {
     return models::compute_loss(loss_kind, out, target);
   };

@@ -4,8 +4,8 @@
 model, gives every step the loss PyTorch itself gets training the same model the same way (to
 1e-9), for both schedules and every checkpoint mode; `--save` writes a module whose outputs are
 the trained model's; accuracy rises well above chance; `--shuffle` follows `--seed`; two inputs
-work; a token language model with dropout goes from profile to --save; bad data is one line
-and exit status 2.
+work; a token language model with dropout goes from profile to --save; bad data, and targets
+the loss cannot read, are one line and exit status 2.
 Usage: train_data_test.py PIPEBAL_BINARY"""
 import collections
 import json
@@ -103,6 +103,15 @@ for step, (got, want) in enumerate(zip([s["loss"] for s in doc["steps"]], expect
 result = run("train", *[float_path if a == model_path else a for a in common], status=2)
 assert result.stderr.count("\n") == 1 and f"--data {data}'s inputs are float64, the model's " \
     "first layer's parameters float32: give --dtype float32" in result.stderr, result.stderr
+
+# Class ids saved as int32 (or uint8) train as the int64 ones LibTorch's losses read.
+narrow_ids = os.path.join(work, "int32-ids.pt")
+torch.save({"inputs": x, "targets": y.int()}, narrow_ids)
+out = os.path.join(work, "int32-ids.json")
+run("train", *[narrow_ids if a == data else a for a in common], "-o", out)
+for step, (got, want) in enumerate(zip([s["loss"] for s in json.load(open(out))["steps"]],
+                                       expected)):
+    assert abs(got - want) <= 1e-9 * abs(want), ("int32 class ids", step, got, want)
 
 accuracy = (torch.jit.load(saved)(x).argmax(dim=1) == y).double().mean().item()
 assert accuracy > 0.6, f"accuracy {accuracy} (chance: {1 / CLASSES})"
@@ -319,6 +328,35 @@ for path, fragment in ((not_torch, "is not a file written by torch.save"),
                        (mismatch, "inputs[0] has 64 samples, targets 10")):
     result = run("train", "--model", model_path, "--data", path, "--balance", "2,3", status=2)
     assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+# Targets the loss cannot read are refused before the first step (they failed in the step whose
+# micro-batch held them, after the others had trained); -100, the ignored class id, passes.
+def with_targets(name, targets):
+    path = os.path.join(work, name)
+    torch.save({"inputs": x, "targets": targets}, path)
+    return path
+
+
+y_out_of_range = y.clone()
+y_out_of_range[41] = CLASSES
+y_ignored = y.clone()
+y_ignored[41] = -100
+run("train", "--model", model_path, "--data", with_targets("ignored.pt", y_ignored), "--balance",
+    "2,3", "-q", "-o", os.path.join(work, "ignored.json"))
+for targets, loss, fragment in (
+        (y_out_of_range, "cross_entropy",
+         f"sample 41 has class id {CLASSES}, the model's output has {CLASSES} classes"),
+        (y.reshape(-1, 1).repeat(1, 2), "nll", "nll reads one class id per output row of scores; "
+         "a sample's targets have shape [2], the model's output [4] per sample"),
+        (y.double(), "cross_entropy", "cross_entropy reads class ids (integers), the targets are "
+         "float64"),
+        (y, "mse", "mse needs floating-point targets, these are int64"),
+        (torch.randn(len(x), CLASSES + 1, dtype=torch.float64), "mse",
+         "a sample's target has shape [5], the model's output [4]")):
+    result = run("train", "--model", model_path, "--data", with_targets("targets.pt", targets),
+                 "--balance", "2,3", "--loss", loss, "-o", os.path.join(work, "refused.json"),
+                 status=2)
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr, (fragment, result.stderr)
+    assert not os.path.exists(os.path.join(work, "refused.json"))
 result = run("train", "--model", "mlp:layers=2,width=8", "--balance", "1,2", "--save",
              os.path.join(work, "x.pt"), status=2)
 assert "--save writes a TorchScript model" in result.stderr, result.stderr
