@@ -66,9 +66,10 @@ std::string layer_range(const balance::StagePlan& stage) {
 
 void print_table(const Plan& plan, const balance::CostModel& model, std::ostream& out) {
   const auto& layers = model.layers();
-  out << fmt::format("{}{} layers into {} stages: {} schedule, {} micro-batches, checkpoint {}\n",
+  out << fmt::format("{}{} layers into {} stage{}: {} schedule, {} micro-batch{}, checkpoint {}\n",
                      plan.model.empty() ? "" : plan.model + ": ", layers.size(), plan.stages.size(),
-                     pipeline::to_string(plan.schedule), plan.chunks,
+                     plan.stages.size() == 1 ? "" : "s", pipeline::to_string(plan.schedule),
+                     plan.chunks, plan.chunks == 1 ? "" : "es",
                      pipeline::to_string(plan.checkpoint));
   if (plan.virtual_stages > 1) {
     out << fmt::format("{} devices of {} stages each: device d holds stages d, d + {}, ...\n",
@@ -215,8 +216,12 @@ void warn_if_pipelining_loses(const Plan& plan, const balance::CostProfile& prof
     }
   }
   if (why.empty()) return;
-  std::string fix = "train with 1 micro-batch (profile with --chunks 1) or fewer stages";
-  if (search && search->ranked.front().step_ms < p.step_ms) {
+  std::string fix = plan.stages.size() > 1
+                        ? "train with 1 micro-batch (profile with --chunks 1) or fewer stages"
+                        : "train with 1 micro-batch (profile with --chunks 1)";
+  // A configuration is named only when it beats this plan and what the warning held up to it.
+  const double to_beat = p.chunks >= 2 && p.speedup < 1.0 ? p.naive_step_ms : p.step_ms;
+  if (search && search->ranked.front().step_ms < std::min(p.step_ms, to_beat)) {
     const balance::Configuration& best = search->ranked.front();
     fix = fmt::format("`pipebal plan --devices {}` predicts {:.3f} ms for {}",
                       plan.stages.size() / plan.virtual_stages, best.step_ms,

@@ -126,6 +126,42 @@ TEST(BalanceCommand, WarnsWhenSlowerThanThePlainModelAndSaysWhatIsFaster) {
   EXPECT_EQ(warnings, "");
 }
 
+// One stage measured at one micro-batch size: checkpointing makes 4 micro-batches slower than 1,
+// and the best `pipebal plan` finds at that size (no checkpointing) only equals 1 micro-batch, so
+// it is not offered as faster; the advice does not ask for fewer than one stage.
+TEST(BalanceCommand, NamesAPlannedConfigurationOnlyWhenItBeatsWhatTheWarningCompared) {
+  json layers = json::array();
+  for (int i = 0; i < 4; ++i) {
+    layers.push_back({{"name", "layer" + std::to_string(i)},
+                      {"forward_ms", 5.0},
+                      {"backward_ms", 10.0},
+                      {"param_bytes", 1024},
+                      {"activation_bytes", 1024},
+                      {"output_bytes", 128}});
+  }
+  const std::string path = pipebal::testing::scratch_path("one-size.json");
+  std::ofstream(path) << json{
+      {"model", "toy"},
+      {"batch_size", 16},
+      {"chunks", 4},
+      {"input_shape", {64, 8}},
+      {"layers", layers}}.dump();
+  BalanceParams params = params_for(1);
+  params.profile_path = path;
+  std::string warnings;
+  const std::string table = run(params, &warnings);
+  EXPECT_NE(table.find("toy: 4 layers into 1 stage: gpipe schedule, 4 micro-batches"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(warnings.find("4 micro-batches are predicted slower than 1 on this balance "
+                          "(300.000 ms vs 240.000 ms, 0.80x)"),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("; train with 1 micro-batch (profile with --chunks 1)\n"),
+            std::string::npos)
+      << warnings;
+}
+
 TEST(BalanceCommand, PrintsTheStageTableAndThePrediction) {
   const std::string out = run(params_for(3));
   EXPECT_NE(out.find("toy: 8 layers into 3 stages: gpipe schedule, 4 micro-batches"),
