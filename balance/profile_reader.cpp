@@ -130,6 +130,13 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
   // Known together, the mini-batch, its chunks and the micro-batch measured must agree: a plan
   // would otherwise be made for micro-batches the profile never measured.
   const int64_t mini = profile.mini_batch_size();
+  if (r.has("chunks") && profile.chunks == 0 && mini > 0) {
+    // 0 means "not said"; with a mini-batch it must be said, or no size check could be made.
+    r.at("chunks").fail(fmt::format(
+        "is 0, but input_shape gives a mini-batch of {} samples: say into how many micro-batches "
+        "(1 or more) it was cut",
+        mini));
+  }
   if (profile.chunks > 0 && mini > 0) {
     if (profile.chunks > mini) {
       r.at("chunks").fail(fmt::format("is more than the {} samples of input_shape", mini));

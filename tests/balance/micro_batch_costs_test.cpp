@@ -210,6 +210,11 @@ TEST(MicroBatchCosts, TheReaderRefusesInconsistentSizes) {
   doc["sizes"][1]["chunks"] = 0;
   expect_error(doc, "sizes[1].chunks is 0, expected 1 to");
   doc = sized_doc();
+  doc["chunks"] = 0;  // "not said", which a profile of a mini-batch must say
+  expect_error(doc,
+               "chunks is 0, but input_shape gives a mini-batch of 8 samples: say into how many "
+               "micro-batches (1 or more) it was cut");
+  doc = sized_doc();
   doc["micro_batch_size"] = 2;
   expect_error(doc, "micro_batch_size is 2, but batch_size (the same size) is 4");
   doc = sized_doc();
