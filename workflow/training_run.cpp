@@ -45,10 +45,12 @@ namespace {
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
                                                         const std::vector<at::Tensor>& params,
                                                         double lr) {
-  // Past float32's largest value, LibTorch's optimizers fail converting it inside the step.
-  if (!(lr > 0) || lr > 3.4e38) {
-    throw std::invalid_argument(
-        fmt::format("learning rate must be positive and at most 3.4e38, got {}", lr));
+  // Past float32's largest value, LibTorch's optimizers fail converting it inside the step; Adam's
+  // first step divides it by 1 - beta1 (0.1) first.
+  const double most = name == "adam" ? 3.4e37 : 3.4e38;
+  if (!(lr > 0) || lr > most) {
+    throw std::invalid_argument(fmt::format("--lr must be positive and at most {:g}{}, got {:g}",
+                                            most, name == "adam" ? " for adam" : "", lr));
   }
   if (name == "sgd")
     return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));

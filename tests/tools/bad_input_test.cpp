@@ -132,7 +132,10 @@ const std::vector<BadInput> kTable = {
      "is more than 2147483647 in one dimension"},
     {"profile --model /missing/model.pt", "cannot load TorchScript model '/missing/model.pt'"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 --lr 1e39",
-     "learning rate must be positive and at most 3.4e38, got 1e+39"},
+     "--lr must be positive and at most 3.4e+38, got 1e+39"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 --optimizer adam --lr "
+     "1e38",
+     "--lr must be positive and at most 3.4e+37 for adam, got 1e+38"},
     // A newline in an argument the message quotes stays one line.
     {"balance \"$(printf '{dir}/missing\\nx.json')\" --stages 2", "{dir}/missing\\nx.json"},
     // Larger than any machine's memory: refused, not filled until the kernel kills the process.
