@@ -1,6 +1,7 @@
 // See dataset.h.
 #include "models/dataset.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -75,6 +76,22 @@ Dataset load_dataset(const std::string& path) {
       throw std::invalid_argument(fmt::format(
           "data '{}' holds a list of one tensor or a dict of one key, which LibTorch cannot read: "
           "save one input as the tensor itself (not [x]), and both 'inputs' and 'targets'",
+          path));
+    }
+    // It reads tensors, numbers, strings, lists, tuples and plain dicts; other Python classes
+    // come out as None, which it then asserts on.
+    const std::string ordered_dict = "OrderedDict";
+    if (std::search(bytes.begin(), bytes.end(), ordered_dict.begin(), ordered_dict.end()) !=
+        bytes.end()) {
+      throw std::invalid_argument(fmt::format(
+          "data '{}' holds a collections.OrderedDict, which LibTorch cannot read: save plain "
+          "dicts (dict(...))",
+          path));
+    }
+    if (what.find("INTERNAL ASSERT") != std::string::npos) {
+      throw std::invalid_argument(fmt::format(
+          "data '{}' holds a Python object LibTorch cannot read: save only tensors, numbers, "
+          "strings, lists, tuples and plain dicts",
           path));
     }
     throw std::invalid_argument(

@@ -318,7 +318,10 @@ one_list = os.path.join(work, "one-list.pt")
 torch.save({"inputs": [x], "targets": y}, one_list)
 one_key = os.path.join(work, "one-key.pt")
 torch.save({"inputs": x}, one_key)
+ordered = os.path.join(work, "ordered-dict.pt")
+torch.save(collections.OrderedDict([("inputs", x), ("targets", y)]), ordered)
 for path, fragment in ((not_torch, "is not a file written by torch.save"),
+                       (ordered, "holds a collections.OrderedDict, which LibTorch cannot read"),
                        (nan_input, "inputs holds NaN at sample 37"),
                        (one_list, "holds a list of one tensor or a dict of one key"),
                        (one_key, "holds a list of one tensor or a dict of one key"),
