@@ -1,7 +1,6 @@
 // See dataset.h.
 #include "models/dataset.h"
 
-#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -78,21 +77,25 @@ Dataset load_dataset(const std::string& path) {
           "save one input as the tensor itself (not [x]), and both 'inputs' and 'targets'",
           path));
     }
-    // It reads tensors, numbers, strings, lists, tuples and plain dicts; other Python classes
-    // come out as None, which it then asserts on.
-    const std::string ordered_dict = "OrderedDict";
-    if (std::search(bytes.begin(), bytes.end(), ordered_dict.begin(), ordered_dict.end()) !=
-        bytes.end()) {
+    // It reads tensors, numbers, strings, lists, tuples and plain dicts. An OrderedDict comes out
+    // as None (the class is known only as a tensor's empty hooks), which it then asserts on.
+    constexpr const char* kReadable = "tensors, numbers, strings, lists, tuples and plain dicts";
+    if (what.find("Expected GenericDict but got None") != std::string::npos) {
       throw std::invalid_argument(fmt::format(
-          "data '{}' holds a collections.OrderedDict, which LibTorch cannot read: save plain "
-          "dicts (dict(...))",
-          path));
+          "data '{}' holds a collections.OrderedDict, which LibTorch cannot read: save {}", path,
+          kReadable));
     }
-    if (what.find("INTERNAL ASSERT") != std::string::npos) {
+    const std::string unknown = "Unpickler found unknown type ";
+    if (const size_t at = what.find(unknown); at != std::string::npos) {
+      const std::string type = what.substr(at + unknown.size());
+      if (type.rfind("numpy.", 0) == 0) {
+        throw std::invalid_argument(fmt::format(
+            "data '{}' holds a NumPy array ({}), which LibTorch cannot read: save it as a tensor "
+            "(torch.from_numpy)",
+            path, type));
+      }
       throw std::invalid_argument(fmt::format(
-          "data '{}' holds a Python object LibTorch cannot read: save only tensors, numbers, "
-          "strings, lists, tuples and plain dicts",
-          path));
+          "data '{}' holds a {}, which LibTorch cannot read: save {}", path, type, kReadable));
     }
     throw std::invalid_argument(
         fmt::format("data '{}' is not a file written by torch.save: {}", path, what));

@@ -320,8 +320,14 @@ one_key = os.path.join(work, "one-key.pt")
 torch.save({"inputs": x}, one_key)
 ordered = os.path.join(work, "ordered-dict.pt")
 torch.save(collections.OrderedDict([("inputs", x), ("targets", y)]), ordered)
+with_set = os.path.join(work, "with-set.pt")
+torch.save({"inputs": x, "targets": y, "classes": set(range(CLASSES))}, with_set)
+numpy_inputs = os.path.join(work, "numpy-inputs.pt")
+torch.save({"inputs": x.numpy(), "targets": y}, numpy_inputs)
 for path, fragment in ((not_torch, "is not a file written by torch.save"),
                        (ordered, "holds a collections.OrderedDict, which LibTorch cannot read"),
+                       (with_set, "holds a __builtin__.set, which LibTorch cannot read"),
+                       (numpy_inputs, "holds a NumPy array (numpy."),
                        (nan_input, "inputs holds NaN at sample 37"),
                        (one_list, "holds a list of one tensor or a dict of one key"),
                        (one_key, "holds a list of one tensor or a dict of one key"),
