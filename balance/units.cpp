@@ -17,6 +17,11 @@ std::string lower(std::string text) {
   return text;
 }
 
+bool ends_with_ignoring_case(const std::string& text, const std::string& lower_suffix) {
+  return text.size() >= lower_suffix.size() &&
+         lower(text.substr(text.size() - lower_suffix.size())) == lower_suffix;
+}
+
 // Multiplier for a lower-cased suffix, or 0 when the suffix is unknown.
 double suffix_multiplier(const std::string& suffix) {
   static constexpr const char* kPrefixes = "kmgt";
@@ -32,6 +37,8 @@ double suffix_multiplier(const std::string& suffix) {
 
 // Reads "1.5GiB" as 1.5 * 1024^3 into `value`; false when the text is not a size.
 bool parse_scaled(const std::string& text, double& value) {
+  // Decimal only: strtod would also read hexadecimal ("0x10G", "0x1p4K").
+  if (text.find_first_of("xX") != std::string::npos) return false;
   const char* begin = text.c_str();
   char* end = nullptr;
   const double number = std::strtod(begin, &end);
@@ -58,15 +65,27 @@ int64_t parse_bytes(const std::string& text) {
 
 double parse_bandwidth_bytes_per_ms(const std::string& text) {
   std::string size = text;
-  const std::string lowered = lower(text);
-  if (lowered.size() >= 2 && lowered.compare(lowered.size() - 2, 2, "/s") == 0) {
-    size = text.substr(0, text.size() - 2);
+  if (ends_with_ignoring_case(size, "/s")) size.resize(size.size() - 2);
+  // Links are quoted in bits as often as in bytes: "bit" says bits (its prefixes decimal, as
+  // in 10Gbit/s, or binary with i), and a lower-case b alone ("10Gb/s") is refused, not guessed.
+  const bool in_bits = ends_with_ignoring_case(size, "bit");
+  if (in_bits) {
+    size.resize(size.size() - 3);
+    size += "B";
+  } else if (!size.empty() && size.back() == 'b') {
+    const std::string number = size.substr(0, size.size() - 1);
+    throw std::invalid_argument(fmt::format(
+        "bandwidth '{}': a lower-case b may be bits or bytes; write {}B/s for bytes or {}bit/s "
+        "for bits",
+        text, number, number));
   }
   double bytes_per_s = 0;
   if (!parse_scaled(size, bytes_per_s)) {
     throw std::invalid_argument("cannot read bandwidth '" + text +
-                                "' (examples: 10GB/s, 500MiB/s, 1e9 for bytes per second)");
+                                "' (examples: 10GB/s, 500MiB/s, 25Gbit/s, 1e9 for bytes per "
+                                "second)");
   }
+  if (in_bits) bytes_per_s /= 8;
   if (!(bytes_per_s >= 1)) {
     throw std::invalid_argument("bandwidth '" + text +
                                 "' must be at least 1 byte/s (leave it out for free transfers)");

@@ -19,9 +19,10 @@ void add_device_options(CLI::App& cmd, DeviceParams& params) {
   cmd.add_option("--device-speeds", params.device_speeds,
                  "Speed factor per device in stage order, e.g. 1,1,0.5 (default: all 1)")
       ->delimiter(',');
-  cmd.add_option("--bandwidth", params.bandwidth,
-                 "Link bandwidth between stages, e.g. 10GB/s (default: the link measured in the "
-                 "profile by `pipebal link`, else free transfers)");
+  cmd.add_option(
+      "--bandwidth", params.bandwidth,
+      "Link bandwidth between stages, e.g. 10GB/s or 25Gbit/s (default: the link measured in the "
+      "profile by `pipebal link`, else free transfers)");
   cmd.add_option("--allreduce-bandwidth", params.allreduce_bandwidth,
                  "Bandwidth of the replicas' gradient all-reduce (default: --bandwidth's)");
   cmd.add_option("--param-scale", params.param_scale,

@@ -27,7 +27,8 @@ TEST(Units, DecimalSuffixesArePowersOf1000AndPlainNumbersAreBytes) {
 }
 
 TEST(Units, RejectsWhatIsNotASize) {
-  for (const std::string bad : {"", "G", "-1G", "8X", "8GBs", "nan", "inf", "1e30T"}) {
+  for (const std::string bad :
+       {"", "G", "-1G", "8X", "8GBs", "nan", "inf", "1e30T", "0x10G", "0x1p4K", "0X10"}) {
     try {
       parse_bytes(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -46,6 +47,33 @@ TEST(Units, BandwidthIsReturnedInBytesPerMillisecond) {
   EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("100MB"), 1e5);
   EXPECT_THROW(parse_bandwidth_bytes_per_ms("fast"), std::invalid_argument);
   EXPECT_THROW(parse_bandwidth_bytes_per_ms("10GB/h"), std::invalid_argument);
+  EXPECT_THROW(parse_bandwidth_bytes_per_ms("0x10GB/s"), std::invalid_argument);
+}
+
+// Bits are said as bits: a link of 25 Gbit/s carries 3.125 GB/s; "Gb" could be either, and is
+// refused with both spellings.
+TEST(Units, BandwidthInBitsIsAnEighthInBytes) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("25Gbit/s"), 25e9 / 8 / 1000);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("1Gibit/s"), 1073741824.0 / 8 / 1000);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("8000bit"), 1.0);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("10 Mbit/s"), 1250.0);
+  for (const std::string ambiguous : {"10Gb/s", "10gb/s", "100Mb", "12b/s"}) {
+    try {
+      parse_bandwidth_bytes_per_ms(ambiguous);
+      ADD_FAILURE() << "accepted '" << ambiguous << "'";
+    } catch (const std::invalid_argument& error) {
+      EXPECT_NE(std::string(error.what()).find("a lower-case b may be bits or bytes"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+  try {
+    parse_bandwidth_bytes_per_ms("10Gb/s");
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "bandwidth '10Gb/s': a lower-case b may be bits or bytes; write 10GB/s for bytes "
+              "or 10Gbit/s for bits");
+  }
 }
 
 TEST(Units, FormatsBinaryBytesAndDecimalBandwidth) {
