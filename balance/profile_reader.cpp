@@ -57,10 +57,41 @@ LayerCost read_layer(const JsonReader& layer, size_t index) {
   return cost;
 }
 
+// The size of `primary` (the profile's layers) in "sizes" repeats them: a field it gives must
+// say the same, or an edit of one would be silently outvoted by the other.
+void check_repeats_primary(const JsonReader& layer, size_t index, const LayerCost& primary,
+                           const LayerCost& repeated) {
+  const std::pair<const char*, double> fields[] = {
+      {"forward_ms", repeated.forward_ms - primary.forward_ms},
+      {"backward_ms", repeated.backward_ms - primary.backward_ms},
+      {"weight_ms", repeated.weight_ms - primary.weight_ms},
+      {"input_grad_ms", repeated.input_grad_ms - primary.input_grad_ms},
+      {"activation_bytes", double(repeated.activation_bytes - primary.activation_bytes)},
+      {"output_bytes", double(repeated.output_bytes - primary.output_bytes)},
+      {"input_bytes", double(repeated.input_bytes - primary.input_bytes)},
+      {"input_grad_bytes", double(repeated.input_grad_bytes - primary.input_grad_bytes)},
+      {"carried_bytes", double(repeated.carried_bytes - primary.carried_bytes)},
+      {"kept_grad_bytes", double(repeated.kept_grad_bytes - primary.kept_grad_bytes)},
+      {"weight_held_bytes", double(repeated.weight_held_bytes - primary.weight_held_bytes)},
+      {"released_output_bytes",
+       double(repeated.released_output_bytes - primary.released_output_bytes)},
+      {"weight_peak_bytes", double(repeated.weight_peak_bytes - primary.weight_peak_bytes)},
+      {"peak_bytes", double(repeated.peak_bytes - primary.peak_bytes)},
+      {"backward_peak_bytes", double(repeated.backward_peak_bytes - primary.backward_peak_bytes)},
+  };
+  for (const auto& [field, difference] : fields) {
+    if (difference == 0 || !layer.has(field)) continue;
+    layer.at(field).fail(fmt::format(
+        "differs from layers[{}].{}, the same layer at the same micro-batch size: edit both, or "
+        "remove this size",
+        index, field));
+  }
+}
+
 // One entry of "sizes": the size-dependent fields of every layer at another micro-batch size;
-// names and parameters are the primary layers'.
+// names and parameters are the primary layers' (measured at `primary_size`).
 SizedCosts read_size(const JsonReader& entry, const std::vector<LayerCost>& primary,
-                     int64_t mini_batch) {
+                     int64_t primary_size, int64_t mini_batch) {
   SizedCosts sized;
   sized.micro_batch_size = entry.at("micro_batch_size").integer(1, kMaxBatch);
   if (entry.has("chunks")) {  // what the size was measured for: it must say the same size
@@ -80,6 +111,9 @@ SizedCosts read_size(const JsonReader& entry, const std::vector<LayerCost>& prim
   for (size_t i = 0; i < layers.size(); ++i) {
     LayerCost cost = primary[i];
     read_size_dependent(layers[i], cost);
+    if (sized.micro_batch_size == primary_size) {
+      check_repeats_primary(layers[i], i, primary[i], cost);
+    }
     sized.layers.push_back(std::move(cost));
   }
   return sized;
@@ -179,7 +213,8 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
       r.at("sizes").fail(fmt::format("has more than {} sizes", kMaxSizes));
     }
     for (size_t k = 0; k < sizes.size(); ++k) {
-      profile.sizes.push_back(read_size(sizes[k], profile.layers, profile.mini_batch_size()));
+      profile.sizes.push_back(
+          read_size(sizes[k], profile.layers, profile.batch_size, profile.mini_batch_size()));
       if (k > 0 && profile.sizes[k].micro_batch_size <= profile.sizes[k - 1].micro_batch_size) {
         sizes[k].at("micro_batch_size").fail("does not ascend: micro-batch sizes must ascend");
       }

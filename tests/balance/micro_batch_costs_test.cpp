@@ -209,6 +209,19 @@ TEST(MicroBatchCosts, TheReaderRefusesInconsistentSizes) {
   doc = sized_doc();
   doc["sizes"][1]["chunks"] = 0;
   expect_error(doc, "sizes[1].chunks is 0, expected 1 to");
+  // The size of the profile's own layers repeats them: an edit of either one is refused, not
+  // outvoted by the other.
+  doc = sized_doc();
+  doc["layers"][0]["forward_ms"] = 1000.0;
+  expect_error(doc,
+               "sizes[1].layers[0].forward_ms differs from layers[0].forward_ms, the same layer at "
+               "the same micro-batch size");
+  doc = sized_doc();
+  doc["sizes"][1]["layers"][0]["output_bytes"] = 5;
+  expect_error(doc, "sizes[1].layers[0].output_bytes differs from layers[0].output_bytes");
+  doc = sized_doc();
+  doc["sizes"][0]["layers"][0]["forward_ms"] = 1000.0;  // another size: its own measurement
+  EXPECT_NO_THROW(profile_from_json(doc));
   doc = sized_doc();
   doc["chunks"] = 0;  // "not said", which a profile of a mini-batch must say
   expect_error(doc,
