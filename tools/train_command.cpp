@@ -2,6 +2,7 @@
 #include "tools/train_command.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -37,6 +38,21 @@ struct TrainParams {
   std::string trace;
   bool quiet = false;
 };
+
+// A run that asked no --check-finite finishes even when its loss stops being a number: say so,
+// as a summary ending in "nan" is easily missed.
+void warn_if_diverged(const reports::RunRecord& run) {
+  for (size_t k = 0; k < run.steps.size(); ++k) {
+    const double loss = run.steps[k].loss;
+    if (std::isfinite(loss)) continue;
+    std::cerr << fmt::format(
+        "{}the loss became {} at step {} of {}: training diverged (learning rate too large? "
+        "inputs too large?); --check-finite stops at the first non-finite loss\n",
+        warning_prefix(), std::isnan(loss) ? "nan" : fmt::format("{}", loss), k + 1,
+        run.steps.size());
+    return;
+  }
+}
 
 void print_summary(const reports::RunRecord& run) {
   fmt::print("model {}, input {}{}, balance [{}], {} micro-batches, {} schedule, checkpoint {}\n",
@@ -210,6 +226,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   progress.finish();
   if (!reports) return;
   print_summary(run);
+  warn_if_diverged(run);
   if (!p.output.empty()) {
     write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
     fmt::print("\nwrote {}\n", p.output);

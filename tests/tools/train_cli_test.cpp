@@ -4,6 +4,7 @@
 #include <map>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/tools/cli_support.h"
@@ -47,6 +48,29 @@ TEST(TrainCli, LossDecreasesOnTheSyntheticTask) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto steps = nlohmann::json::parse(read_text(dir + "/run.json"))["steps"];
   EXPECT_LT(steps.back()["loss"].get<double>(), 0.7 * steps.front()["loss"].get<double>());
+}
+
+// A learning rate far too large makes the loss NaN within a few steps: the run finishes (no
+// --check-finite), records the steps, and says on stderr at which step the loss stopped being
+// a number; a run that learns says nothing of the kind.
+TEST(TrainCli, SaysWhenTheLossDiverged) {
+  const std::string dir = fresh_dir("train_diverged");
+  CliResult r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 2 --steps 8 " +
+                            "--warmup-steps 0 --lr 1e30 -q -o " + dir + "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto steps = nlohmann::json::parse(read_text(dir + "/run.json"))["steps"];
+  size_t first_nan = 0;
+  while (first_nan < steps.size() && steps[first_nan]["loss"].is_number()) ++first_nan;
+  ASSERT_LT(first_nan, steps.size()) << "the loss never became NaN";
+  EXPECT_NE(r.err.find(fmt::format("pipebal: warning: the loss became nan at step {} of 8: "
+                                   "training diverged",
+                                   first_nan + 1)),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 2 --steps 2 --warmup-steps 0 -q");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("diverged"), std::string::npos) << r.err;
 }
 
 // GPipe keeps all 8 micro-batches' activations on stage 0 until the backward pass; 1F1B at
