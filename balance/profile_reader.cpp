@@ -183,6 +183,11 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
     }
   }
   for (size_t i = 0; i < layers.size(); ++i) profile.layers.push_back(read_layer(layers[i], i));
+  // Every prediction is a ratio of times: with none, speed-ups would be 0/0.
+  if (std::all_of(profile.layers.begin(), profile.layers.end(),
+                  [](const LayerCost& l) { return l.forward_ms + l.backward_ms == 0; })) {
+    r.at("layers").fail("has no cost: every layer's forward_ms and backward_ms is 0");
+  }
   if (r.has("inputs")) {
     const JsonReader inputs = r.at("inputs");
     if (inputs.elements().size() > kMaxInputs) {

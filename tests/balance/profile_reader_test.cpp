@@ -129,6 +129,9 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   doc = profile();
   doc["layers"][0] = 7;
   expect_error(doc, "layers[0] is not an object (number)");
+  doc = profile();
+  for (json& layer : doc["layers"]) layer["forward_ms"] = layer["backward_ms"] = 0.0;
+  expect_error(doc, "layers has no cost: every layer's forward_ms and backward_ms is 0");
 }
 
 TEST(ProfileReader, ReadsTheEnginesCostsWhenTheProfileHasThem) {
