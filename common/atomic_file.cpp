@@ -336,9 +336,11 @@ StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string
   // An interrupt removes it and what it holds (documents, at most a folder of them).
   staging_slot_ = register_temporary(staging_, /*depth=*/4);
   remove_tree(staging_);
-  if (!fs::create_directories(staging_, error)) {
+  // In an existing directory, as every other output: a mistyped parent is not made.
+  if (!fs::create_directory(staging_, error)) {
     unregister_temporary(staging_slot_);
-    throw std::runtime_error("cannot create '" + path_ + "': " + error.message());
+    throw std::runtime_error("cannot create '" + path_ +
+                             "': " + (error ? error.message() : std::string("it exists")));
   }
 }
 

@@ -178,5 +178,19 @@ TEST(StagedDirectory, NeverReplacesADirectoryWithOtherFiles) {
   EXPECT_THROW(StagedDirectory(scratch_path("file"), {"a.json"}), std::runtime_error);
 }
 
+// Like every other output, it is made in an existing directory: a mistyped parent is an error,
+// not a tree of new directories.
+TEST(StagedDirectory, NeedsItsParentToExist) {
+  const std::string missing = scratch_path("missing");
+  try {
+    StagedDirectory staged(missing + "/run", {"a.json"});
+    ADD_FAILURE() << "made " << missing;
+  } catch (const std::runtime_error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "cannot create '" + missing + "/run': No such file or directory");
+  }
+  EXPECT_FALSE(fs::exists(missing));
+}
+
 }  // namespace
 }  // namespace pipebal
