@@ -76,10 +76,11 @@ void run_link(const LinkParams& p) {
   // --profile is written back with the link in it; -o over it would replace it with the link.
   check_outputs_apart({{"--profile", p.profile}}, {{"-o", p.output}});
   const auto env = distributed::launch_env_from_process();
-  if (!env || env->world_size < 2) {
-    throw std::invalid_argument(
-        "link measures between two processes: run it as pipebal launch --nproc-per-node 2 -- "
-        "pipebal link ...");
+  if (!env || env->world_size != 2) {
+    throw std::invalid_argument(fmt::format(
+        "link measures between two processes{}: run it as pipebal launch --nproc-per-node 2 -- "
+        "pipebal link ... (or one process on each of two nodes)",
+        env ? fmt::format(", not {}", env->world_size) : ""));
   }
   const std::vector<int64_t> sizes = sizes_to_measure(p);
   for (const std::string& path : {p.profile, p.output}) {  // refused before the measurement

@@ -186,6 +186,17 @@ TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
   EXPECT_EQ(typo.err.rfind("pipebal: error: rank 1: ", 0), 0u) << typo.err;
 }
 
+// link measures between ranks 0 and 1: a third rank would only wait, so a world of 3 is refused.
+TEST(LaunchCli, LinkRefusesAWorldOfMoreThanTwo) {
+  const CliResult r = run_pipebal(std::string("launch --nproc-per-node 3 --master-port 0 -- ") +
+                                  PIPEBAL_BINARY + " link --timeout 60");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("link measures between two processes, not 3: run it as pipebal launch "
+                       "--nproc-per-node 2"),
+            std::string::npos)
+      << r.err;
+}
+
 // link fits a latency and a bandwidth: one message size is refused before the ranks meet.
 TEST(LaunchCli, LinkWithOneMessageSizeIsRefusedBeforeMeasuring) {
   const CliResult r = run_pipebal(std::string("launch --nproc-per-node 2 --master-port 0 -- ") +
