@@ -54,6 +54,14 @@ balance::PlanSearch plan_search(const PlanParams& params, const balance::CostPro
   search.min_gain = params.min_gain_percent / 100;
   for (const std::string& path : params.plain_profiles) {
     search.plain_profiles.push_back(balance::read_profile(path));
+    // The thread count is what the plain model is weighed on: one the profile does not give
+    // in range (the reader leaves it 0) cannot be guessed.
+    if (search.plain_profiles.back().threads == 0) {
+      throw std::invalid_argument(fmt::format(
+          "--plain-profile {}: environment.intra_op_threads does not give its thread count (1 to "
+          "4096): make it with pipebal profile --threads N",
+          path));
+    }
   }
   return search;
 }

@@ -272,6 +272,18 @@ TEST(PlanCli, PlanRecommendsMoreThreadsOnlyAboveTheMinimumGain) {
   EXPECT_EQ(r.err,
             "pipebal: warning: a --plain-profile measured on 2 threads was not weighed: it needs "
             "2 devices, --devices is 1\n");
+
+  // A thread count that is not one (the field is free-form context elsewhere) is refused here.
+  for (const json& bad : {json(-3), json(1000000), json(2.5), json("two")}) {
+    wide["environment"]["intra_op_threads"] = bad;
+    std::ofstream(dir + "/bad.json") << wide.dump(2);
+    r = run_pipebal("plan " + dir + "/one.json --devices 2 --plain-profile " + dir + "/bad.json");
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_EQ(r.err, "pipebal: error: --plain-profile " + dir +
+                         "/bad.json: environment.intra_op_threads does not give its thread count "
+                         "(1 to 4096): make it with pipebal profile --threads N\n")
+        << bad;
+  }
 }
 
 // Zero-bubble H1 when listed: the profile times each layer's W, the planner weighs zb-h1 against
