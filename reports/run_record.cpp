@@ -38,12 +38,12 @@ nlohmann::json timeline_to_json(const pipeline::Timeline& timeline) {
   return events;
 }
 
-pipeline::Timeline timeline_from_json(const JsonReader& events) {
+pipeline::Timeline timeline_from_json(const JsonReader& events, int stages) {
   pipeline::Timeline timeline;
   for (const JsonReader& e : events.elements()) {
     pipeline::TimedAction t;
-    // A report draws one row per stage: an absurd index must not size it.
-    t.stage = static_cast<int>(e.at("stage").integer(0, kMaxTimelineStages - 1));
+    // A report draws one row per stage: an index past the run's must not size it.
+    t.stage = static_cast<int>(e.at("stage").integer(0, stages - 1));
     const JsonReader kind = e.at("action");
     try {
       t.action.kind = pipeline::parse_action_kind(kind.as<std::string>());
@@ -135,6 +135,11 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
   run.inputs = r.get_or<std::vector<std::string>>("inputs", {});
   run.dtype = r.get_or<std::string>("dtype", "");
   run.balance = r.get<std::vector<int>>("balance");
+  // Stage indices name stages of the balance (each listed, several per device interleaved).
+  const int stage_count =
+      run.balance.empty()
+          ? kMaxTimelineStages
+          : static_cast<int>(std::min<size_t>(run.balance.size(), kMaxTimelineStages));
   if (r.has("virtual_stages")) {
     run.virtual_stages = static_cast<int>(
         r.at("virtual_stages")
@@ -171,7 +176,7 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
   for (const JsonReader& s :
        r.has("stages") ? r.at("stages").elements() : std::vector<JsonReader>()) {
     StageRun stage;
-    stage.index = static_cast<int>(s.at("index").integer(0, kMaxTimelineStages - 1));
+    stage.index = static_cast<int>(s.at("index").integer(0, stage_count - 1));
     stage.first_layer = static_cast<int>(s.at("first_layer").integer(0, INT32_MAX));
     stage.layers = static_cast<int>(s.at("layers").integer(0, INT32_MAX));
     stage.busy_ms = read_ms(s.at("busy_ms"));
@@ -187,7 +192,7 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
     for (const JsonReader& p : r.at("processes").elements()) {
       ProcessRun process;
       process.rank = static_cast<int>(p.at("rank").integer(0, INT32_MAX));
-      process.stage = static_cast<int>(p.at("stage").integer(0, kMaxTimelineStages - 1));
+      process.stage = static_cast<int>(p.at("stage").integer(0, stage_count - 1));
       process.replica = static_cast<int>(p.has("replica") ? p.at("replica").integer(0, 4095) : 0);
       process.host = p.get<std::string>("host");
       process.clock_uncertainty_ms = p.get_or<double>("clock_uncertainty_ms", 0.0);
@@ -199,7 +204,7 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
       run.processes.push_back(process);
     }
   }
-  if (r.has("timeline")) run.timeline = timeline_from_json(r.at("timeline"));
+  if (r.has("timeline")) run.timeline = timeline_from_json(r.at("timeline"), stage_count);
   if (r.has("environment")) run.environment = r.at("environment").value();
   return run;
 }

@@ -87,9 +87,9 @@ double read_ms_or_nan(const JsonReader& parent, const char* key);
 
 nlohmann::json timeline_to_json(const pipeline::Timeline& timeline);
 // The inverse of timeline_to_json; throws std::invalid_argument naming the event and field that
-// is missing, mistyped or out of range (a stage or micro-batch beyond the bounds above, an end
-// before its start).
-pipeline::Timeline timeline_from_json(const JsonReader& events);
+// is missing, mistyped or out of range (a stage beyond `stages`, the run's, or a micro-batch
+// beyond the bounds above, an end before its start).
+pipeline::Timeline timeline_from_json(const JsonReader& events, int stages = kMaxTimelineStages);
 pipeline::Timeline timeline_from_json(const nlohmann::json& events);
 nlohmann::json run_to_json(const RunRecord& run);
 // The inverse of run_to_json (a pipebal.run/1 document). What earlier writers of the schema left

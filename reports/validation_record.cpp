@@ -29,7 +29,8 @@ std::vector<int64_t> bytes_from_json(const JsonReader& bytes) {
 
 // One side of a candidate; `stage_key` and `bytes_key` are the side's names for its per-stage
 // times and memory. Absent optional parts stay empty; an unknown naive time is NaN.
-Estimate estimate_from_json(const JsonReader& side, const char* stage_key, const char* bytes_key) {
+Estimate estimate_from_json(const JsonReader& side, const char* stage_key, const char* bytes_key,
+                            int stages) {
   Estimate estimate;
   estimate.step_ms = read_ms(side.at("step_ms"));
   estimate.naive_step_ms = read_ms_or_nan(side, "naive_step_ms");
@@ -40,7 +41,7 @@ Estimate estimate_from_json(const JsonReader& side, const char* stage_key, const
     }
   }
   if (side.has(bytes_key)) estimate.stage_bytes = bytes_from_json(side.at(bytes_key));
-  if (side.has("timeline")) estimate.timeline = timeline_from_json(side.at("timeline"));
+  if (side.has("timeline")) estimate.timeline = timeline_from_json(side.at("timeline"), stages);
   return estimate;
 }
 
@@ -135,8 +136,12 @@ ValidationRecord validation_from_json(const nlohmann::json& doc, const std::stri
     const JsonReader predicted = c.at("predicted");
     candidate.bottleneck_ms =
         predicted.has("bottleneck_ms") ? read_ms(predicted.at("bottleneck_ms")) : 0;
-    candidate.predicted = estimate_from_json(predicted, "stage_time_ms", "stage_memory_bytes");
-    candidate.measured = estimate_from_json(c.at("measured"), "stage_busy_ms", "stage_peak_bytes");
+    const int stages =
+        static_cast<int>(std::min<size_t>(candidate.balance.size(), kMaxTimelineStages));
+    candidate.predicted =
+        estimate_from_json(predicted, "stage_time_ms", "stage_memory_bytes", stages);
+    candidate.measured =
+        estimate_from_json(c.at("measured"), "stage_busy_ms", "stage_peak_bytes", stages);
     // Per-stage numbers, where given, are one per stage of the balance: the page draws a bar each.
     const auto per_stage = [&](const char* side, const char* key, size_t count) {
       if (count != 0 && count != candidate.balance.size()) {

@@ -91,9 +91,10 @@ TEST(ValidationRecord, ABadFieldIsOneLineNamingFileAndPath) {
   doc["candidates"][0]["measured"]["step_ms"] = "fast";
   EXPECT_EQ(error_of(doc), "v.json: candidates[0].measured.step_ms must be a number, not string");
   doc = good;
-  doc["candidates"][0]["predicted"]["timeline"][1]["stage"] = 5000;
+  // A stage the candidate's balance does not have (a report would draw a row for each index).
+  doc["candidates"][0]["predicted"]["timeline"][1]["stage"] = 2;
   EXPECT_EQ(error_of(doc),
-            "v.json: candidates[0].predicted.timeline[1].stage is 5000, expected 0 to 4095");
+            "v.json: candidates[0].predicted.timeline[1].stage is 2, expected 0 to 1");
   doc = good;
   doc["candidates"][0]["predicted"]["timeline"][0]["action"] = "X";
   EXPECT_NE(error_of(doc).find("v.json: candidates[0].predicted.timeline[0].action"),
@@ -210,7 +211,10 @@ TEST(RunRecord, ReadsBackWhatItWroteAndOlderDocumentsWithDefaults) {
                    "stages[0].busy_ms is 1.79e+308 ms, expected 0 to 1e+12"},
         std::tuple{"/median_step_ms", -3.0, "median_step_ms is -3 ms, expected 0 to 1e+12"},
         std::tuple{"/timeline/0/start_ms", -2e12,
-                   "timeline[0].start_ms is -2e+12 ms, expected -1e+12 to 1e+12"}}) {
+                   "timeline[0].start_ms is -2e+12 ms, expected -1e+12 to 1e+12"},
+        // Stages of the balance [3, 1] only: a report draws a row for each index it meets.
+        std::tuple{"/timeline/0/stage", 2.0, "timeline[0].stage is 2, expected 0 to 1"},
+        std::tuple{"/stages/1/index", 2.0, "stages[1].index is 2, expected 0 to 1"}}) {
     bad = run_to_json(run_example());
     bad[json::json_pointer(path)] = value;
     EXPECT_EQ(run_error(bad), std::string("run.json: ") + error);
