@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "balance/layer_cost.h"
 #include "balance/plan.h"
@@ -192,6 +193,28 @@ bool contains(const std::vector<std::string>& names, const char* name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// A balance the report draws over the profile's layers, and where a document gives it.
+struct BalanceAt {
+  std::string file;
+  std::string field;
+  const std::vector<int>* balance;  // null: the document is absent
+};
+
+// Every balance must cover the profile's layers exactly: documents of another model (or a
+// profile replaced since) would draw stages over layers they never had.
+void check_balances_cover(const balance::CostProfile& profile, const std::string& profile_file,
+                          const std::vector<BalanceAt>& balances) {
+  for (const BalanceAt& at : balances) {
+    if (at.balance == nullptr) continue;
+    int64_t layers = 0;
+    for (const int n : *at.balance) layers += n;
+    if (layers == static_cast<int64_t>(profile.layers.size())) continue;
+    throw std::invalid_argument(fmt::format(
+        "{}: {} [{}] covers {} layers, but {} has {}: are they of the same model and run?", at.file,
+        at.field, fmt::join(*at.balance, ","), layers, profile_file, profile.layers.size()));
+  }
+}
+
 }  // namespace
 
 ReportInputs load_report_inputs(const std::string& dir) {
@@ -268,6 +291,25 @@ ReportData make_report_data(const ReportInputs& inputs) {
   if (inputs.validation)
     validation = validation_from_json(*inputs.validation, file("validation.json"));
 
+  if (inputs.profile) {
+    check_balances_cover(profile, file(inputs.profile_file.c_str()),
+                         {{file("plan.json"), "balance", plan ? &plan->balance : nullptr},
+                          {file("run.json"), "balance", run ? &run->balance : nullptr}});
+    for (size_t k = 0; validation && k < validation->candidates.size(); ++k) {
+      check_balances_cover(profile, file(inputs.profile_file.c_str()),
+                           {{file("validation.json"), fmt::format("candidates[{}].balance", k),
+                             &validation->candidates[k].balance}});
+    }
+    for (size_t k = 0; k < data.comparison.configurations.size(); ++k) {
+      check_balances_cover(
+          profile, file(inputs.profile_file.c_str()),
+          {{file(inputs.comparison_file.c_str()),
+            fmt::format("{}[{}].balance",
+                        data.comparison.source == "validate --plans" ? "plans" : "configurations",
+                        k),
+            &data.comparison.configurations[k].balance}});
+    }
+  }
   data.layers = profile.layers;
   // The header: the most complete document first.
   if (validation) {

@@ -253,6 +253,30 @@ TEST(HtmlReport, ACandidatesNonsenseIsRefusedNamingTheField) {
       << bad_stages;
 }
 
+// Every balance the report draws over the profile's layers covers them exactly: a document of
+// another model (or a profile replaced since) is refused, naming both files.
+TEST(HtmlReport, BalancesThatDoNotCoverTheProfilesLayersAreRefused) {
+  ScratchDir dir("other_model");
+  const auto rendering = [&] { render_html_report(load_report_inputs(dir.path())); };
+  const json profile = dir.read("profile.json");
+  const size_t layers = profile["layers"].size();
+  json fewer = profile;
+  fewer["layers"].erase(fewer["layers"].size() - 1);
+  dir.write("profile.json", fewer);
+  const std::string message = error_of(rendering);
+  EXPECT_NE(message.find(fmt::format("covers {} layers, but {} has {}: are they of the same "
+                                     "model and run?",
+                                     layers, dir.file("profile.json"), layers - 1)),
+            std::string::npos)
+      << message;
+  dir.write("profile.json", profile);
+  json run = dir.read("run.json");
+  run["balance"] = {4, 5, 4};
+  dir.write("run.json", run);
+  EXPECT_NE(error_of(rendering).find(dir.file("run.json") + ": balance [4,5,4] covers 13 layers"),
+            std::string::npos);
+}
+
 // A validation.json that is a link to a file no longer there was meant to be read: the report
 // says so rather than render as if validate had not run.
 TEST(HtmlReport, ALinkToAMissingFileIsAnErrorNotAnAbsence) {
@@ -397,6 +421,28 @@ TEST(HtmlReport, RendersAnAutoValidationBesideItsProfile) {
   EXPECT_NE(html.find("2 stages, 4 micro-batches, 1f1b, checkpoint never"), std::string::npos);
   EXPECT_NE(html.find("id=\"layers\""), std::string::npos);  // the profile beside it
   EXPECT_EQ(html.find("validation.json is missing"), std::string::npos);
+
+  // A configuration's shape must be one it could have trained.
+  const auto refused = [&](const json& changed, const std::string& expected) {
+    json doc = dir.read("plan-validation.json");
+    doc["configurations"][1] = changed;
+    dir.write("plan-validation.json", doc);
+    const std::string why = error_of([&] { render_html_report(load_report_inputs(dir.path())); });
+    EXPECT_NE(why.find("plan-validation.json: configurations[1]." + expected), std::string::npos)
+        << why;
+  };
+  json changed = pipelined;
+  changed["stages"] = 3;
+  refused(changed, "balance has 2 stages for 3 stages of 1f1b");
+  changed = pipelined;
+  changed["threads_per_stage"] = -4;
+  refused(changed, "threads_per_stage is -4, expected 0 to 4096");
+  changed = pipelined;
+  changed["checkpoint"] = "sometimes";
+  refused(changed, "checkpoint is not valid:");
+  changed = pipelined;
+  changed["balance"] = {6, 7};
+  refused(changed, "balance [6,7] covers 13 layers, but");
 }
 
 // The comparison fixtures (also the fuzzer's seeds) render, each in a directory of its own.
@@ -433,6 +479,18 @@ TEST(HtmlReport, AComparisonsBadFieldNamesFileAndPath) {
   refused(huge,
           "plans-comparison.json: plans[0].measured_step_ms is 1.79e+308 ms, expected 0 "
           "to 1e+12");
+  json named = plans_comparison();
+  named["plans"][0]["schedule"] = "foo";
+  refused(named, "plans[0].schedule is not valid: unknown schedule 'foo'");
+  json devices = plans_comparison();
+  devices["plans"][0]["measured_device_bytes"] = {1, 2, 3};
+  refused(devices, "plans[0].measured_device_bytes has 3 entries for 2 devices");
+  devices["plans"][0]["virtual_stages"] = 2;
+  devices["plans"][0]["balance"] = {1, 2, 4};
+  refused(devices, "plans[0].balance has 3 stages, not whole rounds of 2 per device");
+  json tied = plans_comparison();
+  tied["plans"][1]["measured_rank"] = tied["plans"][0]["measured_rank"];
+  refused(tied, "plans[1].measured_rank is 2, as another configuration's");
   json none = plans_comparison();
   none["plans"] = json::array();
   refused(none, "plans-comparison.json: plans is empty: the comparison trained nothing");
