@@ -7,7 +7,9 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include "common/json_reader.h"
 
 namespace pipebal::balance {
 
@@ -65,32 +67,13 @@ nlohmann::json link_to_json(const LinkModel& link) {
           {"samples", samples}};
 }
 
-LinkModel link_from_json(const nlohmann::json& doc) {
-  auto number = [&](const char* name) {
-    const auto it = doc.find(name);
-    if (it == doc.end() || !it->is_number()) {
-      throw std::invalid_argument(fmt::format("link.{} is missing or not a number", name));
-    }
-    return it->get<double>();
-  };
-  if (!doc.is_object()) throw std::invalid_argument("link is not an object");
+LinkModel link_from_json(const JsonReader& r) {
   LinkModel link;
-  link.latency_ms = number("latency_ms");
-  link.bandwidth_bytes_per_ms = number("bandwidth_bytes_per_ms");
-  if (!(link.latency_ms >= 0 && link.latency_ms <= 1e6)) {
-    throw std::invalid_argument(
-        fmt::format("link.latency_ms is {}, expected 0 to 1e6", link.latency_ms));
-  }
-  if (!(link.bandwidth_bytes_per_ms >= 1e-3 && link.bandwidth_bytes_per_ms <= 1e15)) {
-    throw std::invalid_argument(fmt::format(
-        "link.bandwidth_bytes_per_ms is {}, expected 1e-3 to 1e15", link.bandwidth_bytes_per_ms));
-  }
-  if (doc.contains("samples")) {
-    for (const auto& s : doc.at("samples")) {
-      if (!s.is_object() || !s.contains("bytes") || !s.contains("one_way_ms")) {
-        throw std::invalid_argument("link.samples[] needs bytes and one_way_ms");
-      }
-      link.samples.push_back({s.at("bytes").get<int64_t>(), s.at("one_way_ms").get<double>()});
+  link.latency_ms = r.at("latency_ms").number(0, 1e6);
+  link.bandwidth_bytes_per_ms = r.at("bandwidth_bytes_per_ms").number(1e-3, 1e15);
+  if (r.has("samples")) {
+    for (const JsonReader& s : r.at("samples").elements()) {
+      link.samples.push_back({s.at("bytes").integer(0), s.at("one_way_ms").number(0)});
     }
   }
   return link;

@@ -9,6 +9,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+namespace pipebal {
+class JsonReader;
+}
+
 namespace pipebal::balance {
 
 struct LinkSample {
@@ -32,7 +36,8 @@ struct LinkModel {
 LinkModel fit_link(std::vector<LinkSample> samples);
 
 nlohmann::json link_to_json(const LinkModel& link);
-// Throws std::invalid_argument naming the field that is missing or out of range.
-LinkModel link_from_json(const nlohmann::json& doc);
+// The inverse of link_to_json, at `r` (a profile's "link"). Throws std::invalid_argument naming
+// the field that is missing, mistyped or out of range.
+LinkModel link_from_json(const JsonReader& r);
 
 }  // namespace pipebal::balance

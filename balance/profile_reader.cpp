@@ -248,14 +248,7 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
       }
     }
   }
-  if (r.has("link")) {
-    const JsonReader link = r.at("link");
-    try {
-      profile.link = link_from_json(link.value());
-    } catch (const std::exception& error) {
-      link.fail(error.what());
-    }
-  }
+  if (r.has("link")) profile.link = link_from_json(r.at("link"));
   return profile;
 }
 

@@ -9,6 +9,7 @@
 
 #include "balance/cost_model.h"
 #include "balance/profile_reader.h"
+#include "common/json_reader.h"
 
 namespace pipebal::balance {
 namespace {
@@ -47,15 +48,28 @@ TEST(LinkModel, RefusesWhatIsNoMeasurement) {
 
 TEST(LinkModel, RoundTripsThroughJsonAndRejectsNonsense) {
   const LinkModel link = fit_link({{1000, 1.0}, {2000, 1.5}});
-  const LinkModel back = link_from_json(link_to_json(link));
+  const nlohmann::json written = link_to_json(link);
+  const LinkModel back = link_from_json(JsonReader(written, "link.json"));
   EXPECT_DOUBLE_EQ(back.latency_ms, link.latency_ms);
   EXPECT_DOUBLE_EQ(back.bandwidth_bytes_per_ms, link.bandwidth_bytes_per_ms);
   ASSERT_EQ(back.samples.size(), 2u);
-  EXPECT_THROW(link_from_json({{"latency_ms", 0.1}}), std::invalid_argument);
-  EXPECT_THROW(link_from_json({{"latency_ms", -1}, {"bandwidth_bytes_per_ms", 1e6}}),
-               std::invalid_argument);
-  EXPECT_THROW(link_from_json({{"latency_ms", 0}, {"bandwidth_bytes_per_ms", 0}}),
-               std::invalid_argument);
+  const auto error_of = [](const nlohmann::json& doc) -> std::string {
+    try {
+      link_from_json(JsonReader(doc, "link.json"));
+    } catch (const std::invalid_argument& error) {
+      return error.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_EQ(error_of({{"latency_ms", 0.1}}), "link.json: missing \"bandwidth_bytes_per_ms\"");
+  EXPECT_EQ(error_of({{"latency_ms", -1}, {"bandwidth_bytes_per_ms", 1e6}}),
+            "link.json: latency_ms is -1, expected 0 to 1e+06");
+  EXPECT_EQ(error_of({{"latency_ms", 0}, {"bandwidth_bytes_per_ms", 0}}),
+            "link.json: bandwidth_bytes_per_ms is 0, expected 0.001 to 1e+15");
+  EXPECT_EQ(error_of({{"latency_ms", 0},
+                      {"bandwidth_bytes_per_ms", 1},
+                      {"samples", {{{"bytes", "many"}, {"one_way_ms", 1}}}}}),
+            "link.json: samples[0].bytes must be an integer, not string");
 }
 
 TEST(LinkModel, AProfilesLinkIsReadAndPricesTransfersWithLatency) {
