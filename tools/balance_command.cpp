@@ -389,11 +389,11 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
                   ? balance::partition(model, algorithm)
                   : balance::plan_balance(model, balance::parse_balance(params.balance), "given");
   name_what_it_trains(plan, profile);
-  warn_if_pipelining_loses(plan, profile, options, warnings);
-
   const std::string format = params.json ? "json" : params.format;
   const bool python = format == "torchgpipe" || format == "pippy";
-  const std::string python_text = python ? for_python(plan, format) : "";  // may refuse: first
+  // May refuse: before anything is said or written.
+  const std::string python_text = python ? for_python(plan, format) : "";
+  warn_if_pipelining_loses(plan, profile, options, warnings);
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
   if (format == "json") {
     out << balance::plan_to_json(plan).dump(2) << "\n";

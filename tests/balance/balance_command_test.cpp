@@ -386,5 +386,24 @@ TEST(BalanceCommand, PippySplitPointsNameOneLayerEach) {
   EXPECT_EQ(run(params), "balance = [4, 4]\n");
 }
 
+// The refusal is the one line said: no warning before it, though this plan has one (over a slow
+// link 4 micro-batches lose), which a format that can name the balance gives.
+TEST(BalanceCommand, APippyRefusalIsNotPrecededByWarnings) {
+  BalanceParams params = params_for(2);
+  json profile = json::parse(std::ifstream(params.profile_path));
+  for (json& layer : profile["layers"]) layer["name"] = "block";
+  profile["link"] = {{"latency_ms", 100.0}, {"bandwidth_bytes_per_ms", 1e9}};
+  std::ofstream(params.profile_path) << profile.dump();
+  params.chunks = 4;
+  params.format = "pippy";
+  std::ostringstream out, warned;
+  EXPECT_THROW(run_balance(params, out, warned), std::invalid_argument);
+  EXPECT_EQ(warned.str(), "");
+  params.format = "torchgpipe";
+  std::string warnings;
+  run(params, &warnings);
+  EXPECT_NE(warnings.find("predicted slower"), std::string::npos) << warnings;
+}
+
 }  // namespace
 }  // namespace pipebal::tools
