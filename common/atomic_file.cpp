@@ -142,6 +142,13 @@ class TemporaryFile {
 fs::path write_target(const std::string& path) {
   fs::path target = path;
   std::error_code error;
+  // What the path is once the kernel followed it: /dev/stdout's link names a pipe ("pipe:[..]"),
+  // which the walk below could not follow.
+  const fs::file_status followed = fs::status(target, error);
+  if (fs::exists(followed) && !fs::is_regular_file(followed)) {
+    throw std::runtime_error("cannot write '" + path +
+                             "': it is not a regular file (pipebal writes regular files only)");
+  }
   for (int hops = 0; fs::is_symlink(fs::symlink_status(target, error)); ++hops) {
     if (hops == 40)
       throw std::runtime_error("cannot write '" + path + "': too many symbolic links");

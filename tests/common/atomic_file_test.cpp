@@ -84,6 +84,20 @@ TEST(AtomicFile, RefusesToReplaceWhatIsNotARegularFile) {
   }
   EXPECT_TRUE(fs::is_fifo(fifo)) << "the FIFO is still a FIFO";
   EXPECT_THROW(write_file_atomically(pipebal::testing::scratch_dir(), "x"), std::runtime_error);
+  // /dev/stdout into a pipe: a link to a link ("pipe:[...]") no path names.
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  const std::string piped = "/proc/self/fd/" + std::to_string(ends[1]);
+  try {
+    check_writable(piped);
+    ADD_FAILURE() << "took a pipe for a file";
+  } catch (const std::runtime_error& error) {
+    EXPECT_EQ(std::string(error.what()), "cannot write '" + piped +
+                                             "': it is not a regular file (pipebal writes "
+                                             "regular files only)");
+  }
+  ::close(ends[0]);
+  ::close(ends[1]);
 }
 
 TEST(AtomicFile, CheckingAPathLeavesNothingAndRefusesWhatAWriteWould) {
