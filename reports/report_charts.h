@@ -26,8 +26,12 @@ std::string stage_memory_chart(const ReportCandidate& candidate, const std::vect
 // predicted, predicted in turns where profiled so, and measured side by side.
 std::string comparison_chart(const Comparison& comparison);
 
+// At most this many points in the loss curve: about one per pixel of its plot.
+constexpr size_t kMaxLossCurvePoints = 560;
+
 // The loss of every training step (`steps`: (ms, loss) per step), a line through one point per
-// step with the step and loss as its tooltip. Empty with fewer than two known losses.
+// step with the step and loss as its tooltip. A longer run draws the mean of each group of
+// consecutive steps (at most kMaxLossCurvePoints points). Empty with fewer than two known losses.
 std::string loss_curve_chart(const std::vector<std::pair<double, double>>& steps);
 
 // One Gantt panel per side that has a timeline (predicted above measured) on a shared time

@@ -174,6 +174,34 @@ TEST(HtmlReport, TheTrainingRunHasALossCurveThroughEveryStep) {
   EXPECT_NE(html.find(fmt::format("<title>step 0: loss {:.4f}</title>", first)), std::string::npos);
 }
 
+// A long run draws the means of groups of steps, and its table lists the first and last 500
+// steps: the report stays small (a point and a row per step made 300,000 steps 78 MB).
+TEST(HtmlReport, ALongRunIsDrawnAndListedInBoundedSpace) {
+  ScratchDir dir("long_run");
+  json run = dir.read("run.json");
+  json steps = json::array();
+  constexpr int kSteps = 100000;
+  for (int i = 0; i < kSteps; ++i) {
+    steps.push_back({{"step", i}, {"ms", 10.0}, {"loss", 2.0 - 1e-5 * i}});
+  }
+  run["steps"] = steps;
+  dir.write("run.json", run);
+  const std::string html = render_html_report(load_report_inputs(dir.path()));
+  EXPECT_LT(html.size(), 1u << 20);
+  // 100000 steps in groups of 179 (no more than kMaxLossCurvePoints groups): 559 points, the
+  // first group's mean and the last (partial) group's.
+  static_assert(kMaxLossCurvePoints == 560);
+  EXPECT_EQ(count(html, "<title>step"), 559u);
+  EXPECT_NE(html.find("<title>steps 0 to 178: mean loss 1.9991</title>"), std::string::npos);
+  EXPECT_NE(html.find("<title>steps 99882 to 99999: mean loss 1.0006</title>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"l\">499</td>"), std::string::npos);
+  EXPECT_EQ(html.find("<td class=\"l\">500</td>"), std::string::npos);
+  EXPECT_NE(html.find("\u2026 99000 steps left out here (run.json has every one)"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td class=\"l\">99500</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"l\">99999</td>"), std::string::npos);
+}
+
 TEST(LossCurve, DrawsKnownLossesOnlyAndNeedsTwo) {
   const double nan = std::nan("");
   EXPECT_EQ(count(loss_curve_chart({{1, 2.0}, {1, nan}, {1, 1.5}}), "<title>step "), 2u);
