@@ -132,6 +132,14 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
             fmt::join(settings.input_shape, ","), fmt::join(plan.input_shape, ",")));
       }
       settings.input_shape = plan.input_shape;
+    } else if (settings.data.empty() && settings.inputs.empty() && settings.input_shape.empty() &&
+               models::parse_model_spec(settings.model).path.empty()) {
+      // Balanced from a profile that did not say its batch (a hand-written one). A TorchScript
+      // model has no default input, and says so.
+      std::cerr << fmt::format(
+          "{}{} does not say what input it was made for: training the model's default input "
+          "(give --input-shape to choose)\n",
+          warning_prefix(), p.plan);
     }
     settings.balance = plan.balance;
     settings.layer_names = plan.layer_names();

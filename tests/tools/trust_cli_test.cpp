@@ -119,6 +119,28 @@ TEST(TrustCli, APlanTrainsOnlyTheModelItWasMadeFor) {
             std::string::npos)
       << overridden.err;
 
+  // A plan that does not say its input (balanced from a hand-written profile) trains a zoo
+  // model's default input, and says so; a TorchScript model has none, which is the one line.
+  EXPECT_EQ(planned.err, "");
+  nlohmann::json unsized = plan;
+  unsized["input_shape"] = nlohmann::json::array();
+  std::ofstream(dir + "/unsized.json") << unsized.dump();
+  expect_one_line_error(run_pipebal("train --plan " + dir + "/unsized.json" + train),
+                        "model '" + model + "' has no default input: give --input-shape or --input",
+                        "unsized plan");
+  unsized["model"] = "mlp:layers=2,width=8";
+  unsized["stages"][0]["layer_names"] = {"fc0", "fc1"};
+  unsized["stages"][1]["layer_names"] = {"head"};
+  unsized["stages"][0]["layers"] = 2;
+  unsized["stages"][1]["layers"] = 1;
+  unsized["balance"] = {2, 1};
+  std::ofstream(dir + "/unsized.json") << unsized.dump();
+  const CliResult defaulted = run_pipebal("train --plan " + dir + "/unsized.json" + train);
+  EXPECT_EQ(defaulted.status, 0) << defaulted.err;
+  EXPECT_EQ(defaulted.err, "pipebal: warning: " + dir +
+                               "/unsized.json does not say what input it was made for: training "
+                               "the model's default input (give --input-shape to choose)\n");
+
   // The same layer count, another layer: fc1 renamed in the plan.
   nlohmann::json renamed = nlohmann::json::parse(read_text(dir + "/plan.json"));
   renamed["stages"][0]["layer_names"][0] = "encoder";
