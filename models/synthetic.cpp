@@ -10,6 +10,7 @@
 
 #include "common/parse_integers.h"
 #include "pipeline/error_text.h"
+#include "pipeline/run_state.h"
 
 namespace pipebal::models {
 namespace {
@@ -60,6 +61,9 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
   const int64_t rows = input.tensors.empty() ? 1 : std::min<int64_t>(2, input.tensors[0].size(0));
   pipeline::Batch sample;
   for (const auto& t : input.tensors) sample.tensors.push_back(t.narrow(0, 0, rows));
+  // The check leaves the buffers and the random state as it found them: a model that counts its
+  // calls, or draws in evaluation mode, trains (and is saved) as if it had not run.
+  const pipeline::RunState untouched(model.layers);
   at::Tensor output;
   {
     torch::NoGradGuard no_grad;

@@ -9,6 +9,7 @@
 
 #include "common/atomic_file.h"
 #include "pipeline/error_text.h"
+#include "pipeline/run_state.h"
 #include "pipeline/script_dropout.h"
 #include "pipeline/script_split.h"
 
@@ -234,8 +235,12 @@ void check_matches_reference(const LayerSeq& layers, const ReferenceForward& ref
   at::NoGradGuard no_grad;
   layers.train(false);
   std::vector<at::Tensor> expected, staged;
+  // Both runs start from the same buffers and random state (a forward may draw, or count its
+  // calls, in evaluation mode too), and leave the model and the generator as they were.
+  const RunState before(layers);
   try {
     expected = reference(sample);
+    before.restore();
     staged = layers.forward(sample).tensors;
   } catch (const std::exception& error) {
     layers.train(training);

@@ -17,6 +17,7 @@
 #include "pipeline/error_text.h"
 #include "pipeline/handed_backward.h"
 #include "pipeline/in_place.h"
+#include "pipeline/run_state.h"
 #include "pipeline/transfer.h"
 
 namespace pipebal::pipeline {
@@ -32,32 +33,6 @@ std::shared_mutex& default_generator_mutex() {
   static std::shared_mutex mutex;
   return mutex;
 }
-
-// The values of a stage's buffers (a batch norm's running statistics), to put back after the
-// layers have run again on what they had already seen.
-class BufferSnapshot {
- public:
-  // Nothing when `any` is false: most stages hold no buffers, and this runs per micro-batch.
-  BufferSnapshot(LayerSeq& layers, bool any) {
-    if (!any) return;
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < layers.size(); ++i) {
-      for (const at::Tensor& b : layers[i].buffers()) {
-        buffers_.push_back(b);
-        values_.push_back(b.clone());
-      }
-    }
-  }
-  // Without advancing the buffers' version counters, as a batch norm's own update does not:
-  // the graph of a forward that read them (and saved them) stays usable.
-  void restore() {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].variable_data().copy_(values_[i]);
-  }
-
- private:
-  std::vector<at::Tensor> buffers_, values_;
-};
 
 // Whether `holds` is true of every defined tensor and skip tensor of the batch.
 template <typename Predicate>

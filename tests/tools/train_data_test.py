@@ -290,6 +290,43 @@ for step, (got, want) in enumerate(zip(losses, expected_residual)):
     assert abs(got - want) <= 1e-9 * abs(want), ("residual", step, got, want)
 assert torch.allclose(torch.jit.load(saved)(x), reference(x), rtol=1e-9, atol=1e-12)
 
+# The checks pipebal runs on a sample before training leave the model as they found it: a buffer
+# a forward updates on every call counts the training steps alone in the saved module (it counted
+# the checks' three evaluation runs too), and a forward drawing random numbers in evaluation mode
+# passes the check of its cut (its two runs drew different numbers).
+class Counted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, CLASSES)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1.0)
+        return self.fc(x)
+
+
+class Noisy(nn.Module):
+    def forward(self, x):
+        return x + 0.01 * torch.rand_like(x)
+
+
+counted_path = os.path.join(work, "counted.pt")
+torch.jit.script(nn.Sequential(collections.OrderedDict([
+    ("fc", nn.Linear(8, 8)), ("count", Counted())])).double()).save(counted_path)
+saved = os.path.join(work, "counted-trained.pt")
+run("train", "--model", counted_path, "--data", data, "--batch-size", str(BATCH), "--balance",
+    "1,1", "--chunks", "1", "--checkpoint", "never", "-q", "--save", saved)
+assert torch.jit.load(saved).count.calls.item() == len(x) // BATCH, \
+    torch.jit.load(saved).count.calls.item()
+noisy_path = os.path.join(work, "noisy.pt")
+torch.jit.script(nn.Sequential(collections.OrderedDict([
+    ("fc1", nn.Linear(8, 8)), ("noise", Noisy()), ("fc2", nn.Linear(8, CLASSES))])).double()
+).save(noisy_path)
+out = os.path.join(work, "noisy.json")
+run("train", "--model", noisy_path, "--data", data, "--batch-size", str(BATCH), "--balance", "2,1",
+    "-q", "-o", out)
+assert len(json.load(open(out))["steps"]) == len(x) // BATCH
+
 # Bad data: one line, exit status 2.
 not_torch = os.path.join(work, "bad.pt")
 open(not_torch, "w").write("not a torch file")
