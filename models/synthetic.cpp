@@ -69,13 +69,22 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
     torch::NoGradGuard no_grad;
     const bool training = !model.layers.empty() && model.layers[0].is_training();
     model.layers.train(false);
+    pipeline::Batch outputs;
     try {
-      output = forward_naming_layer(model.layers, sample).value();
+      outputs = forward_naming_layer(model.layers, sample);
     } catch (...) {
       model.layers.train(training);
       throw;
     }
     model.layers.train(training);
+    // The loss reads one output: the layers only the others reach would never train.
+    if (outputs.tensors.size() > 1) {
+      throw std::invalid_argument(fmt::format(
+          "model '{}' returns {} tensors, but pipebal trains a loss on one output (what only "
+          "the others depend on would get no gradient): return the output the loss reads",
+          model.layers.name(), outputs.tensors.size()));
+    }
+    output = outputs.value();
   }
   // Micro-batches are cut, and losses and targets taken, along the output's first dimension too.
   if (output.dim() > 0 && output.size(0) != rows) {

@@ -39,9 +39,10 @@ SyntheticData make_synthetic_data(const Model& model, const std::vector<int64_t>
                                   uint64_t seed = 0);
 
 // Runs the first two samples of `input` through the model (evaluation mode, no autograd),
-// checks that the output has one row per sample, and returns the first sample's output; throws
-// std::invalid_argument naming the layer that rejects it, or when a TorchScript model's layers do
-// not reproduce its own forward (pipeline::check_matches_reference).
+// checks that the output is one tensor with one row per sample, and returns the first sample's
+// output; throws std::invalid_argument naming the layer that rejects it, or when a TorchScript
+// model's layers do not reproduce its own forward (pipeline::check_matches_reference). Buffers and
+// the default generator are left as they were (pipeline::RunState).
 at::Tensor check_model_on(const Model& model, const pipeline::Batch& input);
 
 // Mean loss of `output` against `target` for the model's loss kind. Cross-entropy accepts

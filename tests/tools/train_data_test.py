@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Tuple
 
 import torch
 import torch.nn as nn
@@ -326,6 +327,27 @@ out = os.path.join(work, "noisy.json")
 run("train", "--model", noisy_path, "--data", data, "--batch-size", str(BATCH), "--balance", "2,1",
     "-q", "-o", out)
 assert len(json.load(open(out))["steps"]) == len(x) // BATCH
+
+# A model of two outputs is refused: the loss reads one, and what only the other depends on would
+# never train (it trained silently on the first).
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(8, 8)
+        self.first = nn.Linear(8, CLASSES)
+        self.second = nn.Linear(8, CLASSES)
+
+    def forward(self, x) -> Tuple[torch.Tensor, torch.Tensor]:
+        h = self.body(x)
+        return self.first(h), self.second(h)
+
+
+two_heads = os.path.join(work, "two-heads.pt")
+torch.jit.script(TwoHeads().double()).save(two_heads)
+result = run("train", "--model", two_heads, "--data", data, "--balance", "2,1", status=2)
+assert result.stderr == f"pipebal: error: model '{two_heads}' returns 2 tensors, but pipebal " \
+    "trains a loss on one output (what only the others depend on would get no gradient): return " \
+    "the output the loss reads\n", result.stderr
 
 # Bad data: one line, exit status 2.
 not_torch = os.path.join(work, "bad.pt")
