@@ -114,7 +114,7 @@ const std::vector<Entry>& entries() {
          {"heads", 4, "attention heads (divide dim)", 256},
          {"seq", 64, "longest sequence", 65536},
          {"vocab", 1000, "vocabulary size", 1048576},
-         {"dropout", 0, "dropout in percent", 100}},
+         {"dropout", 0, "dropout in percent", 99}},
         {64, 64},
         InputKind::kTokens,
         LossKind::kCrossEntropy},
@@ -207,6 +207,10 @@ ModelSpec parse_model_spec(const std::string& text) {
       for (const auto& k : knobs) keys.push_back(k.key);
       throw std::invalid_argument(fmt::format("model {} has no option '{}' (valid: {})", spec.name,
                                               key, fmt::join(keys, ", ")));
+    }
+    if (spec.options.count(key) > 0) {  // which one was meant?
+      throw std::invalid_argument(
+          fmt::format("model option '{}' is given twice in '{}': give it once", key, text));
     }
     spec.options[key] = parse_option(item.substr(eq + 1), key);
   }

@@ -115,6 +115,12 @@ TEST(Zoo, SpecErrorsListWhatIsValid) {
   expect_error("mlp:layers=0", "must be positive");
   expect_error("resnet:depth=20", "18, 34, 50, 101, 152");
   expect_error("gpt:dim=10,heads=4", "multiple of heads");
+  // A percentage of dropout below 100 (every unit dropped would train nothing): one bound, one
+  // message.
+  expect_error("gpt:dropout=100", "model option dropout=100: at most 99 for gpt");
+  expect_error("gpt:dropout=101", "model option dropout=101: at most 99 for gpt");
+  expect_error("mlp:layers=2,layers=3",
+               "model option 'layers' is given twice in 'mlp:layers=2,layers=3': give it once");
 }
 
 TEST(Zoo, SpecParsing) {
