@@ -95,4 +95,11 @@ int planned_chunks(const CostProfile& profile, int requested) {
                   profile.chunks, requested, requested));
 }
 
+bool is_float_dtype_name(const std::string& dtype) {
+  for (const char* name : {"", "float32", "float64", "float16", "bfloat16"}) {
+    if (dtype == name) return true;
+  }
+  return false;
+}
+
 }  // namespace pipebal::balance

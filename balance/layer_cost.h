@@ -129,4 +129,9 @@ constexpr size_t kMaxLayers = size_t{1} << 20;
 // infinite, negative or beyond the bounds above, or when there are more than kMaxLayers.
 void validate_layer_costs(const std::vector<LayerCost>& layers);
 
+// Whether `dtype` names a floating dtype a profile or plan may be measured in ("" too: not
+// said). What the documents' readers refuse otherwise, with kFloatDtypes as the choice.
+bool is_float_dtype_name(const std::string& dtype);
+inline constexpr const char* kFloatDtypes = "float32, float64, float16 or bfloat16";
+
 }  // namespace pipebal::balance

@@ -308,6 +308,9 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   if (r.has("input_shape")) plan.input_shape = r.at("input_shape").integers(1);
   plan.inputs = r.get_or<std::vector<std::string>>("inputs", {});
   plan.dtype = r.get_or<std::string>("dtype", "");
+  if (!is_float_dtype_name(plan.dtype)) {
+    r.at("dtype").fail(fmt::format("is \"{}\", expected {}", plan.dtype, kFloatDtypes));
+  }
   plan.algorithm = r.get<std::string>("algorithm");
   for (int64_t layers : r.at("balance").integers(1, kMaxCount))
     plan.balance.push_back(static_cast<int>(layers));

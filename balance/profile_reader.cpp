@@ -196,11 +196,8 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
     profile.inputs = inputs.as<std::vector<std::string>>();
   }
   profile.dtype = r.get_or<std::string>("dtype", "");
-  static const std::vector<std::string> kFloating = {"", "float32", "float64", "float16",
-                                                     "bfloat16"};
-  if (std::find(kFloating.begin(), kFloating.end(), profile.dtype) == kFloating.end()) {
-    r.at("dtype").fail(
-        fmt::format("is \"{}\", expected float32, float64, float16 or bfloat16", profile.dtype));
+  if (!is_float_dtype_name(profile.dtype)) {
+    r.at("dtype").fail(fmt::format("is \"{}\", expected {}", profile.dtype, kFloatDtypes));
   }
   // The environment is free-form context: a thread count it gives in range is used, anything
   // else there is only shown.

@@ -176,6 +176,9 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
   doc["schedule"] = "zigzag";
   expect_error(doc, "unknown schedule 'zigzag'");
   doc = good;
+  doc["dtype"] = "int8";
+  expect_error(doc, "plan: dtype is \"int8\", expected float32, float64, float16 or bfloat16");
+  doc = good;
   doc["threads_per_stage"] = -1;
   expect_error(doc, "plan: threads_per_stage is -1, expected 0 to 4096");
   doc = good;
