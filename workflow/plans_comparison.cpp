@@ -13,6 +13,7 @@
 
 #include "balance/micro_batch_costs.h"
 #include "common/atomic_file.h"
+#include "common/distinct_paths.h"
 #include "common/schema.h"
 #include "models/synthetic.h"
 #include "profiler/device.h"
@@ -65,6 +66,15 @@ void check(const PlansComparisonSettings& s) {
     throw std::invalid_argument("validate: give an output directory with -o DIR");
   }
   if (s.plans.empty()) throw std::invalid_argument("--plans needs at least one plan file");
+  // One plan given twice would be ranked against itself under one name.
+  for (size_t a = 0; a < s.plans.size(); ++a) {
+    for (size_t b = a + 1; b < s.plans.size(); ++b) {
+      if (s.plans[a] == s.plans[b] || same_file(s.plans[a], s.plans[b])) {
+        throw std::invalid_argument(fmt::format("--plans names {} twice ({}): give each plan once",
+                                                s.plans[a], s.plans[b]));
+      }
+    }
+  }
   if (s.steps < 1) {
     throw std::invalid_argument(fmt::format("--steps must be at least 1, got {}", s.steps));
   }

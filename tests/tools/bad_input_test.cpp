@@ -213,6 +213,8 @@ const std::vector<BadInput> kTable = {
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_balance_twice.json",
      "plan_balance_twice.json: \"balance\" given twice in the document"},
     {"validate --plans {dir}/ok.json -o {dir}/v", "{dir}/ok.json"},  // a profile, not a plan
+    {"validate --plans {dir}/ok.json {dir}/../$(basename {dir})/ok.json -o {dir}/v",
+     "--plans names {dir}/ok.json twice ({dir}/../"},
     {"validate --plans {dir}/missing.json --stages 2 -o {dir}/v",
      "--plans takes the model and its configuration from the plans: drop --stages"},
     {"validate --plans {dir}/missing.json --steps 0 -o {dir}/v", "--steps must be at least 1"},
@@ -268,7 +270,7 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/ok.json --stages 2 -o {dir}", "it is not a regular file"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 -o {dir}/project",
      "holds other files (notes.txt)"},
-    {"report {dir}/huge_stage", "timeline[0].stage is 2000000000, expected 0 to 4095"},
+    {"report {dir}/huge_stage", "timeline[0].stage is 2000000000, expected 0 to 2"},
     {"profile --model mlp:layers=1000000000", "model option layers=1000000000: at most 4096"},
     // Commands.
     {"",
