@@ -108,6 +108,15 @@ std::vector<InputSpec> default_inputs(const Model& model, const std::vector<int6
   if (model.info.input == InputKind::kTokens) {
     spec.dtype = c10::kLong;
     spec.high = model.classes;
+    return {spec};
+  }
+  // Floats of the model's own dtype (a float64 TorchScript model's), as its first parameters.
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    for (const at::Tensor& p : model.layers[i].parameters()) {
+      if (!p.is_floating_point()) continue;
+      spec.dtype = p.scalar_type();
+      return {spec};
+    }
   }
   return {spec};
 }

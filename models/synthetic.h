@@ -24,8 +24,9 @@ struct SyntheticData {
 SyntheticData make_synthetic_data(const Model& model, const std::vector<InputSpec>& inputs,
                                   uint64_t seed = 0);
 
-// The model's own input at `shape` (batch dimension first): floats, or token ids in
-// [0, vocabulary) for a model that takes tokens. What `--input-shape` means.
+// The model's own input at `shape` (batch dimension first): floats of the dtype of its first
+// floating parameter (float32 without one), or token ids in [0, vocabulary) for a model that
+// takes tokens. What `--input-shape` means.
 std::vector<InputSpec> default_inputs(const Model& model, const std::vector<int64_t>& shape);
 
 // The inputs a command runs `model` on: the `--input` specs when there are any (then `shape`

@@ -93,7 +93,8 @@ std::string parse_error_text(const CLI::ParseError& error) {
   }
   const std::string name = text.substr(prefix.size(), equals - prefix.size());
   const std::string value = text.substr(equals + 3);
-  return fmt::format("{} {}: out of the range this option takes", name, value);
+  return fmt::format("{} {}: too {} for this option", name, value,
+                     value.rfind('-', 0) == 0 ? "small" : "large");
 }
 
 // Whether the command line asks for help or the version, which CLI11 answers wherever the flag

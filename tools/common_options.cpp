@@ -103,13 +103,17 @@ CLI::Option* add_weight_delays_option(CLI::App& cmd, std::string& delays) {
 
 std::vector<int> parse_weight_delays(const std::string& text) {
   const auto delays = parse_integer_list(text);
-  if (!delays || std::any_of(delays->begin(), delays->end(), [](int64_t d) {
-        return d < pipeline::kWholeBackward || d > pipeline::kMaxChunks;
-      })) {
+  if (!delays) {
     throw std::invalid_argument(fmt::format(
         "W delays '{}': expected a count of micro-batches per stage separated by commas, e.g. "
         "0,1 (-1: that stage's backward whole)",
         text));
+  }
+  for (const int64_t d : *delays) {
+    if (d < pipeline::kWholeBackward || d > pipeline::kMaxChunks) {
+      throw std::invalid_argument(fmt::format("W delays '{}': {} is not from {} to {}", text, d,
+                                              pipeline::kWholeBackward, pipeline::kMaxChunks));
+    }
   }
   return {delays->begin(), delays->end()};
 }

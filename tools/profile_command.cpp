@@ -25,6 +25,7 @@
 #include "tools/common_options.h"
 #include "tools/progress.h"
 #include "workflow/profiling.h"
+#include "workflow/watchdog.h"
 
 namespace pipebal::tools {
 namespace {
@@ -105,8 +106,11 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   check_outputs_apart({{"--model", params.model}}, {{"-o", params.output_path}});
   if (!params.output_path.empty()) check_writable(params.output_path);
   if (params.threads > 0) at::set_num_threads(params.threads);
+  // A layer that never returns cannot be interrupted: the watchdog ends the command.
+  workflow::Watchdog watchdog(params.timeout_s, "building the model");
 
   models::Model model = models::build_model(params.model, params.seed);
+  watchdog.beat("checking the model on its sample");
   const std::vector<models::InputSpec> inputs =
       models::model_inputs(model, params.inputs,
                            params.input_shape.empty() ? std::vector<int64_t>{}
@@ -123,14 +127,18 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
                 progress != nullptr ? progress_mode : Progress::Mode::kQuiet);
   const bool several = sizes.size() > 1;
   // Progress lines, prefixed with the round when there are several.
-  const auto reporter = [&line, several](const std::string& round) -> workflow::SizedProgressFn {
-    return [&line, several, round](int64_t size, const profiler::ProfileProgress& p) {
+  const auto reporter = [&line, &watchdog,
+                         several](const std::string& round) -> workflow::SizedProgressFn {
+    return [&line, &watchdog, several, round](int64_t size, const profiler::ProfileProgress& p) {
       using Phase = profiler::ProfileProgress::Phase;
       const char* phase = p.phase == Phase::kLayers         ? "memory and warm-up, layer"
                           : p.phase == Phase::kWarmupPasses ? "warm-up pass"
                                                             : "timed pass";
-      line.update(round + (several ? fmt::format("size {}: {}", size, phase) : phase), p.done,
-                  p.total, p.layer);
+      const std::string what =
+          round + (several ? fmt::format("size {}: {}", size, phase) : std::string(phase));
+      line.update(what, p.done, p.total, p.layer);
+      watchdog.beat(fmt::format("profiling ({} {} of {}{})", what, p.done, p.total,
+                                p.layer.empty() ? "" : ", after '" + p.layer + "'"));
     };
   };
   profiler::Profile profile;
@@ -209,6 +217,10 @@ void add_profile_command(CLI::App& app) {
   sub->add_option("--threads", params->threads, "Intra-op threads (0: LibTorch's default)")
       ->capture_default_str();
   add_seed_option(*sub, params->seed);
+  sub->add_option("--timeout", params->timeout_s,
+                  "Seconds profiling may go without progress (a layer that never returns) before "
+                  "it fails, naming where it was (0: no limit)")
+      ->capture_default_str();
   sub->add_option("-o,--output", params->output_path, "Write the profile here (pipebal.profile/1)");
   sub->add_flag("-q,--quiet", params->quiet, "No progress on stderr");
   sub->callback([params]() {

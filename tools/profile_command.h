@@ -39,6 +39,9 @@ struct ProfileParams {
   int rounds = 1;
   int threads = 0;  // intra-op threads; 0: LibTorch's default
   uint64_t seed = 0;
+  // Seconds without progress (a layer that never returns) before the command fails, naming
+  // where it was (workflow::Watchdog); 0: no limit.
+  double timeout_s = 0;
   std::string output_path;
   bool quiet = false;  // no progress
 };

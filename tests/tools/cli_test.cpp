@@ -233,6 +233,18 @@ TEST(Cli, TimeoutEndsARunWhoseLayerNeverReturns) {
             std::string::npos)
       << validate.err;
   EXPECT_FALSE(std::filesystem::exists(dir)) << "nothing half-written in place";
+  // profile alone too.
+  const std::string profile_out = pipebal::testing::scratch_path("p.json");
+  const Result profile = run_pipebal("profile --model " PIPEBAL_FIXTURES_DIR
+                                     "/hang_when_training_scripted.pt --input-shape 4,8 "
+                                     "--timeout 2 -q -o " +
+                                     profile_out);
+  EXPECT_EQ(profile.status, 2) << profile.err;
+  EXPECT_EQ(count_lines(profile.err), 1) << profile.err;
+  EXPECT_NE(profile.err.find("pipebal: error: no progress for 2 s (--timeout) while profiling ("),
+            std::string::npos)
+      << profile.err;
+  EXPECT_FALSE(std::filesystem::exists(profile_out));
 }
 
 }  // namespace

@@ -105,6 +105,13 @@ result = run("train", *[float_path if a == model_path else a for a in common], s
 assert result.stderr.count("\n") == 1 and f"--data {data}'s inputs are float64, the model's " \
     "first layer's parameters float32: give --dtype float32" in result.stderr, result.stderr
 
+# Synthetic inputs follow the model's dtype: a float64 model profiles at --input-shape (float32
+# inputs met float64 weights in LibTorch's "mat1 and mat2 must have the same dtype").
+profile64 = os.path.join(work, "profile64.json")
+run("profile", "--model", model_path, "--input-shape", "16,8", "--repeat", "2", "-q", "-o",
+    profile64)
+assert json.load(open(profile64))["dtype"] == "float64"
+
 # Class ids saved as int32 (or uint8) train as the int64 ones LibTorch's losses read.
 narrow_ids = os.path.join(work, "int32-ids.pt")
 torch.save({"inputs": x, "targets": y.int()}, narrow_ids)
