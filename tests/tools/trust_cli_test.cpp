@@ -131,7 +131,9 @@ TEST(TrustCli, APlanTrainsOnlyTheModelItWasMadeFor) {
   unsized["model"] = "mlp:layers=2,width=8";
   unsized["stages"][0]["layer_names"] = {"fc0", "fc1"};
   unsized["stages"][1]["layer_names"] = {"head"};
+  unsized["stages"][0]["first_layer"] = 0;  // whichever cut the profiled costs chose
   unsized["stages"][0]["layers"] = 2;
+  unsized["stages"][1]["first_layer"] = 2;
   unsized["stages"][1]["layers"] = 1;
   unsized["balance"] = {2, 1};
   std::ofstream(dir + "/unsized.json") << unsized.dump();
