@@ -335,7 +335,8 @@ class Splitter {
       results_ = {result};
       unpack_result_ = result->type()->kind() == c10::TypeKind::TupleType;
     }
-    for (const Value* value : results_) {
+    for (size_t i = 0; i < results_.size(); ++i) {
+      const Value* value = results_[i];
       bool tensors = is_tensor(value);
       if (unpack_result_) {
         tensors = true;
@@ -343,10 +344,14 @@ class Splitter {
           tensors = tensors && element->kind() == c10::TypeKind::TensorType;
         }
       }
-      if (!tensors) {
-        refuse(fmt::format("forward returns a {}, not a tensor or a tuple of tensors",
-                           value->type()->repr_str()));
-      }
+      if (tensors) continue;
+      // A tuple built in forward: name the element that is no tensor (a nested tuple, an int).
+      refuse(result_tuple_ != nullptr
+                 ? fmt::format("forward returns a tuple whose element {} is a {}, not a tensor "
+                               "(pipebal takes a tensor or a flat tuple of tensors)",
+                               i, value->type()->repr_str())
+                 : fmt::format("forward returns a {}, not a tensor or a tuple of tensors",
+                               value->type()->repr_str()));
     }
   }
 

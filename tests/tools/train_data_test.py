@@ -356,6 +356,23 @@ assert result.stderr == f"pipebal: error: model '{two_heads}' returns 2 tensors,
     "trains a loss on one output (what only the others depend on would get no gradient): return " \
     "the output the loss reads\n", result.stderr
 
+# A result that is no tensor or flat tuple of tensors names the element that is not a tensor.
+class NestedResult(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+        h = self.fc(x)
+        return h, (h, h)
+
+
+nested = os.path.join(work, "nested-result.pt")
+torch.jit.script(NestedResult().double()).save(nested)
+result = run("train", "--model", nested, "--data", data, "--balance", "1", status=2)
+assert result.stderr.count("\n") == 1 and "forward returns a tuple whose element 1 is a " \
+    "Tuple[Tensor, Tensor], not a tensor" in result.stderr, result.stderr
+
 # Bad data: one line, exit status 2.
 not_torch = os.path.join(work, "bad.pt")
 open(not_torch, "w").write("not a torch file")
