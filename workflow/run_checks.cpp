@@ -86,6 +86,12 @@ void check_targets(const models::Dataset& data, models::LossKind loss,
   if (loss == models::LossKind::kNone || sample_output.dim() == 0) return;
   const at::Tensor& targets = data.targets;
   const std::string name = models::to_string(loss);
+  if (!sample_output.is_floating_point()) {  // an argmax, say: nothing to differentiate
+    throw std::invalid_argument(fmt::format(
+        "the model's output is {}, not floating point: no loss can be trained on it (return the "
+        "scores, not the classes)",
+        pipeline::dtype_name(sample_output.scalar_type())));
+  }
   const std::vector<int64_t> per_sample(targets.sizes().begin() + 1, targets.sizes().end());
   std::vector<int64_t> wanted(sample_output.sizes().begin() + 1, sample_output.sizes().end());
   if (loss == models::LossKind::kMse) {

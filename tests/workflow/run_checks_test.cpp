@@ -1,0 +1,81 @@
+// The checks a training run makes of --data's targets before its first step, against outputs
+// and targets made here.
+#include "workflow/run_checks.h"
+
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace pipebal::workflow {
+namespace {
+
+using models::LossKind;
+
+models::Dataset with_targets(at::Tensor targets) {
+  models::Dataset data;
+  data.inputs = {torch::zeros({targets.size(0), 3})};
+  data.targets = std::move(targets);
+  return data;
+}
+
+std::string error_of(const models::Dataset& data, LossKind loss, const at::Tensor& output) {
+  try {
+    check_targets(data, loss, output, "d.pt");
+  } catch (const std::invalid_argument& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+// Scores for 4 classes, one row per sample (the model's output on one sample).
+const at::Tensor kScores = torch::zeros({1, 4});
+
+TEST(CheckTargets, ClassIdsOfAnyIntegerTypeInRangeOrIgnoredPass) {
+  EXPECT_EQ(
+      error_of(with_targets(torch::tensor({0, 3, -100, 2})), LossKind::kCrossEntropy, kScores),
+      "(no error)");
+  EXPECT_EQ(error_of(with_targets(torch::tensor({0, 3, 1}, torch::kInt)), LossKind::kNll, kScores),
+            "(no error)");
+  EXPECT_EQ(error_of(with_targets(torch::tensor({true, false})), LossKind::kCrossEntropy, kScores),
+            "(no error)");
+}
+
+TEST(CheckTargets, AClassIdOutOfRangeNamesTheFirstSampleHoldingOne) {
+  EXPECT_EQ(error_of(with_targets(torch::tensor({0, 1, 4, -1})), LossKind::kCrossEntropy, kScores),
+            "--data d.pt: sample 2 has class id 4, the model's output has 4 classes (ids 0 to 3, "
+            "or -100 to ignore)");
+  // Per token: sample 1's second id.
+  EXPECT_EQ(error_of(with_targets(torch::tensor({{0, 1}, {2, -7}})), LossKind::kCrossEntropy,
+                     torch::zeros({1, 2, 4})),
+            "--data d.pt: sample 1 has class id -7, the model's output has 4 classes (ids 0 to 3, "
+            "or -100 to ignore)");
+}
+
+TEST(CheckTargets, ShapesAndKindsTheLossCannotReadAreRefused) {
+  EXPECT_EQ(
+      error_of(with_targets(torch::zeros({3, 2}, torch::kLong)), LossKind::kCrossEntropy, kScores),
+      "--data d.pt: cross_entropy reads one class id per output row of scores; a sample's "
+      "targets have shape [2], the model's output [4] per sample");
+  EXPECT_EQ(error_of(with_targets(torch::zeros({3})), LossKind::kNll, kScores),
+            "--data d.pt: nll reads class ids (integers), the targets are float32 (regression "
+            "targets? give --loss mse)");
+  EXPECT_EQ(error_of(with_targets(torch::zeros({3}, torch::kLong)), LossKind::kMse, kScores),
+            "--data d.pt: mse needs floating-point targets, these are int64 (class ids? give "
+            "--loss cross_entropy)");
+  EXPECT_EQ(error_of(with_targets(torch::zeros({3, 5})), LossKind::kMse, kScores),
+            "--data d.pt: a sample's target has shape [5], the model's output [4]: mse compares "
+            "them element by element");
+  EXPECT_EQ(error_of(with_targets(torch::zeros({3, 4})), LossKind::kMse, kScores), "(no error)");
+  // An output of classes, not scores.
+  EXPECT_EQ(error_of(with_targets(torch::zeros({3}, torch::kLong)), LossKind::kCrossEntropy,
+                     torch::zeros({1}, torch::kLong)),
+            "the model's output is int64, not floating point: no loss can be trained on it "
+            "(return the scores, not the classes)");
+  // --loss none reads no targets.
+  EXPECT_EQ(error_of(with_targets(torch::zeros({3, 9})), LossKind::kNone, kScores), "(no error)");
+}
+
+}  // namespace
+}  // namespace pipebal::workflow
