@@ -41,11 +41,11 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
 void check_data_has_no_nan(const models::Dataset& data, bool targets_read, const std::string& path);
 
 // Throws when --data's targets (from the file `path`) cannot meet `loss` on the model's output,
-// `sample_output` being its output for a few samples (which must be floating point: scores, not
-// an argmax): class ids that are not integers, of another
-// shape than the output's rows less the class dimension, or outside 0 to classes - 1 (-100, the
-// ignored id, passes), naming the first such sample; regression targets that are not floating or
-// not the output's shape. Each would fail inside a step, after some had trained.
+// `sample_output` being its output for a few samples: an output that is not floating point (an
+// argmax, not scores); class ids that are not integers, of another shape than the output's rows
+// less the class dimension, or outside 0 to classes - 1 (-100, the ignored id, passes), naming
+// the first such sample; regression targets that are not floating or not the output's shape.
+// Each would fail inside a step, after some had trained.
 void check_targets(const models::Dataset& data, models::LossKind loss,
                    const at::Tensor& sample_output, const std::string& path);
 
