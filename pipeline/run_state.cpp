@@ -24,15 +24,11 @@ void BufferSnapshot::restore() const {
   for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].variable_data().copy_(values_[i]);
 }
 
-namespace {
-
 at::Tensor default_generator_state() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
-
-}  // namespace
 
 RunState::RunState(const LayerSeq& layers)
     : buffers_(layers), generator_state_(default_generator_state()) {}

@@ -27,6 +27,10 @@ class BufferSnapshot {
   std::vector<at::Tensor> buffers_, values_;
 };
 
+// The state of ATen's default CPU generator, read whole under its mutex (another thread may be
+// drawing).
+at::Tensor default_generator_state();
+
 // The buffers and the default CPU generator now; put back by restore() and when it goes.
 class RunState {
  public:

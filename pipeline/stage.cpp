@@ -8,7 +8,6 @@
 #include <stdexcept>
 #include <string>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -176,16 +175,11 @@ Batch Stage::run_probing_generator(const Batch& input, int micro_batch, uint64_t
   Batch output;
   {
     std::shared_lock<std::shared_mutex> probing(default_generator_mutex());
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    const auto state = [&generator] {  // whole: a probe beside this one may be drawing
-      std::lock_guard<std::mutex> reading(generator.mutex());
-      return generator.get_state();
-    };
-    const at::Tensor before = state();
+    const at::Tensor before = default_generator_state();  // a probe beside may be drawing
     std::optional<StageGeneratorScope> own_generator;
     if (stochastic_) own_generator.emplace(rng_seed);
     output = run_layers(probed, micro_batch);
-    draws_unrecognised_ = !torch::equal(state(), before);
+    draws_unrecognised_ = !torch::equal(default_generator_state(), before);
   }
   if (may_write && tensor_versions(probed) != versions) input_writes_ = {true, true};
   if (!*draws_unrecognised_) return output;
