@@ -264,17 +264,6 @@ int64_t CostModel::received_grad_bytes(int cut) const {
   return layer.input_bytes >= 0 ? layer.input_bytes : layers_[cut - 1].output_bytes;
 }
 
-double CostModel::allreduce_ms(int first, int end) const {
-  if (options_.replicas < 2 || options_.allreduce_bytes_per_ms <= 0) return 0;
-  const double r = options_.replicas;
-  const double bytes = static_cast<double>(param_prefix_bytes_[end] - param_prefix_bytes_[first]);
-  return 2 * (r - 1) / r * bytes / options_.allreduce_bytes_per_ms;
-}
-
-double CostModel::time_ms(int stage, int first, int end) const {
-  return (work_prefix_ms_[end] - work_prefix_ms_[first]) / speeds_[stage];
-}
-
 int64_t CostModel::memory_bytes(int stage, int first, int end) const {
   const StageMemory terms = memory_terms(stage, first, end);
   // Counts times bytes may pass 2^63 for absurd inputs: compute wide, saturate (no cap fits).

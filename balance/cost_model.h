@@ -77,7 +77,9 @@ class CostModel {
   // Additive: time_ms(s, a, c) = time_ms(s, a, b) + time_ms(s, b, c). The backward counts
   // whole: where a schedule splits it, durations() has B and W as measured apart, which may
   // take longer together.
-  double time_ms(int stage, int first, int end) const;
+  double time_ms(int stage, int first, int end) const {  // inline: the partitioners' inner loop
+    return (work_prefix_ms_[end] - work_prefix_ms_[first]) / speeds_[stage];
+  }
   // The engine's cost of a stage's actions per micro-batch (F, B, R averaged over the
   // micro-batches that are checkpointed, W where the backward is split): the same for any extent.
   double overhead_ms(int stage) const { return options_.engine.action_ms * actions_[stage]; }
@@ -91,7 +93,12 @@ class CostModel {
   }
   // Time of the stage's gradient all-reduce over its replicas after the step (a ring: each
   // replica sends and receives 2 (R - 1) / R of the gradient bytes); 0 with one replica.
-  double allreduce_ms(int first, int end) const;
+  double allreduce_ms(int first, int end) const {
+    if (options_.replicas < 2 || options_.allreduce_bytes_per_ms <= 0) return 0;
+    const double r = options_.replicas;
+    const double bytes = static_cast<double>(param_prefix_bytes_[end] - param_prefix_bytes_[first]);
+    return 2 * (r - 1) / r * bytes / options_.allreduce_bytes_per_ms;
+  }
   // What the partitioners minimise the maximum of: time_ms + overhead_ms + transfer_ms(end),
   // plus the stage's all-reduce spread over the step's micro-batches (it runs once per step: a
   // stage's share of the step is chunks x this cost).

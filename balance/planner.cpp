@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -113,16 +114,38 @@ int64_t peak_bytes(const Plan& plan) {
   return *std::max_element(held.begin(), held.end());
 }
 
-// dp's balance for `config`, planned into config.plan; false when no partition fits the caps (or
-// its predicted peak does not).
-bool choose_balance(const CostModel& model, Configuration& config) {
+// dp's balances already found for one stage count and micro-batch count, by checkpoint mode.
+// GPipe and 1F1B charge a partition the same stage costs and differ only in the memory they hold,
+// so without memory caps they share dp's balance (a 5000-layer model on 128 devices then costs
+// half the search).
+using SharedBalances = std::map<CheckpointMode, std::vector<int>>;
+
+bool shares_balance(const CostModel& model) {
+  const ScheduleKind kind = model.schedule().kind;
+  if (kind != ScheduleKind::kGPipe && kind != ScheduleKind::kOneFOneB) return false;
+  for (int s = 0; s < model.stage_count(); ++s) {
+    if (model.memory_cap_bytes(s) != kUnlimitedBytes) return false;
+  }
+  return true;
+}
+
+// dp's balance for `config` (from `shared` when it holds one for it), planned into config.plan;
+// false when no partition fits the caps (or its predicted peak does not).
+bool choose_balance(const CostModel& model, Configuration& config, SharedBalances* shared) {
   std::vector<int> balance;
-  try {
-    // Interleaved searches on from dp's balance below; zb-h1 is balanced before its delays.
-    balance =
-        config.virtual_stages > 1 ? dp_partition(model) : partition_balance(model, Algorithm::kDp);
-  } catch (const std::invalid_argument&) {
-    return false;  // no partition within the memory caps
+  const bool sharing = shared != nullptr && shares_balance(model);
+  const auto known = sharing ? shared->find(config.checkpoint) : SharedBalances::iterator{};
+  if (sharing && known != shared->end()) {
+    balance = known->second;
+  } else {
+    try {
+      // Interleaved searches on from dp's balance below; zb-h1 is balanced before its delays.
+      balance = config.virtual_stages > 1 ? dp_partition(model)
+                                          : partition_balance(model, Algorithm::kDp);
+    } catch (const std::invalid_argument&) {
+      return false;  // no partition within the memory caps
+    }
+    if (sharing) shared->emplace(config.checkpoint, balance);
   }
   std::optional<InterleavedSearch> search;
   if (config.virtual_stages > 1) {
@@ -146,7 +169,8 @@ bool choose_balance(const CostModel& model, Configuration& config) {
 // Costs one configuration with dp's balance, or with `fixed`'s balance and W delays when given;
 // false when no partition fits the caps.
 bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostOptions options,
-                        int64_t replica_batch, Configuration& config, const Plan* fixed = nullptr) {
+                        int64_t replica_batch, Configuration& config, const Plan* fixed = nullptr,
+                        SharedBalances* shared = nullptr) {
   options.chunks = config.chunks;
   options.schedule = config.schedule;
   options.virtual_stages = config.virtual_stages;
@@ -160,7 +184,7 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   const CostModel model(at.layers, config.stages * config.virtual_stages, options);
   if (fixed) {
     config.plan = plan_balance(model, fixed->balance, fixed->algorithm);
-  } else if (!choose_balance(model, config)) {
+  } else if (!choose_balance(model, config, shared)) {
     return false;
   }
   config.plan.model = profile.model;
@@ -290,6 +314,47 @@ Configuration plain_on_threads(const CostProfile& profile, const CostOptions& co
   return config;
 }
 
+// Every pipelined configuration the search costs, uncosted, grouped by replicas, micro-batch
+// count and stage count; `any_chunks` tells whether some micro-batch count was searched.
+std::vector<Configuration> pipelined_candidates(const CostProfile& profile,
+                                                const PlanSearch& search,
+                                                const std::vector<ScheduleKind>& schedules,
+                                                const std::vector<CheckpointMode>& checkpoints,
+                                                bool& any_chunks) {
+  const int64_t batch = profile.mini_batch_size();
+  const int layers = static_cast<int>(profile.layers.size());
+  std::vector<Configuration> candidates;
+  for (int replicas = 1; replicas <= (search.data_parallel ? search.devices : 1); ++replicas) {
+    if (batch % replicas != 0) continue;
+    for (const int chunks : candidate_chunks(profile, batch / replicas, replicas, search.chunks)) {
+      any_chunks = true;
+      for (int stages = 1; stages <= std::min(search.devices / replicas, layers); ++stages) {
+        for (const ScheduleKind schedule : schedules) {
+          for (const int per_device : per_device_counts(schedule, search.virtual_stages)) {
+            // Interleaving needs devices to interleave, whole rounds of micro-batches and enough
+            // layers.
+            if (per_device > 1 &&
+                (stages < 2 || chunks % stages != 0 || stages * per_device > layers)) {
+              continue;
+            }
+            for (const CheckpointMode checkpoint : checkpoints) {
+              Configuration config;
+              config.stages = stages;
+              config.virtual_stages = per_device;
+              config.replicas = replicas;
+              config.chunks = chunks;
+              config.schedule = schedule;
+              config.checkpoint = checkpoint;
+              candidates.push_back(std::move(config));
+            }
+          }
+        }
+      }
+    }
+  }
+  return candidates;
+}
+
 }  // namespace
 
 std::optional<Configuration> configure(const CostProfile& profile, const CostOptions& costs,
@@ -365,47 +430,36 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
 
   result.one_size = measured_sizes(profile).size() <= 1;
 
+  bool any_chunks = false;
+  std::vector<Configuration> candidates =
+      pipelined_candidates(profile, search, schedules, checkpoints, any_chunks);
   std::vector<Configuration> feasible;
   int interleaved_searched = 0;
-  bool any_chunks = false;
-  for (int replicas = 1; replicas <= (search.data_parallel ? search.devices : 1); ++replicas) {
-    if (batch % replicas != 0) continue;
-    const int64_t replica_batch = batch / replicas;
-    for (const int chunks : candidate_chunks(profile, replica_batch, replicas, search.chunks)) {
-      any_chunks = true;
-      const CostsAtSize at =
-          costs_at_micro_batch_size(profile, micro_batch_size(replica_batch, chunks));
-      for (int stages = 1; stages <= std::min(search.devices / replicas, layers); ++stages) {
-        for (const ScheduleKind schedule : schedules) {
-          for (const int per_device : per_device_counts(schedule, search.virtual_stages)) {
-            // Interleaving needs devices to interleave, whole rounds of micro-batches and enough
-            // layers.
-            if (per_device > 1 &&
-                (stages < 2 || chunks % stages != 0 || stages * per_device > layers)) {
-              continue;
-            }
-            for (const CheckpointMode checkpoint : checkpoints) {
-              Configuration config;
-              config.stages = stages;
-              config.virtual_stages = per_device;
-              config.replicas = replicas;
-              config.chunks = chunks;
-              config.schedule = schedule;
-              config.checkpoint = checkpoint;
-              ++result.searched;
-              interleaved_searched += per_device > 1;
-              if (!cost_configuration(profile, at, search.costs, replica_batch, config)) {
-                ++result.over_memory;
-                continue;
-              }
-              rate(config, plain, batch);
-              feasible.push_back(std::move(config));
-            }
-          }
-        }
-      }
+  // Costs at the micro-batch size last costed (the candidates come grouped by it), and dp's
+  // balances shared within each group of replicas, chunks and stages.
+  std::optional<CostsAtSize> at;
+  int64_t at_size = -1;
+  std::map<std::tuple<int, int, int>, SharedBalances> shared;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (search.on_progress) search.on_progress(i, candidates.size());
+    Configuration& config = candidates[i];
+    const int64_t replica_batch = batch / config.replicas;
+    const int64_t size = micro_batch_size(replica_batch, config.chunks);
+    if (size != at_size) {
+      at = costs_at_micro_batch_size(profile, size);
+      at_size = size;
     }
+    ++result.searched;
+    interleaved_searched += config.virtual_stages > 1;
+    SharedBalances& group = shared[{config.replicas, config.chunks, config.stages}];
+    if (!cost_configuration(profile, *at, search.costs, replica_batch, config, nullptr, &group)) {
+      ++result.over_memory;
+      continue;
+    }
+    rate(config, plain, batch);
+    feasible.push_back(std::move(config));
   }
+  if (search.on_progress) search.on_progress(candidates.size(), candidates.size());
   // The plain model on several threads: one stage using as many devices as threads.
   for (const CostProfile& wide : search.plain_profiles) {
     if (wide.layers.size() != profile.layers.size() || wide.mini_batch_size() != batch) {

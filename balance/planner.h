@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,9 @@ struct PlanSearch {
   // with the rest of the system), and predictions err by more than a few percent: a predicted
   // gain smaller than that is not worth the risk, nor the devices.
   double min_gain = 0.05;
+  // Called with the configurations costed so far and their number, before each and after the
+  // last (a long model on many devices takes seconds).
+  std::function<void(size_t done, size_t total)> on_progress;
 };
 
 // One configuration and its prediction.

@@ -2,6 +2,7 @@
 #include "tools/plan_command.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <ostream>
@@ -19,11 +20,15 @@
 #include "common/distinct_paths.h"
 #include "common/format_bytes.h"
 #include "tools/command_line.h"
+#include "tools/progress.h"
 
 namespace pipebal::tools {
 namespace {
 
 using balance::Configuration;
+
+// A search shorter than this shows no progress.
+constexpr std::chrono::seconds kSilentSearch{2};
 
 constexpr const char* kFooter =
     "Example:\n"
@@ -205,8 +210,14 @@ void run_plan(const PlanParams& params, std::ostream& out) {
   for (const std::string& path : params.plain_profiles) inputs.push_back({"--plain-profile", path});
   check_outputs_apart(inputs, {{"-o", params.output_path}});
   if (!params.output_path.empty()) check_writable(params.output_path);  // before the search
-  const balance::PlanSearchResult result =
-      balance::search_plans(profile, plan_search(params, profile));
+  balance::PlanSearch search = plan_search(params, profile);
+  // Most searches take milliseconds: progress shows only once one has taken a while.
+  Progress progress(std::cerr, Progress::mode_for_stderr(params.quiet), kSilentSearch);
+  search.on_progress = [&progress](size_t done, size_t total) {
+    progress.update("configurations costed", done, total);
+  };
+  const balance::PlanSearchResult result = balance::search_plans(profile, search);
+  progress.finish();
   for (const int threads : result.plain_threads_not_weighed) {
     std::cerr << fmt::format(
         "{}a --plain-profile measured on {} thread{} was not weighed: {}\n", warning_prefix(),
@@ -273,6 +284,7 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("-o,--output", params->output_path,
                   "Write the recommended configuration here (pipebal.plan/1, for train --plan)");
+  sub->add_flag("-q,--quiet", params->quiet, "No progress on stderr (shown after 2 s of search)");
   sub->callback([params]() { run_plan(*params, std::cout); });
 }
 

@@ -28,6 +28,7 @@ struct PlanParams {
   int top = 10;
   std::string format = "table";  // table or json
   std::string output_path;
+  bool quiet = false;  // no progress on stderr (shown only once the search has taken 2 s)
 };
 
 void add_plan_command(CLI::App& app);

@@ -28,7 +28,8 @@ Progress::Mode Progress::mode_for_stderr(bool quiet) {
   return ::isatty(STDERR_FILENO) != 0 ? Mode::kLive : Mode::kLines;
 }
 
-Progress::Progress(std::ostream& out, Mode mode) : out_(out), mode_(mode) {}
+Progress::Progress(std::ostream& out, Mode mode, Clock::duration silent_for)
+    : out_(out), mode_(mode), silent_for_(silent_for) {}
 
 Progress::~Progress() {
   finish();
@@ -43,6 +44,7 @@ void Progress::update(const std::string& phase, size_t done, size_t total,
     phase_start_ = now;
     last_line_ = Clock::time_point{};
   }
+  if (now - start_ < silent_for_) return;
   const bool phase_done = done >= total;
   if (mode_ == Mode::kLines && !phase_done && done > 1 && seconds_between(last_line_, now) < 1.0) {
     return;

@@ -18,7 +18,9 @@ class Progress {
   // kQuiet when `quiet`, else kLive when stderr is a terminal, else kLines.
   static Mode mode_for_stderr(bool quiet);
 
-  Progress(std::ostream& out, Mode mode);
+  // Nothing is shown before `silent_for` has passed (for work that is usually quick).
+  Progress(std::ostream& out, Mode mode,
+           std::chrono::steady_clock::duration silent_for = std::chrono::seconds(0));
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -34,6 +36,7 @@ class Progress {
   std::ostream& out_;
   Mode mode_;
   Clock::time_point start_ = Clock::now();
+  Clock::duration silent_for_;
   std::string phase_;
   Clock::time_point phase_start_;
   Clock::time_point last_line_;

@@ -37,14 +37,15 @@ Outcome evaluate(const CostModel& model, const std::vector<int>& balance) {
   return outcome;
 }
 
-// Runs `instances` random instances with the given features and compares dp with enumeration.
-void compare_with_brute_force(uint32_t seed, int instances, bool caps, bool speeds,
-                              bool bandwidth) {
+// Runs `instances` random instances with the given features and compares dp with enumeration;
+// models of up to `max_layers` layers on up to `max_stages` stages.
+void compare_with_brute_force(uint32_t seed, int instances, bool caps, bool speeds, bool bandwidth,
+                              int max_layers = 14, int max_stages = 6) {
   std::mt19937 rng(seed);
   int infeasible = 0;
   for (int t = 0; t < instances; ++t) {
-    const int n = 1 + static_cast<int>(rng() % 14);
-    const int k = 1 + static_cast<int>(rng() % std::min(6, n));
+    const int n = 1 + static_cast<int>(rng() % max_layers);
+    const int k = 1 + static_cast<int>(rng() % std::min(max_stages, n));
     const auto layers = random_layers(rng, n, /*integer_costs=*/t % 2 == 0);
     CostOptions options = random_options(rng, k, speeds, bandwidth);
     if (caps) {
@@ -91,6 +92,38 @@ TEST(DpPartition, MatchesBruteForceWithSpeedsAndBandwidth) {
 
 TEST(DpPartition, MatchesBruteForceWithEverything) {
   compare_with_brute_force(4, 2500, true, true, true);
+}
+
+// Longer models put the optimum within a few percent of the search's lower bound (the work
+// spread evenly), where it gallops instead of bisecting.
+TEST(DpPartition, MatchesBruteForceOnLongerModels) {
+  compare_with_brute_force(5, 60, false, false, false, 36, 4);
+  compare_with_brute_force(6, 60, true, true, true, 36, 4);
+}
+
+// The planner costs GPipe and 1F1B with one dp balance when no memory cap applies: they must
+// charge every extent the same.
+TEST(DpPartition, GPipeAndOneFOneBShareTheirBalanceWithoutCaps) {
+  std::mt19937 rng(8);
+  for (int t = 0; t < 200; ++t) {
+    const int n = 1 + static_cast<int>(rng() % 30);
+    const int k = 1 + static_cast<int>(rng() % std::min(6, n));
+    const auto layers = random_layers(rng, n, /*integer_costs=*/false);
+    CostOptions options = random_options(rng, k, /*speeds=*/true, /*bandwidth=*/true);
+    options.weight_delays.clear();
+    options.schedule = pipeline::ScheduleKind::kGPipe;
+    const CostModel gpipe(layers, k, options);
+    options.schedule = pipeline::ScheduleKind::kOneFOneB;
+    const CostModel one_f_one_b(layers, k, options);
+    for (int s = 0; s < k; ++s) {
+      for (int a = 0; a < n; ++a) {
+        for (int j = a + 1; j <= n; ++j) {
+          ASSERT_EQ(gpipe.cost_ms(s, a, j), one_f_one_b.cost_ms(s, a, j)) << t;
+        }
+      }
+    }
+    EXPECT_EQ(dp_partition(gpipe), dp_partition(one_f_one_b)) << t;
+  }
 }
 
 TEST(DpPartition, PrefersTheSmallerSumOfStageCostsAmongEqualBottlenecks) {

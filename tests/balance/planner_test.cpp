@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -104,6 +105,17 @@ TEST(Planner, MatchesAnExhaustiveEnumerationOfConfigurations) {
       EXPECT_EQ(config.costs, CostSource::kMeasured);
       EXPECT_DOUBLE_EQ(config.speedup, result.plain.step_ms / config.step_ms);
     }
+  }
+}
+
+TEST(Planner, ReportsItsProgressOverEveryConfigurationCosted) {
+  PlanSearch search = on_devices(3);
+  std::vector<std::pair<size_t, size_t>> calls;
+  search.on_progress = [&calls](size_t done, size_t total) { calls.emplace_back(done, total); };
+  const PlanSearchResult result = search_plans(profile_of({1, 2, 3, 4}, 0.5, 8), search);
+  ASSERT_EQ(calls.size(), static_cast<size_t>(result.searched) + 1);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i], std::make_pair(i, static_cast<size_t>(result.searched)));
   }
 }
 

@@ -2,7 +2,9 @@
 // left), plain flushed lines elsewhere, nothing when quiet.
 #include "tools/progress.h"
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -48,6 +50,18 @@ TEST(Progress, QuietPrintsNothing) {
   progress.update("step", 1, 2);
   progress.finish();
   EXPECT_EQ(out.str(), "");
+}
+
+TEST(Progress, StaysSilentUntilItsDelayHasPassed) {
+  std::ostringstream out;
+  Progress silent(out, Progress::Mode::kLines, std::chrono::hours(1));
+  silent.update("configurations costed", 1, 2);
+  silent.update("configurations costed", 2, 2);
+  EXPECT_EQ(out.str(), "");
+  Progress delayed(out, Progress::Mode::kLines, std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  delayed.update("configurations costed", 2, 2);
+  EXPECT_EQ(out.str().rfind("configurations costed 2 of 2, elapsed", 0), 0u) << out.str();
 }
 
 TEST(Progress, SecondsReadAsAPersonWritesThem) {
