@@ -332,8 +332,9 @@ StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string
     for (const auto& entry : fs::directory_iterator(path_, error)) {
       const std::string name = entry.path().filename().string();
       if (std::find(own_files.begin(), own_files.end(), name) == own_files.end()) {
-        throw std::runtime_error("'" + path_ + "' holds other files (" + name +
-                                 "): give a new or empty directory, or an earlier run's");
+        throw std::runtime_error("'" + path_ + "' holds " + name +
+                                 ", which this command does not write: give a new or empty "
+                                 "directory, or one this command wrote before");
       }
     }
   }

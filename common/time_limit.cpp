@@ -24,7 +24,7 @@ void check_time_limit(double seconds, const std::string& what, const std::string
   }
   if (seconds >= 0 && seconds <= kMaxTimeLimitS) return;
   throw std::invalid_argument(
-      fmt::format("{} must be from 0 to {:.0f} seconds{}, got {:g}", what, kMaxTimeLimitS,
+      fmt::format("{} must be from 0 to {:.0f} seconds{}, got {}", what, kMaxTimeLimitS,
                   zero_means.empty() ? "" : " (0: " + zero_means + ")", seconds));
 }
 

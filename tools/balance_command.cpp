@@ -323,8 +323,8 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
   }
   if (!written.empty()) {
     out << fmt::format(
-        "\nwrote {}\nmeasure them side by side: pipebal validate --plans {}/*.json -o DIR\n",
-        fmt::join(written, ", "), params.schedule_plans_dir);
+        "\nwrote {}\nmeasure them side by side: pipebal validate --plans {} -o DIR\n",
+        fmt::join(written, ", "), files_in(params.schedule_plans_dir, {"*.json"}));
   }
   if (!removed.empty()) {
     out << fmt::format("removed {}, an earlier run's plan for a schedule without one now\n",

@@ -35,6 +35,13 @@ std::string warning_prefix() {
   return "pipebal: warning: " + rank_prefix();
 }
 
+std::string files_in(const std::string& directory, const std::vector<std::string>& names) {
+  std::string prefix = directory;
+  while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
+  if (prefix != "/") prefix += '/';
+  return prefix + fmt::format("{}", fmt::join(names, ", "));
+}
+
 void check_not_a_rank(const std::string& command) {
   const char* world = std::getenv("WORLD_SIZE");
   if (world == nullptr || std::getenv("RANK") == nullptr) return;

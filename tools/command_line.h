@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +27,10 @@ struct ExitStatus {
 std::string rank_prefix();
 // "pipebal: warning: " and the rank prefix: what begins every warning line.
 std::string warning_prefix();
+
+// "out/profile.json, plan.json": files written into `directory`, the first with its path (one
+// slash between, however the directory was given).
+std::string files_in(const std::string& directory, const std::vector<std::string>& names);
 
 // Throws std::invalid_argument when this process is a rank of a launched multi-process run
 // (RANK set, WORLD_SIZE above 1): `command` runs as one process, and N copies of it would only

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "balance/profile_options.h"
 #include "balance/units.h"
 
 namespace pipebal::tools {
@@ -53,13 +54,12 @@ void apply_device_params(const DeviceParams& params, const balance::CostProfile&
     options.memory_caps_bytes.push_back(balance::parse_bytes(cap));
   }
   options.device_speeds = params.device_speeds;
+  // The engine's costs and the link measured by `pipebal link`, unless --bandwidth overrides it.
+  balance::apply_profile_measurements(profile, options);
   if (!params.bandwidth.empty()) {
     options.bandwidth_bytes_per_ms = balance::parse_bandwidth_bytes_per_ms(params.bandwidth);
-  } else if (profile.link) {  // measured by `pipebal link`
-    options.bandwidth_bytes_per_ms = profile.link->bandwidth_bytes_per_ms;
-    options.latency_ms = profile.link->latency_ms;
+    options.latency_ms = 0;
   }
-  if (profile.engine) options.engine = *profile.engine;
   options.allreduce_bytes_per_ms =
       params.allreduce_bandwidth.empty()
           ? options.bandwidth_bytes_per_ms

@@ -39,7 +39,7 @@ void add_launch_command(CLI::App& app) {
       "  pipebal launch --nproc-per-node 2 -- pipebal train --plan plan.json -o run.json\n"
       "  # two hosts, two stages each:\n"
       "  pipebal launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr host0 \\\n"
-      "      --master-port 29500 -- pipebal train --balance 2,2,2,2 -o run.json");
+      "      --master-port 29500 -- pipebal train --balance 3,2,2,2 -o run.json");
   cmd->callback([options] {
     distributed::check(*options);
     throw ExitStatus{distributed::launch(*options, std::cerr)};

@@ -112,7 +112,9 @@ void run_link(const LinkParams& p) {
     fmt::print("added the link to {}\n", p.profile);
   }
   if (!p.output.empty()) {
-    write_file_atomically(p.output, measured.dump(2) + "\n");
+    nlohmann::json document = measured;
+    document["schema"] = schema_tag("pipebal.link", 1);
+    write_file_atomically(p.output, document.dump(2) + "\n");
     fmt::print("wrote {}\n", p.output);
   }
 }
@@ -125,7 +127,9 @@ void add_link_command(CLI::App& app) {
       "link", "Measure the link between two processes (latency, bandwidth) for balance");
   cmd->add_option("--profile", p->profile,
                   "add the link to this profile (and measure the sizes its layers send)");
-  cmd->add_option("-o,--output", p->output, "write the link as JSON");
+  cmd->add_option("-o,--output", p->output,
+                  "write the link as JSON (pipebal.link/1: a record; balance reads the link "
+                  "--profile adds)");
   cmd->add_option("--sizes", p->sizes, "message sizes")->delimiter(',')->capture_default_str();
   cmd->add_option("--repeats", p->repeats, "round trips per size (median)")->capture_default_str();
   cmd->add_option("--timeout", p->timeout_s, "seconds to wait for the other process (0: 300)")
@@ -138,8 +142,9 @@ void add_link_command(CLI::App& app) {
       "given.\n"
       "Example:\n"
       "  pipebal launch --nproc-per-node 2 -- pipebal link --profile profile.json\n"
-      "  # across hosts: one process on each\n"
-      "  pipebal launch --nnodes 2 --node-rank 0 --master-addr host0 -- pipebal link -o link.json");
+      "  # across hosts: one process on each (rank 0, on host0, writes the profile)\n"
+      "  pipebal launch --nnodes 2 --node-rank 0 --master-addr host0 -- \\\n"
+      "      pipebal link --profile profile.json -o link.json");
   cmd->callback([p] { run_link(*p); });
 }
 

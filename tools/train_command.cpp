@@ -13,6 +13,7 @@
 #include "common/atomic_file.h"
 #include "common/distinct_paths.h"
 #include "distributed/launch_env.h"
+#include "models/input_spec.h"
 #include "models/synthetic.h"
 #include "models/zoo.h"
 #include "tools/command_line.h"
@@ -55,12 +56,13 @@ void warn_if_diverged(const reports::RunRecord& run) {
 }
 
 void print_summary(const reports::RunRecord& run) {
-  fmt::print("model {}, input {}{}, balance [{}], {} micro-batches, {} schedule, checkpoint {}\n",
+  fmt::print("model {}, input {}{}, balance [{}], {} micro-batch{}, {} schedule, checkpoint {}\n",
              run.model,
              run.inputs.empty() ? fmt::format("[{}]", fmt::join(run.input_shape, ","))
                                 : fmt::format("{}", fmt::join(run.inputs, " ")),
              run.replicas > 1 ? fmt::format(" x {} replicas", run.replicas) : "",
-             fmt::join(run.balance, ","), run.chunks, run.schedule, run.checkpoint);
+             fmt::join(run.balance, ","), run.chunks, run.chunks == 1 ? "" : "es", run.schedule,
+             run.checkpoint);
   fmt::print("median step {:.3f} ms (p10 {:.3f}, p90 {:.3f}) over {} steps, {:.1f} samples/s\n",
              run.median_step_ms, run.p10_step_ms, run.p90_step_ms, run.steps.size(),
              run.samples_per_s);
@@ -74,6 +76,14 @@ void print_summary(const reports::RunRecord& run) {
                s.busy_ms, 100 * s.busy_fraction,
                s.peak_memory_bytes >= 0 ? format_bytes(s.peak_memory_bytes) : "-");
   }
+}
+
+// The samples of one step the plan was made for (all replicas together); 0 when it does not say.
+int64_t planned_mini_batch(const balance::Plan& plan) {
+  if (!plan.input_shape.empty()) return plan.input_shape[0] * plan.replicas;
+  if (!plan.inputs.empty())
+    return models::parse_input_spec(plan.inputs[0]).shape[0] * plan.replicas;
+  return 0;
 }
 
 void run_train(const TrainParams& p, const CLI::App& cmd) {
@@ -154,6 +164,11 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     if (cmd.count("--threads") == 0 && plan.threads_per_stage > 0) {
       settings.threads_per_stage = plan.threads_per_stage;
     }
+    // --data is read in mini-batches of the plan's size unless --batch-size says otherwise.
+    const int64_t planned_batch = planned_mini_batch(plan);
+    if (!settings.data.empty() && planned_batch > 0 && cmd.count("--batch-size") == 0) {
+      settings.batch_size = planned_batch;
+    }
     // The command line's choices go before the plan's; the plan's prediction is then not this
     // run's, and a comparison with it would mislead.
     std::vector<std::string> changed;
@@ -173,6 +188,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     if (settings.replicas != plan.replicas) {
       changed.push_back(
           fmt::format("--replicas {} (planned {})", settings.replicas, plan.replicas));
+    }
+    if (!settings.data.empty() && planned_batch > 0 && settings.batch_size != planned_batch) {
+      changed.push_back(
+          fmt::format("--batch-size {} (planned {})", settings.batch_size, planned_batch));
     }
     if (cmd.count("--virtual") > 0 && p.settings.virtual_stages != plan.virtual_stages) {
       changed.push_back(
@@ -262,7 +281,8 @@ void add_train_command(CLI::App& app) {
   add_model_option(*cmd, p->settings.model)->capture_default_str();
   add_input_options(*cmd, p->input_shape, p->settings.inputs);
   add_dtype_option(*cmd, p->settings.dtype);
-  auto* plan = cmd->add_option("--plan", p->plan, "plan.json from `pipebal balance`");
+  auto* plan =
+      cmd->add_option("--plan", p->plan, "plan.json from `pipebal plan` or `pipebal balance`");
   auto* balance = cmd->add_option("--balance", p->balance, "layers per stage, e.g. 3,3,2");
   plan->excludes(balance);
   balance->excludes(plan);
@@ -306,8 +326,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--epochs", p->settings.epochs, "passes over --data")
       ->capture_default_str()
       ->needs(data);
-  cmd->add_option("--batch-size", p->settings.batch_size, "mini-batch of --data, in samples")
-      ->capture_default_str()
+  cmd->add_option("--batch-size", p->settings.batch_size,
+                  "mini-batch of --data, in samples (default: the --plan's, else 32)")
       ->needs(data);
   cmd->add_flag("--shuffle", p->settings.shuffle,
                 "visit --data in a new random order each epoch (from --seed); default: file order")
@@ -326,14 +346,14 @@ void add_train_command(CLI::App& app) {
       "Example:\n"
       "  pipebal train --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"
       "      --balance 5,5 --chunks 8 --steps 10 -o run.json --trace trace.json\n"
-      "  pipebal train --model resnet:depth=18,width=16 --plan plan.json -o run.json\n"
+      "  pipebal train --plan plan.json -o run.json   # plan.json from pipebal plan or balance\n"
       "On your data, keeping the trained model:\n"
-      "  pipebal train --model model.pt --plan plan.json --data data.pt --batch-size 64 \\\n"
+      "  pipebal train --plan plan.json --data data.pt \\\n"
       "      --epochs 3 --loss cross_entropy --lr 0.1 --save trained.pt -o run.json\n"
       "One process per stage (rank r runs stage r; rank 0 writes the outputs):\n"
       "  pipebal launch --nproc-per-node 2 -- pipebal train --plan plan.json -o run.json\n"
       "  python3 -m torch.distributed.run --nproc_per_node 2 --no_python \\\n"
-      "      pipebal train --plan plan.json -o run.json");
+      "      --redirects 2 --tee 2 --log_dir logs pipebal train --plan plan.json -o run.json");
   cmd->callback([p, cmd] {
     if (p->plan.empty() && p->balance.empty()) {
       throw std::invalid_argument("train: give --plan plan.json or --balance 3,3,2");

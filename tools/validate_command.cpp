@@ -18,6 +18,7 @@
 #include "tools/common_options.h"
 #include "workflow/plan_validation.h"
 #include "workflow/plans_comparison.h"
+#include "workflow/validation.h"
 
 namespace pipebal::tools {
 namespace {
@@ -82,7 +83,7 @@ void run_auto_validate(const workflow::AutoValidateSettings& settings) {
       written.push_back(file);
     }
   }
-  fmt::print("\nwrote {}/{}\n", settings.output, fmt::join(written, ", "));
+  fmt::print("\nwrote {}\n", files_in(settings.output, written));
 }
 
 std::string describe_plan(const balance::Plan& plan) {
@@ -135,8 +136,9 @@ void run_plans_comparison(const workflow::PlansComparisonSettings& settings) {
         std::fflush(stdout);
       });
   print_plans_table(result);
-  fmt::print("\nwrote {}/plans-comparison.json{}\n", settings.output,
-             settings.profile_in_turns ? ", profile-in-turns.json" : "");
+  std::vector<std::string> written = {"plans-comparison.json"};
+  if (settings.profile_in_turns) written.push_back("profile-in-turns.json");
+  fmt::print("\nwrote {}\n", files_in(settings.output, written));
 }
 
 // Options that --plans takes from the plans, or that belong to the other modes.
@@ -169,9 +171,7 @@ void run_validate(const ValidateParams& params) {
                warning_prefix(), fmt::format("[{}]", fmt::join(dp.balance, ",")), record.chunks,
                dp.predicted.step_ms, dp.predicted.naive_step_ms);
   }
-  fmt::print(
-      "\nwrote {0}/profile.json, plan.json, run.json, trace.json, validation.json, report.html\n",
-      params.output);
+  fmt::print("\nwrote {}\n", files_in(params.output, workflow::validation_files()));
 }
 
 void add_validate_command(CLI::App& app) {
@@ -245,18 +245,18 @@ void add_validate_command(CLI::App& app) {
                   "--profile-in-turns)");
   cmd->add_option("-o,--output", p->output, "output directory")->required();
   cmd->footer(
-      "Example:\n"
+      "Example (each into a directory of its own; a rerun may reuse its own):\n"
       "  pipebal validate --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"
-      "      --stages 2 --chunks 8 -o out/\n"
+      "      --stages 2 --chunks 8 -o resnet/\n"
       "  pipebal validate --model gpt:layers=4,dim=64,heads=4,seq=32 --stages 2 --processes 2 "
-      "-o out/\n"
+      "-o gpt/\n"
       "  pipebal validate --model mlp:layers=8,width=256 --input-shape 64,256 --auto "
-      "--devices 2 -o out/\n"
+      "--devices 2 -o auto/\n"
       "  pipebal validate --model gpt:layers=4,dim=64,heads=4,seq=32 --auto --top 0 "
-      "--profile-in-turns -o out/\n"
+      "--profile-in-turns -o gpt-auto/\n"
       "  pipebal validate --plans gpipe.json 1f1b.json zb-h1.json --steps 10 "
-      "--profile-in-turns -o out/\n"
-      "  pipebal report out/");
+      "--profile-in-turns -o plans/\n"
+      "  pipebal report resnet/");
   cmd->callback(
       [p, automatic, searched, cmd, virtual_given, weight_delays, min_gain_percent, plans] {
         check_not_a_rank("validate");

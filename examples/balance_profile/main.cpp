@@ -7,7 +7,9 @@
 #include <string>
 
 #include "balance/cost_model.h"
+#include "balance/micro_batch_costs.h"
 #include "balance/partition.h"
+#include "balance/profile_options.h"
 #include "balance/profile_reader.h"
 
 int main(int argc, char** argv) {
@@ -18,10 +20,12 @@ int main(int argc, char** argv) {
   namespace balance = pipebal::balance;
   try {
     const balance::CostProfile profile = balance::read_profile(argv[1]);
-    balance::CostOptions options;
-    options.chunks = balance::planned_chunks(profile, 0);  // what the profile was measured for
+    // The profile's micro-batch count, engine costs and measured link: what `pipebal balance`
+    // plans with, so that this predicts what it predicts.
+    balance::CostOptions options = balance::profile_cost_options(profile);
     options.schedule = pipebal::pipeline::ScheduleKind::kOneFOneB;
-    const balance::CostModel model(profile.layers, std::stoi(argv[2]), options);
+    const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
+                                   std::stoi(argv[2]), options);
 
     const balance::Plan plan = balance::partition(model, balance::Algorithm::kDp);
     std::cout << "balance";
@@ -32,6 +36,7 @@ int main(int argc, char** argv) {
                 << plan.stages[s].layer_names.back() << ", " << plan.stages[s].time_ms << " ms, "
                 << plan.stages[s].memory_bytes << " bytes\n";
     }
+    std::cout.precision(9);
     std::cout << "predicted step " << plan.prediction.step_ms << " ms with " << options.chunks
               << " micro-batches, speed-up " << plan.prediction.speedup << "x\n";
   } catch (const std::exception& error) {

@@ -24,7 +24,21 @@ cmake -S "$source_dir/examples" -B "$scratch/examples" -DCMAKE_BUILD_TYPE=Releas
   -DCMAKE_PREFIX_PATH="$prefix" -DTorch_DIR="$torch_prefix" >/dev/null
 cmake --build "$scratch/examples" -j2 >/dev/null
 
-"$scratch/examples/balance_profile" "$source_dir/reports/examples/demo/profile.json" 3
+# The library plans a profile as the command line does: the same balance and predicted step.
+demo_profile=$source_dir/reports/examples/demo/profile.json
+"$scratch/examples/balance_profile" "$demo_profile" 3 | tee "$scratch/example.txt"
+"$prefix/bin/pipebal" balance "$demo_profile" --stages 3 --schedule 1f1b --format json \
+  >"$scratch/cli.json"
+python3 - "$scratch/example.txt" "$scratch/cli.json" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+cli = json.load(open(sys.argv[2]))
+balance = [int(x) for x in lines[0].split()[1:]]
+step = float(next(l for l in lines if l.startswith("predicted step")).split()[2])
+assert balance == cli["balance"], (balance, cli["balance"])
+assert abs(step - cli["prediction"]["step_ms"]) <= 1e-6 * cli["prediction"]["step_ms"], (
+    step, cli["prediction"]["step_ms"])
+PY
 "$scratch/examples/train_pipeline" 2 6
 
 # The balancer without LibTorch or CMake: pkg-config only.

@@ -270,7 +270,7 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/ok.json --stages 2 -o {dir}/fifo", "it is not a regular file"},
     {"balance {dir}/ok.json --stages 2 -o {dir}", "it is not a regular file"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 -o {dir}/project",
-     "holds other files (notes.txt)"},
+     "holds notes.txt, which this command does not write"},
     {"report {dir}/huge_stage", "timeline[0].stage is 2000000000, expected 0 to 2"},
     {"profile --model mlp:layers=1000000000", "model option layers=1000000000: at most 4096"},
     // Commands.
@@ -335,14 +335,15 @@ const std::vector<BadInput> kTable = {
      "--steps excludes --data"},
     // Time limits past any step, which as clock deadlines would overflow and fire at once.
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e10",
-     "--timeout must be from 0 to 1000000 seconds (0: none), got 1e+10"},
+     "--timeout must be from 0 to 1000000 seconds (0: none), got 10000000000"},
     // A positive limit too small to be meant: 1e-310, subnormal, compared as 0 (no limit) once
     // subnormals were flushed.
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e-310",
      "--timeout must be 0 (none) or at least a millisecond, got a subnormal number"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --timeout 1e-9",
      "--timeout must be 0 (none) or at least a millisecond, got 1e-09"},
-    {"launch --grace 1e10 -- true", "--grace must be from 0 to 1000000 seconds, got 1e+10"},
+    {"launch --grace 1e10 -- true", "--grace must be from 0 to 1000000 seconds, got 10000000000"},
+    {"launch --grace 1000001 -- true", "--grace must be from 0 to 1000000 seconds, got 1000001"},
     {"profile --model mlp:layers=2,width=8 --time-budget 1e10",
      "the time budget must be from 0 to 1000000 seconds"},
     {"profile --model mlp:layers=2,width=8 --co-runners 5000",

@@ -230,12 +230,17 @@ TEST(LaunchCli, LinkMeasuresBetweenTwoProcessesIntoTheProfile) {
             0);
   const CliResult measured = run_pipebal(fmt::format(
       "launch --nproc-per-node 2 --master-port 0 -- {} link --profile {} --sizes 64K,16M "
-      "--repeats 5 --timeout 60",
-      PIPEBAL_BINARY, profile));
+      "--repeats 5 --timeout 60 -o {}/link.json",
+      PIPEBAL_BINARY, profile, dir));
   ASSERT_EQ(measured.status, 0) << measured.err;
   EXPECT_NE(measured.out.find("fit: "), std::string::npos) << measured.out;
   const nlohmann::json doc = read_json(profile);
   ASSERT_TRUE(doc.contains("link")) << doc.dump();
+  // The record -o writes is the same link, as a versioned document.
+  nlohmann::json record = read_json(dir + "/link.json");
+  EXPECT_EQ(record["schema"], "pipebal.link/1");
+  record.erase("schema");
+  EXPECT_EQ(record, doc["link"]);
   EXPECT_GT(doc["link"]["bandwidth_bytes_per_ms"].get<double>(), 0);
   EXPECT_GE(doc["link"]["samples"].size(), 3u) << "64K, 16M and the layers' output sizes";
   EXPECT_EQ(doc["layers"].size(), 4u) << "the rest of the profile is kept";

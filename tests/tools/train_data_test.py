@@ -251,10 +251,15 @@ run("profile", "--model", lm_path, "--input", "int64[16,12]:50", "--chunks", "1,
     "2", "-q", "-o", profile)
 run("plan", profile, "--devices", "2", "-o", plan)
 out, saved_lm = os.path.join(work, "lm-run.json"), os.path.join(work, "lm-trained.pt")
-run("train", "--plan", plan, "--data", lm_data, "--batch-size", "16", "--epochs", "2", "--loss",
-    "cross_entropy", "-q", "-o", out, "--save", saved_lm)
+# The plan's mini-batch (16) reads --data unless --batch-size says otherwise, which is warned of.
+run("train", "--plan", plan, "--data", lm_data, "--epochs", "2", "--loss", "cross_entropy", "-q",
+    "-o", out, "--save", saved_lm)
 lm_run = json.load(open(out))
 assert lm_run["loss"] == "cross_entropy" and len(lm_run["steps"]) == 8, lm_run["steps"]
+other_out = os.path.join(work, "lm-run-32.json")
+other = run("train", "--plan", plan, "--data", lm_data, "--batch-size", "32", "-q", "-o", other_out)
+assert "--batch-size 32 (planned 16) differs from the plan" in other.stderr, other.stderr
+assert len(json.load(open(other_out))["steps"]) == 2
 trained_lm = torch.jit.load(saved_lm)
 assert "pipebal::" not in str(trained_lm.graph) + "".join(
     str(m.graph) for m in trained_lm.modules())
