@@ -1,7 +1,7 @@
 # `cmake --install BUILD --prefix P`: headers under P/include/pipebal/, the libraries, the
 # `pipebal` and `pipebal-torch` executables, a CMake package (find_package(pipebal CONFIG) with targets
 # pipebal::balance, pipebal::reports, pipebal::schedule — torch-free — and pipebal::pipeline,
-# pipebal::distributed, pipebal::models, pipebal::profiler, pipebal::workflow, which bring
+# pipebal::launch, pipebal::distributed, pipebal::models, pipebal::profiler, pipebal::workflow, which bring
 # LibTorch) and pkg-config files for the
 # torch-free balancer.
 include(CMakePackageConfigHelpers)

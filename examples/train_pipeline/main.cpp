@@ -15,6 +15,7 @@
 #include "pipeline/pipeline.h"
 #include "profiler/profile_json.h"
 #include "profiler/profiler.h"
+#include "workflow/denormals.h"
 
 namespace {
 
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
   const int stages = argc > 1 ? std::stoi(argv[1]) : 2;
   const int epochs = argc > 2 ? std::stoi(argv[2]) : 8;
   const int64_t features = 16, hidden = 64, classes = 4, batch = 64, chunks = 4;
+  // Before any thread starts: a layer's time must not depend on how small its numbers are.
+  pipebal::workflow::flush_denormals_unless_kept();
   torch::manual_seed(0);
   pipebal::pipeline::LayerSeq model = make_model(features, hidden, classes);
   const auto [train_x, train_y] = make_data(1024, features, classes);
