@@ -218,6 +218,16 @@ void sync_directory(const fs::path& target) {
 
 }  // namespace
 
+void remove_temporaries_and_exit_now(int status) {
+  if (handling_signal.test_and_set()) {
+    for (;;) ::pause();  // a signal handler is cleaning up and ends the process
+  }
+  for (int i = 0; i < kSlots; ++i) {
+    if (slot_state[i] == kReady) remove_in_handler(AT_FDCWD, slot_path[i].data(), slot_depth[i]);
+  }
+  ::_exit(status);
+}
+
 void install_interrupt_cleanup(bool announce) {
   announce_interrupt = announce ? 1 : 0;
   struct sigaction action {};

@@ -39,6 +39,11 @@ void check_writable(const std::string& path);
 // launcher says it), and exit with status 128 + the signal. For executables.
 void install_interrupt_cleanup(bool announce = true);
 
+// Removes what install_interrupt_cleanup's handler would (the temporary files and uncommitted
+// staging directories) and ends the process with `status` at once, without unwinding: for a
+// process that must stop with work it cannot interrupt (a layer that never returns).
+[[noreturn]] void remove_temporaries_and_exit_now(int status);
+
 // A directory of documents that appears whole or not at all: its files are written into
 // PATH.tmp.PID, and commit() renames that over PATH (replacing an earlier run's directory), so
 // an interrupted or concurrent run never leaves a directory mixing two runs. Without commit()

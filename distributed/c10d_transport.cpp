@@ -80,7 +80,7 @@ class C10dTransport : public pipeline::Transport {
     if (!placement_.runs(last_stage, group_->rank())) all.zero_();
     std::vector<at::Tensor> message{all};
     auto work = group_->process_group().allreduce(message);
-    group_->wait(*work, "sharing the step's losses");
+    group_->wait_collective(*work, "sharing the step's losses");
     for (size_t i = 0; i < losses.size(); ++i)
       losses[i] = all[static_cast<int64_t>(i)].item<double>();
   }

@@ -11,6 +11,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -71,6 +74,18 @@ int process_handle(pid_t pid) {
   if (fd >= 0) return static_cast<int>(fd);
 #endif
   return -static_cast<int>(pid);
+}
+
+// What tells this process apart on this host: the kernel's boot, its pid namespace and its pid
+// ("" when /proc does not say). Two processes whose boot and namespace agree can watch each
+// other's pid.
+std::string process_identity() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::error_code error;
+  const std::string pid_namespace = std::filesystem::read_symlink("/proc/self/ns/pid", error);
+  if (!(boot >> boot_id) || error) return "";
+  return fmt::format("{} {} {}", boot_id, pid_namespace, ::getpid());
 }
 
 bool process_ended(int handle) {
@@ -138,12 +153,14 @@ struct Group::State {
 
   std::mutex mutex;
   std::condition_variable stop_monitor;
+  std::condition_variable changed;  // a failure, or a collective done (wait_collective)
   bool stopping = false;
   std::optional<std::string> failure;
   std::set<c10d::Work*> waiting;
   std::thread monitor;
   std::map<int, bool> shares_memory;  // by peer, once settled
-  std::map<int, int> peer_pids;       // by peer that shares memory: a pidfd, else -pid
+  std::map<int, int> peer_pids;       // by peer on this host: a pidfd, else -pid
+  std::set<int> departed;             // peers of this host that left the run as they should
   std::map<std::string, int> serials;
 
   ~State() {
@@ -155,29 +172,92 @@ struct Group::State {
   // meanwhile ends the wait).
   std::string await(const std::string& key);
 
-  // Every tenth of a second: has another process posted a failure? Then end this one's waits.
+  // Every tenth of a second: has another process posted a failure, or has a process of this
+  // host ended without a word? Then end this one's waits.
   void watch_for_failures() {
     std::unique_lock<std::mutex> lock(mutex);
     while (!stop_monitor.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping; })) {
       if (failure) continue;
+      std::map<int, int> local_peers = peer_pids;
+      for (int peer : departed) local_peers.erase(peer);
       lock.unlock();
       std::optional<std::string> posted;
+      std::vector<int> left;
       try {
-        if (store->check({"failure"})) posted = text_of(store->get("failure"));
+        posted = posted_failure();
+        if (!posted) posted = silent_end(local_peers, left);
       } catch (const std::exception& error) {
         posted = fmt::format("lost the rendezvous store at {}:{} (has rank 0 ended?): {}",
                              env.master_addr, env.master_port, pipeline::first_line(error.what()));
       }
       lock.lock();
+      departed.insert(left.begin(), left.end());
       if (posted && !stopping) fail(*posted);
     }
+  }
+
+  std::optional<std::string> posted_failure() const {
+    if (!store->check({"failure"})) return std::nullopt;
+    return text_of(store->get("failure"));
+  }
+
+  // A peer of this host whose process has ended without leaving the run (~Group) or posting a
+  // failure: posted for it, and returned. Those that ended having left are added to `left`.
+  std::optional<std::string> silent_end(const std::map<int, int>& local_peers,
+                                        std::vector<int>& left) {
+    for (const auto& [peer, handle] : local_peers) {
+      if (!process_ended(handle)) continue;
+      if (store->check({left_key(peer)})) {
+        left.push_back(peer);
+        continue;
+      }
+      // A process that failed posts its report before it ends.
+      if (auto report = posted_failure()) return report;
+      const std::string what = fmt::format(
+          "rank {}'s process ended without reporting an error (killed, or crashed)", peer);
+      if (store->add("failed", 1) == 1) store->set("failure", bytes_of(what));
+      return posted_failure();
+    }
+    return std::nullopt;
+  }
+
+  static std::string left_key(int rank) { return fmt::format("left/{}", rank); }
+
+  int ended_peers() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return static_cast<int>(std::count_if(peer_pids.begin(), peer_pids.end(), [](const auto& peer) {
+      return process_ended(peer.second);
+    }));
   }
 
   // Under `mutex`.
   void fail(const std::string& what) {
     if (failure) return;
     failure = what;
-    for (c10d::Work* work : waiting) work->abort();
+    for (c10d::Work* work : waiting) {
+      try {
+        work->abort();
+      } catch (const std::exception&) {
+        // Not abortable: its wait ends with the failure instead (wait_collective).
+      }
+    }
+    changed.notify_all();
+  }
+
+  // The processes of this host among the peers, from the identities they published.
+  void watch_local_peers() {
+    const std::string mine = process_identity();
+    if (mine.empty()) return;
+    const std::string host = mine.substr(0, mine.rfind(' '));
+    for (int r = 0; r < env.world_size; ++r) {
+      if (r == env.rank) continue;
+      const std::string theirs = text_of(store->get(fmt::format("process/{}", r)));
+      const size_t last = theirs.rfind(' ');
+      if (theirs.empty() || last == std::string::npos || theirs.substr(0, last) != host) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(theirs.substr(last + 1)));
+      std::lock_guard<std::mutex> lock(mutex);
+      peer_pids.emplace(r, process_handle(pid));
+    }
   }
 
   void synchronize_clocks();
@@ -237,6 +317,8 @@ Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
   st.env = env;
   st.timeout = timeout;
   st.store = connect_store(env, timeout);
+  // Before the rendezvous, so that every rank's is there once it completes.
+  st.store->set(fmt::format("process/{}", env.rank), bytes_of(process_identity()));
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   try {
     options->devices.push_back(gloo_device(env));
@@ -249,12 +331,22 @@ Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
         "started?): {}",
         env.world_size, timeout.count() / 1000.0, env.world_size, pipeline::error_summary(error)));
   }
+  st.watch_local_peers();
   st.synchronize_clocks();
   st.monitor = std::thread([state = state_] { state->watch_for_failures(); });
 }
 
 Group::~Group() {
   State& st = *state_;
+  // Leaving on an exception, this process ends without a word unless it posted a failure: the
+  // others are not told it left.
+  if (std::uncaught_exceptions() == 0) {
+    try {
+      st.store->set(State::left_key(st.env.rank), bytes_of("1"));
+    } catch (const std::exception&) {
+      // The store is gone: nobody is left to tell.
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(st.mutex);
     st.stopping = true;
@@ -265,10 +357,13 @@ Group::~Group() {
   try {
     st.store->add("finished", 1);
     if (st.env.rank == 0 && !st.env.agent_store) {
-      // After a failure a process may have ended without saying so: wait briefly.
+      // After a failure a process may have ended without saying so: wait briefly, and not for
+      // those of this host seen ended (counted at most twice: finished, then ended).
       const auto deadline =
           Clock::now() + (failure() ? std::chrono::milliseconds(2000) : st.timeout);
-      while (st.store->add("finished", 0) < st.env.world_size && Clock::now() < deadline) {
+      while (st.store->add("finished", 0) + (failure() ? st.ended_peers() : 0) <
+                 st.env.world_size &&
+             Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
@@ -362,6 +457,21 @@ void Group::wait(c10d::Work& work, const std::string& what) {
   }
 }
 
+void Group::wait_collective(c10d::Work& work, const std::string& what) {
+  State& st = *state_;
+  const c10::intrusive_ptr<c10::ivalue::Future> done = work.getFuture();
+  done->addCallback([state = state_](c10::ivalue::Future&) {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->changed.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(st.mutex);
+    st.changed.wait(lock, [&] { return st.failure || done->completed(); });
+    if (!done->completed()) throw PeerFailed("stopped: " + *st.failure);
+  }
+  wait(work, what);  // done: returns at once, or reports its error
+}
+
 // Each side offers the other a probe segment holding a random token, opens the other's and reads
 // its token back, and says whether that worked; memory is shared only if it did both ways. A
 // peer on another host (or in another container, or run by another user) fails to open it.
@@ -407,7 +517,9 @@ bool Group::shares_memory_with(int peer) {
   const bool shared = st.await(pair + "reached/" + std::to_string(peer)) == "1" && reached;
   std::lock_guard<std::mutex> lock(st.mutex);
   st.shares_memory[peer] = shared;
-  if (shared) st.peer_pids[peer] = process_handle(static_cast<pid_t>(address.pid));
+  if (shared && st.peer_pids.count(peer) == 0) {
+    st.peer_pids[peer] = process_handle(static_cast<pid_t>(address.pid));
+  }
   return shared;
 }
 

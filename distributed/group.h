@@ -2,7 +2,9 @@
 // MASTER_ADDR:MASTER_PORT and a Gloo process group for the messages. Besides the group itself
 // it keeps what the run needs around the messages:
 //  - a failure board: the first process whose stage fails posts what happened; every other
-//    process notices within a fraction of a second and ends its waits with that message;
+//    process notices within a fraction of a second and ends its waits with that message. A
+//    process on this host that ends without a word (killed, crashed) is noticed as fast, and
+//    posted as such; one on another host shows as a lost connection, or the timeout;
 //  - a clock offset to rank 0's steady clock, so that the processes' timelines line up;
 //  - a gather of strings to rank 0 (the per-rank results of a run);
 //  - which peers on the same host it shares memory with.
@@ -68,6 +70,9 @@ class Group {
   // wait early. Throws RemoteFailure for a posted failure, and rethrows the work's own error
   // (a lost connection, the timeout) prefixed by `what`.
   void wait(c10d::Work& work, const std::string& what);
+  // The same for a collective (an all-reduce), which c10d's Gloo cannot abort: it is left
+  // running when a failure ends the wait.
+  void wait_collective(c10d::Work& work, const std::string& what);
 
   // A tensor to rank `to`, and one received from rank `from` into `into` (its shape and dtype),
   // both through host memory, waited for as wait() does.

@@ -43,7 +43,7 @@ void GradientAverager::average(const std::vector<at::Tensor>& parameters) {
     flat.push_back(torch::tensor(had, torch::kDouble).to(dtype));
     std::vector<at::Tensor> message{at::cat(flat)};
     auto work = stage_group_->allreduce(message);
-    group_->wait(*work, "averaging the gradients over the replicas");
+    group_->wait_collective(*work, "averaging the gradients over the replicas");
     const at::Tensor means = message[0].div_(placement_.replicas);  // a flag > 0: one had it
     const int64_t count = static_cast<int64_t>(bucket.size());
     const at::Tensor had_any =
@@ -78,7 +78,7 @@ void GradientAverager::sum(at::Tensor& values) {
   if (!stage_group_) return;
   std::vector<at::Tensor> message{values.contiguous()};
   auto work = stage_group_->allreduce(message);
-  group_->wait(*work, "summing the batch-norm statistics over the replicas");
+  group_->wait_collective(*work, "summing the batch-norm statistics over the replicas");
   values = message[0];
 }
 
@@ -86,7 +86,7 @@ double GradientAverager::mean(double value) {
   if (!stage_group_) return value;
   std::vector<at::Tensor> message{torch::tensor({value}, torch::kDouble)};
   auto work = stage_group_->allreduce(message);
-  group_->wait(*work, "averaging the loss over the replicas");
+  group_->wait_collective(*work, "averaging the loss over the replicas");
   return message[0].item<double>() / placement_.replicas;
 }
 

@@ -1,11 +1,11 @@
 // See watchdog.h.
 #include "workflow/watchdog.h"
 
-#include <cstdlib>
 #include <iostream>
 
 #include <fmt/format.h>
 
+#include "common/atomic_file.h"
 #include "common/time_limit.h"
 
 namespace pipebal::workflow {
@@ -41,7 +41,8 @@ void Watchdog::watch() {
       std::cerr << fmt::format("pipebal: error: no progress for {:g} s (--timeout) while {}\n",
                                timeout_s_, what_)
                 << std::flush;
-      std::_Exit(2);  // the stuck work cannot be stopped; nothing half-written is left behind
+      // The stuck work cannot be stopped; nothing half-written is left behind.
+      remove_temporaries_and_exit_now(2);
     }
     changed_.wait_until(lock, deadline);
   }

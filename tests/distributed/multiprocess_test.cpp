@@ -256,6 +256,24 @@ TEST(AcrossProcessesFailure, ARankKilledMidStepStopsEveryRank) {
   ASSERT_EQ(statuses.size(), 3u);
   EXPECT_EQ(statuses[1], 128 + 9) << "killed by SIGKILL";
   expect_others_stopped_naming(statuses, 1);
+  // Noticed by the watch on the processes of this host, not by a lost connection.
+  EXPECT_NE(rank_err(0).find("rank 1's process ended without reporting an error"),
+            std::string::npos)
+      << rank_err(0);
+}
+
+// Rank 3 (stage 1 of replica 1) waits for rank 1 in the gradients' all-reduce, a collective
+// that c10d cannot abort: the failure ends that wait too, long before the timeout (else the
+// guard's SIGKILL ends the rank at 120 s and its status says so).
+TEST(AcrossProcessesFailure, ARankKilledEndsTheOthersWaitsInTheReplicasAllReduce) {
+  const auto statuses =
+      spawn_ranks(4, "--balance 4,4 --replicas 2 --fail kill --fail-rank 1 --timeout 300");
+  ASSERT_EQ(statuses.size(), 4u);
+  EXPECT_EQ(statuses[1], 128 + 9) << "killed by SIGKILL";
+  expect_others_stopped_naming(statuses, 1);
+  for (int r : {0, 2, 3}) {
+    EXPECT_EQ(statuses[r], pipebal::distributed::kPeerFailedExitStatus) << rank_err(r);
+  }
 }
 
 TEST(AcrossProcessesFailure, ARankThatHangsIsNamedAtTheTimeout) {

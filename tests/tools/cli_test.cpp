@@ -233,6 +233,11 @@ TEST(Cli, TimeoutEndsARunWhoseLayerNeverReturns) {
             std::string::npos)
       << validate.err;
   EXPECT_FALSE(std::filesystem::exists(dir)) << "nothing half-written in place";
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(dir).parent_path())) {
+    EXPECT_NE(entry.path().filename().string().rfind("v.tmp.", 0), 0u)
+        << "the staging directory is left behind: " << entry.path();
+  }
   // profile alone too.
   const std::string profile_out = pipebal::testing::scratch_path("p.json");
   const Result profile = run_pipebal("profile --model " PIPEBAL_FIXTURES_DIR
