@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/env_flag.h"
 #include "distributed/group.h"
 
 namespace pipebal::distributed {
@@ -73,8 +74,12 @@ std::optional<std::string> settings_difference(const std::vector<SharedSettings>
   return std::nullopt;
 }
 
-void require_same_settings(Group& group, const SharedSettings& mine) {
+void require_same_settings(Group& group, const SharedSettings& given) {
   const std::string kVerdict = "settings/verdict";
+  // How messages through Gloo are framed: ranks that frame them differently would wait for each
+  // other's until the timeout.
+  SharedSettings mine = given;
+  mine.push_back({kTensorChannelVariable, env_flag(kTensorChannelVariable) ? "1" : "0"});
   if (group.rank() != 0) {
     group.publish(fmt::format("settings/{}", group.rank()), encode(mine));
     const std::string verdict =

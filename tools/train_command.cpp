@@ -241,6 +241,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
         warning_prefix(), settings.virtual_stages, stages, 2 * settings.virtual_stages,
         settings.virtual_stages);
   }
+  settings.warn = [&warning, reports](const std::string& line) {
+    if (reports) warning += warning_prefix() + line + "\n";
+  };
   const reports::RunRecord run = run_training(
       settings, [&progress, &warning, warmup](int step, int total, double ms, double loss) {
         std::cerr << warning;

@@ -202,9 +202,17 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     }
     check_data_has_no_nan(*st.dataset, settings.loss != "none", settings.data);
     // Every replica's slice needs a sample per micro-batch.
+    const int64_t least = int64_t{settings.chunks} * std::max(settings.replicas, 1);
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
-                                   settings.shuffle, settings.seed,
-                                   int64_t{settings.chunks} * std::max(settings.replicas, 1));
+                                   settings.shuffle, settings.seed, least);
+    const int64_t last = st.dataset->size() % settings.batch_size;
+    if (last > 0 && last < least && settings.warn) {
+      settings.warn(fmt::format(
+          "the last mini-batch of each epoch ({} of the {} samples) is left out: it needs {} "
+          "samples or more (--chunks {}{}); a --batch-size dividing the samples trains them all",
+          last, st.dataset->size(), least, settings.chunks,
+          settings.replicas > 1 ? fmt::format(" x --replicas {}", settings.replicas) : ""));
+    }
     st.settings.warmup_steps = 0;
     st.settings.steps = static_cast<int>(st.order.size());
     st.settings.input_shape = st.dataset->inputs[0].sizes().vec();

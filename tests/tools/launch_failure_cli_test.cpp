@@ -88,6 +88,18 @@ TEST(LaunchCli, RanksStartedWithOtherSettingsStopAtTheRendezvousWithOneLine) {
   EXPECT_NE(r.err.find("pipebal launch: rank 0 exited with status 2"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("the other 0 processes"), std::string::npos) << r.err;  // none to stop
   expect_files(dir, {});
+
+  // The environment switch that frames Gloo's messages too (as on two hosts set up apart).
+  const CliResult framed = run_pipebal(
+      fmt::format("launch --nproc-per-node 2 --master-port 0 -- sh -c "
+                  "'PIPEBAL_SHM_DISABLE=1 PIPEBAL_TENSOR_CHANNEL=$RANK exec {}{} -o {}/run.json'",
+                  PIPEBAL_BINARY, kTrain, dir));
+  EXPECT_EQ(framed.status, 2) << framed.err;
+  EXPECT_NE(framed.err.find("pipebal: error: rank 0: rank 1's PIPEBAL_TENSOR_CHANNEL is 1, rank "
+                            "0's is 0: every process of a run must be given the same settings\n"),
+            std::string::npos)
+      << framed.err;
+  expect_files(dir, {});
 }
 
 // A rank that stopped because another failed may exit first; launch names the one that failed.

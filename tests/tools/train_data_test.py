@@ -235,6 +235,12 @@ out = os.path.join(work, "two.json")
 run("train", "--model", two, "--data", two_data, "--batch-size", "16", "--balance",
     f"1,{layers - 1}", "--chunks", "2", "-q", "-o", out)
 assert json.load(open(out))["loss"] == "mse"
+# A last mini-batch too small for the micro-batches is left out, and said so: 32 = 15 + 15 + 2.
+short = run("train", "--model", two, "--data", two_data, "--batch-size", "15", "--balance",
+            f"1,{layers - 1}", "--chunks", "4", "-q", "-o", out)
+assert "the last mini-batch of each epoch (2 of the 32 samples) is left out: it needs 4 samples" \
+    in short.stderr, short.stderr
+assert len(json.load(open(out))["steps"]) == 2
 
 # A token language model with dropout, as a user brings one: profiled on synthetic token ids,
 # planned, trained on the user's tokens (next-token targets) and saved; PyTorch loads the saved
