@@ -219,6 +219,12 @@ void sync_directory(const fs::path& target) {
 }  // namespace
 
 void remove_temporaries_and_exit_now(int status) {
+  // A signal now would run its handler on this thread, find the cleanup taken and wait forever:
+  // let another thread take it (and wait) while this one ends the process.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, signal_number);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (handling_signal.test_and_set()) {
     for (;;) ::pause();  // a signal handler is cleaning up and ends the process
   }

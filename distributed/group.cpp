@@ -76,16 +76,33 @@ int process_handle(pid_t pid) {
   return -static_cast<int>(pid);
 }
 
-// What tells this process apart on this host: the kernel's boot, its pid namespace and its pid
-// ("" when /proc does not say). Two processes whose boot and namespace agree can watch each
-// other's pid.
+// When process `pid` started, in clock ticks since boot (/proc/PID/stat's 22nd field); "" when
+// it cannot be read.
+std::string start_time(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  const size_t name_end = text.rfind(')');  // the command name may hold spaces
+  if (name_end == std::string::npos) return "";
+  std::istringstream fields(text.substr(name_end + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return field;
+  }
+  return "";
+}
+
+// What tells this process apart on this host: the kernel's boot, its pid namespace, its pid and
+// its start time ("" when /proc does not say). Two processes whose boot and namespace agree can
+// watch each other's pid, once its start time confirms it is still the same process.
 std::string process_identity() {
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
   std::error_code error;
   const std::string pid_namespace = std::filesystem::read_symlink("/proc/self/ns/pid", error);
-  if (!(boot >> boot_id) || error) return "";
-  return fmt::format("{} {} {}", boot_id, pid_namespace, ::getpid());
+  const std::string started = start_time("self");
+  if (!(boot >> boot_id) || error || started.empty()) return "";
+  return fmt::format("{} {} {} {}", boot_id, pid_namespace, ::getpid(), started);
 }
 
 bool process_ended(int handle) {
@@ -143,6 +160,13 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
 
 }  // namespace
 
+// What a collective's completion callback touches: not the State, which owns the process group
+// whose worker thread runs the callback (dropping the last State there would join that thread).
+struct CollectiveBoard {
+  std::mutex mutex;
+  std::condition_variable done;
+};
+
 struct Group::State {
   LaunchEnv env;
   std::chrono::milliseconds timeout{0};
@@ -153,7 +177,8 @@ struct Group::State {
 
   std::mutex mutex;
   std::condition_variable stop_monitor;
-  std::condition_variable changed;  // a failure, or a collective done (wait_collective)
+  std::shared_ptr<CollectiveBoard> collectives = std::make_shared<CollectiveBoard>();
+  bool abandoned_collective = false;  // a failure ended a wait_collective before its work
   bool stopping = false;
   std::optional<std::string> failure;
   std::set<c10d::Work*> waiting;
@@ -223,11 +248,13 @@ struct Group::State {
 
   static std::string left_key(int rank) { return fmt::format("left/{}", rank); }
 
-  int ended_peers() {
+  static std::string finished_key(int rank) { return fmt::format("finished/{}", rank); }
+
+  // Whether `peer` runs on this host and its process has ended.
+  bool peer_ended(int peer) {
     std::lock_guard<std::mutex> lock(mutex);
-    return static_cast<int>(std::count_if(peer_pids.begin(), peer_pids.end(), [](const auto& peer) {
-      return process_ended(peer.second);
-    }));
+    const auto known = peer_pids.find(peer);
+    return known != peer_pids.end() && process_ended(known->second);
   }
 
   // Under `mutex`.
@@ -241,26 +268,53 @@ struct Group::State {
         // Not abortable: its wait ends with the failure instead (wait_collective).
       }
     }
-    changed.notify_all();
+    collectives->done.notify_all();  // its waits check the failure at least every 100 ms
   }
 
   // The processes of this host among the peers, from the identities they published.
   void watch_local_peers() {
-    const std::string mine = process_identity();
-    if (mine.empty()) return;
-    const std::string host = mine.substr(0, mine.rfind(' '));
+    std::istringstream mine(process_identity());
+    std::string boot, pid_namespace;
+    if (!(mine >> boot >> pid_namespace)) return;
     for (int r = 0; r < env.world_size; ++r) {
-      if (r == env.rank) continue;
-      const std::string theirs = text_of(store->get(fmt::format("process/{}", r)));
-      const size_t last = theirs.rfind(' ');
-      if (theirs.empty() || last == std::string::npos || theirs.substr(0, last) != host) continue;
-      const pid_t pid = static_cast<pid_t>(std::stol(theirs.substr(last + 1)));
+      const std::string key = fmt::format("process/{}", r);
+      if (r == env.rank || !store->check({key})) continue;
+      std::istringstream theirs(text_of(store->get(key)));
+      std::string their_boot, their_namespace, pid, started;
+      if (!(theirs >> their_boot >> their_namespace >> pid >> started) || their_boot != boot ||
+          their_namespace != pid_namespace) {
+        continue;  // another host, or a process this one cannot see
+      }
+      const int handle = process_handle(static_cast<pid_t>(std::stol(pid)));
+      // Not the process that published it (the pid reused, or it ended already): not watched,
+      // rather than taken for ended.
+      if (start_time(pid) != started) {
+        if (handle >= 0) ::close(handle);
+        continue;
+      }
       std::lock_guard<std::mutex> lock(mutex);
-      peer_pids.emplace(r, process_handle(pid));
+      peer_pids.emplace(r, handle);
     }
   }
 
   void synchronize_clocks();
+
+  // Counts this process in and waits until all have come, within the timeout: Gloo's own
+  // rendezvous waits for each missing rank in turn (90 s for WORLD_SIZE=8192 at --timeout 3).
+  void await_arrivals() {
+    const auto deadline = Clock::now() + timeout;
+    int64_t arrived = store->add("arrived", 1);
+    while (arrived < env.world_size && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      arrived = store->add("arrived", 0);
+    }
+    if (arrived < env.world_size) {
+      throw std::invalid_argument(fmt::format(
+          "{} of the {} processes connected within {:g} s (--timeout): were WORLD_SIZE={} "
+          "processes started, with this MASTER_ADDR and MASTER_PORT?",
+          arrived, env.world_size, timeout.count() / 1000.0, env.world_size));
+    }
+  }
 };
 
 // Rank r asks rank 0 for its clock a few times and keeps the exchange with the shortest round
@@ -319,6 +373,7 @@ Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
   st.store = connect_store(env, timeout);
   // Before the rendezvous, so that every rank's is there once it completes.
   st.store->set(fmt::format("process/{}", env.rank), bytes_of(process_identity()));
+  st.await_arrivals();
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   try {
     options->devices.push_back(gloo_device(env));
@@ -338,14 +393,16 @@ Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
 
 Group::~Group() {
   State& st = *state_;
-  // Leaving on an exception, this process ends without a word unless it posted a failure: the
-  // others are not told it left.
   if (std::uncaught_exceptions() == 0) {
     try {
       st.store->set(State::left_key(st.env.rank), bytes_of("1"));
     } catch (const std::exception&) {
       // The store is gone: nobody is left to tell.
     }
+  } else if (!failure()) {
+    // Leaving on an error outside the pipeline's steps, which posts those it meets: say so (the
+    // error itself is this process's output) rather than let the others think it was killed.
+    report_failure("stopped on an error of its own (its output says which)");
   }
   {
     std::lock_guard<std::mutex> lock(st.mutex);
@@ -355,20 +412,32 @@ Group::~Group() {
   st.monitor.join();
   // The store lives in rank 0: it stays up until every process is done with it.
   try {
-    st.store->add("finished", 1);
+    st.store->set(State::finished_key(st.env.rank), bytes_of("1"));
     if (st.env.rank == 0 && !st.env.agent_store) {
       // After a failure a process may have ended without saying so: wait briefly, and not for
-      // those of this host seen ended (counted at most twice: finished, then ended).
+      // those of this host seen ended.
       const auto deadline =
           Clock::now() + (failure() ? std::chrono::milliseconds(2000) : st.timeout);
-      while (st.store->add("finished", 0) + (failure() ? st.ended_peers() : 0) <
-                 st.env.world_size &&
-             Clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::vector<int> pending;
+      for (int r = 1; r < st.env.world_size; ++r) pending.push_back(r);
+      while (!pending.empty() && Clock::now() < deadline) {
+        const bool failed = failure().has_value();
+        pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                     [&](int r) {
+                                       return st.store->check({State::finished_key(r)}) ||
+                                              (failed && st.peer_ended(r));
+                                     }),
+                      pending.end());
+        if (!pending.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
   } catch (const std::exception&) {
     // The store is gone already: nothing is left to wait for.
+  }
+  if (st.abandoned_collective) {
+    // Its work still runs on the process group's thread, which destroying the group would join:
+    // the process is ending on a failure, and leaves the group to the exit.
+    new std::shared_ptr<State>(state_);
   }
 }
 
@@ -460,14 +529,21 @@ void Group::wait(c10d::Work& work, const std::string& what) {
 void Group::wait_collective(c10d::Work& work, const std::string& what) {
   State& st = *state_;
   const c10::intrusive_ptr<c10::ivalue::Future> done = work.getFuture();
-  done->addCallback([state = state_](c10::ivalue::Future&) {
-    std::lock_guard<std::mutex> lock(state->mutex);
-    state->changed.notify_all();
+  const std::shared_ptr<CollectiveBoard> board = st.collectives;
+  done->addCallback([board](c10::ivalue::Future&) {
+    std::lock_guard<std::mutex> lock(board->mutex);
+    board->done.notify_all();
   });
   {
-    std::unique_lock<std::mutex> lock(st.mutex);
-    st.changed.wait(lock, [&] { return st.failure || done->completed(); });
-    if (!done->completed()) throw PeerFailed("stopped: " + *st.failure);
+    std::unique_lock<std::mutex> lock(board->mutex);
+    while (!done->completed()) {
+      if (const std::optional<std::string> posted = failure()) {
+        std::lock_guard<std::mutex> state_lock(st.mutex);
+        st.abandoned_collective = true;
+        throw PeerFailed("stopped: " + *posted);
+      }
+      board->done.wait_for(lock, std::chrono::milliseconds(100));
+    }
   }
   wait(work, what);  // done: returns at once, or reports its error
 }

@@ -95,9 +95,9 @@ class Group {
   bool shares_memory_with(int peer);
   // The peers settled so far that do, in increasing order.
   std::vector<int> shared_memory_peers() const;
-  // Of a peer that shares memory (so runs on this host): throws PeerFailed when a failure has
-  // been posted, and RemoteFailure naming the peer and `what` when its process has ended (after
-  // waiting a moment for its report, which it may have posted on its way out).
+  // Of a peer on this host: throws PeerFailed when a failure has been posted, and RemoteFailure
+  // naming the peer and `what` when its process has ended (after waiting a moment for its
+  // report, which it may have posted on its way out). Does nothing for a peer of another host.
   void check_peer(int peer, const std::string& what);
 
   // The store's values under this run's prefix: `publish` sets one, `await` returns one once

@@ -262,9 +262,8 @@ TEST(AcrossProcessesFailure, ARankKilledMidStepStopsEveryRank) {
       << rank_err(0);
 }
 
-// Rank 3 (stage 1 of replica 1) waits for rank 1 in the gradients' all-reduce, a collective
-// that c10d cannot abort: the failure ends that wait too, long before the timeout (else the
-// guard's SIGKILL ends the rank at 120 s and its status says so).
+// With replicas the others wait in all-reduces too (rank 3, stage 1 of replica 1, for rank 1's
+// gradients), which c10d cannot abort: every one ends naming rank 1, as stopped by its failure.
 TEST(AcrossProcessesFailure, ARankKilledEndsTheOthersWaitsInTheReplicasAllReduce) {
   const auto statuses =
       spawn_ranks(4, "--balance 4,4 --replicas 2 --fail kill --fail-rank 1 --timeout 300");

@@ -283,6 +283,20 @@ TEST(LaunchCli, PortInUseIsOneLine) {
       << r.err;
 }
 
+// Rank 0 alone of a world of 3 (the others never started): one line at the timeout, however
+// large the world (Gloo's own rendezvous would wait for each missing rank in turn).
+TEST(LaunchCli, MissingRanksAreCountedAtTheTimeout) {
+  const int port = free_loopback_port();
+  std::string train = kTrain.substr(0, kTrain.find("--timeout")) + "--timeout 2 -q";
+  train.replace(train.find("--balance 3,2"), 13, "--balance 2,2,1");
+  const CliResult r = run_shell(as_rank(0, 3, port, train));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("rank 0: 1 of the 3 processes connected within 2 s (--timeout)"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(LaunchCli, UnreachableMasterIsOneLineAtTheTimeout) {
   const int port = free_loopback_port();
   const std::string train = kTrain;
