@@ -64,6 +64,15 @@ TEST(SharedSettings, NameTheSettingThatDiffers) {
   EXPECT_EQ(difference(mine, shared_settings(chunks, model, nullptr)),
             "rank 1's --chunks is 8, rank 0's is 4: every process of a run must be given the "
             "same settings");
+  // A shape given one way on rank 0 and as a typed input on rank 1: named as such.
+  TrainSettings shaped = settings;
+  shaped.input_shape = {4, 8};
+  TrainSettings typed = settings;
+  typed.inputs = {"float32[4,8]"};
+  EXPECT_EQ(
+      difference(shared_settings(shaped, model, nullptr), shared_settings(typed, model, nullptr)),
+      "rank 1's --input-shape is none (--input), rank 0's is 4,8: every process of a run "
+      "must be given the same settings");
   // Other weights under the same flags (a TorchScript file of the same name, trained further).
   const models::Model reseeded = models::build_model(settings.model, 1);
   EXPECT_EQ(difference(mine, shared_settings(settings, reseeded, nullptr)),
