@@ -59,6 +59,16 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
         path, what, pipeline::dtype_name(t.scalar_type()), layer, want, want, want));
   };
   if (layers.empty()) return;
+  // An embedding looks its input up: floating ids (token ids saved as floats) want int64, not
+  // the weights' dtype.
+  const std::string& first_type = layers[0].type();
+  if (first_type.find("Embedding") != std::string::npos && !data.inputs.empty() &&
+      data.inputs[0].is_floating_point()) {
+    throw std::invalid_argument(fmt::format(
+        "--data {}'s inputs are {}, but the model's first layer ({}) takes integer ids: save them "
+        "as int64 (ids.long())",
+        path, pipeline::dtype_name(data.inputs[0].scalar_type()), first_type));
+  }
   for (const at::Tensor& input : data.inputs) check(input, "inputs", dtype_of(layers[0]), "first");
   check(data.targets, "targets", dtype_of(layers[layers.size() - 1]), "last");
 }

@@ -30,7 +30,7 @@ void check_layer_names(const pipeline::LayerSeq& layers, const std::vector<std::
 // which would fail inside the first step ("Found dtype Double but expected Float", from a
 // stage's backward). The inputs meet the first layer's parameters, the targets the last layer's
 // output; a layer without floating parameters (one that casts its input itself, say) is not
-// judged.
+// judged. Floating inputs of a first layer that is an embedding are refused: it wants integer ids.
 void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& layers,
                       const std::string& path);
 

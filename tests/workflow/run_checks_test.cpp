@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "models/zoo.h"
+
 namespace pipebal::workflow {
 namespace {
 
@@ -31,6 +33,24 @@ std::string error_of(const models::Dataset& data, LossKind loss, const at::Tenso
 
 // Scores for 4 classes, one row per sample (the model's output on one sample).
 const at::Tensor kScores = torch::zeros({1, 4});
+
+// Token ids saved as floats meet an embedding: int64 is the advice, not the weights' dtype.
+TEST(CheckDataDtype, FloatingIdsForAnEmbeddingAskForIntegers) {
+  const models::Model gpt = models::build_model("gpt:layers=1,dim=16,heads=2,seq=8,vocab=50", 0);
+  models::Dataset data;
+  data.inputs = {torch::zeros({4, 8}, torch::kDouble)};
+  data.targets = torch::zeros({4, 8}, torch::kLong);
+  try {
+    check_data_dtype(data, gpt.layers, "t.pt");
+    ADD_FAILURE() << "floating ids passed";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "--data t.pt's inputs are float64, but the model's first layer (Embedding) takes "
+              "integer ids: save them as int64 (ids.long())");
+  }
+  data.inputs = {torch::zeros({4, 8}, torch::kLong)};
+  EXPECT_NO_THROW(check_data_dtype(data, gpt.layers, "t.pt"));
+}
 
 TEST(CheckTargets, ClassIdsOfAnyIntegerTypeInRangeOrIgnoredPass) {
   EXPECT_EQ(
