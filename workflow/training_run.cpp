@@ -181,6 +181,13 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   check_run_limits(settings.steps, settings.warmup_steps, settings.step_timeout_s);
   st.model = models::build_model(settings.model, settings.seed);
   check_layer_names(st.model.layers, settings.layer_names, settings.model);
+  const std::vector<at::Tensor> parameters = st.model.layers.parameters();
+  if (settings.warn && std::none_of(parameters.begin(), parameters.end(),
+                                    [](const at::Tensor& p) { return p.requires_grad(); })) {
+    settings.warn(
+        "the model has no parameters to train: its loss stays as it is (the steps "
+        "still measure the pipeline)");
+  }
   std::optional<c10::ScalarType> dtype;
   if (!settings.dtype.empty()) {
     dtype = profiler::parse_dtype(settings.dtype);

@@ -68,8 +68,9 @@ struct TrainSettings {
   // A plan's layers (balance::Plan::layer_names), when training one: the model must have
   // exactly these, or the plan was made for another model. Empty: not checked.
   std::vector<std::string> layer_names;
-  // Told, as one line, of what the run leaves out that a user may not expect (the last
-  // mini-batch of each epoch, too small for the micro-batches); may be empty.
+  // Told, as one line, of what a user may not expect of the run (the last mini-batch of each
+  // epoch left out, too small for the micro-batches; a model with nothing to train); may be
+  // empty.
   std::function<void(const std::string&)> warn;
 };
 

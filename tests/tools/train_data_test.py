@@ -469,5 +469,11 @@ result = run("train", "--model", model_path, "--data", data, "--balance", "2,3",
 assert result.stderr.count("\n") == 1 and "make more than 10000000 steps" in result.stderr, \
     result.stderr
 
+# A model with nothing to train runs (its steps still measure the pipeline), and says so.
+still = os.path.join(work, "still.pt")
+torch.jit.script(nn.Sequential(nn.ReLU(), nn.Tanh())).save(still)
+result = run("train", "--model", still, "--input-shape", "4,8", "--balance", "1,1", "--steps", "2")
+assert "the model has no parameters to train" in result.stderr, result.stderr
+
 shutil.rmtree(work)
 print(f"ok: {len(expected)} steps equal PyTorch's, accuracy {accuracy:.2f}")
