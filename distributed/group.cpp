@@ -1,19 +1,11 @@
 // See group.h.
 #include "distributed/group.h"
 
-#include <poll.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <condition_variable>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -22,14 +14,14 @@
 #include <sstream>
 #include <thread>
 
-#include <c10/util/Logging.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "common/env_flag.h"
+#include "distributed/process_watch.h"
+#include "distributed/rendezvous.h"
 #include "distributed/shared_segment.h"
 #include "distributed/tags.h"
 #include "pipeline/error_text.h"
@@ -48,114 +40,6 @@ std::string text_of(const std::vector<uint8_t>& bytes) {
 }
 std::vector<uint8_t> bytes_of(const std::string& text) {
   return {text.begin(), text.end()};
-}
-
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
-
-// The network device Gloo binds: loopback for a run on one host, else the interface named by
-// GLOO_SOCKET_IFNAME (as in PyTorch), else the address this host's name resolves to.
-std::shared_ptr<::gloo::transport::Device> gloo_device(const LaunchEnv& env) {
-  if (is_loopback(env.master_addr)) {
-    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
-  }
-  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) {
-    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
-  }
-  return c10d::ProcessGroupGloo::createDefaultDevice();
-}
-
-// A handle on another process of this host that tells when it has ended: a pidfd where the
-// kernel has them (readable once the process has ended, reaped or not), else -pid.
-int process_handle(pid_t pid) {
-#ifdef SYS_pidfd_open
-  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
-  if (fd >= 0) return static_cast<int>(fd);
-#endif
-  return -static_cast<int>(pid);
-}
-
-// When process `pid` started, in clock ticks since boot (/proc/PID/stat's 22nd field); "" when
-// it cannot be read.
-std::string start_time(const std::string& pid) {
-  std::ifstream stat("/proc/" + pid + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  const size_t name_end = text.rfind(')');  // the command name may hold spaces
-  if (name_end == std::string::npos) return "";
-  std::istringstream fields(text.substr(name_end + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 22) return field;
-  }
-  return "";
-}
-
-// What tells this process apart on this host: the kernel's boot, its pid namespace, its pid and
-// its start time ("" when /proc does not say). Two processes whose boot and namespace agree can
-// watch each other's pid, once its start time confirms it is still the same process.
-std::string process_identity() {
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string boot_id;
-  std::error_code error;
-  const std::string pid_namespace = std::filesystem::read_symlink("/proc/self/ns/pid", error);
-  const std::string started = start_time("self");
-  if (!(boot >> boot_id) || error || started.empty()) return "";
-  return fmt::format("{} {} {} {}", boot_id, pid_namespace, ::getpid(), started);
-}
-
-bool process_ended(int handle) {
-  if (handle < 0) return ::kill(static_cast<pid_t>(-handle), 0) != 0 && errno == ESRCH;
-  pollfd ended{handle, POLLIN, 0};
-  return ::poll(&ended, 1, 0) > 0;
-}
-
-// c10d logs its socket errors to stderr; pipebal reports them itself, in one line.
-void quiet_c10d_logging() {
-#ifdef C10_USE_GLOG
-  FLAGS_minloglevel = google::GLOG_FATAL;
-#else
-  FLAGS_caffe2_log_level = 3;  // fatal only
-#endif
-}
-
-c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
-                                              std::chrono::milliseconds timeout) {
-  quiet_c10d_logging();
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(env.master_port);
-  options.isServer = env.rank == 0 && !env.agent_store;
-  options.waitWorkers = false;  // the process group's connection is the rendezvous
-  options.timeout = timeout;
-  options.multiTenant = true;
-  const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-  } catch (const std::exception& error) {
-    const std::string cause = pipeline::error_summary(error);
-    if (options.isServer && cause.find("timed out") != std::string::npos) {
-      // The server's own connection to itself timed out: not the port in use, but too short a
-      // time, or an address that is not this host's.
-      throw std::invalid_argument(
-          fmt::format("cannot serve the rendezvous on {} within {:g} s (--timeout; is MASTER_ADDR "
-                      "this host?): {}",
-                      where, timeout.count() / 1000.0, cause));
-    }
-    if (options.isServer) {
-      throw std::invalid_argument(
-          fmt::format("cannot serve the rendezvous on {} (MASTER_PORT in use? pick another with "
-                      "--master-port): {}",
-                      where, cause));
-    }
-    throw std::invalid_argument(fmt::format(
-        "cannot reach the rendezvous at {} within {:g} s (is rank 0 running there? check "
-        "MASTER_ADDR and MASTER_PORT): {}",
-        where, timeout.count() / 1000.0, cause));
-  }
-  return c10::make_intrusive<c10d::PrefixStore>(
-      fmt::format("pipebal/attempt_{}", env.restart_count), store);
 }
 
 }  // namespace
@@ -189,8 +73,7 @@ struct Group::State {
   std::map<std::string, int> serials;
 
   ~State() {
-    for (const auto& [peer, handle] : peer_pids)
-      if (handle >= 0) ::close(handle);
+    for (const auto& [peer, handle] : peer_pids) close_process_handle(handle);
   }
 
   // The value of `key` once another process has set it, polling the store (a failure posted
@@ -273,27 +156,13 @@ struct Group::State {
 
   // The processes of this host among the peers, from the identities they published.
   void watch_local_peers() {
-    std::istringstream mine(process_identity());
-    std::string boot, pid_namespace;
-    if (!(mine >> boot >> pid_namespace)) return;
     for (int r = 0; r < env.world_size; ++r) {
       const std::string key = fmt::format("process/{}", r);
       if (r == env.rank || !store->check({key})) continue;
-      std::istringstream theirs(text_of(store->get(key)));
-      std::string their_boot, their_namespace, pid, started;
-      if (!(theirs >> their_boot >> their_namespace >> pid >> started) || their_boot != boot ||
-          their_namespace != pid_namespace) {
-        continue;  // another host, or a process this one cannot see
+      if (const std::optional<int> handle = watch_process(text_of(store->get(key)))) {
+        std::lock_guard<std::mutex> lock(mutex);
+        peer_pids.emplace(r, *handle);
       }
-      const int handle = process_handle(static_cast<pid_t>(std::stol(pid)));
-      // Not the process that published it (the pid reused, or it ended already): not watched,
-      // rather than taken for ended.
-      if (start_time(pid) != started) {
-        if (handle >= 0) ::close(handle);
-        continue;
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      peer_pids.emplace(r, handle);
     }
   }
 

@@ -85,8 +85,8 @@ struct StepResult {
 class Pipeline {
  public:
   // Splits `layers` into stages of `balance[s]` layers on `devices[s]` (one device for all
-  // stages when a single one is given; none: the CPU). The layers are shared, not copied: training through
-  // the pipeline trains `layers`. Throws std::invalid_argument for a balance that does not
+  // stages when a single one is given; none: the CPU). The layers are shared, not copied: training
+  // through the pipeline trains `layers`. Throws std::invalid_argument for a balance that does not
   // cover the layers exactly, an empty stage, or a wrong number of devices.
   // The transport says which stages run here (all, by default) and joins them to their
   // neighbours; with several processes, each builds the same Pipeline over the same layers

@@ -1,6 +1,7 @@
 // See run_checks.h.
 #include "workflow/run_checks.h"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
@@ -71,6 +72,27 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
   }
   for (const at::Tensor& input : data.inputs) check(input, "inputs", dtype_of(layers[0]), "first");
   check(data.targets, "targets", dtype_of(layers[layers.size() - 1]), "last");
+}
+
+std::optional<std::string> left_out_batch(int64_t samples, int64_t batch_size, int chunks,
+                                          int replicas) {
+  const int64_t least = int64_t{chunks} * std::max(replicas, 1);
+  const int64_t last = batch_size > 0 ? samples % batch_size : 0;
+  if (last == 0 || last >= least) return std::nullopt;
+  return fmt::format(
+      "the last mini-batch of each epoch ({} of the {} samples) is left out: it needs {} samples "
+      "or more (--chunks {}{}); a --batch-size dividing the samples trains them all",
+      last, samples, least, chunks, replicas > 1 ? fmt::format(" x --replicas {}", replicas) : "");
+}
+
+std::optional<std::string> nothing_to_train(const pipeline::LayerSeq& layers) {
+  const std::vector<at::Tensor> parameters = layers.parameters();
+  if (std::any_of(parameters.begin(), parameters.end(),
+                  [](const at::Tensor& p) { return p.requires_grad(); })) {
+    return std::nullopt;
+  }
+  return "the model has no parameters to train: its loss stays as it is (the steps still "
+         "measure the pipeline)";
 }
 
 void check_data_has_no_nan(const models::Dataset& data, bool targets_read,

@@ -3,6 +3,8 @@
 // std::invalid_argument with one line.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,15 @@ void check_layer_names(const pipeline::LayerSeq& layers, const std::vector<std::
 // judged. Floating inputs of a first layer that is an embedding are refused: it wants integer ids.
 void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& layers,
                       const std::string& path);
+
+// What a run may leave out of `samples` in mini-batches of `batch_size`: the last mini-batch of
+// each epoch when it is too small for `chunks` micro-batches on each of `replicas` (said as a
+// warning); nullopt when none is.
+std::optional<std::string> left_out_batch(int64_t samples, int64_t batch_size, int chunks,
+                                          int replicas);
+
+// A warning when `layers` hold no parameter to train (the loss cannot change); nullopt else.
+std::optional<std::string> nothing_to_train(const pipeline::LayerSeq& layers);
 
 // Throws naming the tensor and the first sample when --data's inputs, or its targets when the
 // loss reads them (`targets_read`), hold a NaN: every loss it reaches would be NaN, and the

@@ -2,13 +2,9 @@
 #include "workflow/training_run.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -20,7 +16,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/atomic_file.h"
 #include "distributed/c10d_transport.h"
 #include "distributed/replicas.h"
 #include "distributed/tags.h"
@@ -37,6 +32,7 @@
 #include "profiler/taken_batch.h"
 #include "workflow/run_checks.h"
 #include "workflow/run_devices.h"
+#include "workflow/saved_model.h"
 #include "workflow/shared_settings.h"
 
 namespace pipebal::workflow {
@@ -64,38 +60,6 @@ int64_t peak_rss_bytes() {
   struct rusage usage {};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
   return int64_t{usage.ru_maxrss} * 1024;  // kilobytes on Linux
-}
-
-// Writes the trained TorchScript module atomically: an interrupted or failed save (a full disk)
-// never leaves half a model, nor a file of another name.
-void save_trained_model(const models::Model& model, const std::string& path) {
-  std::stringstream bytes;
-  try {
-    model.save(bytes);
-  } catch (const std::exception& error) {  // LibTorch's own
-    throw std::invalid_argument(fmt::format("cannot save the trained model to '{}': {}", path,
-                                            pipeline::error_summary(error)));
-  }
-  try {
-    // Straight from the stream's buffer: no second copy of the model in memory.
-    write_file_atomically_with(path, [&bytes, &path](const std::string& temporary) {
-      std::ofstream file(temporary, std::ios::binary);
-      errno = 0;
-      // In blocks, each write checked: `file << bytes.rdbuf()` stops silently at a failed one.
-      std::vector<char> block(1 << 20);
-      while (file && (bytes.read(block.data(), static_cast<std::streamsize>(block.size())) ||
-                      bytes.gcount() > 0)) {
-        file.write(block.data(), bytes.gcount());
-      }
-      file.close();
-      if (!file) {
-        throw std::runtime_error(fmt::format(
-            "cannot write '{}': {}", path, errno != 0 ? std::strerror(errno) : "the write failed"));
-      }
-    });
-  } catch (const std::runtime_error& error) {  // "cannot write 'path': why"
-    throw std::invalid_argument(error.what());
-  }
 }
 
 }  // namespace
@@ -181,13 +145,10 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   check_run_limits(settings.steps, settings.warmup_steps, settings.step_timeout_s);
   st.model = models::build_model(settings.model, settings.seed);
   check_layer_names(st.model.layers, settings.layer_names, settings.model);
-  const std::vector<at::Tensor> parameters = st.model.layers.parameters();
-  if (settings.warn && std::none_of(parameters.begin(), parameters.end(),
-                                    [](const at::Tensor& p) { return p.requires_grad(); })) {
-    settings.warn(
-        "the model has no parameters to train: its loss stays as it is (the steps "
-        "still measure the pipeline)");
-  }
+  const auto warn = [&settings](const std::optional<std::string>& line) {
+    if (line && settings.warn) settings.warn(*line);
+  };
+  warn(nothing_to_train(st.model.layers));
   std::optional<c10::ScalarType> dtype;
   if (!settings.dtype.empty()) {
     dtype = profiler::parse_dtype(settings.dtype);
@@ -209,17 +170,11 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     }
     check_data_has_no_nan(*st.dataset, settings.loss != "none", settings.data);
     // Every replica's slice needs a sample per micro-batch.
-    const int64_t least = int64_t{settings.chunks} * std::max(settings.replicas, 1);
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
-                                   settings.shuffle, settings.seed, least);
-    const int64_t last = st.dataset->size() % settings.batch_size;
-    if (last > 0 && last < least && settings.warn) {
-      settings.warn(fmt::format(
-          "the last mini-batch of each epoch ({} of the {} samples) is left out: it needs {} "
-          "samples or more (--chunks {}{}); a --batch-size dividing the samples trains them all",
-          last, st.dataset->size(), least, settings.chunks,
-          settings.replicas > 1 ? fmt::format(" x --replicas {}", settings.replicas) : ""));
-    }
+                                   settings.shuffle, settings.seed,
+                                   int64_t{settings.chunks} * std::max(settings.replicas, 1));
+    warn(left_out_batch(st.dataset->size(), settings.batch_size, settings.chunks,
+                        settings.replicas));
     st.settings.warmup_steps = 0;
     st.settings.steps = static_cast<int>(st.order.size());
     st.settings.input_shape = st.dataset->inputs[0].sizes().vec();

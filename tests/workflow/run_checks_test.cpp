@@ -52,6 +52,23 @@ TEST(CheckDataDtype, FloatingIdsForAnEmbeddingAskForIntegers) {
   EXPECT_NO_THROW(check_data_dtype(data, gpt.layers, "t.pt"));
 }
 
+TEST(LeftOutBatch, OnlyALastMiniBatchTooSmallForTheMicroBatchesIsLeftOut) {
+  EXPECT_EQ(left_out_batch(64, 16, 4, 1), std::nullopt);  // no last, short mini-batch
+  EXPECT_EQ(left_out_batch(66, 16, 2, 1), std::nullopt);  // 2 samples for 2 micro-batches
+  EXPECT_EQ(left_out_batch(66, 16, 2, 2),
+            "the last mini-batch of each epoch (2 of the 66 samples) is left out: it needs 4 "
+            "samples or more (--chunks 2 x --replicas 2); a --batch-size dividing the samples "
+            "trains them all");
+}
+
+TEST(NothingToTrain, OnlyAModelWithoutTrainableParametersIsSaidToHaveNone) {
+  const models::Model mlp = models::build_model("mlp:layers=2,width=8", 0);
+  EXPECT_EQ(nothing_to_train(mlp.layers), std::nullopt);
+  for (const at::Tensor& p : mlp.layers.parameters()) p.requires_grad_(false);
+  ASSERT_TRUE(nothing_to_train(mlp.layers).has_value());
+  EXPECT_NE(nothing_to_train(mlp.layers)->find("no parameters to train"), std::string::npos);
+}
+
 TEST(CheckTargets, ClassIdsOfAnyIntegerTypeInRangeOrIgnoredPass) {
   EXPECT_EQ(
       error_of(with_targets(torch::tensor({0, 3, -100, 2})), LossKind::kCrossEntropy, kScores),

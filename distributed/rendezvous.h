@@ -1,0 +1,31 @@
+// Where the processes of a run meet: the c10d TCPStore on MASTER_ADDR:MASTER_PORT (rank 0
+// serves it unless torchrun's agent does), and the network device Gloo binds.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include <c10/util/intrusive_ptr.h>
+
+#include "distributed/launch_env.h"
+
+namespace c10d {
+class Store;
+}  // namespace c10d
+namespace gloo::transport {
+class Device;
+}  // namespace gloo::transport
+
+namespace pipebal::distributed {
+
+// The run's store, under this attempt's prefix (torchrun restarts start afresh). Throws
+// std::invalid_argument with one line for a port in use, a MASTER_ADDR that is not this host
+// (rank 0), or a master that cannot be reached within `timeout`.
+c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
+                                              std::chrono::milliseconds timeout);
+
+// Loopback for a run on one host, else the interface named by GLOO_SOCKET_IFNAME (as in
+// PyTorch), else the address this host's name resolves to.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const LaunchEnv& env);
+
+}  // namespace pipebal::distributed
