@@ -1,5 +1,5 @@
 // See cost_model.h.
-#include "balance/cost_model.h"
+#include "pipebal/balance/cost_model.h"
 
 #include <algorithm>
 #include <cmath>

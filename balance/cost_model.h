@@ -8,10 +8,10 @@
 #include <limits>
 #include <vector>
 
-#include "balance/layer_cost.h"
-#include "balance/range_max.h"
-#include "balance/simulator.h"
-#include "pipeline/schedule.h"
+#include "pipebal/balance/layer_cost.h"
+#include "pipebal/balance/range_max.h"
+#include "pipebal/balance/simulator.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::balance {
 

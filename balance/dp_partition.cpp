@@ -12,7 +12,7 @@
 // spread over the devices' summed speed), which on long models lies within a fraction of a percent
 // of the optimum, and gallops up from it rather than bisecting down from the first, lopsided
 // partition: 5000 layers on 32 stages take 7 to 9 probes instead of 17.
-#include "balance/dp_partition.h"
+#include "pipebal/balance/dp_partition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "balance/units.h"
+#include "pipebal/balance/units.h"
 
 namespace pipebal::balance {
 namespace {

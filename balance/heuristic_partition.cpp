@@ -1,5 +1,5 @@
 // See heuristic_partition.h.
-#include "balance/heuristic_partition.h"
+#include "pipebal/balance/heuristic_partition.h"
 
 #include <algorithm>
 #include <cstdlib>

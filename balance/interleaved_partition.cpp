@@ -1,5 +1,5 @@
 // See interleaved_partition.h.
-#include "balance/interleaved_partition.h"
+#include "pipebal/balance/interleaved_partition.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "balance/dp_partition.h"
-#include "balance/plan.h"
-#include "common/format_bytes.h"
+#include "pipebal/balance/dp_partition.h"
+#include "pipebal/balance/plan.h"
+#include "pipebal/common/format_bytes.h"
 
 namespace pipebal::balance {
 namespace {

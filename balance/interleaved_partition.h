@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "balance/cost_model.h"
+#include "pipebal/balance/cost_model.h"
 
 namespace pipebal::balance {
 

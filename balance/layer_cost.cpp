@@ -1,5 +1,5 @@
 // See layer_cost.h.
-#include "balance/layer_cost.h"
+#include "pipebal/balance/layer_cost.h"
 
 #include <cmath>
 #include <stdexcept>

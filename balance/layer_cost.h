@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "balance/link_model.h"
-#include "pipeline/schedule.h"
+#include "pipebal/balance/link_model.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::balance {
 

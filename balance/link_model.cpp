@@ -1,5 +1,5 @@
 // See link_model.h.
-#include "balance/link_model.h"
+#include "pipebal/balance/link_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include "common/json_reader.h"
+#include "pipebal/common/json_reader.h"
 
 namespace pipebal::balance {
 

@@ -1,5 +1,5 @@
 // See micro_batch_costs.h.
-#include "balance/micro_batch_costs.h"
+#include "pipebal/balance/micro_batch_costs.h"
 
 #include <algorithm>
 #include <cmath>

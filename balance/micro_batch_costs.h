@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "balance/layer_cost.h"
+#include "pipebal/balance/layer_cost.h"
 
 namespace pipebal::balance {
 

@@ -1,13 +1,13 @@
 // See partition.h.
-#include "balance/partition.h"
+#include "pipebal/balance/partition.h"
 
 #include <optional>
 #include <stdexcept>
 
-#include "balance/dp_partition.h"
-#include "balance/heuristic_partition.h"
-#include "balance/interleaved_partition.h"
-#include "balance/weight_delays.h"
+#include "pipebal/balance/dp_partition.h"
+#include "pipebal/balance/heuristic_partition.h"
+#include "pipebal/balance/interleaved_partition.h"
+#include "pipebal/balance/weight_delays.h"
 
 namespace pipebal::balance {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "balance/cost_model.h"
-#include "balance/plan.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/plan.h"
 
 namespace pipebal::balance {
 

@@ -1,5 +1,5 @@
 // See plan.h.
-#include "balance/plan.h"
+#include "pipebal/balance/plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +12,11 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/micro_batch_costs.h"
-#include "common/atomic_file.h"
-#include "common/json_reader.h"
-#include "common/parse_integers.h"
-#include "common/schema.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/json_reader.h"
+#include "pipebal/common/parse_integers.h"
+#include "pipebal/common/schema.h"
 
 namespace pipebal::balance {
 namespace {

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "balance/cost_model.h"
-#include "balance/simulator.h"
-#include "pipeline/schedule.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/simulator.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::balance {
 

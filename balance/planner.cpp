@@ -1,5 +1,5 @@
 // See planner.h.
-#include "balance/planner.h"
+#include "pipebal/balance/planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,10 +12,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "balance/dp_partition.h"
-#include "balance/interleaved_partition.h"
-#include "balance/partition.h"
-#include "common/format_bytes.h"
+#include "pipebal/balance/dp_partition.h"
+#include "pipebal/balance/interleaved_partition.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/common/format_bytes.h"
 
 namespace pipebal::balance {
 namespace {

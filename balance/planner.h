@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "balance/cost_model.h"
-#include "balance/layer_cost.h"
-#include "balance/micro_batch_costs.h"
-#include "balance/plan.h"
-#include "pipeline/schedule.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/layer_cost.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/balance/plan.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::balance {
 

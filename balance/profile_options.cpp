@@ -1,5 +1,5 @@
 // See profile_options.h.
-#include "balance/profile_options.h"
+#include "pipebal/balance/profile_options.h"
 
 namespace pipebal::balance {
 

@@ -9,8 +9,8 @@
 //   const CostModel model(layers_for_chunks(profile, options.chunks), 4, options);
 #pragma once
 
-#include "balance/cost_model.h"
-#include "balance/layer_cost.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/layer_cost.h"
 
 namespace pipebal::balance {
 

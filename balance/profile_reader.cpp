@@ -1,5 +1,5 @@
 // See profile_reader.h.
-#include "balance/profile_reader.h"
+#include "pipebal/balance/profile_reader.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/micro_batch_costs.h"
-#include "common/atomic_file.h"
-#include "common/json_reader.h"
-#include "common/schema.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/json_reader.h"
+#include "pipebal/common/schema.h"
 
 namespace pipebal::balance {
 namespace {

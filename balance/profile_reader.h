@@ -7,7 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "balance/layer_cost.h"
+#include "pipebal/balance/layer_cost.h"
 
 namespace pipebal::balance {
 

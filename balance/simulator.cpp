@@ -1,7 +1,7 @@
 // See simulator.h. Devices are advanced round-robin, each through its order as far as the
 // dependencies allow, until every action has run; a full round without progress means the
 // schedule deadlocks.
-#include "balance/simulator.h"
+#include "pipebal/balance/simulator.h"
 
 #include <algorithm>
 #include <limits>

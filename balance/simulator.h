@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "pipeline/schedule.h"
-#include "pipeline/timeline.h"
+#include "pipebal/pipeline/schedule.h"
+#include "pipebal/pipeline/timeline.h"
 
 namespace pipebal::balance {
 

@@ -1,5 +1,5 @@
 // See units.h.
-#include "balance/units.h"
+#include "pipebal/balance/units.h"
 
 #include <cctype>
 #include <cmath>

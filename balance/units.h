@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/format_bytes.h"
+#include "pipebal/common/format_bytes.h"
 
 namespace pipebal::balance {
 

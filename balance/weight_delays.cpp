@@ -1,10 +1,10 @@
 // See weight_delays.h.
-#include "balance/weight_delays.h"
+#include "pipebal/balance/weight_delays.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "balance/plan.h"
+#include "pipebal/balance/plan.h"
 
 namespace pipebal::balance {
 namespace {

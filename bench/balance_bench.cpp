@@ -9,10 +9,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include "balance/cost_model.h"
-#include "balance/dp_partition.h"
-#include "balance/partition.h"
-#include "balance/planner.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/dp_partition.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/balance/planner.h"
 
 namespace pipebal::balance {
 namespace {

@@ -17,14 +17,14 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "models/synthetic.h"
-#include "models/zoo.h"
-#include "pipeline/pipeline.h"
-#include "pipeline/worker.h"
-#include "profiler/cpu_memory.h"
-#include "profiler/environment.h"
-#include "profiler/statistics.h"
-#include "workflow/malloc_tuning.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/pipeline/worker.h"
+#include "pipebal/profiler/cpu_memory.h"
+#include "pipebal/profiler/environment.h"
+#include "pipebal/profiler/statistics.h"
+#include "pipebal/workflow/malloc_tuning.h"
 
 namespace {
 

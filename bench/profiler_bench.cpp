@@ -18,12 +18,12 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "models/synthetic.h"
-#include "models/zoo.h"
-#include "profiler/environment.h"
-#include "profiler/profiler.h"
-#include "profiler/statistics.h"
-#include "workflow/malloc_tuning.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/profiler/environment.h"
+#include "pipebal/profiler/profiler.h"
+#include "pipebal/profiler/statistics.h"
+#include "pipebal/workflow/malloc_tuning.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // See aligned_stack.h.
-#include "common/aligned_stack.h"
+#include "pipebal/common/aligned_stack.h"
 
 #include <cstdlib>
 #include <stdexcept>

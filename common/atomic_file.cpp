@@ -1,5 +1,5 @@
 // See atomic_file.h.
-#include "common/atomic_file.h"
+#include "pipebal/common/atomic_file.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,8 +18,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "common/parse_integers.h"
-#include "common/remove_tree.h"
+#include "pipebal/common/parse_integers.h"
+#include "pipebal/common/remove_tree.h"
 
 namespace pipebal {
 namespace {

@@ -1,5 +1,5 @@
 // See distinct_paths.h.
-#include "common/distinct_paths.h"
+#include "pipebal/common/distinct_paths.h"
 
 #include <filesystem>
 #include <stdexcept>

@@ -1,5 +1,5 @@
 // See env_flag.h.
-#include "common/env_flag.h"
+#include "pipebal/common/env_flag.h"
 
 #include <cstdlib>
 #include <stdexcept>

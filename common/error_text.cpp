@@ -1,5 +1,5 @@
 // See error_text.h.
-#include "common/error_text.h"
+#include "pipebal/common/error_text.h"
 
 #include <cctype>
 #include <sstream>

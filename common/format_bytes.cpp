@@ -1,5 +1,5 @@
 // See format_bytes.h.
-#include "common/format_bytes.h"
+#include "pipebal/common/format_bytes.h"
 
 #include <cmath>
 

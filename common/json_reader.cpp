@@ -1,5 +1,5 @@
 // See json_reader.h.
-#include "common/json_reader.h"
+#include "pipebal/common/json_reader.h"
 
 #include <cmath>
 #include <stdexcept>

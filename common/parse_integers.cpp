@@ -1,5 +1,5 @@
 // See parse_integers.h.
-#include "common/parse_integers.h"
+#include "pipebal/common/parse_integers.h"
 
 #include <algorithm>
 #include <cerrno>

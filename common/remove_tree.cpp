@@ -1,5 +1,5 @@
 // See remove_tree.h.
-#include "common/remove_tree.h"
+#include "pipebal/common/remove_tree.h"
 
 #include <ftw.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 // See schema.h.
-#include "common/schema.h"
+#include "pipebal/common/schema.h"
 
 #include <stdexcept>
 #include <unordered_set>

@@ -1,5 +1,5 @@
 // See time_limit.h.
-#include "common/time_limit.h"
+#include "pipebal/common/time_limit.h"
 
 #include <cstdint>
 #include <cstring>

@@ -1,5 +1,5 @@
 // See buffer_pool.h.
-#include "distributed/buffer_pool.h"
+#include "pipebal/distributed/buffer_pool.h"
 
 #include <torch/torch.h>
 

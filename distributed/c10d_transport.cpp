@@ -1,5 +1,5 @@
 // See c10d_transport.h.
-#include "distributed/c10d_transport.h"
+#include "pipebal/distributed/c10d_transport.h"
 
 #include <unistd.h>
 
@@ -10,12 +10,12 @@
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "common/env_flag.h"
-#include "distributed/channel_ends.h"
-#include "distributed/gloo_channel.h"
-#include "distributed/nccl_link.h"
-#include "distributed/shared_memory_channel.h"
-#include "distributed/tensor_channel.h"
+#include "pipebal/common/env_flag.h"
+#include "pipebal/distributed/channel_ends.h"
+#include "pipebal/distributed/gloo_channel.h"
+#include "pipebal/distributed/nccl_link.h"
+#include "pipebal/distributed/shared_memory_channel.h"
+#include "pipebal/distributed/tensor_channel.h"
 
 namespace pipebal::distributed {
 namespace {

@@ -14,9 +14,9 @@
 
 #include <c10/core/Device.h>
 
-#include "distributed/group.h"
-#include "distributed/placement.h"
-#include "pipeline/transport.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/distributed/placement.h"
+#include "pipebal/pipeline/transport.h"
 
 namespace pipebal::distributed {
 

@@ -1,5 +1,5 @@
 // See gloo_channel.h.
-#include "distributed/gloo_channel.h"
+#include "pipebal/distributed/gloo_channel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,10 +11,10 @@
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "distributed/buffer_pool.h"
-#include "distributed/sends_in_flight.h"
-#include "distributed/tags.h"
-#include "distributed/wire_message.h"
+#include "pipebal/distributed/buffer_pool.h"
+#include "pipebal/distributed/sends_in_flight.h"
+#include "pipebal/distributed/tags.h"
+#include "pipebal/distributed/wire_message.h"
 
 namespace pipebal::distributed {
 namespace {

@@ -1,5 +1,5 @@
 // See group.h.
-#include "distributed/group.h"
+#include "pipebal/distributed/group.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -19,12 +19,12 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "common/env_flag.h"
-#include "distributed/process_watch.h"
-#include "distributed/rendezvous.h"
-#include "distributed/shared_segment.h"
-#include "distributed/tags.h"
-#include "pipeline/error_text.h"
+#include "pipebal/common/env_flag.h"
+#include "pipebal/distributed/process_watch.h"
+#include "pipebal/distributed/rendezvous.h"
+#include "pipebal/distributed/shared_segment.h"
+#include "pipebal/distributed/tags.h"
+#include "pipebal/pipeline/error_text.h"
 
 namespace pipebal::distributed {
 namespace {

@@ -20,7 +20,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
 
-#include "distributed/launch_env.h"
+#include "pipebal/distributed/launch_env.h"
 
 namespace c10d {
 class ProcessGroupGloo;  // a ProcessGroup in LibTorch 1.x, a Backend in 2.x

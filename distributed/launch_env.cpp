@@ -1,5 +1,5 @@
 // See launch_env.h.
-#include "distributed/launch_env.h"
+#include "pipebal/distributed/launch_env.h"
 
 #include <cstdlib>
 #include <optional>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "common/parse_integers.h"
+#include "pipebal/common/parse_integers.h"
 
 namespace pipebal::distributed {
 namespace {

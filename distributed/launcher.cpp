@@ -1,5 +1,5 @@
 // See launcher.h.
-#include "distributed/launcher.h"
+#include "pipebal/distributed/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 
 #include <fmt/format.h>
 
-#include "common/time_limit.h"
+#include "pipebal/common/time_limit.h"
 
 namespace pipebal::distributed {
 namespace {

@@ -1,12 +1,12 @@
 // See link_probe.h.
-#include "distributed/link_probe.h"
+#include "pipebal/distributed/link_probe.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include <torch/torch.h>
 
-#include "distributed/c10d_transport.h"
+#include "pipebal/distributed/c10d_transport.h"
 
 namespace pipebal::distributed {
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "balance/link_model.h"
-#include "distributed/group.h"
+#include "pipebal/balance/link_model.h"
+#include "pipebal/distributed/group.h"
 
 namespace pipebal::distributed {
 

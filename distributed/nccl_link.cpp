@@ -1,5 +1,5 @@
 // See nccl_link.h.
-#include "distributed/nccl_link.h"
+#include "pipebal/distributed/nccl_link.h"
 
 #include <algorithm>
 #include <stdexcept>

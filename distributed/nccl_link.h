@@ -8,9 +8,9 @@
 
 #include <c10/core/Device.h>
 
-#include "distributed/channel_ends.h"
-#include "distributed/group.h"
-#include "distributed/tensor_channel.h"
+#include "pipebal/distributed/channel_ends.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/distributed/tensor_channel.h"
 
 namespace pipebal::distributed {
 

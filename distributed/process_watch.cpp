@@ -1,5 +1,5 @@
 // See process_watch.h.
-#include "distributed/process_watch.h"
+#include "pipebal/distributed/process_watch.h"
 
 #include <poll.h>
 #include <sys/syscall.h>

@@ -1,5 +1,5 @@
 // See rendezvous.h.
-#include "distributed/rendezvous.h"
+#include "pipebal/distributed/rendezvous.h"
 
 #include <cstdlib>
 #include <stdexcept>
@@ -10,7 +10,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "pipeline/error_text.h"
+#include "pipebal/pipeline/error_text.h"
 
 namespace pipebal::distributed {
 

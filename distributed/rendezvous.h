@@ -7,7 +7,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include "distributed/launch_env.h"
+#include "pipebal/distributed/launch_env.h"
 
 namespace c10d {
 class Store;

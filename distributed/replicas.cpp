@@ -1,5 +1,5 @@
 // See replicas.h.
-#include "distributed/replicas.h"
+#include "pipebal/distributed/replicas.h"
 
 #include <fmt/format.h>
 #include <torch/torch.h>

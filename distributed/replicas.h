@@ -10,8 +10,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "distributed/group.h"
-#include "distributed/placement.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/distributed/placement.h"
 
 namespace pipebal::distributed {
 

@@ -1,5 +1,5 @@
 // See sends_in_flight.h.
-#include "distributed/sends_in_flight.h"
+#include "pipebal/distributed/sends_in_flight.h"
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 

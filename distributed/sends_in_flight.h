@@ -8,7 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
 
-#include "distributed/group.h"
+#include "pipebal/distributed/group.h"
 
 namespace pipebal::distributed {
 

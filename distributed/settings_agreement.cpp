@@ -1,13 +1,13 @@
 // See settings_agreement.h.
-#include "distributed/settings_agreement.h"
+#include "pipebal/distributed/settings_agreement.h"
 
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/env_flag.h"
-#include "distributed/group.h"
+#include "pipebal/common/env_flag.h"
+#include "pipebal/distributed/group.h"
 
 namespace pipebal::distributed {
 namespace {

@@ -1,5 +1,5 @@
 // See shared_mailbox.h.
-#include "distributed/shared_mailbox.h"
+#include "pipebal/distributed/shared_mailbox.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -10,7 +10,7 @@
 #include <functional>
 #include <memory>
 
-#include "distributed/shared_segment.h"
+#include "pipebal/distributed/shared_segment.h"
 
 namespace pipebal::distributed {
 

@@ -1,5 +1,5 @@
 // See shared_memory_channel.h.
-#include "distributed/shared_memory_channel.h"
+#include "pipebal/distributed/shared_memory_channel.h"
 
 #include <atomic>
 #include <chrono>
@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "distributed/shared_mailbox.h"
-#include "distributed/shared_slots.h"
-#include "distributed/wire_message.h"
-#include "pipeline/schedule.h"
+#include "pipebal/distributed/shared_mailbox.h"
+#include "pipebal/distributed/shared_slots.h"
+#include "pipebal/distributed/wire_message.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::distributed {
 namespace {

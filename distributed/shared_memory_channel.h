@@ -8,9 +8,9 @@
 
 #include <memory>
 
-#include "distributed/channel_ends.h"
-#include "distributed/group.h"
-#include "pipeline/transport.h"
+#include "pipebal/distributed/channel_ends.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/pipeline/transport.h"
 
 namespace pipebal::distributed {
 

@@ -1,5 +1,5 @@
 // See shared_segment.h.
-#include "distributed/shared_segment.h"
+#include "pipebal/distributed/shared_segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

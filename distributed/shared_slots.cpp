@@ -1,5 +1,5 @@
 // See shared_slots.h.
-#include "distributed/shared_slots.h"
+#include "pipebal/distributed/shared_slots.h"
 
 #include <stdexcept>
 #include <system_error>
@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "distributed/wire_message.h"
-#include "profiler/cpu_memory.h"
+#include "pipebal/distributed/wire_message.h"
+#include "pipebal/profiler/cpu_memory.h"
 
 namespace pipebal::distributed {
 namespace {

@@ -15,9 +15,9 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "distributed/shared_mailbox.h"
-#include "distributed/shared_segment.h"
-#include "pipeline/batch.h"
+#include "pipebal/distributed/shared_mailbox.h"
+#include "pipebal/distributed/shared_segment.h"
+#include "pipebal/pipeline/batch.h"
 
 namespace pipebal::distributed {
 

@@ -2,7 +2,7 @@
 // (sender, tag), in order within a tag.
 #pragma once
 
-#include "pipeline/schedule.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::distributed {
 

@@ -1,5 +1,5 @@
 // See tensor_channel.h.
-#include "distributed/tensor_channel.h"
+#include "pipebal/distributed/tensor_channel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,9 +8,9 @@
 #include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "distributed/gloo_channel.h"
-#include "distributed/sends_in_flight.h"
-#include "distributed/wire_message.h"
+#include "pipebal/distributed/gloo_channel.h"
+#include "pipebal/distributed/sends_in_flight.h"
+#include "pipebal/distributed/wire_message.h"
 
 namespace pipebal::distributed {
 namespace {

@@ -16,9 +16,9 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
-#include "distributed/channel_ends.h"
-#include "distributed/group.h"
-#include "pipeline/transport.h"
+#include "pipebal/distributed/channel_ends.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/pipeline/transport.h"
 
 namespace pipebal::distributed {
 

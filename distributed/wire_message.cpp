@@ -1,5 +1,5 @@
 // See wire_message.h.
-#include "distributed/wire_message.h"
+#include "pipebal/distributed/wire_message.h"
 
 #include <cstring>
 #include <optional>

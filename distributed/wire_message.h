@@ -18,7 +18,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "pipeline/batch.h"
+#include "pipebal/pipeline/batch.h"
 
 namespace pipebal::distributed {
 

@@ -1,6 +1,6 @@
 // A plan.json as `pipebal train --plan` reads it.
-#include "balance/plan.h"
 #include "fuzz/fuzz_support.h"
+#include "pipebal/balance/plan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto doc = pipebal::fuzz::parse(data, size);

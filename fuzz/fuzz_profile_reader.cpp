@@ -1,11 +1,11 @@
 // A profile.json as any tool may write it: read it, then plan it as `pipebal balance` and
 // `pipebal plan` do.
-#include "balance/cost_model.h"
-#include "balance/micro_batch_costs.h"
-#include "balance/partition.h"
-#include "balance/planner.h"
-#include "balance/profile_reader.h"
 #include "fuzz/fuzz_support.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/balance/planner.h"
+#include "pipebal/balance/profile_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto doc = pipebal::fuzz::parse(data, size);

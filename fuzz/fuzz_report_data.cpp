@@ -1,8 +1,8 @@
 // A validation.json, run.json or comparison (plans-comparison.json, plan-validation.json), beside
 // a valid profile, rendered as `pipebal report` renders it.
 #include "fuzz/fuzz_support.h"
-#include "reports/html_report.h"
-#include "reports/report_data.h"
+#include "pipebal/reports/html_report.h"
+#include "pipebal/reports/report_data.h"
 
 namespace {
 

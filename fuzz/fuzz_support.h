@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/schema.h"
+#include "pipebal/common/schema.h"
 
 namespace pipebal::fuzz {
 

@@ -1,8 +1,8 @@
 // Sizes and bandwidths as typed on the command line (--memory-cap, --bandwidth).
 #include <string>
 
-#include "balance/units.h"
 #include "fuzz/fuzz_support.h"
+#include "pipebal/balance/units.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
 // See amoebanet.h.
-#include "models/amoebanet.h"
+#include "pipebal/models/amoebanet.h"
 
 #include <array>
 #include <stdexcept>
@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "pipeline/batch_norm.h"
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::models {
 namespace {

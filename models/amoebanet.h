@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/layer_seq.h"
 
 namespace pipebal::models {
 

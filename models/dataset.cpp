@@ -1,5 +1,5 @@
 // See dataset.h.
-#include "models/dataset.h"
+#include "pipebal/models/dataset.h"
 
 #include <fstream>
 #include <iterator>
@@ -9,8 +9,8 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
-#include "common/atomic_file.h"
-#include "pipeline/error_text.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/pipeline/error_text.h"
 
 namespace pipebal::models {
 namespace {

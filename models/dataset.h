@@ -9,7 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "pipeline/batch.h"
+#include "pipebal/pipeline/batch.h"
 
 namespace pipebal::models {
 

@@ -1,5 +1,5 @@
 // See gpt.h.
-#include "models/gpt.h"
+#include "pipebal/models/gpt.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "pipeline/dropout.h"
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/dropout.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::models {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/layer_seq.h"
 
 namespace pipebal::models {
 

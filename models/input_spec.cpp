@@ -1,5 +1,5 @@
 // See input_spec.h.
-#include "models/input_spec.h"
+#include "pipebal/models/input_spec.h"
 
 #include <stdexcept>
 
@@ -9,10 +9,10 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
-#include "common/format_bytes.h"
-#include "common/parse_integers.h"
-#include "models/synthetic.h"
-#include "pipeline/dtype.h"
+#include "pipebal/common/format_bytes.h"
+#include "pipebal/common/parse_integers.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/pipeline/dtype.h"
 
 namespace pipebal::models {
 namespace {

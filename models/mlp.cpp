@@ -1,11 +1,11 @@
 // See mlp.h.
-#include "models/mlp.h"
+#include "pipebal/models/mlp.h"
 
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::models {
 

@@ -1,13 +1,13 @@
 // See resnet.h.
-#include "models/resnet.h"
+#include "pipebal/models/resnet.h"
 
 #include <stdexcept>
 #include <vector>
 
 #include <torch/torch.h>
 
-#include "pipeline/batch_norm.h"
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::models {
 namespace {

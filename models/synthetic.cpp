@@ -1,5 +1,5 @@
 // See synthetic.h.
-#include "models/synthetic.h"
+#include "pipebal/models/synthetic.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -8,9 +8,9 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
-#include "common/parse_integers.h"
-#include "pipeline/error_text.h"
-#include "pipeline/run_state.h"
+#include "pipebal/common/parse_integers.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/run_state.h"
 
 namespace pipebal::models {
 namespace {

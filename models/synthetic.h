@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "models/input_spec.h"
-#include "models/zoo.h"
-#include "pipeline/batch.h"
+#include "pipebal/models/input_spec.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/pipeline/batch.h"
 
 namespace pipebal::models {
 

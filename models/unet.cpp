@@ -1,5 +1,5 @@
 // See unet.h.
-#include "models/unet.h"
+#include "pipebal/models/unet.h"
 
 #include <stdexcept>
 #include <string>
@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "pipeline/batch_norm.h"
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::models {
 namespace {

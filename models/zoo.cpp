@@ -1,5 +1,5 @@
 // SPEC parsing and the catalog of built-in models; see zoo.h.
-#include "models/zoo.h"
+#include "pipebal/models/zoo.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -11,13 +11,13 @@
 #include <fmt/ranges.h>
 #include <torch/utils.h>
 
-#include "common/parse_integers.h"
-#include "models/amoebanet.h"
-#include "models/gpt.h"
-#include "models/mlp.h"
-#include "models/resnet.h"
-#include "models/unet.h"
-#include "pipeline/script_layer.h"
+#include "pipebal/common/parse_integers.h"
+#include "pipebal/models/amoebanet.h"
+#include "pipebal/models/gpt.h"
+#include "pipebal/models/mlp.h"
+#include "pipebal/models/resnet.h"
+#include "pipebal/models/unet.h"
+#include "pipebal/pipeline/script_layer.h"
 
 namespace pipebal::models {
 namespace {

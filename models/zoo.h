@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/layer_seq.h"
-#include "pipeline/script_layer.h"
+#include "pipebal/pipeline/layer_seq.h"
+#include "pipebal/pipeline/script_layer.h"
 
 namespace pipebal::models {
 

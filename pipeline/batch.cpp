@@ -1,5 +1,5 @@
 // See batch.h.
-#include "pipeline/batch.h"
+#include "pipebal/pipeline/batch.h"
 
 #include <stdexcept>
 

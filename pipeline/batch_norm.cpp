@@ -1,5 +1,5 @@
 // See batch_norm.h.
-#include "pipeline/batch_norm.h"
+#include "pipebal/pipeline/batch_norm.h"
 
 #include <cmath>
 #include <stdexcept>

@@ -1,5 +1,5 @@
 // See dropout.h.
-#include "pipeline/dropout.h"
+#include "pipebal/pipeline/dropout.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // See dtype.h.
-#include "pipeline/dtype.h"
+#include "pipebal/pipeline/dtype.h"
 
 #include <utility>
 

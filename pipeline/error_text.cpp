@@ -1,5 +1,5 @@
 // See error_text.h.
-#include "pipeline/error_text.h"
+#include "pipebal/pipeline/error_text.h"
 
 #include <c10/util/Exception.h>
 

@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-#include "common/error_text.h"
+#include "pipebal/common/error_text.h"
 
 namespace pipebal::pipeline {
 

@@ -1,5 +1,5 @@
 // See handed_backward.h.
-#include "pipeline/handed_backward.h"
+#include "pipebal/pipeline/handed_backward.h"
 
 #include <memory>
 #include <stdexcept>
@@ -9,7 +9,7 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 
-#include "common/aligned_stack.h"
+#include "pipebal/common/aligned_stack.h"
 
 namespace pipebal::pipeline {
 namespace {

@@ -1,5 +1,5 @@
 // See in_place.h.
-#include "pipeline/in_place.h"
+#include "pipebal/pipeline/in_place.h"
 
 #include <string>
 

@@ -13,8 +13,8 @@
 #include <exception>
 #include <vector>
 
-#include "pipeline/batch.h"
-#include "pipeline/layer.h"
+#include "pipebal/pipeline/batch.h"
+#include "pipebal/pipeline/layer.h"
 
 namespace pipebal::pipeline {
 

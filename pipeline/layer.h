@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/batch.h"
+#include "pipebal/pipeline/batch.h"
 
 namespace pipebal::pipeline {
 

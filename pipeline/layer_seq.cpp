@@ -1,5 +1,5 @@
 // See layer_seq.h.
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/layer_seq.h"
 
 #include <set>
 #include <stdexcept>

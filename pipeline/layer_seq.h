@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/layer.h"
+#include "pipebal/pipeline/layer.h"
 
 namespace pipebal::pipeline {
 

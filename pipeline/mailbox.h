@@ -8,7 +8,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "pipeline/spinning_condition.h"
+#include "pipebal/pipeline/spinning_condition.h"
 
 namespace pipebal::pipeline {
 

@@ -1,13 +1,13 @@
 // See module_layer.h.
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/module_layer.h"
 
 #include <optional>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/dropout.h>
 
-#include "pipeline/batch_norm.h"
-#include "pipeline/dropout.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/dropout.h"
 
 namespace pipebal::pipeline {
 

@@ -7,7 +7,7 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 
-#include "pipeline/layer.h"
+#include "pipebal/pipeline/layer.h"
 
 namespace pipebal::pipeline {
 

@@ -1,5 +1,5 @@
 // See pipeline.h.
-#include "pipeline/pipeline.h"
+#include "pipebal/pipeline/pipeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,13 +15,13 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
-#include "common/time_limit.h"
-#include "pipeline/batch_norm.h"
-#include "pipeline/error_text.h"
-#include "pipeline/module_layer.h"
-#include "pipeline/stage_turner.h"
-#include "pipeline/transfer.h"
-#include "pipeline/worker.h"
+#include "pipebal/common/time_limit.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/pipeline/stage_turner.h"
+#include "pipebal/pipeline/transfer.h"
+#include "pipebal/pipeline/worker.h"
 
 namespace pipebal::pipeline {
 namespace {

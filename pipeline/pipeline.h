@@ -14,11 +14,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include "pipeline/layer_seq.h"
-#include "pipeline/schedule.h"
-#include "pipeline/stage.h"
-#include "pipeline/timeline.h"
-#include "pipeline/transport.h"
+#include "pipebal/pipeline/layer_seq.h"
+#include "pipebal/pipeline/schedule.h"
+#include "pipebal/pipeline/stage.h"
+#include "pipebal/pipeline/timeline.h"
+#include "pipebal/pipeline/transport.h"
 
 namespace pipebal::pipeline {
 

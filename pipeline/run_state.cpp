@@ -1,5 +1,5 @@
 // See run_state.h.
-#include "pipeline/run_state.h"
+#include "pipebal/pipeline/run_state.h"
 
 #include <mutex>
 

@@ -1,5 +1,5 @@
 // Generation of GPipe, 1F1B, interleaved 1F1B and zero-bubble H1 action lists; see schedule.h.
-#include "pipeline/schedule.h"
+#include "pipebal/pipeline/schedule.h"
 
 #include <algorithm>
 #include <stdexcept>

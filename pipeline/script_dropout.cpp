@@ -1,5 +1,5 @@
 // See script_dropout.h.
-#include "pipeline/script_dropout.h"
+#include "pipebal/pipeline/script_dropout.h"
 
 #include <functional>
 #include <map>
@@ -11,7 +11,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/library.h>
 
-#include "pipeline/dropout.h"
+#include "pipebal/pipeline/dropout.h"
 
 namespace pipebal::pipeline {
 namespace {

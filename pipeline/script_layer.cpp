@@ -1,5 +1,5 @@
 // See script_layer.h.
-#include "pipeline/script_layer.h"
+#include "pipebal/pipeline/script_layer.h"
 
 #include <functional>
 #include <stdexcept>
@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 #include <torch/script.h>
 
-#include "common/atomic_file.h"
-#include "pipeline/error_text.h"
-#include "pipeline/run_state.h"
-#include "pipeline/script_dropout.h"
-#include "pipeline/script_split.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/run_state.h"
+#include "pipebal/pipeline/script_dropout.h"
+#include "pipebal/pipeline/script_split.h"
 
 namespace pipebal::pipeline {
 namespace {

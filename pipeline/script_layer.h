@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/layer_seq.h"
 
 namespace pipebal::pipeline {
 

@@ -1,5 +1,5 @@
 // See script_split.h.
-#include "pipeline/script_split.h"
+#include "pipebal/pipeline/script_split.h"
 
 #include <algorithm>
 #include <set>
@@ -13,7 +13,7 @@
 #include <torch/csrc/jit/api/compilation_unit.h>
 #include <torch/csrc/jit/ir/ir.h>
 
-#include "pipeline/script_dropout.h"
+#include "pipebal/pipeline/script_dropout.h"
 
 namespace pipebal::pipeline {
 namespace {

@@ -1,6 +1,6 @@
 // See split_backward.h. The graph is walked once per micro-batch: which nodes lead to an input,
 // and which parameters lie below each node, decide where B stops and W starts.
-#include "pipeline/split_backward.h"
+#include "pipebal/pipeline/split_backward.h"
 
 #include <cstdint>
 #include <unordered_map>
@@ -10,7 +10,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include "pipeline/handed_backward.h"
+#include "pipebal/pipeline/handed_backward.h"
 
 namespace pipebal::pipeline {
 namespace {

@@ -1,5 +1,5 @@
 // See stage.h.
-#include "pipeline/stage.h"
+#include "pipebal/pipeline/stage.h"
 
 #include <algorithm>
 #include <map>
@@ -11,13 +11,13 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "pipeline/batch_norm.h"
-#include "pipeline/dropout.h"
-#include "pipeline/error_text.h"
-#include "pipeline/handed_backward.h"
-#include "pipeline/in_place.h"
-#include "pipeline/run_state.h"
-#include "pipeline/transfer.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/dropout.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/handed_backward.h"
+#include "pipebal/pipeline/in_place.h"
+#include "pipebal/pipeline/run_state.h"
+#include "pipebal/pipeline/transfer.h"
 
 namespace pipebal::pipeline {
 namespace {

@@ -9,9 +9,9 @@
 
 #include <c10/core/Stream.h>
 
-#include "pipeline/in_place.h"
-#include "pipeline/layer_seq.h"
-#include "pipeline/split_backward.h"
+#include "pipebal/pipeline/in_place.h"
+#include "pipebal/pipeline/layer_seq.h"
+#include "pipebal/pipeline/split_backward.h"
 
 namespace pipebal::pipeline {
 

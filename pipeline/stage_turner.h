@@ -5,7 +5,7 @@
 #include <atomic>
 #include <functional>
 
-#include "pipeline/mailbox.h"
+#include "pipebal/pipeline/mailbox.h"
 
 namespace pipebal::pipeline {
 

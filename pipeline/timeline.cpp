@@ -1,5 +1,5 @@
 // See timeline.h.
-#include "pipeline/timeline.h"
+#include "pipebal/pipeline/timeline.h"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "pipeline/schedule.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::pipeline {
 

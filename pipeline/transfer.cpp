@@ -1,5 +1,5 @@
 // See transfer.h.
-#include "pipeline/transfer.h"
+#include "pipebal/pipeline/transfer.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/impl/VirtualGuardImpl.h>

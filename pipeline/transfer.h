@@ -12,7 +12,7 @@
 #include <c10/core/Stream.h>
 #include <c10/core/StreamGuard.h>
 
-#include "pipeline/batch.h"
+#include "pipebal/pipeline/batch.h"
 
 namespace pipebal::pipeline {
 

@@ -1,5 +1,5 @@
 // See transport.h: the in-process transport.
-#include "pipeline/transport.h"
+#include "pipebal/pipeline/transport.h"
 
 #include <utility>
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/mailbox.h"  // ChannelCancelled
-#include "pipeline/transfer.h"
+#include "pipebal/pipeline/mailbox.h"  // ChannelCancelled
+#include "pipebal/pipeline/transfer.h"
 
 namespace pipebal::pipeline {
 

@@ -1,5 +1,5 @@
 // See worker.h.
-#include "pipeline/worker.h"
+#include "pipebal/pipeline/worker.h"
 
 namespace pipebal::pipeline {
 

@@ -1,5 +1,5 @@
 // See autograd_run_cost.h.
-#include "profiler/autograd_run_cost.h"
+#include "pipebal/profiler/autograd_run_cost.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,9 +7,9 @@
 
 #include <torch/torch.h>
 
-#include "pipeline/handed_backward.h"
-#include "profiler/keep_default_generator.h"
-#include "profiler/statistics.h"
+#include "pipebal/pipeline/handed_backward.h"
+#include "pipebal/profiler/keep_default_generator.h"
+#include "pipebal/profiler/statistics.h"
 
 namespace pipebal::profiler {
 namespace {

@@ -1,11 +1,11 @@
 // See co_runner.h.
-#include "profiler/co_runner.h"
+#include "pipebal/profiler/co_runner.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "pipeline/in_place.h"
+#include "pipebal/pipeline/in_place.h"
 
 namespace pipebal::profiler {
 

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "pipeline/batch.h"
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/batch.h"
+#include "pipebal/pipeline/layer_seq.h"
 
 namespace pipebal::profiler {
 

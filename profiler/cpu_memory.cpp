@@ -1,5 +1,5 @@
 // See cpu_memory.h.
-#include "profiler/cpu_memory.h"
+#include "pipebal/profiler/cpu_memory.h"
 
 #include <algorithm>
 #include <array>

@@ -1,5 +1,5 @@
 // See cuda_event_timer.h. Compiled only when PIPEBAL_WITH_CUDA is set by CMake.
-#include "profiler/cuda_event_timer.h"
+#include "pipebal/profiler/cuda_event_timer.h"
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAException.h>

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "profiler/timer.h"
+#include "pipebal/profiler/timer.h"
 
 namespace pipebal::profiler {
 

@@ -1,5 +1,5 @@
 // See memory_meter.h: the CUDA meter. Compiled only when PIPEBAL_WITH_CUDA is set by CMake.
-#include "profiler/memory_meter.h"
+#include "pipebal/profiler/memory_meter.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
 

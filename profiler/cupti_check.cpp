@@ -1,5 +1,5 @@
 // See cupti_check.h.
-#include "profiler/cupti_check.h"
+#include "pipebal/profiler/cupti_check.h"
 
 #include <stdexcept>
 #include <string>

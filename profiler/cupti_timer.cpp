@@ -7,7 +7,7 @@
 // backward on its own device thread, whose launches carry no external id; because start() and
 // stop() synchronise the device and flush CUPTI's buffers, every kernel that ran in between
 // belongs to the region, so kernels without an external id are counted too.
-#include "profiler/cupti_timer.h"
+#include "pipebal/profiler/cupti_timer.h"
 
 #include <cstdlib>
 #include <mutex>
@@ -15,8 +15,8 @@
 
 #include <c10/util/Exception.h>
 
-#include "profiler/cuda_event_timer.h"
-#include "profiler/cupti_check.h"
+#include "pipebal/profiler/cuda_event_timer.h"
+#include "pipebal/profiler/cupti_check.h"
 
 namespace pipebal::profiler {
 namespace {

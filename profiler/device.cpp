@@ -1,13 +1,13 @@
 // See device.h.
-#include "profiler/device.h"
+#include "pipebal/profiler/device.h"
 
 #include <optional>
 #include <stdexcept>
 
 #include <torch/cuda.h>
 
-#include "pipeline/dtype.h"
-#include "profiler/timer.h"
+#include "pipebal/pipeline/dtype.h"
+#include "pipebal/profiler/timer.h"
 
 namespace pipebal::profiler {
 

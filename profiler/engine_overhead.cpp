@@ -1,5 +1,5 @@
 // See engine_overhead.h.
-#include "profiler/engine_overhead.h"
+#include "pipebal/profiler/engine_overhead.h"
 
 #include <algorithm>
 #include <vector>
@@ -7,11 +7,11 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "pipeline/module_layer.h"
-#include "pipeline/pipeline.h"
-#include "profiler/keep_default_generator.h"
-#include "profiler/profiler.h"
-#include "profiler/statistics.h"
+#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/profiler/keep_default_generator.h"
+#include "pipebal/profiler/profiler.h"
+#include "pipebal/profiler/statistics.h"
 
 namespace pipebal::profiler {
 namespace {

@@ -16,7 +16,7 @@
 
 #include <optional>
 
-#include "balance/layer_cost.h"
+#include "pipebal/balance/layer_cost.h"
 
 namespace pipebal::profiler {
 

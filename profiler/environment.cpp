@@ -1,5 +1,5 @@
 // See environment.h.
-#include "profiler/environment.h"
+#include "pipebal/profiler/environment.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 
-#include "common/aligned_stack.h"
-#include "common/git_commit.h"
+#include "pipebal/common/aligned_stack.h"
+#include "pipebal/common/git_commit.h"
 
 #ifdef PIPEBAL_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

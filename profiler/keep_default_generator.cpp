@@ -1,5 +1,5 @@
 // See keep_default_generator.h.
-#include "profiler/keep_default_generator.h"
+#include "pipebal/profiler/keep_default_generator.h"
 
 #include <mutex>
 

@@ -1,9 +1,9 @@
 // See memory_meter.h.
-#include "profiler/memory_meter.h"
+#include "pipebal/profiler/memory_meter.h"
 
 #include <stdexcept>
 
-#include "profiler/cpu_memory.h"
+#include "pipebal/profiler/cpu_memory.h"
 
 namespace pipebal::profiler {
 namespace {

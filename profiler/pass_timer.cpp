@@ -1,13 +1,13 @@
 // See pass_timer.h.
-#include "profiler/pass_timer.h"
+#include "pipebal/profiler/pass_timer.h"
 
 #include <algorithm>
 #include <utility>
 
 #include <ATen/ATen.h>
 
-#include "pipeline/handed_backward.h"
-#include "pipeline/split_backward.h"
+#include "pipebal/pipeline/handed_backward.h"
+#include "pipebal/pipeline/split_backward.h"
 
 namespace pipebal::profiler {
 

@@ -9,11 +9,11 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "pipeline/batch.h"
-#include "pipeline/in_place.h"
-#include "pipeline/layer_seq.h"
-#include "profiler/profiler.h"
-#include "profiler/timer.h"
+#include "pipebal/pipeline/batch.h"
+#include "pipebal/pipeline/in_place.h"
+#include "pipebal/pipeline/layer_seq.h"
+#include "pipebal/profiler/profiler.h"
+#include "pipebal/profiler/timer.h"
 
 namespace pipebal::profiler {
 

@@ -1,11 +1,11 @@
 // See profile_json.h.
-#include "profiler/profile_json.h"
+#include "pipebal/profiler/profile_json.h"
 
 #include <nlohmann/json.hpp>
 
-#include "balance/profile_reader.h"
-#include "common/atomic_file.h"
-#include "common/schema.h"
+#include "pipebal/balance/profile_reader.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/schema.h"
 
 namespace pipebal::profiler {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "balance/layer_cost.h"
-#include "profiler/profiler.h"
+#include "pipebal/balance/layer_cost.h"
+#include "pipebal/profiler/profiler.h"
 
 namespace pipebal::profiler {
 

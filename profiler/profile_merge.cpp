@@ -1,11 +1,11 @@
 // See profile_merge.h.
-#include "profiler/profile_merge.h"
+#include "pipebal/profiler/profile_merge.h"
 
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "profiler/statistics.h"
+#include "pipebal/profiler/statistics.h"
 
 namespace pipebal::profiler {
 namespace {

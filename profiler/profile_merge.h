@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "profiler/profiler.h"
+#include "pipebal/profiler/profiler.h"
 
 namespace pipebal::profiler {
 

@@ -1,5 +1,5 @@
 // See profile_table.h.
-#include "profiler/profile_table.h"
+#include "pipebal/profiler/profile_table.h"
 
 #include <ostream>
 

@@ -6,9 +6,9 @@
 #include <iosfwd>
 #include <string>
 
-#include "common/format_bytes.h"
+#include "pipebal/common/format_bytes.h"
 
-#include "profiler/profiler.h"
+#include "pipebal/profiler/profiler.h"
 
 namespace pipebal::profiler {
 

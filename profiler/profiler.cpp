@@ -1,5 +1,5 @@
 // See profiler.h.
-#include "profiler/profiler.h"
+#include "pipebal/profiler/profiler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,22 +15,22 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "common/time_limit.h"
-#include "pipeline/error_text.h"
-#include "pipeline/handed_backward.h"
-#include "pipeline/in_place.h"
-#include "pipeline/pipeline.h"
-#include "pipeline/split_backward.h"
-#include "profiler/autograd_run_cost.h"
-#include "profiler/co_runner.h"
-#include "profiler/device.h"
-#include "profiler/engine_overhead.h"
-#include "profiler/keep_default_generator.h"
-#include "profiler/memory_meter.h"
-#include "profiler/pass_timer.h"
-#include "profiler/profile_merge.h"
-#include "profiler/statistics.h"
-#include "profiler/tensor_references.h"
+#include "pipebal/common/time_limit.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/handed_backward.h"
+#include "pipebal/pipeline/in_place.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/pipeline/split_backward.h"
+#include "pipebal/profiler/autograd_run_cost.h"
+#include "pipebal/profiler/co_runner.h"
+#include "pipebal/profiler/device.h"
+#include "pipebal/profiler/engine_overhead.h"
+#include "pipebal/profiler/keep_default_generator.h"
+#include "pipebal/profiler/memory_meter.h"
+#include "pipebal/profiler/pass_timer.h"
+#include "pipebal/profiler/profile_merge.h"
+#include "pipebal/profiler/statistics.h"
+#include "pipebal/profiler/tensor_references.h"
 
 namespace pipebal::profiler {
 namespace {

@@ -16,11 +16,11 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
-#include "balance/layer_cost.h"
-#include "pipeline/batch.h"
-#include "pipeline/layer_seq.h"
-#include "profiler/environment.h"
-#include "profiler/timer.h"
+#include "pipebal/balance/layer_cost.h"
+#include "pipebal/pipeline/batch.h"
+#include "pipebal/pipeline/layer_seq.h"
+#include "pipebal/profiler/environment.h"
+#include "pipebal/profiler/timer.h"
 
 namespace pipebal::profiler {
 

@@ -1,5 +1,5 @@
 // See statistics.h.
-#include "profiler/statistics.h"
+#include "pipebal/profiler/statistics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // See taken_batch.h.
-#include "profiler/taken_batch.h"
+#include "pipebal/profiler/taken_batch.h"
 
 #include <functional>
 #include <map>
@@ -9,8 +9,8 @@
 
 #include <ATen/Functions.h>
 
-#include "profiler/cpu_memory.h"
-#include "profiler/tensor_references.h"
+#include "pipebal/profiler/cpu_memory.h"
+#include "pipebal/profiler/tensor_references.h"
 
 namespace pipebal::profiler {
 namespace {

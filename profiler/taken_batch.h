@@ -7,7 +7,7 @@
 // checkpointed micro-batches, and the taker nothing.
 #pragma once
 
-#include "pipeline/batch.h"
+#include "pipebal/pipeline/batch.h"
 
 namespace pipebal::profiler {
 

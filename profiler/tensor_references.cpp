@@ -1,5 +1,5 @@
 // See tensor_references.h.
-#include "profiler/tensor_references.h"
+#include "pipebal/profiler/tensor_references.h"
 
 #include <algorithm>
 #include <map>

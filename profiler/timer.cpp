@@ -1,15 +1,15 @@
 // See timer.h. The wall-clock backend lives here; the CUDA ones in cuda_event_timer.cpp and
 // cupti_timer.cpp, compiled only in CUDA builds.
-#include "profiler/timer.h"
+#include "pipebal/profiler/timer.h"
 
 #include <chrono>
 #include <stdexcept>
 
 #ifdef PIPEBAL_WITH_CUDA
-#include "profiler/cuda_event_timer.h"
+#include "pipebal/profiler/cuda_event_timer.h"
 #endif
 #ifdef PIPEBAL_WITH_CUPTI
-#include "profiler/cupti_timer.h"
+#include "pipebal/profiler/cupti_timer.h"
 #endif
 
 namespace pipebal::profiler {

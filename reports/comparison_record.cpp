@@ -1,5 +1,5 @@
 // See comparison_record.h.
-#include "reports/comparison_record.h"
+#include "pipebal/reports/comparison_record.h"
 
 #include <algorithm>
 #include <limits>
@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "common/json_reader.h"
-#include "pipeline/schedule.h"
-#include "reports/run_record.h"
+#include "pipebal/common/json_reader.h"
+#include "pipebal/pipeline/schedule.h"
+#include "pipebal/reports/run_record.h"
 
 namespace pipebal::reports {
 namespace {

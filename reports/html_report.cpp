@@ -1,14 +1,14 @@
 // See html_report.h. The page is a column of cards: header and context, notes, the candidate
 // summary, the three charts, the per-stage and per-step tables, and the per-layer table.
-#include "reports/html_report.h"
+#include "pipebal/reports/html_report.h"
 
 #include <cmath>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "reports/report_charts.h"
-#include "reports/svg.h"
+#include "pipebal/reports/report_charts.h"
+#include "pipebal/reports/svg.h"
 
 namespace pipebal::reports {
 namespace {

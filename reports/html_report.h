@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "reports/report_data.h"
+#include "pipebal/reports/report_data.h"
 
 namespace pipebal::reports {
 

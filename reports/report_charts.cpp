@@ -1,5 +1,5 @@
 // See report_charts.h. Geometry is in viewBox units; the page scales each chart to its column.
-#include "reports/report_charts.h"
+#include "pipebal/reports/report_charts.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "reports/svg.h"
+#include "pipebal/reports/svg.h"
 
 namespace pipebal::reports {
 namespace {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "reports/report_data.h"
+#include "pipebal/reports/report_data.h"
 
 namespace pipebal::reports {
 

@@ -1,6 +1,6 @@
 // See report_data.h. Every document is read by its schema's one reader, with errors naming the
 // file; what is derived here (busy time per step, prediction errors) is computed, not read.
-#include "reports/report_data.h"
+#include "pipebal/reports/report_data.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,12 +11,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "balance/layer_cost.h"
-#include "balance/plan.h"
-#include "balance/profile_reader.h"
-#include "common/atomic_file.h"
-#include "common/schema.h"
-#include "reports/run_record.h"
+#include "pipebal/balance/layer_cost.h"
+#include "pipebal/balance/plan.h"
+#include "pipebal/balance/profile_reader.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/schema.h"
+#include "pipebal/reports/run_record.h"
 
 namespace pipebal::reports {
 namespace {

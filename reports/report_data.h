@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "balance/layer_cost.h"
-#include "reports/comparison_record.h"
-#include "reports/validation_record.h"
+#include "pipebal/balance/layer_cost.h"
+#include "pipebal/reports/comparison_record.h"
+#include "pipebal/reports/validation_record.h"
 
 namespace pipebal::reports {
 

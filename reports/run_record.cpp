@@ -1,5 +1,5 @@
 // See run_record.h.
-#include "reports/run_record.h"
+#include "pipebal/reports/run_record.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "balance/layer_cost.h"
-#include "common/json_reader.h"
-#include "common/schema.h"
+#include "pipebal/balance/layer_cost.h"
+#include "pipebal/common/json_reader.h"
+#include "pipebal/common/schema.h"
 
 namespace pipebal::reports {
 

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/json_reader.h"
-#include "pipeline/timeline.h"
+#include "pipebal/common/json_reader.h"
+#include "pipebal/pipeline/timeline.h"
 
 namespace pipebal::reports {
 

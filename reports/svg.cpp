@@ -1,5 +1,5 @@
 // See svg.h.
-#include "reports/svg.h"
+#include "pipebal/reports/svg.h"
 
 #include <cmath>
 

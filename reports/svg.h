@@ -7,7 +7,7 @@
 
 #include <string_view>
 #include <vector>
-#include "common/format_bytes.h"
+#include "pipebal/common/format_bytes.h"
 
 namespace pipebal::reports {
 

@@ -1,5 +1,5 @@
 // See validation_record.h.
-#include "reports/validation_record.h"
+#include "pipebal/reports/validation_record.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "common/json_reader.h"
-#include "common/schema.h"
-#include "reports/run_record.h"
+#include "pipebal/common/json_reader.h"
+#include "pipebal/common/schema.h"
+#include "pipebal/reports/run_record.h"
 
 namespace pipebal::reports {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline/timeline.h"
+#include "pipebal/pipeline/timeline.h"
 
 namespace pipebal::reports {
 

@@ -14,15 +14,15 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/cost_model.h"
-#include "balance/micro_batch_costs.h"
-#include "balance/partition.h"
-#include "balance/plan.h"
-#include "balance/planner.h"
-#include "balance/profile_reader.h"
-#include "balance/units.h"
-#include "common/atomic_file.h"
-#include "common/distinct_paths.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/balance/plan.h"
+#include "pipebal/balance/planner.h"
+#include "pipebal/balance/profile_reader.h"
+#include "pipebal/balance/units.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/distinct_paths.h"
 #include "tools/command_line.h"
 #include "tools/common_options.h"
 

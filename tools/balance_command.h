@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pipeline/schedule.h"
+#include "pipebal/pipeline/schedule.h"
 #include "tools/device_options.h"
 
 namespace pipebal::tools {

@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "common/aligned_stack.h"
-#include "common/env_flag.h"
-#include "common/error_text.h"
-#include "common/git_commit.h"
-#include "common/parse_integers.h"
+#include "pipebal/common/aligned_stack.h"
+#include "pipebal/common/env_flag.h"
+#include "pipebal/common/error_text.h"
+#include "pipebal/common/git_commit.h"
+#include "pipebal/common/parse_integers.h"
 #include "tools/value_syntax.h"
 #include "tools/version.h"
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "common/parse_integers.h"
+#include "pipebal/common/parse_integers.h"
 #include "tools/command_line.h"
 
 namespace pipebal::tools {

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pipeline/schedule.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::tools {
 

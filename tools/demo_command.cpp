@@ -6,8 +6,8 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
-#include "models/synthetic.h"
-#include "models/zoo.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
 #include "tools/command_line.h"
 #include "tools/common_options.h"
 #include "tools/validate_command.h"

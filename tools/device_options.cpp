@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "balance/profile_options.h"
-#include "balance/units.h"
+#include "pipebal/balance/profile_options.h"
+#include "pipebal/balance/units.h"
 
 namespace pipebal::tools {
 

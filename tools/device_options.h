@@ -7,8 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "balance/cost_model.h"
-#include "balance/layer_cost.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/layer_cost.h"
 
 namespace pipebal::tools {
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "common/error_text.h"
+#include "pipebal/common/error_text.h"
 
 namespace pipebal::tools {
 

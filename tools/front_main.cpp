@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "common/atomic_file.h"
+#include "pipebal/common/atomic_file.h"
 #include "tools/balance_command.h"
 #include "tools/command_line.h"
 #include "tools/plan_command.h"

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <memory>
 
-#include "distributed/launcher.h"
+#include "pipebal/distributed/launcher.h"
 #include "tools/command_line.h"
 
 namespace pipebal::tools {

@@ -10,19 +10,19 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/link_model.h"
-#include "balance/profile_reader.h"
-#include "balance/units.h"
-#include "common/atomic_file.h"
-#include "common/distinct_paths.h"
-#include "common/git_commit.h"
-#include "common/schema.h"
-#include "common/time_limit.h"
-#include "distributed/group.h"
-#include "distributed/launch_env.h"
-#include "distributed/link_probe.h"
-#include "distributed/settings_agreement.h"
-#include "workflow/training_run.h"
+#include "pipebal/balance/link_model.h"
+#include "pipebal/balance/profile_reader.h"
+#include "pipebal/balance/units.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/git_commit.h"
+#include "pipebal/common/schema.h"
+#include "pipebal/common/time_limit.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/distributed/launch_env.h"
+#include "pipebal/distributed/link_probe.h"
+#include "pipebal/distributed/settings_agreement.h"
+#include "pipebal/workflow/training_run.h"
 
 namespace pipebal::tools {
 namespace {

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "models/zoo.h"
+#include "pipebal/models/zoo.h"
 
 namespace pipebal::tools {
 

@@ -14,11 +14,11 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/planner.h"
-#include "balance/profile_reader.h"
-#include "common/atomic_file.h"
-#include "common/distinct_paths.h"
-#include "common/format_bytes.h"
+#include "pipebal/balance/planner.h"
+#include "pipebal/balance/profile_reader.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/format_bytes.h"
 #include "tools/command_line.h"
 #include "tools/progress.h"
 

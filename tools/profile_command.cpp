@@ -12,20 +12,20 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "common/atomic_file.h"
-#include "common/distinct_paths.h"
-#include "models/synthetic.h"
-#include "models/zoo.h"
-#include "profiler/device.h"
-#include "profiler/profile_json.h"
-#include "profiler/profile_merge.h"
-#include "profiler/profile_table.h"
-#include "profiler/profiler.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/distinct_paths.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/profiler/device.h"
+#include "pipebal/profiler/profile_json.h"
+#include "pipebal/profiler/profile_merge.h"
+#include "pipebal/profiler/profile_table.h"
+#include "pipebal/profiler/profiler.h"
+#include "pipebal/workflow/profiling.h"
+#include "pipebal/workflow/watchdog.h"
 #include "tools/command_line.h"
 #include "tools/common_options.h"
 #include "tools/progress.h"
-#include "workflow/profiling.h"
-#include "workflow/watchdog.h"
 
 namespace pipebal::tools {
 namespace {

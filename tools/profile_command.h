@@ -10,7 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pipeline/schedule.h"
+#include "pipebal/pipeline/schedule.h"
 #include "tools/progress.h"
 
 namespace pipebal::tools {

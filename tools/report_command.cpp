@@ -6,9 +6,9 @@
 #include <memory>
 #include <ostream>
 
-#include "common/atomic_file.h"
-#include "common/distinct_paths.h"
-#include "reports/html_report.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/distinct_paths.h"
+#include "pipebal/reports/html_report.h"
 
 namespace pipebal::tools {
 

@@ -5,11 +5,13 @@
 #include <exception>
 #include <optional>
 
-#include "common/atomic_file.h"
-#include "distributed/group.h"
-#include "distributed/launcher.h"
-#include "pipeline/error_text.h"
-#include "pipeline/pipeline.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/distributed/launcher.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/workflow/denormals.h"
+#include "pipebal/workflow/malloc_tuning.h"
 #include "tools/balance_command.h"
 #include "tools/command_line.h"
 #include "tools/demo_command.h"
@@ -23,8 +25,6 @@
 #include "tools/train_command.h"
 #include "tools/validate_command.h"
 #include "tools/value_syntax.h"
-#include "workflow/denormals.h"
-#include "workflow/malloc_tuning.h"
 
 namespace {
 

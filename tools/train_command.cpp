@@ -8,18 +8,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "balance/plan.h"
-#include "balance/units.h"
-#include "common/atomic_file.h"
-#include "common/distinct_paths.h"
-#include "distributed/launch_env.h"
-#include "models/input_spec.h"
-#include "models/synthetic.h"
-#include "models/zoo.h"
+#include "pipebal/balance/plan.h"
+#include "pipebal/balance/units.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/distinct_paths.h"
+#include "pipebal/distributed/launch_env.h"
+#include "pipebal/models/input_spec.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/workflow/training_run.h"
 #include "tools/command_line.h"
 #include "tools/common_options.h"
 #include "tools/progress.h"
-#include "workflow/training_run.h"
 
 namespace pipebal::tools {
 namespace {

@@ -12,13 +12,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "common/format_bytes.h"
-#include "reports/validation_record.h"
+#include "pipebal/common/format_bytes.h"
+#include "pipebal/reports/validation_record.h"
+#include "pipebal/workflow/plan_validation.h"
+#include "pipebal/workflow/plans_comparison.h"
+#include "pipebal/workflow/validation.h"
 #include "tools/command_line.h"
 #include "tools/common_options.h"
-#include "workflow/plan_validation.h"
-#include "workflow/plans_comparison.h"
-#include "workflow/validation.h"
 
 namespace pipebal::tools {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "workflow/validation.h"
+#include "pipebal/workflow/validation.h"
 
 namespace pipebal::tools {
 

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "common/parse_integers.h"
+#include "pipebal/common/parse_integers.h"
 
 namespace pipebal::tools {
 namespace {

@@ -1,11 +1,11 @@
 // See denormals.h.
-#include "workflow/denormals.h"
+#include "pipebal/workflow/denormals.h"
 
-#include "common/env_flag.h"
+#include "pipebal/common/env_flag.h"
 
 #include <ATen/Context.h>
 
-#include "profiler/environment.h"
+#include "pipebal/profiler/environment.h"
 
 namespace pipebal::workflow {
 

@@ -12,7 +12,7 @@
 // 2.2e-308 (float64).
 #pragma once
 
-#include "common/env_flag.h"
+#include "pipebal/common/env_flag.h"
 
 namespace pipebal::workflow {
 

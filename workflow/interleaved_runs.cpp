@@ -1,5 +1,5 @@
 // See interleaved_runs.h.
-#include "workflow/interleaved_runs.h"
+#include "pipebal/workflow/interleaved_runs.h"
 
 #include <algorithm>
 #include <memory>

@@ -7,8 +7,8 @@
 #include <functional>
 #include <vector>
 
-#include "reports/run_record.h"
-#include "workflow/training_run.h"
+#include "pipebal/reports/run_record.h"
+#include "pipebal/workflow/training_run.h"
 
 namespace pipebal::workflow {
 

@@ -1,5 +1,5 @@
 // See malloc_tuning.h.
-#include "workflow/malloc_tuning.h"
+#include "pipebal/workflow/malloc_tuning.h"
 
 #include <malloc.h>
 

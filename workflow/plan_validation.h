@@ -18,10 +18,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "balance/planner.h"
-#include "models/zoo.h"
-#include "pipeline/schedule.h"
-#include "workflow/validation.h"
+#include "pipebal/balance/planner.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/pipeline/schedule.h"
+#include "pipebal/workflow/validation.h"
 
 namespace pipebal::workflow {
 

@@ -1,5 +1,5 @@
 // See plans_comparison.h.
-#include "workflow/plans_comparison.h"
+#include "pipebal/workflow/plans_comparison.h"
 
 #include <algorithm>
 #include <optional>
@@ -11,18 +11,18 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/micro_batch_costs.h"
-#include "common/atomic_file.h"
-#include "common/distinct_paths.h"
-#include "common/schema.h"
-#include "models/synthetic.h"
-#include "profiler/device.h"
-#include "profiler/profile_json.h"
-#include "profiler/profile_merge.h"
-#include "reports/validation_record.h"
-#include "workflow/interleaved_runs.h"
-#include "workflow/profiling.h"
-#include "workflow/training_run.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/schema.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/profiler/device.h"
+#include "pipebal/profiler/profile_json.h"
+#include "pipebal/profiler/profile_merge.h"
+#include "pipebal/reports/validation_record.h"
+#include "pipebal/workflow/interleaved_runs.h"
+#include "pipebal/workflow/profiling.h"
+#include "pipebal/workflow/training_run.h"
 
 namespace pipebal::workflow {
 namespace {

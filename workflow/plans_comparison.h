@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "balance/plan.h"
-#include "workflow/validation.h"
+#include "pipebal/balance/plan.h"
+#include "pipebal/workflow/validation.h"
 
 namespace pipebal::workflow {
 

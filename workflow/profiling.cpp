@@ -1,5 +1,5 @@
 // See profiling.h.
-#include "workflow/profiling.h"
+#include "pipebal/workflow/profiling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "balance/micro_batch_costs.h"
-#include "models/synthetic.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/models/synthetic.h"
 
 namespace pipebal::workflow {
 

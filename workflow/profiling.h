@@ -13,10 +13,10 @@
 #include <functional>
 #include <vector>
 
-#include "models/input_spec.h"
-#include "models/synthetic.h"
-#include "models/zoo.h"
-#include "profiler/profiler.h"
+#include "pipebal/models/input_spec.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/profiler/profiler.h"
 
 namespace pipebal::workflow {
 

@@ -1,5 +1,5 @@
 // See run_checks.h.
-#include "workflow/run_checks.h"
+#include "pipebal/workflow/run_checks.h"
 
 #include <algorithm>
 #include <optional>
@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "common/time_limit.h"
-#include "pipeline/dtype.h"
+#include "pipebal/common/time_limit.h"
+#include "pipebal/pipeline/dtype.h"
 
 namespace pipebal::workflow {
 

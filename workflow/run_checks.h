@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "models/dataset.h"
-#include "models/synthetic.h"
-#include "pipeline/layer_seq.h"
+#include "pipebal/models/dataset.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/pipeline/layer_seq.h"
 
 namespace pipebal::workflow {
 

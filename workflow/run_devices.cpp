@@ -1,11 +1,11 @@
 // See run_devices.h.
-#include "workflow/run_devices.h"
+#include "pipebal/workflow/run_devices.h"
 
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "profiler/device.h"
+#include "pipebal/profiler/device.h"
 
 namespace pipebal::workflow {
 

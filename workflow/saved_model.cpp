@@ -1,5 +1,5 @@
 // See saved_model.h.
-#include "workflow/saved_model.h"
+#include "pipebal/workflow/saved_model.h"
 
 #include <cerrno>
 #include <cstring>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "common/atomic_file.h"
-#include "pipeline/error_text.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/pipeline/error_text.h"
 
 namespace pipebal::workflow {
 

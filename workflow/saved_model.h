@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "models/zoo.h"
+#include "pipebal/models/zoo.h"
 
 namespace pipebal::workflow {
 

@@ -1,12 +1,12 @@
 // See shared_settings.h.
-#include "workflow/shared_settings.h"
+#include "pipebal/workflow/shared_settings.h"
 
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "common/git_commit.h"
-#include "pipeline/schedule.h"
+#include "pipebal/common/git_commit.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::workflow {
 namespace {

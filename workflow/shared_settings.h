@@ -10,10 +10,10 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "distributed/settings_agreement.h"
-#include "models/dataset.h"
-#include "models/zoo.h"
-#include "workflow/training_run.h"
+#include "pipebal/distributed/settings_agreement.h"
+#include "pipebal/models/dataset.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/workflow/training_run.h"
 
 namespace pipebal::workflow {
 

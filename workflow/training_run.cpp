@@ -1,5 +1,5 @@
 // See training_run.h.
-#include "workflow/training_run.h"
+#include "pipebal/workflow/training_run.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,24 +16,24 @@
 
 #include <nlohmann/json.hpp>
 
-#include "distributed/c10d_transport.h"
-#include "distributed/replicas.h"
-#include "distributed/tags.h"
-#include "models/dataset.h"
-#include "models/synthetic.h"
-#include "models/zoo.h"
-#include "pipeline/dtype.h"
-#include "pipeline/error_text.h"
-#include "pipeline/pipeline.h"
-#include "profiler/cpu_memory.h"
-#include "profiler/device.h"
-#include "profiler/environment.h"
-#include "profiler/statistics.h"
-#include "profiler/taken_batch.h"
-#include "workflow/run_checks.h"
-#include "workflow/run_devices.h"
-#include "workflow/saved_model.h"
-#include "workflow/shared_settings.h"
+#include "pipebal/distributed/c10d_transport.h"
+#include "pipebal/distributed/replicas.h"
+#include "pipebal/distributed/tags.h"
+#include "pipebal/models/dataset.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/pipeline/dtype.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/profiler/cpu_memory.h"
+#include "pipebal/profiler/device.h"
+#include "pipebal/profiler/environment.h"
+#include "pipebal/profiler/statistics.h"
+#include "pipebal/profiler/taken_batch.h"
+#include "pipebal/workflow/run_checks.h"
+#include "pipebal/workflow/run_devices.h"
+#include "pipebal/workflow/saved_model.h"
+#include "pipebal/workflow/shared_settings.h"
 
 namespace pipebal::workflow {
 namespace {

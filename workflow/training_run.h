@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "distributed/launch_env.h"
-#include "pipeline/schedule.h"
-#include "reports/run_record.h"
+#include "pipebal/distributed/launch_env.h"
+#include "pipebal/pipeline/schedule.h"
+#include "pipebal/reports/run_record.h"
 
 namespace pipebal::workflow {
 

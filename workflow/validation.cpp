@@ -1,5 +1,5 @@
 // See validation.h.
-#include "workflow/validation.h"
+#include "pipebal/workflow/validation.h"
 
 #include <algorithm>
 #include <csignal>
@@ -12,25 +12,25 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "balance/partition.h"
-#include "balance/plan.h"
-#include "balance/profile_reader.h"
-#include "common/atomic_file.h"
-#include "common/schema.h"
-#include "distributed/launcher.h"
-#include "models/synthetic.h"
-#include "pipeline/batch.h"
-#include "pipeline/pipeline.h"
-#include "profiler/device.h"
-#include "profiler/environment.h"
-#include "profiler/profile_json.h"
-#include "profiler/profiler.h"
-#include "reports/html_report.h"
-#include "reports/run_record.h"
-#include "workflow/interleaved_runs.h"
-#include "workflow/run_checks.h"
-#include "workflow/training_run.h"
-#include "workflow/watchdog.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/balance/plan.h"
+#include "pipebal/balance/profile_reader.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/schema.h"
+#include "pipebal/distributed/launcher.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/pipeline/batch.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/profiler/device.h"
+#include "pipebal/profiler/environment.h"
+#include "pipebal/profiler/profile_json.h"
+#include "pipebal/profiler/profiler.h"
+#include "pipebal/reports/html_report.h"
+#include "pipebal/reports/run_record.h"
+#include "pipebal/workflow/interleaved_runs.h"
+#include "pipebal/workflow/run_checks.h"
+#include "pipebal/workflow/training_run.h"
+#include "pipebal/workflow/watchdog.h"
 
 namespace pipebal::workflow {
 namespace {

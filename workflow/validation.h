@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "models/zoo.h"
-#include "pipeline/schedule.h"
-#include "reports/validation_record.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/pipeline/schedule.h"
+#include "pipebal/reports/validation_record.h"
 
 namespace pipebal::workflow {
 

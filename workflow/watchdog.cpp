@@ -1,12 +1,12 @@
 // See watchdog.h.
-#include "workflow/watchdog.h"
+#include "pipebal/workflow/watchdog.h"
 
 #include <iostream>
 
 #include <fmt/format.h>
 
-#include "common/atomic_file.h"
-#include "common/time_limit.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/common/time_limit.h"
 
 namespace pipebal::workflow {
 

@@ -6,11 +6,11 @@
 #include <iostream>
 #include <string>
 
-#include "balance/cost_model.h"
-#include "balance/micro_batch_costs.h"
-#include "balance/partition.h"
-#include "balance/profile_options.h"
-#include "balance/profile_reader.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/balance/profile_options.h"
+#include "pipebal/balance/profile_reader.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

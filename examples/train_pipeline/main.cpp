@@ -9,13 +9,13 @@
 
 #include <torch/torch.h>
 
-#include "balance/cost_model.h"
-#include "balance/partition.h"
-#include "pipeline/module_layer.h"
-#include "pipeline/pipeline.h"
-#include "profiler/profile_json.h"
-#include "profiler/profiler.h"
-#include "workflow/denormals.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/profiler/profile_json.h"
+#include "pipebal/profiler/profiler.h"
+#include "pipebal/workflow/denormals.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include "tests/support/scratch_dir.h"
 
-#include "balance/plan.h"
+#include "pipebal/balance/plan.h"
 
 namespace pipebal::tools {
 namespace {

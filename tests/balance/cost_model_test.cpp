@@ -1,5 +1,5 @@
 // The cost model against hand-computed stage times, transfers and memory, and its input checks.
-#include "balance/cost_model.h"
+#include "pipebal/balance/cost_model.h"
 
 #include <cmath>
 #include <limits>
@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "balance/plan.h"
+#include "pipebal/balance/plan.h"
 #include "test_support.h"
 
 namespace pipebal::balance {

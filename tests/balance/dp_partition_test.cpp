@@ -1,5 +1,5 @@
 // The exact partitioner against enumeration of every partition, and its memory errors.
-#include "balance/dp_partition.h"
+#include "pipebal/balance/dp_partition.h"
 
 #include <random>
 #include <stdexcept>
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "balance/partition.h"
+#include "pipebal/balance/partition.h"
 #include "test_support.h"
 
 namespace pipebal::balance {

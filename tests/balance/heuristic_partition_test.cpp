@@ -1,5 +1,5 @@
 // The baseline partitioners: torchgpipe's block partition, uniform, balanced parameters.
-#include "balance/heuristic_partition.h"
+#include "pipebal/balance/heuristic_partition.h"
 
 #include <algorithm>
 #include <random>

@@ -1,7 +1,7 @@
 // The interleaved partitioner against brute force: on small random profiles, every balance of
 // the layers into devices x stages-per-device stages is simulated, and the search returns one
 // with the smallest step, never worse than dp's per-stage optimum it starts from.
-#include "balance/interleaved_partition.h"
+#include "pipebal/balance/interleaved_partition.h"
 
 #include <algorithm>
 #include <functional>
@@ -12,10 +12,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/dp_partition.h"
-#include "balance/partition.h"
-#include "balance/plan.h"
-#include "common/format_bytes.h"
+#include "pipebal/balance/dp_partition.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/balance/plan.h"
+#include "pipebal/common/format_bytes.h"
 
 namespace pipebal::balance {
 namespace {

@@ -1,15 +1,15 @@
 // The link model: the fit recovers a known latency and bandwidth, refuses what is no
 // measurement, and survives a round trip through JSON; a profile's link prices transfers.
-#include "balance/link_model.h"
+#include "pipebal/balance/link_model.h"
 
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/cost_model.h"
-#include "balance/profile_reader.h"
-#include "common/json_reader.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/profile_reader.h"
+#include "pipebal/common/json_reader.h"
 
 namespace pipebal::balance {
 namespace {

@@ -1,6 +1,6 @@
 // Costs as a function of the micro-batch size: measured sizes exactly, linear interpolation
 // between them, proportional extrapolation beyond them, and what a profile may say about sizes.
-#include "balance/micro_batch_costs.h"
+#include "pipebal/balance/micro_batch_costs.h"
 
 #include <stdexcept>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "balance/profile_reader.h"
+#include "pipebal/balance/profile_reader.h"
 
 namespace pipebal::balance {
 namespace {

@@ -1,5 +1,5 @@
 // The integers users type: whole numbers only, and comma lists without empty items.
-#include "common/parse_integers.h"
+#include "pipebal/common/parse_integers.h"
 
 #include <gtest/gtest.h>
 

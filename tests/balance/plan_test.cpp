@@ -1,5 +1,5 @@
 // Plans: costing a balance, the prediction, and the pipebal.plan/1 round trip.
-#include "balance/plan.h"
+#include "pipebal/balance/plan.h"
 
 #include <stdexcept>
 #include <string>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include "tests/support/scratch_dir.h"
 
-#include "balance/partition.h"
+#include "pipebal/balance/partition.h"
 
 namespace pipebal::balance {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "balance/planner.h"
+#include "pipebal/balance/planner.h"
 #include "planner_support.h"
 
 namespace pipebal::balance {

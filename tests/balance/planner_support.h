@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "balance/planner.h"
+#include "pipebal/balance/planner.h"
 
 namespace pipebal::balance::testing {
 

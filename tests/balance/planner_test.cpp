@@ -1,6 +1,6 @@
 // The planner against an exhaustive enumeration of configurations, and on profiles whose best
 // answer is known: pipeline, do not pipeline, or replicate.
-#include "balance/planner.h"
+#include "pipebal/balance/planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,9 @@
 
 #include <gtest/gtest.h>
 
-#include "balance/dp_partition.h"
-#include "balance/micro_batch_costs.h"
-#include "balance/plan.h"
+#include "pipebal/balance/dp_partition.h"
+#include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/balance/plan.h"
 #include "planner_support.h"
 
 namespace pipebal::balance {

@@ -1,5 +1,5 @@
 // Reading cost profiles: the pipebal format, hand-written documents, and every malformed input.
-#include "balance/profile_reader.h"
+#include "pipebal/balance/profile_reader.h"
 
 #include <fstream>
 #include <stdexcept>

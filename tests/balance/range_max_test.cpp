@@ -1,5 +1,5 @@
 // RangeMax against a scan of every range of random sequences.
-#include "balance/range_max.h"
+#include "pipebal/balance/range_max.h"
 
 #include <algorithm>
 #include <random>

@@ -1,5 +1,5 @@
 // The schedule simulator against hand-computed timelines and an independent reference.
-#include "balance/simulator.h"
+#include "pipebal/balance/simulator.h"
 
 #include <memory>
 #include <random>
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "balance/cost_model.h"
+#include "pipebal/balance/cost_model.h"
 #include "test_support.h"
 
 namespace pipebal::balance {

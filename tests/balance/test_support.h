@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "balance/cost_model.h"
-#include "balance/layer_cost.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/layer_cost.h"
 
 namespace pipebal::balance::testing {
 

@@ -1,5 +1,5 @@
 // Parsing and printing of sizes and bandwidths.
-#include "balance/units.h"
+#include "pipebal/balance/units.h"
 
 #include <stdexcept>
 #include <string>

@@ -1,6 +1,6 @@
 // zb-h1's W delays under a memory budget, against a reference that prices every delay of every
 // stage, and the plans that carry them.
-#include "balance/weight_delays.h"
+#include "pipebal/balance/weight_delays.h"
 
 #include <algorithm>
 #include <functional>
@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "balance/partition.h"
-#include "balance/plan.h"
+#include "pipebal/balance/partition.h"
+#include "pipebal/balance/plan.h"
 #include "test_support.h"
 
 namespace pipebal::balance {

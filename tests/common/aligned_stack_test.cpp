@@ -1,6 +1,6 @@
 // Code run through on_aligned_stack starts at one stack alignment from any caller's depth, and
 // the offset moves it by exactly that many bytes.
-#include "common/aligned_stack.h"
+#include "pipebal/common/aligned_stack.h"
 
 #include <cstdint>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // Output files: written whole or not at all, through symbolic links, never over a device or a
 // FIFO; temporary files of dead processes cleaned up; inputs read only from regular files;
 // directories of documents put in place whole; a tree removed without following its links.
-#include "common/atomic_file.h"
+#include "pipebal/common/atomic_file.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/remove_tree.h"
+#include "pipebal/common/remove_tree.h"
 #include "tests/support/scratch_dir.h"
 
 namespace pipebal {

@@ -1,7 +1,7 @@
 // JsonReader: every value read names its file and path when it is missing, mistyped or out of
 // range, so each document's reader reports a bad hand-edited field in one line.
-#include "common/json_reader.h"
-#include "common/schema.h"
+#include "pipebal/common/json_reader.h"
+#include "pipebal/common/schema.h"
 
 #include <cmath>
 #include <functional>

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "distributed/buffer_pool.h"
+#include "pipebal/distributed/buffer_pool.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // torchrun's environment, read the way torchrun sets it; anything malformed is one clear error.
-#include "distributed/launch_env.h"
+#include "pipebal/distributed/launch_env.h"
 
 #include <map>
 #include <stdexcept>

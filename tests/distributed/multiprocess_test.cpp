@@ -20,7 +20,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
-#include "distributed/launcher.h"
+#include "pipebal/distributed/launcher.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/tools/cli_support.h"
 

@@ -1,6 +1,6 @@
 // Watching a process of this host end: this process's identity leads back to it, a child's
 // handle says when the child has ended, and an identity from elsewhere is not watched.
-#include "distributed/process_watch.h"
+#include "pipebal/distributed/process_watch.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

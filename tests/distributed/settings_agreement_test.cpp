@@ -15,8 +15,8 @@
 
 #include <gtest/gtest.h>
 
-#include "distributed/group.h"
-#include "distributed/settings_agreement.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/distributed/settings_agreement.h"
 #include "tests/support/loopback_port.h"
 
 namespace {

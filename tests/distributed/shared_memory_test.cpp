@@ -24,11 +24,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "distributed/shared_mailbox.h"
-#include "distributed/shared_segment.h"
-#include "distributed/shared_slots.h"
-#include "distributed/wire_message.h"
-#include "profiler/cpu_memory.h"
+#include "pipebal/distributed/shared_mailbox.h"
+#include "pipebal/distributed/shared_segment.h"
+#include "pipebal/distributed/shared_slots.h"
+#include "pipebal/distributed/wire_message.h"
+#include "pipebal/profiler/cpu_memory.h"
 
 namespace {
 

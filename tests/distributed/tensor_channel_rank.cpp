@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "distributed/group.h"
-#include "distributed/launch_env.h"
-#include "distributed/tensor_channel.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/distributed/launch_env.h"
+#include "pipebal/distributed/tensor_channel.h"
 
 namespace {
 

@@ -24,15 +24,15 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "common/parse_integers.h"
-#include "distributed/c10d_transport.h"
-#include "distributed/group.h"
-#include "distributed/launch_env.h"
-#include "distributed/launcher.h"
-#include "distributed/replicas.h"
-#include "pipeline/batch_norm.h"
-#include "pipeline/error_text.h"
-#include "pipeline/pipeline.h"
+#include "pipebal/common/parse_integers.h"
+#include "pipebal/distributed/c10d_transport.h"
+#include "pipebal/distributed/group.h"
+#include "pipebal/distributed/launch_env.h"
+#include "pipebal/distributed/launcher.h"
+#include "pipebal/distributed/replicas.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/pipeline.h"
 #include "tests/support/skip_model.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "distributed/wire_message.h"
+#include "pipebal/distributed/wire_message.h"
 
 namespace {
 

@@ -13,6 +13,13 @@ prefix=$scratch/prefix
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -f "$prefix/include/pipebal/balance/plan.h"
+# Every header reaches the others as "pipebal/...": -I PREFIX/include is the only include path a
+# user needs, and none of ours can shadow a user's own common/ or models/.
+if grep -rnE '#include "(common|pipeline|distributed|balance|models|reports|profiler|workflow)/' \
+  "$prefix/include/pipebal"; then
+  echo "check-install: installed headers include others without the pipebal/ prefix" >&2
+  exit 1
+fi
 test -x "$prefix/bin/pipebal"
 test -x "$prefix/bin/pipebal-torch"
 # `pipebal` balances itself and hands model commands to pipebal-torch beside it.

@@ -1,6 +1,6 @@
 // AmoebaNet-D zoo model: layer structure, per-cell shapes (which pin down the genotype's
 // concatenations and strides), gradients, clone, input and option checks.
-#include "models/amoebanet.h"
+#include "pipebal/models/amoebanet.h"
 
 #include <stdexcept>
 #include <string>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/layer_seq.h"
 #include "tests/models/model_test_support.h"
 
 namespace pipebal::models {

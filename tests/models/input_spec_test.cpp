@@ -1,6 +1,6 @@
 // `--input` specs: parsing every dtype and form, refusing malformed ones with the reason, and the
 // tensors they make (dtype, shape, value range) and the synthetic batches built from them.
-#include "models/input_spec.h"
+#include "pipebal/models/input_spec.h"
 
 #include <stdexcept>
 #include <string>
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "models/synthetic.h"
+#include "pipebal/models/synthetic.h"
 
 namespace pipebal::models {
 namespace {

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/layer_seq.h"
 
 namespace pipebal::models {
 

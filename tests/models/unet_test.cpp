@@ -1,6 +1,6 @@
 // U-Net zoo model: shapes, gradients, skip routing, clone, input checks, and a reference
 // forward written with ATen functions on the layers' own parameters.
-#include "models/unet.h"
+#include "pipebal/models/unet.h"
 
 #include <set>
 #include <stdexcept>
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/layer_seq.h"
 #include "tests/models/model_test_support.h"
 
 namespace pipebal::models {

@@ -1,12 +1,12 @@
 // The model zoo: every model trains forward and backward at a small size; SPEC parsing.
-#include "models/zoo.h"
+#include "pipebal/models/zoo.h"
 
 #include <filesystem>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "models/synthetic.h"
+#include "pipebal/models/synthetic.h"
 
 namespace pipebal::models {
 namespace {

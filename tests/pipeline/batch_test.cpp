@@ -1,5 +1,5 @@
 // Scatter into micro-batches and gather back.
-#include "pipeline/batch.h"
+#include "pipebal/pipeline/batch.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

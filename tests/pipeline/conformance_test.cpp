@@ -14,9 +14,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "balance/simulator.h"
-#include "pipeline/module_layer.h"
-#include "pipeline/pipeline.h"
+#include "pipebal/balance/simulator.h"
+#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/pipeline/pipeline.h"
 
 namespace pipebal::pipeline {
 namespace {

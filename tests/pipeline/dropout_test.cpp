@@ -1,13 +1,13 @@
 // Dropout in the engine: pipebal's Dropout keeps LibTorch's semantics but draws from the stage's
 // own generator (no process-wide lock); either kind's masks are reproduced by recomputation.
-#include "pipeline/dropout.h"
+#include "pipebal/pipeline/dropout.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/module_layer.h"
-#include "pipeline/pipeline.h"
-#include "pipeline/stage.h"
+#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/pipeline/stage.h"
 
 namespace pipebal::pipeline {
 namespace {

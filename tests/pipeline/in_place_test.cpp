@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/module_layer.h"
-#include "pipeline/pipeline.h"
+#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/pipeline/pipeline.h"
 #include "tests/support/skip_model.h"
 
 namespace pipebal::pipeline {

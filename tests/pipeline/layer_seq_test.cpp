@@ -1,11 +1,11 @@
 // LayerSeq: running, slicing, deep clones and skip-tensor bookkeeping.
-#include "pipeline/layer_seq.h"
+#include "pipebal/pipeline/layer_seq.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/dropout.h"
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/dropout.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::pipeline {
 namespace {

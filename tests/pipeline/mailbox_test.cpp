@@ -1,7 +1,7 @@
 // The mailbox between stages and the condition it waits on, which polls before it sleeps:
 // messages arrive whether they come while the receiver polls or after it has gone to sleep, in
 // any order, and cancelling wakes a waiter in either state.
-#include "pipeline/mailbox.h"
+#include "pipebal/pipeline/mailbox.h"
 
 #include <gtest/gtest.h>
 

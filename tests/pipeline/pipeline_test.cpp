@@ -1,7 +1,7 @@
 // The engine beyond the float64 matrix (transparency_test.cpp): CUDA streams, deferred batch
 // norm, step timeouts; failures surface as one error naming their action and never hang.
 // Layers that write their input in place: in_place_test.cpp.
-#include "pipeline/pipeline.h"
+#include "pipebal/pipeline/pipeline.h"
 
 #include <condition_variable>
 #include <mutex>
@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/batch_norm.h"
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/module_layer.h"
 #include "tests/support/skip_model.h"
 
 namespace pipebal::pipeline {

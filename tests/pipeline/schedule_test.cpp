@@ -1,5 +1,5 @@
 // The schedule definition shared by the engine and the simulator.
-#include "pipeline/schedule.h"
+#include "pipebal/pipeline/schedule.h"
 
 #include <algorithm>
 

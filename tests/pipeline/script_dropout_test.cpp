@@ -1,7 +1,7 @@
 // A TorchScript model's dropout (nn.Dropout, nn.Dropout2d, F.dropout) draws from the stage's own
 // generator: no stage takes the process-wide lock for it, recomputation replays its masks, it
 // drops what LibTorch's would, and the model saved back still loads without pipebal.
-#include "pipeline/script_dropout.h"
+#include "pipebal/pipeline/script_dropout.h"
 
 #include <filesystem>
 
@@ -12,10 +12,10 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include "pipeline/dropout.h"
-#include "pipeline/pipeline.h"
-#include "pipeline/script_layer.h"
-#include "pipeline/stage.h"
+#include "pipebal/pipeline/dropout.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/pipeline/script_layer.h"
+#include "pipebal/pipeline/stage.h"
 #include "tests/support/scratch_dir.h"
 
 namespace pipebal::pipeline {

@@ -1,5 +1,5 @@
 // TorchScript models made in Python load as layer sequences and reproduce Python's output.
-#include "pipeline/script_layer.h"
+#include "pipebal/pipeline/script_layer.h"
 
 #include <gtest/gtest.h>
 #include <torch/script.h>

@@ -12,9 +12,9 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include "pipeline/error_text.h"
-#include "pipeline/pipeline.h"
-#include "pipeline/script_layer.h"
+#include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/pipeline/script_layer.h"
 
 namespace pipebal::pipeline {
 namespace {

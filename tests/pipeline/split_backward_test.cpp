@@ -1,6 +1,6 @@
 // A backward split into B and W: B computes the input's gradient and no weight gradient, W the
 // weight gradients and nothing of B's again, and together they equal one whole backward.
-#include "pipeline/split_backward.h"
+#include "pipebal/pipeline/split_backward.h"
 
 #include <functional>
 #include <set>

@@ -2,12 +2,12 @@
 // gradient the stage received (no copy held beside it), one it also reads gets both parts. And
 // what it holds through its backward: its outputs and the gradient it received go as soon as
 // autograd is done with them, as a layer's inside the stage do.
-#include "pipeline/stage.h"
+#include "pipebal/pipeline/stage.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::pipeline {
 namespace {

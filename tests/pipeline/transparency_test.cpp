@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/pipeline.h"
+#include "pipebal/pipeline/pipeline.h"
 #include "tests/support/skip_model.h"
 
 namespace pipebal::pipeline {

@@ -1,6 +1,6 @@
 // The counting CPU allocator: counts what is allocated inside a scope, survives frees after
 // the scope, and puts the previous allocator back.
-#include "profiler/cpu_memory.h"
+#include "pipebal/profiler/cpu_memory.h"
 
 #include <functional>
 #include <thread>

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "balance/profile_reader.h"
+#include "pipebal/balance/profile_reader.h"
 #include "tests/tools/cli_support.h"
 
 namespace {

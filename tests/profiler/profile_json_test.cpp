@@ -1,13 +1,13 @@
 // profile.json: the schema tag, units in the keys, and that the balancer reads it back.
-#include "profiler/profile_json.h"
+#include "pipebal/profiler/profile_json.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include "tests/support/scratch_dir.h"
 
-#include "balance/profile_reader.h"
-#include "common/atomic_file.h"
+#include "pipebal/balance/profile_reader.h"
+#include "pipebal/common/atomic_file.h"
 
 namespace pipebal::profiler {
 namespace {

@@ -1,6 +1,6 @@
 // Pooling profile rounds: medians over every round's samples, per layer and per size, and one
 // clear error when the rounds profiled different things.
-#include "profiler/profile_merge.h"
+#include "pipebal/profiler/profile_merge.h"
 
 #include <stdexcept>
 #include <string>

@@ -1,13 +1,13 @@
 // The profiler's byte counts against analytic ones: what autograd saves for each layer, the
 // peaks of its forward and backward. Float32 (4 bytes) unless said otherwise.
-#include "profiler/profiler.h"
+#include "pipebal/profiler/profiler.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "models/zoo.h"
-#include "pipeline/batch_norm.h"
-#include "pipeline/module_layer.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/pipeline/batch_norm.h"
+#include "pipebal/pipeline/module_layer.h"
 #include "tests/profiler/profiler_test_support.h"
 
 namespace pipebal::profiler {

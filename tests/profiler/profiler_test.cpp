@@ -1,6 +1,6 @@
 // The profiler's times, and the promises it makes about the caller's model (its weights,
 // gradients, generator and input left as found). Its byte counts: profiler_bytes_test.cpp.
-#include "profiler/profiler.h"
+#include "pipebal/profiler/profiler.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,9 +13,9 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "models/zoo.h"
-#include "pipeline/module_layer.h"
-#include "profiler/engine_overhead.h"
+#include "pipebal/models/zoo.h"
+#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/profiler/engine_overhead.h"
 #include "tests/profiler/profiler_test_support.h"
 
 namespace pipebal::profiler {

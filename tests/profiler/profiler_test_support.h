@@ -6,9 +6,9 @@
 
 #include <torch/torch.h>
 
-#include "pipeline/layer_seq.h"
-#include "pipeline/module_layer.h"
-#include "profiler/profiler.h"
+#include "pipebal/pipeline/layer_seq.h"
+#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/profiler/profiler.h"
 
 namespace pipebal::profiler::testing {
 

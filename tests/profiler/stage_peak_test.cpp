@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/module_layer.h"
 #include "tests/support/skip_model.h"
 #include "tests/support/stage_peaks.h"
 

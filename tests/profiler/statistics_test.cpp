@@ -1,5 +1,5 @@
 // The statistics helpers on hand-computed values, edge cases first.
-#include "profiler/statistics.h"
+#include "pipebal/profiler/statistics.h"
 
 #include <cmath>
 #include <stdexcept>

@@ -1,7 +1,7 @@
 // A batch one stage's thread takes from another's is charged to the taker: wholly when only the
 // batch refers to its memory (a copy when it views a part of it), to both while the sender still
 // uses it.
-#include "profiler/taken_batch.h"
+#include "pipebal/profiler/taken_batch.h"
 
 #include <thread>
 #include <utility>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "profiler/cpu_memory.h"
+#include "pipebal/profiler/cpu_memory.h"
 
 namespace pipebal::profiler {
 namespace {

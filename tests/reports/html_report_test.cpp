@@ -1,7 +1,7 @@
 // The HTML report: renders the hand-made validation directory, stays self-contained, escapes
 // text from JSON, degrades to notes when optional files are missing, and names the file in
 // every input error.
-#include "reports/html_report.h"
+#include "pipebal/reports/html_report.h"
 
 #include <cmath>
 #include <filesystem>
@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 #include "tests/support/scratch_dir.h"
 
-#include "common/atomic_file.h"
-#include "reports/report_charts.h"
-#include "reports/svg.h"
+#include "pipebal/common/atomic_file.h"
+#include "pipebal/reports/report_charts.h"
+#include "pipebal/reports/svg.h"
 
 namespace pipebal::reports {
 namespace {

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "reports/run_record.h"
-#include "reports/validation_record.h"
+#include "pipebal/reports/run_record.h"
+#include "pipebal/reports/validation_record.h"
 
 namespace pipebal::reports {
 namespace {

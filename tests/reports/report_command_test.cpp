@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/atomic_file.h"
+#include "pipebal/common/atomic_file.h"
 #include "tests/support/scratch_dir.h"
 
 namespace pipebal::tools {

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/remove_tree.h"
+#include "pipebal/common/remove_tree.h"
 
 namespace pipebal::testing {
 

@@ -9,9 +9,9 @@
 
 #include <torch/torch.h>
 
-#include "pipeline/batch.h"
-#include "pipeline/layer_seq.h"
-#include "pipeline/module_layer.h"
+#include "pipebal/pipeline/batch.h"
+#include "pipebal/pipeline/layer_seq.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::pipeline::testing {
 

@@ -7,13 +7,13 @@
 
 #include <torch/torch.h>
 
-#include "balance/cost_model.h"
-#include "pipeline/pipeline.h"
-#include "pipeline/transport.h"
-#include "profiler/cpu_memory.h"
-#include "profiler/profile_json.h"
-#include "profiler/profiler.h"
-#include "profiler/taken_batch.h"
+#include "pipebal/balance/cost_model.h"
+#include "pipebal/pipeline/pipeline.h"
+#include "pipebal/pipeline/transport.h"
+#include "pipebal/profiler/cpu_memory.h"
+#include "pipebal/profiler/profile_json.h"
+#include "pipebal/profiler/profiler.h"
+#include "pipebal/profiler/taken_batch.h"
 
 namespace pipebal::profiler::testing {
 

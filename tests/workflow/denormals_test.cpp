@@ -1,6 +1,6 @@
 // workflow::flush_denormals_unless_kept: subnormal results become zero on the calling thread, in
 // threads it starts afterwards and in LibTorch's kernels, unless PIPEBAL_KEEP_DENORMALS says no.
-#include "workflow/denormals.h"
+#include "pipebal/workflow/denormals.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include <ATen/ATen.h>
 
-#include "profiler/environment.h"
+#include "pipebal/profiler/environment.h"
 
 namespace pipebal::workflow {
 namespace {

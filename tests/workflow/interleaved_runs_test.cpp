@@ -1,6 +1,6 @@
 // workflow::turn_order balances the order of the runs over the rounds; run_interleaved steps
 // every run and calls back after each round of measured steps with the runs alive.
-#include "workflow/interleaved_runs.h"
+#include "pipebal/workflow/interleaved_runs.h"
 
 #include <gtest/gtest.h>
 

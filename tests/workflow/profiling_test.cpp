@@ -1,13 +1,13 @@
 // workflow::profile_at_sizes: which micro-batch sizes it measures, and which it leaves to the cost
 // model's interpolation because the cost per sample is already linear around them.
-#include "workflow/profiling.h"
+#include "pipebal/workflow/profiling.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "models/synthetic.h"
-#include "models/zoo.h"
+#include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
 
 namespace pipebal::workflow {
 namespace {

@@ -1,6 +1,6 @@
 // The checks a training run makes of --data's targets before its first step, against outputs
 // and targets made here.
-#include "workflow/run_checks.h"
+#include "pipebal/workflow/run_checks.h"
 
 #include <stdexcept>
 #include <string>
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "models/zoo.h"
+#include "pipebal/models/zoo.h"
 
 namespace pipebal::workflow {
 namespace {

@@ -1,14 +1,14 @@
 // --devices against the host: "cuda" is this process's GPU when it is one of several, and a
 // device the host lacks is refused with one line before anything starts. The host's CUDA device
 // count is given, so that a CPU machine checks what a GPU host would be told.
-#include "workflow/run_devices.h"
+#include "pipebal/workflow/run_devices.h"
 
 #include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "profiler/device.h"
+#include "pipebal/profiler/device.h"
 
 namespace pipebal::workflow {
 namespace {

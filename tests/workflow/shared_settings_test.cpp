@@ -2,7 +2,7 @@
 // the shape, and not with the layout in memory; the shared settings tell apart models built from
 // other seeds (a TorchScript file at another path is compared by its weights) and other data,
 // and leave out what may differ between hosts.
-#include "workflow/shared_settings.h"
+#include "pipebal/workflow/shared_settings.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "distributed/settings_agreement.h"
+#include "pipebal/distributed/settings_agreement.h"
 
 namespace pipebal::workflow {
 namespace {

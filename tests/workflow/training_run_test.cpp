@@ -1,7 +1,7 @@
 // workflow::TrainingRun: its rehearsal (what run_interleaved turns on) leaves the training as it
 // was, and it does run; a stage's memory counts its weights; the constructing thread gives the
 // cores to the stages while a run lives, also with several runs alive at once.
-#include "workflow/training_run.h"
+#include "pipebal/workflow/training_run.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "workflow/interleaved_runs.h"
+#include "pipebal/workflow/interleaved_runs.h"
 
 namespace pipebal::workflow {
 namespace {
