@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "pipebal/common/env_flag.h"
+#include "pipebal/distributed/heartbeat.h"
 #include "pipebal/distributed/process_watch.h"
 #include "pipebal/distributed/rendezvous.h"
 #include "pipebal/distributed/shared_segment.h"
@@ -80,9 +81,11 @@ struct Group::State {
   // meanwhile ends the wait).
   std::string await(const std::string& key);
 
-  // Every tenth of a second: has another process posted a failure, or has a process of this
-  // host ended without a word? Then end this one's waits.
+  // Every tenth of a second: has another process posted a failure, has a process of this host
+  // ended without a word, or has the rank this one watches given no sign of life for a while?
+  // Then end this one's waits.
   void watch_for_failures() {
+    Heartbeat heartbeat(env.rank, env.world_size, Heartbeat::silence_limit(timeout), Clock::now());
     std::unique_lock<std::mutex> lock(mutex);
     while (!stop_monitor.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping; })) {
       if (failure) continue;
@@ -94,6 +97,7 @@ struct Group::State {
       try {
         posted = posted_failure();
         if (!posted) posted = silent_end(local_peers, left);
+        if (!posted) posted = silent_peer(heartbeat);
       } catch (const std::exception& error) {
         posted = fmt::format("lost the rendezvous store at {}:{} (has rank 0 ended?): {}",
                              env.master_addr, env.master_port, pipeline::first_line(error.what()));
@@ -119,14 +123,35 @@ struct Group::State {
         left.push_back(peer);
         continue;
       }
-      // A process that failed posts its report before it ends.
-      if (auto report = posted_failure()) return report;
-      const std::string what = fmt::format(
-          "rank {}'s process ended without reporting an error (killed, or crashed)", peer);
-      if (store->add("failed", 1) == 1) store->set("failure", bytes_of(what));
-      return posted_failure();
+      return post_unless_reported(fmt::format(
+          "rank {}'s process ended without reporting an error (killed, or crashed)", peer));
     }
     return std::nullopt;
+  }
+
+  // Beats for this process and reads the count of the rank it watches: posted for that rank,
+  // and returned, once it has been silent for the limit without having left the run. A host
+  // that is down or cut off, or a process stopped, says nothing and closes no connection.
+  std::optional<std::string> silent_peer(Heartbeat& heartbeat) {
+    const auto now = Clock::now();
+    if (heartbeat.beat_due(now)) store->add(Heartbeat::key(env.rank), 1);
+    const std::optional<int> peer = heartbeat.watched();
+    if (!peer || !heartbeat.silent(store->add(Heartbeat::key(*peer), 0), now)) {
+      return std::nullopt;
+    }
+    if (store->check({left_key(*peer)})) return std::nullopt;
+    return post_unless_reported(fmt::format(
+        "rank {} has given no sign of life for {:.0f} s (its host down or cut off, or its "
+        "process stopped)",
+        *peer, heartbeat.silence(now).count() / 1000.0));
+  }
+
+  // Posts `what` as the run's failure, unless one was posted already (a process that failed
+  // posts its report before it ends): the failure posted.
+  std::optional<std::string> post_unless_reported(const std::string& what) {
+    if (auto report = posted_failure()) return report;
+    if (store->add("failed", 1) == 1) store->set("failure", bytes_of(what));
+    return posted_failure();
   }
 
   static std::string left_key(int rank) { return fmt::format("left/{}", rank); }

@@ -4,7 +4,9 @@
 //  - a failure board: the first process whose stage fails posts what happened; every other
 //    process notices within a fraction of a second and ends its waits with that message. A
 //    process on this host that ends without a word (killed, crashed) is noticed as fast, and
-//    posted as such; one on another host shows as a lost connection, or the timeout;
+//    posted as such; one on another host shows as a lost connection. One that gives no sign
+//    of life (its host down or cut off, its process stopped) is named by the rank before it,
+//    which watches its heartbeat on the store (heartbeat.h);
 //  - a clock offset to rank 0's steady clock, so that the processes' timelines line up;
 //  - a gather of strings to rank 0 (the per-rank results of a run);
 //  - which peers on the same host it shares memory with.

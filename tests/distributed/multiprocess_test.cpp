@@ -8,8 +8,9 @@
 //    to step (a message larger or smaller than the receive posted for it, or its slot). The
 //    messages go through shared memory (the ranks say so), and in some cases through Gloo; on
 //    a GPU, a few of these cases with the stages on cuda:0.
-//  - Failure: a rank that throws, is killed with SIGKILL or hangs ends every rank, each with
-//    one line that names the failed rank; a launch exits with the failed rank's status.
+//  - Failure: a rank that throws, is killed with SIGKILL, hangs or stops (SIGSTOP, as a host
+//    gone) ends every rank, each with one line that names the failed rank; a launch exits with
+//    the failed rank's status.
 // Every run is bounded by `timeout`, so a hang fails the test instead of stalling the suite.
 #include <sys/wait.h>
 
@@ -194,8 +195,9 @@ TEST(AcrossProcessesOnCuda, EveryStepEqualsThePlainModel_CUDA) {
 }
 
 // Runs `processes` ranks of transparency_rank directly (no launcher), each with its own
-// stderr, and returns each one's wait status.
-std::vector<int> spawn_ranks(int processes, const std::string& args) {
+// stderr, and returns each one's wait status. Rank `stopped` stops itself (SIGSTOP): it is
+// killed once the others have ended.
+std::vector<int> spawn_ranks(int processes, const std::string& args, int stopped = -1) {
   std::string script =
       "pids=(); port=$(python3 -c 'import socket; s=socket.socket(); "
       "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'); ";
@@ -206,8 +208,14 @@ std::vector<int> spawn_ranks(int processes, const std::string& args) {
         processes, r, kGuard, PIPEBAL_RANK_BINARY, args, scratch_path(fmt::format("err{}", r)));
   }
   for (int r = 0; r < processes; ++r) {
+    if (r == stopped) continue;
     script += fmt::format("wait ${{pids[{}]}}; echo $? >{}; ", r,
                           scratch_path(fmt::format("status{}", r)));
+  }
+  if (stopped >= 0) {  // the rank runs under the guard's `timeout`: its child is the rank
+    script += fmt::format(
+        "pkill -KILL -P ${{pids[{0}]}}; {{ wait ${{pids[{0}]}}; }} 2>/dev/null; echo $? >{1}; ",
+        stopped, scratch_path(fmt::format("status{}", stopped)));
   }
   const std::string file = scratch_path("spawn.sh");
   { std::ofstream(file) << script << "\n"; }
@@ -283,6 +291,23 @@ TEST(AcrossProcessesFailure, ARankThatHangsIsNamedAtTheTimeout) {
             std::string::npos)
       << rank_err(1);
   expect_others_stopped_naming(statuses, 1);
+}
+
+// A rank that gives no sign of life -- stopped here; its host down or cut off is the same to
+// the others, and no pidfd says so -- is named by the rank that watches it (rank 0 watches
+// rank 1) once half the timeout has passed, before any wait times out.
+TEST(AcrossProcessesFailure, ARankThatGivesNoSignOfLifeIsNamedByItsWatcher) {
+  const auto statuses = spawn_ranks(3, "--balance 3,3,2 --fail stop --fail-rank 1 --timeout 20",
+                                    /*stopped=*/1);
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[1], 128 + 9) << "stopped, then killed by the test";
+  expect_others_stopped_naming(statuses, 1);
+  for (int r : {0, 2}) {
+    EXPECT_NE(rank_err(r).find("rank 1 has given no sign of life for 10 s (its host down or cut "
+                               "off, or its process stopped)"),
+              std::string::npos)
+        << rank_err(r);
+  }
 }
 
 TEST(AcrossProcessesFailure, LaunchStopsTheOthersAndExitsWithTheFailedRanksStatus) {

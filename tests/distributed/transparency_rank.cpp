@@ -51,6 +51,7 @@ struct InjectImpl : torch::nn::Cloneable<InjectImpl> {
     if (g_armed) {
       if (g_failure == "throw") throw std::runtime_error("injected failure");
       if (g_failure == "kill") raise(SIGKILL);
+      if (g_failure == "stop") raise(SIGSTOP);  // as a frozen process, or a host gone
       if (g_failure == "hang") {
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
       }

@@ -1,0 +1,44 @@
+// See heartbeat.h.
+#include "pipebal/distributed/heartbeat.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace pipebal::distributed {
+
+std::chrono::milliseconds Heartbeat::silence_limit(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 2, std::chrono::milliseconds(5000), std::chrono::milliseconds(60000));
+}
+
+Heartbeat::Heartbeat(int rank, int world_size, std::chrono::milliseconds silence_limit,
+                     Clock::time_point start)
+    : limit_(silence_limit), last_beat_(start), last_change_(start) {
+  if (world_size > 1) watched_ = (rank + 1) % world_size;
+}
+
+std::string Heartbeat::key(int rank) {
+  return fmt::format("alive/{}", rank);
+}
+
+bool Heartbeat::beat_due(Clock::time_point now) {
+  if (beaten_ && now - last_beat_ < kPeriod) return false;
+  beaten_ = true;
+  last_beat_ = now;
+  return true;
+}
+
+bool Heartbeat::silent(int64_t count, Clock::time_point now) {
+  if (count != last_count_) {
+    last_count_ = count;
+    last_change_ = now;
+    return false;
+  }
+  return now - last_change_ > limit_;
+}
+
+std::chrono::milliseconds Heartbeat::silence(Clock::time_point now) const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - last_change_);
+}
+
+}  // namespace pipebal::distributed
