@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 #include <torch/serialize.h>
@@ -41,6 +42,18 @@ void Dataset::convert_floats(c10::ScalarType dtype) {
     if (t.is_floating_point()) t = t.to(dtype);
   }
   if (targets.is_floating_point()) targets = targets.to(dtype);
+}
+
+std::vector<InputSpec> Dataset::input_specs(int64_t batch) const {
+  std::vector<InputSpec> specs;
+  for (const at::Tensor& input : inputs) {
+    InputSpec spec;
+    spec.dtype = input.scalar_type();
+    spec.shape = input.sizes().vec();
+    spec.shape[0] = batch;
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
 at::Tensor Dataset::targets_at(const at::Tensor& indices) const {

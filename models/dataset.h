@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "pipebal/models/input_spec.h"
 #include "pipebal/pipeline/batch.h"
 
 namespace pipebal::models {
@@ -23,6 +24,8 @@ struct Dataset {
   at::Tensor targets_at(const at::Tensor& indices) const;
   // Converts the floating-point inputs and targets to `dtype`.
   void convert_floats(c10::ScalarType dtype);
+  // The inputs as a batch of `batch` samples takes them: each one's dtype and shape.
+  std::vector<InputSpec> input_specs(int64_t batch) const;
 };
 
 // Reads `path`. Throws std::invalid_argument with one line for a file that cannot be read, is not

@@ -14,6 +14,17 @@ const std::pair<const char*, c10::ScalarType> kNames[] = {
     {"half", c10::kHalf},         {"long", c10::kLong},      {"int", c10::kInt},
 };
 
+// Types pipebal does not take (--dtype, --input) but may meet in a user's data: named as PyTorch
+// names them, not as LibTorch's ScalarType does ("ComplexFloat", "Char").
+const std::pair<const char*, c10::ScalarType> kOtherNames[] = {
+    {"complex64", c10::kComplexFloat},
+    {"complex128", c10::kComplexDouble},
+    {"complex32", c10::kComplexHalf},
+    {"uint8", c10::kByte},
+    {"int8", c10::kChar},
+    {"int16", c10::kShort},
+};
+
 }  // namespace
 
 std::optional<c10::ScalarType> dtype_named(const std::string& name) {
@@ -25,6 +36,9 @@ std::optional<c10::ScalarType> dtype_named(const std::string& name) {
 
 std::string dtype_name(c10::ScalarType dtype) {
   for (const auto& [text, type] : kNames) {
+    if (type == dtype) return text;
+  }
+  for (const auto& [text, type] : kOtherNames) {
     if (type == dtype) return text;
   }
   return c10::toString(dtype);

@@ -13,7 +13,8 @@ namespace pipebal::pipeline {
 // synonyms); nullopt for anything else.
 std::optional<c10::ScalarType> dtype_named(const std::string& name);
 
-// "float32", "int64", ...: the name dtype_named() reads back.
+// "float32", "int64", ...: the name dtype_named() reads back; a type it does not read is named
+// as PyTorch names it ("complex64", "uint8").
 std::string dtype_name(c10::ScalarType dtype);
 
 // The names dtype_named() reads, for error messages: "float32, float64, ...".

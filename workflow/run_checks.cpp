@@ -52,8 +52,15 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
   };
   auto check = [&](const at::Tensor& t, const char* what, std::optional<c10::ScalarType> dtype,
                    const char* layer) {
-    if (!dtype || !t.is_floating_point() || t.scalar_type() == *dtype) return;
+    if (!dtype || t.scalar_type() == *dtype) return;
     const std::string want = pipeline::dtype_name(*dtype);
+    if (t.is_complex()) {  // no --dtype makes them real: which part is meant is the user's call
+      throw std::invalid_argument(fmt::format(
+          "--data {}'s {} are {}, the model's {} layer's parameters {}: save them as {} (x.real, "
+          "or torch.view_as_real(x) for both parts as a last dimension of 2)",
+          path, what, pipeline::dtype_name(t.scalar_type()), layer, want, want));
+    }
+    if (!t.is_floating_point()) return;
     throw std::invalid_argument(fmt::format(
         "--data {}'s {} are {}, the model's {} layer's parameters {}: give --dtype {} (converts "
         "the data too), or save the data as {}",

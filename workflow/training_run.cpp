@@ -329,7 +329,8 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   reports::RunRecord& run = st.run;
   run.model = st.model.layers.name();
   run.input_shape = st.shape;
-  run.inputs = models::to_strings(st.inputs);
+  // --data: its inputs as one replica's mini-batch takes them ("int64[32,64]"), dtype included.
+  run.inputs = models::to_strings(st.dataset ? st.dataset->input_specs(st.shape[0]) : st.inputs);
   run.dtype = settings.dtype.empty() ? "" : pipeline::dtype_name(*dtype);
   run.balance = settings.balance;
   run.devices = settings.devices;

@@ -74,9 +74,12 @@ before = [f for f in os.listdir(work) if f not in ("run.json", "trained.pt")]
 for schedule in ("gpipe", "1f1b"):
     for checkpoint in ("always", "except_last", "never"):
         out, saved = os.path.join(work, "run.json"), os.path.join(work, "trained.pt")
-        run("train", *common, "--schedule", schedule, "--checkpoint", checkpoint, "-o", out,
-            "--save", saved)
+        result = run("train", *common, "--schedule", schedule, "--checkpoint", checkpoint, "-o",
+                     out, "--save", saved)
         doc = json.load(open(out))
+        # The data's inputs as a mini-batch takes them, dtype included, in run.json and the summary.
+        assert doc["inputs"] == [f"float64[{BATCH},8]"], doc["inputs"]
+        assert f"input float64[{BATCH},8], balance [2,3]" in result.stdout, result.stdout
         losses = [s["loss"] for s in doc["steps"]]
         assert len(losses) == len(expected), (len(losses), len(expected))
         for step, (got, want) in enumerate(zip(losses, expected)):
@@ -104,6 +107,15 @@ for step, (got, want) in enumerate(zip([s["loss"] for s in doc["steps"]], expect
 result = run("train", *[float_path if a == model_path else a for a in common], status=2)
 assert result.stderr.count("\n") == 1 and f"--data {data}'s inputs are float64, the model's " \
     "first layer's parameters float32: give --dtype float32" in result.stderr, result.stderr
+# Complex inputs for a real model: no --dtype makes them real, so the advice is to save them so
+# (they met LibTorch's own message inside the first step).
+complex_data = os.path.join(work, "complex.pt")
+torch.save({"inputs": x.to(torch.complex128), "targets": y}, complex_data)
+result = run("train", "--model", model_path, "--data", complex_data, "--balance", "2,3",
+             status=2)
+assert result.stderr.count("\n") == 1 and f"--data {complex_data}'s inputs are complex128, the " \
+    "model's first layer's parameters float64: save them as float64 (x.real" in result.stderr, \
+    result.stderr
 
 # Synthetic inputs follow the model's dtype: a float64 model profiles at --input-shape (float32
 # inputs met float64 weights in LibTorch's "mat1 and mat2 must have the same dtype").

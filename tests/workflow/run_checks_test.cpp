@@ -52,6 +52,28 @@ TEST(CheckDataDtype, FloatingIdsForAnEmbeddingAskForIntegers) {
   EXPECT_NO_THROW(check_data_dtype(data, gpt.layers, "t.pt"));
 }
 
+// Complex data meets real weights: no --dtype makes it real, so the advice is to save it so.
+TEST(CheckDataDtype, ComplexDataForARealModelAsksForRealData) {
+  const models::Model mlp = models::build_model("mlp:layers=2,width=8", 0);
+  models::Dataset data;
+  data.inputs = {torch::zeros({4, 8}, torch::kComplexFloat)};
+  data.targets = torch::zeros({4}, torch::kLong);
+  try {
+    check_data_dtype(data, mlp.layers, "c.pt");
+    ADD_FAILURE() << "complex inputs passed";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "--data c.pt's inputs are complex64, the model's first layer's parameters "
+              "float32: save them as float32 (x.real, or torch.view_as_real(x) for both parts as "
+              "a last dimension of 2)");
+  }
+  data.inputs = {torch::zeros({4, 8})};
+  data.targets = torch::zeros({4, 10}, torch::kComplexDouble);
+  EXPECT_THROW(check_data_dtype(data, mlp.layers, "c.pt"), std::invalid_argument) << "targets";
+  data.targets = torch::zeros({4}, torch::kLong);
+  EXPECT_NO_THROW(check_data_dtype(data, mlp.layers, "c.pt"));
+}
+
 TEST(LeftOutBatch, OnlyALastMiniBatchTooSmallForTheMicroBatchesIsLeftOut) {
   EXPECT_EQ(left_out_batch(64, 16, 4, 1), std::nullopt);  // no last, short mini-batch
   EXPECT_EQ(left_out_batch(66, 16, 2, 1), std::nullopt);  // 2 samples for 2 micro-batches
