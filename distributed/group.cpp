@@ -129,21 +129,23 @@ struct Group::State {
     return std::nullopt;
   }
 
-  // Beats for this process and reads the count of the rank it watches: posted for that rank,
-  // and returned, once it has been silent for the limit without having left the run. A host
+  // Twice a second, beats for this process and reads the count of the rank it watches: posted
+  // for that rank, and returned, once it has been silent for longer than the limit without
+  // having left the run. A host
   // that is down or cut off, or a process stopped, says nothing and closes no connection.
   std::optional<std::string> silent_peer(Heartbeat& heartbeat) {
     const auto now = Clock::now();
-    if (heartbeat.beat_due(now)) store->add(Heartbeat::key(env.rank), 1);
+    if (!heartbeat.beat_due(now)) return std::nullopt;
+    store->add(Heartbeat::key(env.rank), 1);
     const std::optional<int> peer = heartbeat.watched();
     if (!peer || !heartbeat.silent(store->add(Heartbeat::key(*peer), 0), now)) {
       return std::nullopt;
     }
     if (store->check({left_key(*peer)})) return std::nullopt;
     return post_unless_reported(fmt::format(
-        "rank {} has given no sign of life for {:.0f} s (its host down or cut off, or its "
-        "process stopped)",
-        *peer, heartbeat.silence(now).count() / 1000.0));
+        "rank {} has given no sign of life for {:g} s (its host down or cut off, or its process "
+        "stopped)",
+        *peer, heartbeat.limit().count() / 1000.0));
   }
 
   // Posts `what` as the run's failure, unless one was posted already (a process that failed

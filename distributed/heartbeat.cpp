@@ -37,8 +37,4 @@ bool Heartbeat::silent(int64_t count, Clock::time_point now) {
   return now - last_change_ > limit_;
 }
 
-std::chrono::milliseconds Heartbeat::silence(Clock::time_point now) const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(now - last_change_);
-}
-
 }  // namespace pipebal::distributed

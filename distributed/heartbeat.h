@@ -2,7 +2,7 @@
 // goes down, or is cut off, closes no connection, and a process stopped (SIGSTOP, a debugger)
 // ends nothing. Each process counts up a key of its own on the rendezvous store, and watches
 // the count of the next rank (ring order: every rank is watched by one other, and the store
-// answers a few requests per process and second, whatever the world size). A count that stops
+// answers four requests per process and second, whatever the world size). A count that stops
 // moving for the silence limit names its rank. The store calls are the group's; this is the
 // bookkeeping, with the time given, so that it can be tested without waiting. Torch-free.
 #pragma once
@@ -42,8 +42,8 @@ class Heartbeat {
   // the silence limit.
   bool silent(int64_t count, Clock::time_point now);
 
-  // How long the watched rank has been silent at `now`.
-  std::chrono::milliseconds silence(Clock::time_point now) const;
+  // How long the watched rank may stay silent.
+  std::chrono::milliseconds limit() const { return limit_; }
 
  private:
   std::optional<int> watched_;
