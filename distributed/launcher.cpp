@@ -317,6 +317,13 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point kill_at = Clock::time_point::max();
   Clock::time_point first_interrupt;
+  const auto grace =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.grace_s));
+  // After a rank stopped by another's failure, how long the rest may take to end by themselves
+  // (the one that failed says why on its way out): it may also give no sign of life (stopped,
+  // its host gone), and is not waited for forever.
+  const double follower_wait_s = std::max(options.grace_s, 5.0);
+  Clock::time_point followed_until = Clock::time_point::max();
   while (running > 0) {
     // Ctrl-Z: the processes stop, then the launcher; `fg` or `bg` wakes them all.
     if (g_suspend != 0) {
@@ -347,9 +354,19 @@ int launch(const LaunchOptions& options, std::ostream& log) {
             << std::flush;
       }
       stopping = true;
-      kill_at =
-          std::min(kill_at, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(options.grace_s)));
+      kill_at = std::min(kill_at, Clock::now() + grace);
+    }
+    if (!stopping && Clock::now() >= followed_until) {
+      stopping = true;
+      result = exit_code(follower->second);
+      log << fmt::format(
+                 "{}: rank {} {} (stopped by another's failure); {} process{} still "
+                 "running {:g} s later: stopping {}\n",
+                 options.log_prefix, follower->first, describe(follower->second), running,
+                 running == 1 ? "" : "es", follower_wait_s, running == 1 ? "it" : "them")
+          << std::flush;
+      stop_all(SIGTERM);
+      kill_at = Clock::now() + grace;
     }
     if (Clock::now() >= kill_at) {
       stop_all(SIGKILL);
@@ -373,9 +390,13 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     --running;
     const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     // One that stopped because another failed may exit before the one that failed: wait for
-    // that one (the rest stop by themselves), and report it.
+    // that one (the rest stop by themselves), a while, and report it.
     if (failed && WIFEXITED(status) && WEXITSTATUS(status) == kPeerFailedExitStatus) {
-      if (!follower) follower = std::make_pair(rank, status);
+      if (!follower) {
+        follower = std::make_pair(rank, status);
+        followed_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(follower_wait_s));
+      }
       continue;
     }
     if (failed && !stopping) {
@@ -389,8 +410,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       }
       log << std::flush;
       stop_all(SIGTERM);
-      kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(options.grace_s));
+      kill_at = Clock::now() + grace;
     }
   }
   // A failed run leaves nothing behind: what the processes started, even those that ended.

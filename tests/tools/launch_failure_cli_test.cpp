@@ -116,6 +116,20 @@ TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
   EXPECT_EQ(alone.err, "pipebal launch: rank 0 exited with status 3\n");
 }
 
+// The rank that failed may give no sign of life (stopped, its host gone): once one was stopped
+// by another's failure, the rest get a few seconds to end by themselves, then are stopped.
+TEST(LaunchCli, RanksLeftAfterOneStoppedByAFailureAreStoppedAfterAWhile) {
+  const CliResult r = run_pipebal(
+      "launch --nproc-per-node 3 --master-port 0 --grace 1 -- sh -c "
+      "'if [ $RANK = 1 ]; then kill -STOP $$; fi; exit 3'");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find(" exited with status 3 (stopped by another's failure); 1 process still "
+                       "running 5 s later: stopping it\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+}
+
 // A failure stops what the other commands started too: a shell's children (or a profiler's
 // target) die with it, not outlive the launcher.
 TEST(LaunchCli, AFailureStopsWhatTheOtherCommandsStarted) {
