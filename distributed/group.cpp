@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -12,6 +11,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -131,8 +131,8 @@ struct Group::State {
 
   // Twice a second, beats for this process and reads the count of the rank it watches: posted
   // for that rank, and returned, once it has been silent for longer than the limit without
-  // having left the run. A host
-  // that is down or cut off, or a process stopped, says nothing and closes no connection.
+  // having left the run. A host that is down or cut off, or a process stopped, says nothing and
+  // closes no connection.
   std::optional<std::string> silent_peer(Heartbeat& heartbeat) {
     const auto now = Clock::now();
     if (!heartbeat.beat_due(now)) return std::nullopt;

@@ -317,8 +317,10 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point kill_at = Clock::time_point::max();
   Clock::time_point first_interrupt;
-  const auto grace =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.grace_s));
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+  const Clock::duration grace = seconds(options.grace_s);
   // After a rank stopped by another's failure, how long the rest may take to end by themselves
   // (the one that failed says why on its way out): it may also give no sign of life (stopped,
   // its host gone), and is not waited for forever.
@@ -394,8 +396,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     if (failed && WIFEXITED(status) && WEXITSTATUS(status) == kPeerFailedExitStatus) {
       if (!follower) {
         follower = std::make_pair(rank, status);
-        followed_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(follower_wait_s));
+        followed_until = Clock::now() + seconds(follower_wait_s);
       }
       continue;
     }
