@@ -18,12 +18,12 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "pipebal/common/time_limit.h"
+#include "pipebal/distributed/stderr_relay.h"
 
 namespace pipebal::distributed {
 namespace {
@@ -200,7 +200,8 @@ void write_errno_line(int error) {
 }
 
 // In the child: the image prepared above. Never returns.
-[[noreturn]] void run_child(const ChildImage& image, bool discard_stdout, pid_t launcher) {
+[[noreturn]] void run_child(const ChildImage& image, bool discard_stdout, int stderr_fd,
+                            pid_t launcher) {
   // Die with the launcher (no orphans), even if it dies before this line runs.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(137);
@@ -214,6 +215,7 @@ void write_errno_line(int error) {
     const int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, STDOUT_FILENO);
   }
+  if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);  // the launcher's relay (not closed on exec)
   execve(image.program.c_str(), image.argv.data(), image.envp.data());
   const int error = errno;
   (void)!write(STDERR_FILENO, image.exec_failed.data(), image.exec_failed.size());
@@ -258,6 +260,14 @@ void check(const LaunchOptions& options) {
     throw std::invalid_argument(fmt::format("cannot run '{}': {}", options.command[0], why));
   }
   check_time_limit(options.grace_s, "--grace");
+  // Every line waits this long: more than a minute is a typo, not a choice.
+  constexpr double kLongestFoldWindowS = 60;
+  if (!(options.fold_window_s >= 0 && options.fold_window_s <= kLongestFoldWindowS)) {
+    throw std::invalid_argument(fmt::format(
+        "--fold-within must be from 0 to {:g} seconds (0: the processes write to standard "
+        "error themselves), got {}",
+        kLongestFoldWindowS, options.fold_window_s));
+  }
 }
 
 int last_interrupt() {
@@ -273,6 +283,11 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   const std::string program = *resolve_program(options.command[0], why);  // check() found it
   const int port = options.master_port == 0 ? free_port() : options.master_port;
   const LauncherSignals signals;
+  const int first_rank = options.node_rank * options.nproc_per_node;
+  StderrRelay relay(options.nproc_per_node, first_rank,
+                    std::chrono::duration_cast<LineFolder::Clock::duration>(
+                        std::chrono::duration<double>(options.fold_window_s)),
+                    log);
 
   std::vector<pid_t> children;  // -1 once reaped
   std::vector<pid_t> groups;    // each child's process group, which outlives it with its own
@@ -282,18 +297,20 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     make_child_image(options, program, port, local, image);
     const pid_t pid = fork();
     if (pid < 0) {
-      log << options.log_prefix << ": fork failed: " << std::strerror(errno) << "\n";
+      relay.say(options.log_prefix + ": fork failed: " + std::strerror(errno));
       for (pid_t group : groups) kill(-group, SIGKILL);
       for (pid_t child : children) waitpid(child, nullptr, 0);
+      relay.close_write_ends();
+      relay.finish();
       return 1;
     }
-    if (pid == 0) run_child(image, options.discard_stdout, launcher);
+    if (pid == 0) run_child(image, options.discard_stdout, relay.write_end(local), launcher);
     setpgid(pid, pid);  // as the child does: whichever runs first, the group exists after
     children.push_back(pid);
     groups.push_back(pid);
   }
+  relay.close_write_ends();
 
-  const int first_rank = options.node_rank * options.nproc_per_node;
   auto rank_of = [&](pid_t pid) {
     for (size_t i = 0; i < children.size(); ++i)
       if (children[i] == pid) return first_rank + static_cast<int>(i);
@@ -326,6 +343,10 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   // its host gone), and is not waited for forever.
   const double follower_wait_s = std::max(options.grace_s, 5.0);
   Clock::time_point followed_until = Clock::time_point::max();
+  // After the first failure the others are stopped once the fold window has passed: a bad input
+  // fails every rank alike, and each one's line then joins the first's instead of being cut off.
+  const Clock::duration fold_window = seconds(options.fold_window_s);
+  Clock::time_point terminate_at = Clock::time_point::max();
   while (running > 0) {
     // Ctrl-Z: the processes stop, then the launcher; `fg` or `bg` wakes them all.
     if (g_suspend != 0) {
@@ -346,14 +367,14 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     if (g_interrupt != 0 && forwarded != g_interrupt) {
       forwarded = g_interrupt;
       stop_all(forwarded);
+      terminate_at = Clock::time_point::max();
       if (!stopping) {
         result = 128 + forwarded;
-        log << fmt::format("{}: {}; stopping {} process{}\n", options.log_prefix,
-                           forwarded == SIGINT   ? "interrupted"
-                           : forwarded == SIGHUP ? "hung up"
-                                                 : "terminated",
-                           running, running == 1 ? "" : "es")
-            << std::flush;
+        relay.say(fmt::format("{}: {}; stopping {} process{}", options.log_prefix,
+                              forwarded == SIGINT   ? "interrupted"
+                              : forwarded == SIGHUP ? "hung up"
+                                                    : "terminated",
+                              running, running == 1 ? "" : "es"));
       }
       stopping = true;
       kill_at = std::min(kill_at, Clock::now() + grace);
@@ -361,13 +382,17 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     if (!stopping && Clock::now() >= followed_until) {
       stopping = true;
       result = exit_code(follower->second);
-      log << fmt::format(
-                 "{}: rank {} {} (stopped by another's failure); {} process{} still "
-                 "running {:g} s later: stopping {}\n",
-                 options.log_prefix, follower->first, describe(follower->second), running,
-                 running == 1 ? "" : "es", follower_wait_s, running == 1 ? "it" : "them")
-          << std::flush;
+      relay.say(fmt::format(
+          "{}: rank {} {} (stopped by another's failure); {} process{} still running {:g} s "
+          "later: stopping {}",
+          options.log_prefix, follower->first, describe(follower->second), running,
+          running == 1 ? "" : "es", follower_wait_s, running == 1 ? "it" : "them"));
       stop_all(SIGTERM);
+      kill_at = Clock::now() + grace;
+    }
+    if (Clock::now() >= terminate_at) {
+      stop_all(SIGTERM);
+      terminate_at = Clock::time_point::max();
       kill_at = Clock::now() + grace;
     }
     if (Clock::now() >= kill_at) {
@@ -375,11 +400,11 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       kill_at = Clock::time_point::max();
     }
     int status = 0;
-    // Polled (every 20 ms): a signal that came between the checks above and a blocking wait
-    // would not be passed on until a process ended.
+    // Polled (every 20 ms, relaying their output meanwhile): a signal that came between the
+    // checks above and a blocking wait would not be passed on until a process ended.
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      relay.pump(std::chrono::milliseconds(20));
       continue;
     }
     if (pid < 0) {
@@ -390,6 +415,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     if (rank < 0) continue;
     children[rank - first_rank] = -1;
     --running;
+    relay.drain(rank - first_rank);  // what it printed last comes before what the launcher says
     const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     // One that stopped because another failed may exit before the one that failed: wait for
     // that one (the rest stop by themselves), a while, and report it.
@@ -404,25 +430,23 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       stopping = true;
       result = exit_code(status);
       if (running > 0) {
-        log << fmt::format("{}: rank {} {}; stopping the other {} process{}\n", options.log_prefix,
-                           rank, describe(status), running, running == 1 ? "" : "es");
+        relay.say(fmt::format("{}: rank {} {}; stopping the other {} process{}", options.log_prefix,
+                              rank, describe(status), running, running == 1 ? "" : "es"));
       } else {
-        log << fmt::format("{}: rank {} {}\n", options.log_prefix, rank, describe(status));
+        relay.say(fmt::format("{}: rank {} {}", options.log_prefix, rank, describe(status)));
       }
-      log << std::flush;
-      stop_all(SIGTERM);
-      kill_at = Clock::now() + grace;
+      terminate_at = Clock::now() + fold_window;
     }
   }
   // A failed run leaves nothing behind: what the processes started, even those that ended.
   if (stopping) signal_all(SIGKILL);
   if (result == 0 && follower) {  // the failure was on another host, if there is one
-    log << fmt::format("{}: rank {} {}{}\n", options.log_prefix, follower->first,
-                       describe(follower->second),
-                       options.nnodes > 1 ? " (stopped because a rank on another host failed)" : "")
-        << std::flush;
+    relay.say(fmt::format(
+        "{}: rank {} {}{}", options.log_prefix, follower->first, describe(follower->second),
+        options.nnodes > 1 ? " (stopped because a rank on another host failed)" : ""));
     result = exit_code(follower->second);
   }
+  relay.finish();
   return result;
 }
 

@@ -28,13 +28,19 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--grace", options->grace_s,
                   "seconds the others get to stop after the first failure, before SIGKILL")
       ->capture_default_str();
+  cmd->add_option("--fold-within", options->fold_window_s,
+                  "seconds a line the processes print on stderr is held, so that one several "
+                  "print alike is shown once (0: they write to stderr themselves)")
+      ->capture_default_str();
   // Not required() here: check() says what to give, with an example.
   cmd->add_option("command", options->command, "the command each process runs, after --");
   cmd->footer(
       "Each process gets RANK, WORLD_SIZE (nproc-per-node x nnodes), LOCAL_RANK,\n"
       "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun sets them; `pipebal train`\n"
       "then runs stage RANK. The first process to fail stops the others; the launcher exits\n"
-      "with its status.\n"
+      "with its status. What the processes print on stderr comes through the launcher line by\n"
+      "line: a line that several print alike is shown once, naming the ranks that printed it\n"
+      "(\"pipebal: error: ranks 0, 1: ...\").\n"
       "Examples:\n"
       "  pipebal launch --nproc-per-node 2 -- pipebal train --plan plan.json -o run.json\n"
       "  # two hosts, two stages each:\n"

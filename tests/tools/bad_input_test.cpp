@@ -344,6 +344,10 @@ const std::vector<BadInput> kTable = {
      "--timeout must be 0 (none) or at least a millisecond, got 1e-09"},
     {"launch --grace 1e10 -- true", "--grace must be from 0 to 1000000 seconds, got 10000000000"},
     {"launch --grace 1000001 -- true", "--grace must be from 0 to 1000000 seconds, got 1000001"},
+    {"launch --fold-within 61 -- true",
+     "--fold-within must be from 0 to 60 seconds (0: the processes write to standard error "
+     "themselves), got 61"},
+    {"launch --fold-within -1 -- true", "--fold-within must be from 0 to 60 seconds"},
     {"profile --model mlp:layers=2,width=8 --time-budget 1e10",
      "the time budget must be from 0 to 1000000 seconds"},
     {"profile --model mlp:layers=2,width=8 --co-runners 5000",

@@ -163,6 +163,44 @@ TEST(LaunchCli, ACommandThatCannotRunIsOneLine) {
   }
 }
 
+// Every rank that meets a bad input says so: through the launcher, one line names them all, and
+// the launcher's own line comes after it. A line left unfinished is shown whole; lines that
+// differ are each shown. (Both ranks print before either exits, or the launcher might stop one
+// before it printed; the window is wide for a busy machine.)
+TEST(LaunchCli, TheSameLineFromSeveralRanksIsShownOnceNamingThem) {
+  const std::string dir = scratch_dir();
+  const std::string ranks = fmt::format(
+      "launch --nproc-per-node 3 --master-port 0 --fold-within {{}} -- sh -c '"
+      "echo \"pipebal: error: rank $RANK: cannot read data.bin\" >&2; "
+      "if [ $RANK = 2 ]; then printf \"left unfinished\" >&2; else echo \"rank $RANK alone\" >&2; "
+      "fi; touch {0}/printed$RANK; "
+      "until [ -e {0}/printed0 ] && [ -e {0}/printed1 ] && [ -e {0}/printed2 ]; do sleep 0.01; "
+      "done; exit 2'",
+      dir);
+  const CliResult r = run_pipebal(fmt::format(ranks, 5));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err.find("pipebal: error: ranks 0-2: cannot read data.bin\n"), 0u) << r.err;
+  for (const char* line : {"rank 0 alone\n", "rank 1 alone\n", "left unfinished\n"}) {
+    EXPECT_NE(r.err.find(line), std::string::npos) << line << " in " << r.err;
+  }
+  EXPECT_NE(r.err.find(" exited with status 2; stopping the other 2 processes\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_lines(r.err), 5) << r.err;
+
+  // Without the window, each rank's line as it printed it.
+  for (const char* file : {"printed0", "printed1", "printed2"}) {
+    std::filesystem::remove(dir + "/" + std::string(file));
+  }
+  const CliResult apart = run_pipebal(fmt::format(ranks, 0));
+  EXPECT_EQ(apart.status, 2) << apart.err;
+  for (int rank : {0, 1, 2}) {
+    EXPECT_NE(apart.err.find(fmt::format("pipebal: error: rank {}: cannot read data.bin\n", rank)),
+              std::string::npos)
+        << apart.err;
+  }
+}
+
 // The environment's switches are 1 or 0 (or empty): anything else is refused up front, not read
 // as one or the other ("false" disabled shared memory), by the commands that need no LibTorch
 // too; --help still helps. A RANK that is not a rank names no rank.

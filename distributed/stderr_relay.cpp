@@ -1,0 +1,162 @@
+// See stderr_relay.h.
+#include "pipebal/distributed/stderr_relay.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace pipebal::distributed {
+namespace {
+
+// A line longer than this is shown in pieces rather than held whole.
+constexpr size_t kLongestLine = 64 * 1024;
+
+}  // namespace
+
+StderrRelay::StderrRelay(int processes, int first_rank, LineFolder::Clock::duration window,
+                         std::ostream& out)
+    : first_rank_(first_rank), window_(window), out_(out), folder_(window) {
+  if (window <= LineFolder::Clock::duration::zero()) return;
+  sources_.resize(processes);
+  for (Source& source : sources_) {
+    int ends[2];
+    if (pipe2(ends, O_CLOEXEC) != 0) {
+      const int error = errno;
+      for (Source& made : sources_) {
+        if (made.read_fd >= 0) close(made.read_fd);
+        if (made.write_fd >= 0) close(made.write_fd);
+      }
+      throw std::runtime_error(std::string("pipe for the processes' standard error: ") +
+                               std::strerror(error));
+    }
+    fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
+    source.read_fd = ends[0];
+    source.write_fd = ends[1];
+  }
+}
+
+StderrRelay::~StderrRelay() {
+  for (Source& source : sources_) {
+    if (source.read_fd >= 0) close(source.read_fd);
+    if (source.write_fd >= 0) close(source.write_fd);
+  }
+}
+
+int StderrRelay::write_end(int process) const {
+  return relaying() ? sources_[process].write_fd : -1;
+}
+
+void StderrRelay::close_write_ends() {
+  for (Source& source : sources_) {
+    if (source.write_fd >= 0) close(source.write_fd);
+    source.write_fd = -1;
+  }
+}
+
+void StderrRelay::say(const std::string& line) {
+  if (!relaying()) {
+    out_ << line << '\n' << std::flush;
+    return;
+  }
+  folder_.add(LineFolder::kLauncher, line, LineFolder::Clock::now());
+}
+
+bool StderrRelay::read_available(int process) {
+  Source& source = sources_[process];
+  if (source.read_fd < 0) return false;
+  const int rank = first_rank_ + process;
+  char buffer[16 * 1024];
+  for (;;) {
+    const ssize_t n = read(source.read_fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return true;  // EAGAIN: all read for now
+    const auto now = LineFolder::Clock::now();
+    if (n == 0) {
+      close(source.read_fd);
+      source.read_fd = -1;
+      if (!source.partial.empty()) folder_.add(rank, source.partial, now);
+      source.partial.clear();
+      return false;
+    }
+    if (source.partial.empty()) source.partial_since = now;
+    source.partial.append(buffer, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t end; (end = source.partial.find('\n', start)) != std::string::npos;
+         start = end + 1) {
+      folder_.add(rank, source.partial.substr(start, end - start), now);
+    }
+    source.partial.erase(0, start);
+    if (start > 0) source.partial_since = now;
+    if (source.partial.size() > kLongestLine) {
+      folder_.add(rank, source.partial, now);
+      source.partial.clear();
+    }
+  }
+}
+
+void StderrRelay::show_due(LineFolder::Clock::time_point now) {
+  // A line left unfinished for a window (a prompt, a line printed in pieces) is shown as it is.
+  for (size_t process = 0; process < sources_.size(); ++process) {
+    Source& source = sources_[process];
+    if (!source.partial.empty() && now - source.partial_since >= window_) {
+      folder_.add(first_rank_ + static_cast<int>(process), source.partial, now);
+      source.partial.clear();
+    }
+  }
+  const std::string text = folder_.take_due(now);
+  if (!text.empty()) out_ << text << std::flush;
+}
+
+void StderrRelay::pump(std::chrono::milliseconds wait) {
+  if (!relaying()) {
+    std::this_thread::sleep_for(wait);
+    return;
+  }
+  std::vector<pollfd> fds;
+  std::vector<int> processes;
+  for (size_t process = 0; process < sources_.size(); ++process) {
+    if (sources_[process].read_fd < 0) continue;
+    fds.push_back({sources_[process].read_fd, POLLIN, 0});
+    processes.push_back(static_cast<int>(process));
+  }
+  // Not past the next line due: it is shown on time.
+  const auto until_due = folder_.next_due() - LineFolder::Clock::now();
+  if (until_due < wait) {
+    wait = std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(until_due));
+  }
+  if (fds.empty()) {
+    std::this_thread::sleep_for(wait);
+  } else if (poll(fds.data(), fds.size(), static_cast<int>(wait.count())) > 0) {
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) read_available(processes[i]);
+    }
+  }
+  show_due(LineFolder::Clock::now());
+}
+
+void StderrRelay::drain(int process) {
+  if (relaying()) read_available(process);
+}
+
+void StderrRelay::finish() {
+  if (!relaying()) return;
+  for (size_t process = 0; process < sources_.size(); ++process) {
+    read_available(static_cast<int>(process));
+    Source& source = sources_[process];
+    if (!source.partial.empty()) {
+      folder_.add(first_rank_ + static_cast<int>(process), source.partial,
+                  LineFolder::Clock::now());
+      source.partial.clear();
+    }
+  }
+  const std::string text = folder_.take_all();
+  if (!text.empty()) out_ << text << std::flush;
+}
+
+}  // namespace pipebal::distributed
