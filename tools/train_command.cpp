@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -102,6 +103,15 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
             p.settings.model, plan.model));
       }
       settings.model = plan.model;
+      // Plans name their TorchScript file by its absolute path; one an earlier pipebal made may
+      // name it relatively, read from this directory, which need not be the one it was made in.
+      const std::string path = models::parse_model_spec(plan.model).path;
+      if (!path.empty() && std::filesystem::path(path).is_relative() && cmd.count("--model") == 0) {
+        std::cerr << fmt::format(
+            "{}{} names its model by a relative path ({}), read from the current directory: "
+            "{}; give --model to name the file (plans made now name it by its absolute path)\n",
+            warning_prefix(), p.plan, path, models::model_file_name(path));
+      }
     } else if (cmd.count("--model") == 0) {
       // A plan balanced from a profile that did not name its model; the default model is not it.
       throw std::invalid_argument(

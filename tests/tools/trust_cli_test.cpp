@@ -189,6 +189,35 @@ TEST(TrustCli, APlanNamesItsModelFileWhereverItIsUsedFrom) {
                         "another file of the same name");
 }
 
+// A plan an earlier pipebal made may name its TorchScript file by a relative path: it is read
+// from the current directory, and the run says which file that is unless --model names it.
+TEST(TrustCli, APlanNamingItsModelRelativelySaysWhichFileItReads) {
+  const std::string dir = scratch_dir();
+  std::filesystem::copy_file(kFixtures + "/chain_named_traced.pt", dir + "/m.pt");
+  const std::string here = "cd " + dir + " && " + PIPEBAL_BINARY;
+  ASSERT_EQ(
+      run_executable(here, "profile --model m.pt --input-shape 4,8 --repeat 2 -q -o p.json").status,
+      0);
+  ASSERT_EQ(run_executable(here, "balance p.json --stages 2 -o plan.json").status, 0);
+  nlohmann::json plan = nlohmann::json::parse(read_text(dir + "/plan.json"));
+  plan["model"] = "m.pt";  // as plans named it before they named it absolutely
+  std::ofstream(dir + "/plan.json") << plan.dump();
+  const std::string train = " --steps 1 --warmup-steps 0 -q -o run.json";
+  const std::string absolute = std::filesystem::canonical(dir + "/m.pt").string();
+  const CliResult r = run_executable(here, "train --plan plan.json" + train);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "pipebal: warning: plan.json names its model by a relative path (m.pt), read "
+            "from the current directory: " +
+                absolute +
+                "; give --model to name the file (plans made now name it by its absolute "
+                "path)\n");
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/run.json"))["model"], absolute);
+  const CliResult named = run_executable(here, "train --plan plan.json --model m.pt" + train);
+  EXPECT_EQ(named.status, 0) << named.err;
+  EXPECT_EQ(named.err, "");
+}
+
 // A trained model that cannot be written (the file-size limit here, a full disk alike) is one
 // line and exit 2, with no temporary file left: LibTorch's file writer throws from its destructor
 // then, which aborted the process.
