@@ -126,6 +126,13 @@ nlohmann::json environment_to_json(const Environment& env) {
     doc["repeat"] = env.repeat;
     doc["time_budget_s"] = env.time_budget_s;
     if (env.autograd_run_ms) doc["autograd_run_ms"] = *env.autograd_run_ms;
+    doc["machine_load"] = nullptr;
+    if (env.machine_load) {
+      doc["machine_load"] = {{"seconds", env.machine_load->seconds},
+                             {"cores", env.machine_load->cores},
+                             {"others_cores", env.machine_load->others_cores},
+                             {"steal_cores", env.machine_load->steal_cores}};
+    }
   }
   return doc;
 }

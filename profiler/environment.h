@@ -9,6 +9,8 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json_fwd.hpp>
 
+#include "pipebal/common/machine_load.h"
+
 namespace pipebal::profiler {
 
 struct Environment {
@@ -31,6 +33,8 @@ struct Environment {
   // (profiler/autograd_run_cost.h); measured on the CPU only.
   std::optional<double> autograd_run_ms;
   std::string date;  // ISO 8601, UTC: 2024-05-01T12:34:56Z
+  // What other work took of the machine while this was measured; unknown off Linux.
+  std::optional<MachineLoad> machine_load;
 };
 
 // Reads the environment now, for profiling on `device`.

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "pipebal/common/machine_load.h"
 #include "pipebal/profiler/statistics.h"
 
 namespace pipebal::profiler {
@@ -115,6 +116,9 @@ Profile merge_profiles(const std::vector<Profile>& rounds) {
   if (!step_ms.empty()) {
     pooled.engine = balance::EngineCost{median(step_ms), median(action_ms), median(handoff_ms)};
   }
+  std::vector<std::optional<MachineLoad>> loads;
+  for (const Profile& round : rounds) loads.push_back(round.environment.machine_load);
+  pooled.environment.machine_load = combine_loads(loads);
   summarise_passes(pooled.layers);
   for (Profile::Size& size : pooled.sizes) {
     summarise_passes(size.layers);

@@ -27,9 +27,9 @@ void summarise_passes(std::vector<LayerProfile>& layers);
 
 // One profile holding every round's timing samples (forward, backward and W), per layer and per
 // micro-batch size, with medians and percentiles recomputed over them; everything else (memory,
-// shapes, environment) is the first round's. The rounds must profile the same layers (count,
-// names and types) at the same micro-batch sizes; std::invalid_argument names the first
-// difference, and an empty list.
+// shapes, environment) is the first round's but the machine's load, over all rounds. The rounds
+// must profile the same layers (count, names and types) at the same micro-batch sizes;
+// std::invalid_argument names the first difference, and an empty list.
 Profile merge_profiles(const std::vector<Profile>& rounds);
 
 }  // namespace pipebal::profiler

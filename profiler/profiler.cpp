@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "pipebal/common/machine_load.h"
 #include "pipebal/common/time_limit.h"
 #include "pipebal/pipeline/error_text.h"
 #include "pipebal/pipeline/handed_backward.h"
@@ -352,6 +353,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   // A model's dropout draws from the default CPU generator: a caller's seeded stream goes on
   // after the profile as if there had been none (a CUDA device's generator is not kept).
   const KeepDefaultGenerator keep;
+  const MachineLoadMeter load;
 
   // Clones, so that the caller's model keeps its values, buffers, gradients and mode.
   pipeline::LayerSeq layers = model.clone();
@@ -454,6 +456,7 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     profile.engine =
         measure_engine_cost(std::max(20, options.repeat), profile.environment.autograd_run_ms);
   }
+  profile.environment.machine_load = load.load();
   return profile;
 }
 

@@ -2,6 +2,7 @@
 #include "tools/common_options.h"
 
 #include <algorithm>
+#include <iostream>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -127,6 +128,12 @@ std::string oversubscription_warning(int devices, int threads) {
       "{}{} stages x {} intra-op threads need {} cores, this machine has {}: "
       "they share cores and run slower than their profile predicts (use fewer --threads)\n",
       warning_prefix(), devices, threads, int64_t{devices} * threads, cores);
+}
+
+void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::string& what) {
+  if (load && load->busy()) {
+    std::cerr << warning_prefix() << busy_machine_warning(*load, what) << "\n" << std::flush;
+  }
 }
 
 int stages_per_device(pipeline::ScheduleKind schedule, int given) {

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "pipebal/common/machine_load.h"
 #include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::tools {
@@ -43,6 +45,9 @@ int stages_per_device(pipeline::ScheduleKind schedule, int given);
 // threads each need more cores than this machine has, empty otherwise: their threads then share
 // cores and the steps run slower than a profile of one device predicts.
 std::string oversubscription_warning(int devices, int threads);
+// Prints the warning that the machine was busy while measuring (`what`: "profiling") on stderr,
+// when `load` says it was (common/machine_load.h).
+void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::string& what);
 // Seconds a training step may take (0: no limit).
 CLI::Option* add_step_timeout_option(CLI::App& cmd, double& seconds);
 

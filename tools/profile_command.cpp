@@ -170,6 +170,7 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   }
   profile.inputs = params.inputs.empty() ? std::vector<std::string>{} : models::to_strings(inputs);
   line.finish();
+  warn_if_machine_busy(profile.environment.machine_load, "profiling");
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
   profiler::print_profile_table(profile, out);
   print_size_summary(profile, out);

@@ -260,6 +260,9 @@ void add_validate_command(CLI::App& app) {
   cmd->callback(
       [p, automatic, searched, cmd, virtual_given, weight_delays, min_gain_percent, plans] {
         check_not_a_rank("validate");
+        // Over the whole validation: its profile, and the runs it compares with the prediction.
+        const MachineLoadMeter load;
+        const auto warn_if_busy = [&load] { warn_if_machine_busy(load.load(), "validating"); };
         if (cmd->count("--plans") > 0) {
           for (const char* option : kNotWithPlans) {
             if (cmd->count(option) > 0) {
@@ -277,6 +280,7 @@ void add_validate_command(CLI::App& app) {
           settings.step_timeout_s = p->step_timeout_s;
           settings.output = p->output;
           run_plans_comparison(settings);
+          warn_if_busy();
           return;
         }
         if (cmd->count("--auto") > 0) {
@@ -310,6 +314,7 @@ void add_validate_command(CLI::App& app) {
                              0;
           if (yours) settings.user = {p->stages, p->chunks, p->schedule, p->checkpoint};
           run_auto_validate(settings);
+          warn_if_busy();
           return;
         }
         if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
@@ -327,6 +332,7 @@ void add_validate_command(CLI::App& app) {
         if (params.processes > 0)
           params.executable = std::filesystem::read_symlink("/proc/self/exe");
         run_validate(params);
+        warn_if_busy();
       });
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "pipebal/balance/micro_batch_costs.h"
+#include "pipebal/common/machine_load.h"
 #include "pipebal/models/synthetic.h"
 
 namespace pipebal::workflow {
@@ -116,7 +117,12 @@ profiler::Profile profile_at_sizes(const models::Model& model,
     }
     std::sort(skipped.begin(), skipped.end());
   }
+  std::vector<std::optional<MachineLoad>> loads;
+  for (const auto& at_size : profiles) {
+    if (at_size) loads.push_back(at_size->environment.machine_load);
+  }
   profiler::Profile profile = *profiles.front();
+  profile.environment.machine_load = combine_loads(loads);
   profile.chunks = chunks.front();
   profile.input_shape = shape;
   profile.skipped_sizes = skipped;

@@ -55,6 +55,19 @@ TEST(ProfileMerge, MediansAreOverEveryRoundsSamples) {
   EXPECT_EQ(pooled.layers[0].activation_bytes, 100);
 }
 
+// The machine's load is over every round that knows its own, weighted by their lengths.
+TEST(ProfileMerge, TheMachinesLoadIsOverEveryRound) {
+  std::vector<Profile> rounds = {round(1, 0), round(1, 0), round(1, 0)};
+  rounds[0].environment.machine_load = MachineLoad{1, 2, 1.2, 0};
+  rounds[2].environment.machine_load = MachineLoad{3, 2, 0.4, 0.2};
+  const std::optional<MachineLoad> load = merge_profiles(rounds).environment.machine_load;
+  ASSERT_TRUE(load.has_value());
+  EXPECT_DOUBLE_EQ(load->seconds, 4);
+  EXPECT_DOUBLE_EQ(load->others_cores, (1.2 * 1 + 0.4 * 3) / 4);
+  EXPECT_DOUBLE_EQ(load->steal_cores, 0.2 * 3 / 4);
+  EXPECT_FALSE(merge_profiles({round(1, 0)}).environment.machine_load.has_value());
+}
+
 // Five passes over three layers of 1, 2 and 3 ms, three of them interrupted by 0.5 ms, each time
 // in another layer: every layer's median misses its interruption, every such pass has one.
 TEST(SummarisePasses, LayersAddUpToTheMedianPassEachKeepingItsShare) {

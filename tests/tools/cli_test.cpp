@@ -1,7 +1,12 @@
 // End-to-end: the `pipebal` binary as a user runs it, checking exit codes and messages.
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -151,6 +156,60 @@ TEST(Cli, FlushesDenormalsUnlessAskedToKeepThem) {
   setenv("PIPEBAL_KEEP_DENORMALS", "1", 1);
   EXPECT_FALSE(profile_flushes());
   unsetenv("PIPEBAL_KEEP_DENORMALS");
+}
+
+// Processes that keep the machine's cores busy while they live.
+class BusyLoops {
+ public:
+  explicit BusyLoops(int count) {
+    for (int i = 0; i < count; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);  // not outliving a test that crashed
+        for (volatile unsigned long n = 0;; n = n + 1) {
+        }
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+  }
+  ~BusyLoops() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  BusyLoops(const BusyLoops&) = delete;
+  BusyLoops& operator=(const BusyLoops&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// A profile taken while other processes kept the machine busy says so, and records how busy
+// (common/machine_load.h): its times fit that machine, not the idle one. (Whether an idle machine
+// gets no warning depends on what else runs beside the test: tests/common/machine_load_test.cpp
+// checks the rule on given loads.)
+TEST(Cli, AProfileTakenOnABusyMachineSaysSo) {
+  const std::string dir = pipebal::testing::fresh_dir("busy");
+  Result r;
+  {
+    const BusyLoops loops(3);  // more than the profile leaves of 2 cores, or of 1
+    r = run_pipebal(
+        "profile --model mlp:layers=16,width=64 --input-shape 256,64 --threads 1 -q -o " + dir +
+        "/profile.json");
+  }
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.busy_warnings.rfind(
+                "pipebal: warning: the machine was busy while profiling: other processes took ", 0),
+            0u)
+      << r.busy_warnings;
+  EXPECT_EQ(count_lines(r.busy_warnings), 1) << r.busy_warnings;
+  EXPECT_EQ(r.err, "");
+  const nlohmann::json load =
+      nlohmann::json::parse(pipebal::testing::read_text(dir + "/profile.json"))
+          .at("environment")
+          .at("machine_load");
+  EXPECT_GE(load.at("others_cores").get<double>(), 0.5) << load.dump();
+  EXPECT_GT(load.at("seconds").get<double>(), 0) << load.dump();
+  EXPECT_EQ(load.at("cores").get<int>(), static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 // Autograd's stack alignment (common/aligned_stack.h): the profile records the offset in force;

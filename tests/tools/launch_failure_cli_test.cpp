@@ -58,7 +58,8 @@ std::string as_rank(int rank, int world, int port, const std::string& args) {
 CliResult run_shell(const std::string& command) {
   const std::string out = scratch_path("out"), err = scratch_path("err");
   const int raw = std::system((command + " >" + out + " 2>" + err).c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err)};
+  return set_apart_busy_warnings(
+      {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err), ""});
 }
 
 TEST(LaunchCli, WorldSizeThatIsNotTheStageCountIsOneLine) {

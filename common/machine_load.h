@@ -1,0 +1,67 @@
+// How busy the machine was with other work while pipebal measured: other processes, and on a
+// virtual machine the hypervisor (steal time, the host's other guests). Either slows what is
+// measured, the engine's hand-off most (a stage's thread waits for a core: 60x on a machine
+// whose two cores both ran another loop), and a profile taken so predicts another machine than
+// the idle one it is used for. Read from Linux's /proc/stat (the CPU time of the whole machine)
+// and this process's own CPU time; elsewhere not known. Torch-free.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pipebal {
+
+// The machine's CPU time so far, all cores together, in seconds.
+struct MachineCpuTimes {
+  double busy_s = 0;   // user, nice, system, irq and softirq (guests' time is in user)
+  double steal_s = 0;  // taken by the hypervisor for other guests
+};
+
+// The aggregate "cpu" line of /proc/stat's `text`, its ticks at `ticks_per_second`; nullopt
+// when the text has none.
+std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double ticks_per_second);
+
+// What other work took of the machine over an interval, in cores on average.
+struct MachineLoad {
+  double seconds = 0;       // the interval
+  int cores = 0;            // the machine's (online) cores
+  double others_cores = 0;  // other processes
+  double steal_cores = 0;   // the hypervisor
+
+  // Whether the others (processes and hypervisor) took enough to slow what was measured: a
+  // quarter of a core, or 5% of the machine's, whichever is more (and two clock ticks more).
+  bool busy() const;
+};
+
+// The load over an interval from the machine's and this process's CPU seconds at its two ends.
+MachineLoad machine_load_between(const MachineCpuTimes& start, const MachineCpuTimes& end,
+                                 double own_cpu_s, double seconds, int cores);
+
+// Two loads as one over both intervals (averages weighted by their lengths).
+MachineLoad combine(const MachineLoad& a, const MachineLoad& b);
+
+// The known ones of `loads` as one; none when none is known.
+std::optional<MachineLoad> combine_loads(const std::vector<std::optional<MachineLoad>>& loads);
+
+// "other processes took 1.9 of the machine's 2 cores on average over 12.0 s (and the
+// hypervisor 0.1)": for a warning.
+std::string describe_load(const MachineLoad& load);
+
+// The warning for a measurement (`what`: "profiling") taken while the machine was busy().
+std::string busy_machine_warning(const MachineLoad& load, const std::string& what);
+
+// Measures from construction to load(): nullopt where /proc/stat cannot be read.
+class MachineLoadMeter {
+ public:
+  MachineLoadMeter();
+  std::optional<MachineLoad> load() const;
+
+ private:
+  std::optional<MachineCpuTimes> start_;
+  double own_start_s_ = 0;
+  std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace pipebal
