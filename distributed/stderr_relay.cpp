@@ -71,7 +71,9 @@ bool StderrRelay::read_available(int process) {
   if (source.read_fd < 0) return false;
   const int rank = first_rank_ + process;
   char buffer[16 * 1024];
-  for (;;) {
+  // At most a megabyte a call: a process writing without pause must not keep the launcher from
+  // its other duties (signals, the other processes).
+  for (int reads = 0; reads < 64; ++reads) {
     const ssize_t n = read(source.read_fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return true;  // EAGAIN: all read for now
@@ -97,6 +99,7 @@ bool StderrRelay::read_available(int process) {
       source.partial.clear();
     }
   }
+  return true;
 }
 
 void StderrRelay::show_due(LineFolder::Clock::time_point now) {

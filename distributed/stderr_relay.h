@@ -51,7 +51,7 @@ class StderrRelay {
   };
 
   bool relaying() const { return !sources_.empty(); }
-  // Reads what the pipe holds now; false at its end.
+  // Reads what the pipe holds now (a megabyte at most, more than a pipe holds); false at its end.
   bool read_available(int process);
   void show_due(LineFolder::Clock::time_point now);
 
