@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipebal/balance/link_model.h"
+#include "pipebal/common/machine_load.h"
 #include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::balance {
@@ -106,6 +107,8 @@ struct CostProfile {
   std::vector<SizedCosts> sizes;
   std::optional<LinkModel> link;     // measured between two ranks (`pipebal link`), if it was
   std::optional<EngineCost> engine;  // measured with the layers, if it was
+  // What other work took of the machine while it was measured, if the document says.
+  std::optional<MachineLoad> machine_load;
 
   // The mini-batch size, input_shape[0]; 0 when not said.
   int64_t mini_batch_size() const { return input_shape.empty() ? 0 : input_shape[0]; }

@@ -10,6 +10,7 @@
 #include "pipebal/balance/micro_batch_costs.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/json_reader.h"
+#include "pipebal/common/machine_load.h"
 #include "pipebal/common/schema.h"
 
 namespace pipebal::balance {
@@ -142,6 +143,28 @@ void check_size_aliases(const JsonReader& r, CostProfile& profile) {
   }
 }
 
+// The environment's machine load, as profiler::environment_to_json writes it; like the rest of
+// the environment only context, so one that is not that (null, hand-edited) is no load.
+std::optional<MachineLoad> machine_load_from(const json& doc) {
+  if (!doc.is_object()) return std::nullopt;
+  MachineLoad load;
+  const auto number = [&doc](const char* key, double most, double& to) {
+    const auto field = doc.find(key);
+    if (field == doc.end() || !field->is_number()) return false;
+    to = field->get<double>();
+    return to >= 0 && to <= most;  // NaN fails too
+  };
+  double cores = 0;
+  constexpr double kMostCores = 1 << 16;
+  if (!number("seconds", 1e9, load.seconds) || !number("cores", kMostCores, cores) ||
+      !number("others_cores", kMostCores, load.others_cores) ||
+      !number("steal_cores", kMostCores, load.steal_cores)) {
+    return std::nullopt;
+  }
+  load.cores = static_cast<int>(cores);
+  return load;
+}
+
 }  // namespace
 
 CostProfile profile_from_json(const json& doc, const std::string& file) {
@@ -208,6 +231,9 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
         threads.get<int64_t>() <= 4096) {
       profile.threads = static_cast<int>(threads.get<int64_t>());
     }
+  }
+  if (r.has("environment") && r.at("environment").has("machine_load")) {
+    profile.machine_load = machine_load_from(r.at("environment").at("machine_load").value());
   }
   if (r.has("sizes")) {
     const std::vector<JsonReader> sizes = r.at("sizes").elements();

@@ -393,6 +393,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   const bool python = format == "torchgpipe" || format == "pippy";
   // May refuse: before anything is said or written.
   const std::string python_text = python ? for_python(plan, format) : "";
+  warn_if_profiled_busy(profile.machine_load, params.profile_path, warnings);
   warn_if_pipelining_loses(plan, profile, options, warnings);
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
   if (format == "json") {

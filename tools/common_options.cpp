@@ -136,6 +136,18 @@ void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::str
   }
 }
 
+void warn_if_profiled_busy(const std::optional<MachineLoad>& load, const std::string& path,
+                           std::ostream& warnings) {
+  if (load && load->busy()) {
+    warnings << warning_prefix()
+             << fmt::format(
+                    "{} was measured while the machine was busy ({}): its times, and a "
+                    "plan from them, fit that machine; profile again on an idle one\n",
+                    path, describe_load(*load))
+             << std::flush;
+  }
+}
+
 int stages_per_device(pipeline::ScheduleKind schedule, int given) {
   if (schedule != pipeline::ScheduleKind::kInterleaved) {
     if (given > 1) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ std::string oversubscription_warning(int devices, int threads);
 // Prints the warning that the machine was busy while measuring (`what`: "profiling") on stderr,
 // when `load` says it was (common/machine_load.h).
 void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::string& what);
+// Writes the warning that the profile at `path` was measured on a busy machine to `warnings`,
+// when its `load` says so: a plan from it fits that machine.
+void warn_if_profiled_busy(const std::optional<MachineLoad>& load, const std::string& path,
+                           std::ostream& warnings);
 // Seconds a training step may take (0: no limit).
 CLI::Option* add_step_timeout_option(CLI::App& cmd, double& seconds);
 

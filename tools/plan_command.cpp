@@ -20,6 +20,7 @@
 #include "pipebal/common/distinct_paths.h"
 #include "pipebal/common/format_bytes.h"
 #include "tools/command_line.h"
+#include "tools/common_options.h"
 #include "tools/progress.h"
 
 namespace pipebal::tools {
@@ -225,6 +226,11 @@ void run_plan(const PlanParams& params, std::ostream& out) {
         threads < 2 ? std::string("the plain model on several threads needs a profile made with "
                                   "--threads 2 or more")
                     : fmt::format("it needs {} devices, --devices is {}", threads, params.devices));
+  }
+  warn_if_profiled_busy(profile.machine_load, params.profile_path, std::cerr);
+  for (size_t i = 0; i < params.plain_profiles.size(); ++i) {
+    warn_if_profiled_busy(search.plain_profiles[i].machine_load, params.plain_profiles[i],
+                          std::cerr);
   }
   if (!params.output_path.empty()) {
     balance::write_plan(params.output_path, result.recommendation().plan);

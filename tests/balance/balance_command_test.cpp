@@ -54,6 +54,27 @@ std::string run(const BalanceParams& params, std::string* warnings = nullptr) {
   return out.str();
 }
 
+// A profile measured while the machine was busy gives a plan for that machine: balance says so,
+// and says nothing of an idle one's.
+TEST(BalanceCommand, WarnsOfAProfileMeasuredOnABusyMachine) {
+  BalanceParams params = params_for(2);
+  json doc = json::parse(std::ifstream(params.profile_path));
+  const auto with_load = [&](double others_cores) {
+    doc["environment"]["machine_load"] = {
+        {"seconds", 4.0}, {"cores", 2}, {"others_cores", others_cores}, {"steal_cores", 0.0}};
+    std::ofstream(params.profile_path) << doc.dump();
+    std::string warnings;
+    run(params, &warnings);
+    return warnings;
+  };
+  EXPECT_EQ(with_load(1.5),
+            "pipebal: warning: " + params.profile_path +
+                " was measured while the machine was busy (other processes took 1.50 of the "
+                "machine's 2 cores on average over 4.0 s): its times, and a plan from them, fit "
+                "that machine; profile again on an idle one\n");
+  EXPECT_EQ(with_load(0.1), "");
+}
+
 // Micro-batches pay the link's latency each: over a slow link, four lose to one, and balance says
 // so on the warning stream (the table and the plan are unchanged).
 TEST(BalanceCommand, WarnsWhenPipeliningIsPredictedToLose) {

@@ -158,6 +158,28 @@ TEST(ProfileReader, ReadsTheEnginesCostsWhenTheProfileHasThem) {
   expect_error(doc, "missing \"engine.action_ms\"");
 }
 
+// The machine's load while profiling is context: read when it is one, no load when it is not
+// (the environment is free-form), never an error.
+TEST(ProfileReader, ReadsTheMachinesLoadWhenTheEnvironmentHasOne) {
+  json doc = profile();
+  EXPECT_FALSE(profile_from_json(doc).machine_load.has_value());
+  doc["environment"]["machine_load"] = {
+      {"seconds", 2.5}, {"cores", 2}, {"others_cores", 1.25}, {"steal_cores", 0.5}};
+  const std::optional<MachineLoad> load = profile_from_json(doc).machine_load;
+  ASSERT_TRUE(load.has_value());
+  EXPECT_DOUBLE_EQ(load->seconds, 2.5);
+  EXPECT_EQ(load->cores, 2);
+  EXPECT_DOUBLE_EQ(load->others_cores, 1.25);
+  EXPECT_DOUBLE_EQ(load->steal_cores, 0.5);
+  for (const json& odd : {json(nullptr), json("busy"), json::object()}) {
+    doc["environment"]["machine_load"] = odd;
+    EXPECT_FALSE(profile_from_json(doc).machine_load.has_value()) << odd.dump();
+  }
+  doc["environment"]["machine_load"] = {
+      {"seconds", 2.5}, {"cores", 2}, {"others_cores", -1}, {"steal_cores", 0}};
+  EXPECT_FALSE(profile_from_json(doc).machine_load.has_value());
+}
+
 TEST(ProfileReader, RejectsDocumentsWithoutLayers) {
   expect_error(json::array(), "expected a JSON object");
   expect_error(json{{"model", "x"}}, "missing \"layers\"");

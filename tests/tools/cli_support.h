@@ -19,9 +19,9 @@ struct CliResult {
   int status = -1;
   std::string out;
   std::string err;  // less busy_warnings
-  // The warnings that the machine was busy while pipebal measured (common/machine_load.h):
-  // whether one comes depends on what else runs beside the test (ctest -j2), so they are kept
-  // apart from `err`, whose lines tests compare.
+  // The warnings that the machine was busy while pipebal measured, or while a profile it reads
+  // was measured (common/machine_load.h): whether one comes depends on what else runs beside the
+  // test (ctest -j2), so they are kept apart from `err`, whose lines tests compare.
   std::string busy_warnings;
 };
 
@@ -31,7 +31,7 @@ inline CliResult set_apart_busy_warnings(CliResult result) {
   std::string kept;
   for (std::string line; std::getline(lines, line);) {
     const bool busy = line.rfind("pipebal: warning: ", 0) == 0 &&
-                      line.find("the machine was busy while ") != std::string::npos;
+                      line.find("the machine was busy") != std::string::npos;
     (busy ? result.busy_warnings : kept) += line + (lines.eof() ? "" : "\n");
   }
   result.err = kept;

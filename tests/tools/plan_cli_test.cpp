@@ -202,6 +202,35 @@ TEST(PlanCli, PlanRecommendsPipeliningOnlyAboveTheMinimumGain) {
       << r.out;
 }
 
+// A profile measured while the machine was busy gives plans for that machine: plan says so of
+// the profile and of a --plain-profile alike, and nothing of an idle machine's.
+TEST(PlanCli, WarnsOfProfilesMeasuredOnABusyMachine) {
+  const std::string dir = fresh_dir("plan_busy");
+  CliResult r = run_pipebal("profile " + kModel + " --chunks 1 --warmup 1 --repeat 2 -q -o " + dir +
+                            "/measured.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  json doc = json::parse(read_text(dir + "/measured.json"));
+  doc["environment"]["machine_load"] = {
+      {"seconds", 3.0}, {"cores", 2}, {"others_cores", 1.0}, {"steal_cores", 0.0}};
+  std::ofstream(dir + "/busy.json") << doc.dump();
+  doc["environment"]["intra_op_threads"] = 2;
+  std::ofstream(dir + "/busy-wide.json") << doc.dump();
+  doc["environment"]["machine_load"]["others_cores"] = 0.0;
+  std::ofstream(dir + "/idle.json") << doc.dump();
+  const std::string warning =
+      " was measured while the machine was busy (other processes took 1.00 of the machine's 2 "
+      "cores on average over 3.0 s): its times, and a plan from them, fit that machine; profile "
+      "again on an idle one\n";
+  r = run_pipebal("plan " + dir + "/busy.json --devices 2 --chunks 1 --plain-profile " + dir +
+                  "/busy-wide.json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.busy_warnings, "pipebal: warning: " + dir + "/busy.json" + warning +
+                                 "pipebal: warning: " + dir + "/busy-wide.json" + warning);
+  r = run_pipebal("plan " + dir + "/idle.json --devices 2 --chunks 1");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.busy_warnings, "");
+}
+
 // The plain model on 2 threads (--plain-profile), predicted 2% faster than on one device, is
 // ranked first but recommended only when --min-gain is below its gain; pipelines lose here (one
 // micro-batch). On one device it is not weighed, with a warning.
