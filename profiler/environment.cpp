@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <limits>
@@ -128,10 +129,12 @@ nlohmann::json environment_to_json(const Environment& env) {
     if (env.autograd_run_ms) doc["autograd_run_ms"] = *env.autograd_run_ms;
     doc["machine_load"] = nullptr;
     if (env.machine_load) {
-      doc["machine_load"] = {{"seconds", env.machine_load->seconds},
+      // Counted in clock ticks: more digits than these are noise.
+      const auto rounded = [](double x) { return std::round(x * 1000) / 1000; };
+      doc["machine_load"] = {{"seconds", rounded(env.machine_load->seconds)},
                              {"cores", env.machine_load->cores},
-                             {"others_cores", env.machine_load->others_cores},
-                             {"steal_cores", env.machine_load->steal_cores}};
+                             {"others_cores", rounded(env.machine_load->others_cores)},
+                             {"steal_cores", rounded(env.machine_load->steal_cores)}};
     }
   }
   return doc;
