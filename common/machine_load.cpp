@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace pipebal {
 namespace {
@@ -103,6 +105,14 @@ std::string describe_load(const MachineLoad& load) {
     text += fmt::format(" (and the hypervisor {:.2f} for other guests)", load.steal_cores);
   }
   return text;
+}
+
+nlohmann::json machine_load_to_json(const MachineLoad& load) {
+  const auto rounded = [](double x) { return std::round(x * 1000) / 1000; };
+  return {{"seconds", rounded(load.seconds)},
+          {"cores", load.cores},
+          {"others_cores", rounded(load.others_cores)},
+          {"steal_cores", rounded(load.steal_cores)}};
 }
 
 std::string busy_machine_warning(const MachineLoad& load, const std::string& what) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace pipebal {
 
 // The machine's CPU time so far, all cores together, in seconds.
@@ -48,6 +50,10 @@ std::optional<MachineLoad> combine_loads(const std::vector<std::optional<Machine
 // "other processes took 1.9 of the machine's 2 cores on average over 12.0 s (and the
 // hypervisor 0.1)": for a warning.
 std::string describe_load(const MachineLoad& load);
+
+// As profiles and runs record it: {"seconds", "cores", "others_cores", "steal_cores"}, rounded to
+// what clock ticks can tell (milliseconds, thousandths of a core).
+nlohmann::json machine_load_to_json(const MachineLoad& load);
 
 // The warning for a measurement (`what`: "profiling") taken while the machine was busy().
 std::string busy_machine_warning(const MachineLoad& load, const std::string& what);

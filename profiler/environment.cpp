@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <limits>
@@ -128,14 +127,7 @@ nlohmann::json environment_to_json(const Environment& env) {
     doc["time_budget_s"] = env.time_budget_s;
     if (env.autograd_run_ms) doc["autograd_run_ms"] = *env.autograd_run_ms;
     doc["machine_load"] = nullptr;
-    if (env.machine_load) {
-      // Counted in clock ticks: more digits than these are noise.
-      const auto rounded = [](double x) { return std::round(x * 1000) / 1000; };
-      doc["machine_load"] = {{"seconds", rounded(env.machine_load->seconds)},
-                             {"cores", env.machine_load->cores},
-                             {"others_cores", rounded(env.machine_load->others_cores)},
-                             {"steal_cores", rounded(env.machine_load->steal_cores)}};
-    }
+    if (env.machine_load) doc["machine_load"] = machine_load_to_json(*env.machine_load);
   }
   return doc;
 }

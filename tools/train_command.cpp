@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,6 +14,7 @@
 #include "pipebal/balance/units.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/machine_load.h"
 #include "pipebal/distributed/launch_env.h"
 #include "pipebal/models/input_spec.h"
 #include "pipebal/models/synthetic.h"
@@ -254,7 +256,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   settings.warn = [&warning, reports](const std::string& line) {
     if (reports) warning += warning_prefix() + line + "\n";
   };
-  const reports::RunRecord run = run_training(
+  // One process alone: across processes the other ranks of this host would count as others.
+  std::optional<MachineLoadMeter> load;
+  if (!settings.launch) load.emplace();
+  reports::RunRecord run = run_training(
       settings, [&progress, &warning, warmup](int step, int total, double ms, double loss) {
         std::cerr << warning;
         warning.clear();
@@ -265,8 +270,11 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       });
   progress.finish();
   if (!reports) return;
+  const std::optional<MachineLoad> machine_load = load ? load->load() : std::nullopt;
+  if (machine_load) run.environment["machine_load"] = machine_load_to_json(*machine_load);
   print_summary(run);
   warn_if_diverged(run);
+  warn_if_machine_busy(machine_load, "training");
   if (!p.output.empty()) {
     write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
     fmt::print("\nwrote {}\n", p.output);

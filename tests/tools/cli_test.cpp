@@ -183,11 +183,11 @@ class BusyLoops {
   std::vector<pid_t> pids_;
 };
 
-// A profile taken while other processes kept the machine busy says so, and records how busy
-// (common/machine_load.h): its times fit that machine, not the idle one. (Whether an idle machine
-// gets no warning depends on what else runs beside the test: tests/common/machine_load_test.cpp
-// checks the rule on given loads.)
-TEST(Cli, AProfileTakenOnABusyMachineSaysSo) {
+// A profile taken, or a run trained, while other processes kept the machine busy says so, and
+// records how busy (common/machine_load.h): its times fit that machine, not the idle one.
+// (Whether an idle machine gets no warning depends on what else runs beside the test:
+// tests/common/machine_load_test.cpp checks the rule on given loads.)
+TEST(Cli, AProfileOrARunOnABusyMachineSaysSo) {
   const std::string dir = pipebal::testing::fresh_dir("busy");
   Result r;
   {
@@ -210,6 +210,26 @@ TEST(Cli, AProfileTakenOnABusyMachineSaysSo) {
   EXPECT_GE(load.at("others_cores").get<double>(), 0.5) << load.dump();
   EXPECT_GT(load.at("seconds").get<double>(), 0) << load.dump();
   EXPECT_EQ(load.at("cores").get<int>(), static_cast<int>(std::thread::hardware_concurrency()));
+
+  // A run too: the measured steps fit that machine, not the plan's prediction.
+  {
+    const BusyLoops loops(3);
+    r = run_pipebal(
+        "train --model mlp:layers=16,width=64 --input-shape 256,64 --balance 9,8 --steps 20 -q "
+        "-o " +
+        dir + "/run.json");
+  }
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.busy_warnings.rfind(
+                "pipebal: warning: the machine was busy while training: other processes took ", 0),
+            0u)
+      << r.busy_warnings;
+  EXPECT_EQ(r.err, "");
+  const nlohmann::json run_load =
+      nlohmann::json::parse(pipebal::testing::read_text(dir + "/run.json"))
+          .at("environment")
+          .at("machine_load");
+  EXPECT_GE(run_load.at("others_cores").get<double>(), 0.5) << run_load.dump();
 }
 
 // Autograd's stack alignment (common/aligned_stack.h): the profile records the offset in force;

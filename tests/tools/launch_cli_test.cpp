@@ -103,6 +103,9 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
     expect_aligned_timeline(*run);
   }
   EXPECT_TRUE(one.at("processes").empty());
+  // The machine's load is one process's measure: across processes the other ranks would count.
+  EXPECT_TRUE(one.at("environment").contains("machine_load"));
+  EXPECT_FALSE(by_launch.at("environment").contains("machine_load"));
   // The trace has both stages' actions, each in the process lane of its rank.
   EXPECT_EQ(trace_lanes(launched_dir + "/trace.json"), (Lanes{{0, 0}, {1, 1}}));
 }
