@@ -3,7 +3,8 @@
 // measured, the engine's hand-off most (a stage's thread waits for a core: 60x on a machine
 // whose two cores both ran another loop), and a profile taken so predicts another machine than
 // the idle one it is used for. Read from Linux's /proc/stat (the CPU time of the whole machine)
-// and this process's own CPU time; elsewhere not known. Torch-free.
+// and this process's own CPU time (with its children's that it has waited for); elsewhere not
+// known. Torch-free.
 #pragma once
 
 #include <chrono>
