@@ -60,9 +60,9 @@ std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double t
 
 bool MachineLoad::busy() const {
   if (seconds <= 0) return false;
-  // The kernel counts the machine's time in ticks (100 a second): over a short interval a tick
-  // or two either way is a sizeable share of a core.
-  const double tick_margin = 0.02 / seconds;
+  // The kernel counts the machine's time in ticks (100 a second), and the five fields summed
+  // each round apart: over a short interval a few ticks either way are a sizeable share of a core.
+  const double tick_margin = 0.05 / seconds;
   return others_cores + steal_cores >= std::max(0.25, 0.05 * cores) + tick_margin;
 }
 

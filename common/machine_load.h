@@ -34,7 +34,7 @@ struct MachineLoad {
   double steal_cores = 0;   // the hypervisor
 
   // Whether the others (processes and hypervisor) took enough to slow what was measured: a
-  // quarter of a core, or 5% of the machine's, whichever is more (and two clock ticks more).
+  // quarter of a core, or 5% of the machine's, whichever is more (and five clock ticks more).
   bool busy() const;
 };
 

@@ -343,9 +343,10 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   // its host gone), and is not waited for forever.
   const double follower_wait_s = std::max(options.grace_s, 5.0);
   Clock::time_point followed_until = Clock::time_point::max();
-  // After the first failure the others are stopped once the fold window has passed: a bad input
-  // fails every rank alike, and each one's line then joins the first's instead of being cut off.
-  const Clock::duration fold_window = seconds(options.fold_window_s);
+  // After the first failure the others are stopped once the fold window has passed (2 s at
+  // most): a bad input fails every rank alike, and each one's line then joins the first's
+  // instead of being cut off.
+  const Clock::duration terminate_delay = seconds(std::min(options.fold_window_s, 2.0));
   Clock::time_point terminate_at = Clock::time_point::max();
   while (running > 0) {
     // Ctrl-Z: the processes stop, then the launcher; `fg` or `bg` wakes them all.
@@ -429,13 +430,14 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     if (failed && !stopping) {
       stopping = true;
       result = exit_code(status);
+      relay.pump(std::chrono::milliseconds(0));  // the others' lines so far come before the news
       if (running > 0) {
         relay.say(fmt::format("{}: rank {} {}; stopping the other {} process{}", options.log_prefix,
                               rank, describe(status), running, running == 1 ? "" : "es"));
       } else {
         relay.say(fmt::format("{}: rank {} {}", options.log_prefix, rank, describe(status)));
       }
-      terminate_at = Clock::now() + fold_window;
+      terminate_at = Clock::now() + terminate_delay;
     }
   }
   // A failed run leaves nothing behind: what the processes started, even those that ended.

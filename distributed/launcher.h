@@ -38,17 +38,17 @@ void check(const LaunchOptions& options);
 
 // Runs the processes to the end. Returns 0 when all succeeded; otherwise the status of the
 // first to fail (128 + signal for one killed by a signal) after stopping the rest (SIGTERM once
-// fold_window_s has passed, for their own lines on a bad input they share; SIGKILL after grace_s
-// more), with one line on `log` naming it; a process exiting with kPeerFailedExitStatus counts only
-// when no other failed, and the rest get max(grace, 5 s) after it to end by themselves (the one
-// that failed may give no sign of life) before they are stopped. Each process runs in a process
-// group of its own, signalled whole (what it starts goes with it; from a terminal the processes run
-// in the background and cannot read it). SIGINT or SIGTERM to the launcher is passed on to every
-// process, and launch() returns 128 + that signal once they are gone; the same signal again, a
-// second or more later, kills them at once. Ctrl-Z (SIGTSTP) stops them with the launcher. Each is
-// killed should the launcher die, and after a failure or an interrupt whatever is left of their
-// groups is killed too. Their standard error comes through `log` (StderrRelay; fold_window_s), with
-// the launcher's own lines after what led to them.
+// fold_window_s (2 s at most) has passed, for their own lines on a bad input they share; SIGKILL
+// after grace_s more), with one line on `log` naming it; a process exiting with
+// kPeerFailedExitStatus counts only when no other failed, and the rest get max(grace, 5 s) after it
+// to end by themselves (the one that failed may give no sign of life) before they are stopped. Each
+// process runs in a process group of its own, signalled whole (what it starts goes with it; from a
+// terminal the processes run in the background and cannot read it). SIGINT or SIGTERM to the
+// launcher is passed on to every process, and launch() returns 128 + that signal once they are
+// gone; the same signal again, a second or more later, kills them at once. Ctrl-Z (SIGTSTP) stops
+// them with the launcher. Each is killed should the launcher die, and after a failure or an
+// interrupt whatever is left of their groups is killed too. Their standard error comes through
+// `log` (StderrRelay; fold_window_s), with the launcher's own lines after what led to them.
 int launch(const LaunchOptions& options, std::ostream& log);
 
 // The signal (SIGINT or SIGTERM) that interrupted this process's last launch(); 0 when none did.

@@ -5,9 +5,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstring>
-#include <stdexcept>
+#include <chrono>
 #include <thread>
 
 namespace pipebal::distributed {
@@ -26,25 +26,45 @@ StderrRelay::StderrRelay(int processes, int first_rank, LineFolder::Clock::durat
   for (Source& source : sources_) {
     int ends[2];
     if (pipe2(ends, O_CLOEXEC) != 0) {
-      const int error = errno;
-      for (Source& made : sources_) {
-        if (made.read_fd >= 0) close(made.read_fd);
-        if (made.write_fd >= 0) close(made.write_fd);
-      }
-      throw std::runtime_error(std::string("pipe for the processes' standard error: ") +
-                               std::strerror(error));
+      // Out of descriptors (hundreds of processes): they keep the launcher's stderr, unfolded.
+      close_all();
+      sources_.clear();
+      return;
     }
-    fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
+    // Above the standard streams, should the launcher have been started without one of them
+    // (2>&-): a write end that is 2 would stay close-on-exec after the child's dup2 onto 2.
+    for (int& end : ends) {
+      if (end > STDERR_FILENO) continue;
+      const int moved = fcntl(end, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+      close(end);
+      end = moved;
+    }
     source.read_fd = ends[0];
     source.write_fd = ends[1];
+    if (ends[0] < 0 || ends[1] < 0) {
+      close_all();
+      sources_.clear();
+      return;
+    }
+    fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
+  }
+}
+
+void StderrRelay::close_all() {
+  for (Source& source : sources_) {
+    if (source.read_fd >= 0) close(source.read_fd);
+    if (source.write_fd >= 0) close(source.write_fd);
+    source.read_fd = source.write_fd = -1;
   }
 }
 
 StderrRelay::~StderrRelay() {
-  for (Source& source : sources_) {
-    if (source.read_fd >= 0) close(source.read_fd);
-    if (source.write_fd >= 0) close(source.write_fd);
+  // Left early (an exception in the launcher): what was read is still shown.
+  try {
+    finish();
+  } catch (...) {
   }
+  close_all();
 }
 
 int StderrRelay::write_end(int process) const {
@@ -130,8 +150,9 @@ void StderrRelay::pump(std::chrono::milliseconds wait) {
   // Not past the next line due: it is shown on time.
   const auto until_due = folder_.next_due() - LineFolder::Clock::now();
   if (until_due < wait) {
+    // Rounded up: a line due in under a millisecond is not polled for at 0 ms again and again.
     wait = std::max(std::chrono::milliseconds(0),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(until_due));
+                    std::chrono::ceil<std::chrono::milliseconds>(until_due));
   }
   if (fds.empty()) {
     std::this_thread::sleep_for(wait);
@@ -148,7 +169,8 @@ void StderrRelay::drain(int process) {
 }
 
 void StderrRelay::finish() {
-  if (!relaying()) return;
+  if (!relaying() || finished_) return;
+  finished_ = true;
   for (size_t process = 0; process < sources_.size(); ++process) {
     read_available(static_cast<int>(process));
     Source& source = sources_[process];

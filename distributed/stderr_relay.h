@@ -15,7 +15,8 @@ namespace pipebal::distributed {
 
 class StderrRelay {
  public:
-  // Pipes for `processes` processes, the first of rank `first_rank`; none when `window` is zero.
+  // Pipes for `processes` processes, the first of rank `first_rank`; none when `window` is zero
+  // or this process has no descriptors left for them (the processes then write unfolded).
   StderrRelay(int processes, int first_rank, LineFolder::Clock::duration window, std::ostream& out);
   ~StderrRelay();
   StderrRelay(const StderrRelay&) = delete;
@@ -51,6 +52,7 @@ class StderrRelay {
   };
 
   bool relaying() const { return !sources_.empty(); }
+  void close_all();
   // Reads what the pipe holds now (a megabyte at most, more than a pipe holds); false at its end.
   bool read_available(int process);
   void show_due(LineFolder::Clock::time_point now);
@@ -60,6 +62,7 @@ class StderrRelay {
   std::ostream& out_;
   LineFolder folder_;
   std::vector<Source> sources_;
+  bool finished_ = false;
 };
 
 }  // namespace pipebal::distributed

@@ -90,6 +90,7 @@ int64_t planned_mini_batch(const balance::Plan& plan) {
 }
 
 void run_train(const TrainParams& p, const CLI::App& cmd) {
+  std::string plan_warnings;  // said with the others once the run is made
   TrainSettings settings = p.settings;
   if (!p.input_shape.empty()) settings.input_shape = models::parse_shape(p.input_shape);
   if (!p.plan.empty()) {
@@ -109,7 +110,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       // name it relatively, read from this directory, which need not be the one it was made in.
       const std::string path = models::parse_model_spec(plan.model).path;
       if (!path.empty() && std::filesystem::path(path).is_relative() && cmd.count("--model") == 0) {
-        std::cerr << fmt::format(
+        plan_warnings += fmt::format(
             "{}{} names its model by a relative path ({}), read from the current directory: "
             "{}; give --model to name the file (plans made now name it by its absolute path)\n",
             warning_prefix(), p.plan, path, models::model_file_name(path));
@@ -238,12 +239,13 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   // Said once the run is made (bad input gets its one line alone): processes on this host, or
   // this process's devices (a device's stages share its thread).
   const int stages = static_cast<int>(settings.balance.size());
-  std::string warning = !reports
-                            ? ""
-                            : oversubscription_warning(
-                                  settings.launch ? settings.launch->local_world_size
-                                                  : stages / std::max(1, settings.virtual_stages),
-                                  settings.threads_per_stage);
+  std::string warning =
+      !reports
+          ? ""
+          : plan_warnings + oversubscription_warning(
+                                settings.launch ? settings.launch->local_world_size
+                                                : stages / std::max(1, settings.virtual_stages),
+                                settings.threads_per_stage);
   if (reports && settings.schedule == pipeline::ScheduleKind::kInterleaved &&
       stages == settings.virtual_stages) {
     warning += fmt::format(
