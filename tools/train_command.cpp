@@ -159,7 +159,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
                models::parse_model_spec(settings.model).path.empty()) {
       // Balanced from a profile that did not say its batch (a hand-written one). A TorchScript
       // model has no default input, and says so.
-      std::cerr << fmt::format(
+      plan_warnings += fmt::format(
           "{}{} does not say what input it was made for: training the model's default input "
           "(give --input-shape to choose)\n",
           warning_prefix(), p.plan);
@@ -211,7 +211,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
           fmt::format("--virtual {} (planned {})", p.settings.virtual_stages, plan.virtual_stages));
     }
     if (!changed.empty()) {
-      std::cerr << fmt::format(
+      plan_warnings += fmt::format(
           "{}{} {} from the plan: the plan's balance and prediction were made for its own "
           "configuration, not this one (balance again to plan for it)\n",
           warning_prefix(), fmt::join(changed, ", "), changed.size() == 1 ? "differs" : "differ");
