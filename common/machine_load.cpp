@@ -115,14 +115,6 @@ nlohmann::json machine_load_to_json(const MachineLoad& load) {
           {"steal_cores", rounded(load.steal_cores)}};
 }
 
-std::string busy_machine_warning(const MachineLoad& load, const std::string& what) {
-  return fmt::format(
-      "the machine was busy while {}: {}; the times measured include that competition (the "
-      "hand-off between stages most), so predictions from them fit a busy machine, not an idle "
-      "one",
-      what, describe_load(load));
-}
-
 MachineLoadMeter::MachineLoadMeter()
     : start_(read_machine_cpu_times()),
       own_start_s_(own_cpu_seconds()),

@@ -1,10 +1,9 @@
 // How busy the machine was with other work while pipebal measured: other processes, and on a
 // virtual machine the hypervisor (steal time, the host's other guests). Either slows what is
-// measured, the engine's hand-off most (a stage's thread waits for a core: 60x on a machine
-// whose two cores both ran another loop), and a profile taken so predicts another machine than
-// the idle one it is used for. Read from Linux's /proc/stat (the CPU time of the whole machine)
-// and this process's own CPU time (with its children's that it has waited for); elsewhere not
-// known. Torch-free.
+// measured, the engine's hand-off most (a stage's thread waits for a core), and a profile taken
+// so predicts another machine than the idle one it is used for. Read from Linux's /proc/stat (the
+// CPU time of the whole machine) and this process's own CPU time (with its children's that it has
+// waited for); elsewhere not known. Torch-free.
 #pragma once
 
 #include <chrono>
@@ -55,9 +54,6 @@ std::string describe_load(const MachineLoad& load);
 // As profiles and runs record it: {"seconds", "cores", "others_cores", "steal_cores"}, rounded to
 // what clock ticks can tell (milliseconds, thousandths of a core).
 nlohmann::json machine_load_to_json(const MachineLoad& load);
-
-// The warning for a measurement (`what`: "profiling") taken while the machine was busy().
-std::string busy_machine_warning(const MachineLoad& load, const std::string& what);
 
 // Measures from construction to load(): nullopt where /proc/stat cannot be read.
 class MachineLoadMeter {

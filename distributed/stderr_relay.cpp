@@ -86,9 +86,9 @@ void StderrRelay::say(const std::string& line) {
   folder_.add(LineFolder::kLauncher, line, LineFolder::Clock::now());
 }
 
-bool StderrRelay::read_available(int process) {
+void StderrRelay::read_available(int process) {
   Source& source = sources_[process];
-  if (source.read_fd < 0) return false;
+  if (source.read_fd < 0) return;
   const int rank = first_rank_ + process;
   char buffer[16 * 1024];
   // At most a megabyte a call: a process writing without pause must not keep the launcher from
@@ -96,14 +96,14 @@ bool StderrRelay::read_available(int process) {
   for (int reads = 0; reads < 64; ++reads) {
     const ssize_t n = read(source.read_fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return true;  // EAGAIN: all read for now
+    if (n < 0) return;  // EAGAIN: all read for now
     const auto now = LineFolder::Clock::now();
     if (n == 0) {
       close(source.read_fd);
       source.read_fd = -1;
       if (!source.partial.empty()) folder_.add(rank, source.partial, now);
       source.partial.clear();
-      return false;
+      return;
     }
     if (source.partial.empty()) source.partial_since = now;
     source.partial.append(buffer, static_cast<size_t>(n));
@@ -119,7 +119,6 @@ bool StderrRelay::read_available(int process) {
       source.partial.clear();
     }
   }
-  return true;
 }
 
 void StderrRelay::show_due(LineFolder::Clock::time_point now) {

@@ -53,8 +53,9 @@ class StderrRelay {
 
   bool relaying() const { return !sources_.empty(); }
   void close_all();
-  // Reads what the pipe holds now (a megabyte at most, more than a pipe holds); false at its end.
-  bool read_available(int process);
+  // Reads what the pipe holds now (a megabyte at most, more than a pipe holds), and closes it at
+  // its end.
+  void read_available(int process);
   void show_due(LineFolder::Clock::time_point now);
 
   int first_rank_;

@@ -132,7 +132,13 @@ std::string oversubscription_warning(int devices, int threads) {
 
 void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::string& what) {
   if (load && load->busy()) {
-    std::cerr << warning_prefix() << busy_machine_warning(*load, what) << "\n" << std::flush;
+    std::cerr << warning_prefix()
+              << fmt::format(
+                     "the machine was busy while {}: {}; the times measured include that "
+                     "competition (the hand-off between stages most), so predictions "
+                     "from them fit a busy machine, not an idle one\n",
+                     what, describe_load(*load))
+              << std::flush;
   }
 }
 
