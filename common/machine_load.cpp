@@ -1,6 +1,7 @@
 // See machine_load.h.
 #include "pipebal/common/machine_load.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -27,35 +28,58 @@ double own_cpu_seconds() {
   return total;
 }
 
-std::optional<MachineCpuTimes> read_machine_cpu_times() {
+std::optional<MachineCpuTimes> read_cpu_times(const std::vector<int>& cpus) {
   std::ifstream file("/proc/stat");
   if (!file) return std::nullopt;
   std::stringstream text;
   text << file.rdbuf();
   const long ticks = sysconf(_SC_CLK_TCK);
-  return parse_proc_stat(text.str(), ticks > 0 ? double(ticks) : 100.0);
+  return parse_proc_stat(text.str(), ticks > 0 ? double(ticks) : 100.0, cpus);
 }
 
 }  // namespace
 
-std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double ticks_per_second) {
+std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double ticks_per_second,
+                                               const std::vector<int>& cpus) {
+  // The line of the machine ("cpu") or of each core wanted ("cpu0", "cpu1"...).
+  const auto wanted = [&](const std::string& name) {
+    if (name.compare(0, 3, "cpu") != 0) return false;
+    if (cpus.empty()) return name == "cpu";
+    const std::string number = name.substr(3);
+    if (number.empty() || number.size() > 6 ||
+        number.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    return std::find(cpus.begin(), cpus.end(), std::stoi(number)) != cpus.end();
+  };
+  std::optional<MachineCpuTimes> times;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     std::istringstream fields(line);
     std::string name;
     fields >> name;
-    if (name != "cpu") continue;  // the machine's line; "cpu0", "cpu1"... are its cores
+    if (!wanted(name)) continue;
     // user nice system idle iowait irq softirq steal (guest and guest_nice are in user, nice)
     double value[8] = {};
     int read = 0;
     while (read < 8 && fields >> value[read]) ++read;
     if (read < 7) return std::nullopt;
-    MachineCpuTimes times;
-    times.busy_s = (value[0] + value[1] + value[2] + value[5] + value[6]) / ticks_per_second;
-    times.steal_s = value[7] / ticks_per_second;
-    return times;
+    if (!times) times = MachineCpuTimes{};
+    times->busy_s += (value[0] + value[1] + value[2] + value[5] + value[6]) / ticks_per_second;
+    times->steal_s += value[7] / ticks_per_second;
   }
-  return std::nullopt;
+  return times;
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
 }
 
 bool MachineLoad::busy() const {
@@ -98,9 +122,9 @@ std::optional<MachineLoad> combine_loads(const std::vector<std::optional<Machine
 }
 
 std::string describe_load(const MachineLoad& load) {
-  std::string text =
-      fmt::format("other processes took {:.2f} of the machine's {} core{} on average over {:.1f} s",
-                  load.others_cores, load.cores, load.cores == 1 ? "" : "s", load.seconds);
+  std::string text = fmt::format(
+      "other processes took {:.2f} of the {} core{} pipebal runs on, on average over {:.1f} s",
+      load.others_cores, load.cores, load.cores == 1 ? "" : "s", load.seconds);
   if (load.steal_cores >= 0.005) {
     text += fmt::format(" (and the hypervisor {:.2f} for other guests)", load.steal_cores);
   }
@@ -116,19 +140,22 @@ nlohmann::json machine_load_to_json(const MachineLoad& load) {
 }
 
 MachineLoadMeter::MachineLoadMeter()
-    : start_(read_machine_cpu_times()),
+    : cpus_(allowed_cpus()),
+      start_(read_cpu_times(cpus_)),
       own_start_s_(own_cpu_seconds()),
       started_(std::chrono::steady_clock::now()) {}
 
 std::optional<MachineLoad> MachineLoadMeter::load() const {
   if (!start_) return std::nullopt;
-  const std::optional<MachineCpuTimes> end = read_machine_cpu_times();
+  const std::optional<MachineCpuTimes> end = read_cpu_times(cpus_);
   if (!end) return std::nullopt;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return machine_load_between(*start_, *end, own_cpu_seconds() - own_start_s_, seconds,
-                              cores > 0 ? static_cast<int>(cores) : 1);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int cores = !cpus_.empty() ? static_cast<int>(cpus_.size())
+                    : online > 0   ? static_cast<int>(online)
+                                   : 1;
+  return machine_load_between(*start_, *end, own_cpu_seconds() - own_start_s_, seconds, cores);
 }
 
 }  // namespace pipebal

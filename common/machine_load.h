@@ -2,8 +2,9 @@
 // virtual machine the hypervisor (steal time, the host's other guests). Either slows what is
 // measured, the engine's hand-off most (a stage's thread waits for a core), and a profile taken
 // so predicts another machine than the idle one it is used for. Read from Linux's /proc/stat (the
-// CPU time of the whole machine) and this process's own CPU time (with its children's that it has
-// waited for); elsewhere not known. Torch-free.
+// CPU time of each core) over the cores this process may run on (its affinity: taskset, a batch
+// system's cpuset; other jobs on a node's other cores do not slow it), less this process's own CPU
+// time (with its children's that it has waited for); elsewhere not known. Torch-free.
 #pragma once
 
 #include <chrono>
@@ -15,25 +16,30 @@
 
 namespace pipebal {
 
-// The machine's CPU time so far, all cores together, in seconds.
+// The CPU time so far of a set of cores, together, in seconds.
 struct MachineCpuTimes {
   double busy_s = 0;   // user, nice, system, irq and softirq (guests' time is in user)
   double steal_s = 0;  // taken by the hypervisor for other guests
 };
 
-// The aggregate "cpu" line of /proc/stat's `text`, its ticks at `ticks_per_second`; nullopt
-// when the text has none.
-std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double ticks_per_second);
+// The cores `cpus` of /proc/stat's `text` (its "cpu0", "cpu1"... lines; a core not listed there,
+// offline, is left out), or with no `cpus` the machine's aggregate "cpu" line, in seconds at
+// `ticks_per_second`; nullopt when the text has none of them.
+std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double ticks_per_second,
+                                               const std::vector<int>& cpus = {});
 
-// What other work took of the machine over an interval, in cores on average.
+// The cores this process may run on (sched_getaffinity), in order; empty where not known.
+std::vector<int> allowed_cpus();
+
+// What other work took of the cores this process may run on over an interval, in cores on average.
 struct MachineLoad {
   double seconds = 0;       // the interval
-  int cores = 0;            // the machine's (online) cores
+  int cores = 0;            // the cores this process may run on
   double others_cores = 0;  // other processes
   double steal_cores = 0;   // the hypervisor
 
   // Whether the others (processes and hypervisor) took enough to slow what was measured: a
-  // quarter of a core, or 5% of the machine's, whichever is more (and five clock ticks more).
+  // quarter of a core, or 5% of `cores`, whichever is more (and five clock ticks more).
   bool busy() const;
 };
 
@@ -47,21 +53,23 @@ MachineLoad combine(const MachineLoad& a, const MachineLoad& b);
 // The known ones of `loads` as one; none when none is known.
 std::optional<MachineLoad> combine_loads(const std::vector<std::optional<MachineLoad>>& loads);
 
-// "other processes took 1.9 of the machine's 2 cores on average over 12.0 s (and the
-// hypervisor 0.1)": for a warning.
+// "other processes took 1.90 of the 2 cores pipebal runs on, on average over 12.0 s (and the
+// hypervisor 0.10 for other guests)": for a warning.
 std::string describe_load(const MachineLoad& load);
 
 // As profiles and runs record it: {"seconds", "cores", "others_cores", "steal_cores"}, rounded to
 // what clock ticks can tell (milliseconds, thousandths of a core).
 nlohmann::json machine_load_to_json(const MachineLoad& load);
 
-// Measures from construction to load(): nullopt where /proc/stat cannot be read.
+// Measures from construction to load() over the cores this process may run on at construction:
+// nullopt where /proc/stat cannot be read.
 class MachineLoadMeter {
  public:
   MachineLoadMeter();
   std::optional<MachineLoad> load() const;
 
  private:
+  std::vector<int> cpus_;
   std::optional<MachineCpuTimes> start_;
   double own_start_s_ = 0;
   std::chrono::steady_clock::time_point started_;

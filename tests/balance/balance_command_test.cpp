@@ -67,11 +67,12 @@ TEST(BalanceCommand, WarnsOfAProfileMeasuredOnABusyMachine) {
     run(params, &warnings);
     return warnings;
   };
-  EXPECT_EQ(with_load(1.5),
-            "pipebal: warning: " + params.profile_path +
-                " was measured while the machine was busy (other processes took 1.50 of the "
-                "machine's 2 cores on average over 4.0 s): its times, and a plan from them, fit "
-                "that machine; profile again on an idle one\n");
+  EXPECT_EQ(
+      with_load(1.5),
+      "pipebal: warning: " + params.profile_path +
+          " was measured while the machine was busy (other processes took 1.50 of the 2 "
+          "cores pipebal runs on, on average over 4.0 s): its times, and a plan from them, fit "
+          "that machine; profile again on an idle one\n");
   EXPECT_EQ(with_load(0.1), "");
 }
 

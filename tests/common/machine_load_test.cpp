@@ -1,7 +1,10 @@
-// The machine's load from /proc/stat and this process's CPU time: the aggregate line read, the
-// others' share and the hypervisor's per second, intervals combined by length, and a machine
-// called busy only past a quarter core (5% of a large one) and a few clock ticks either way.
+// The machine's load from /proc/stat and this process's CPU time: the aggregate line read, or the
+// lines of the cores the process may run on, the others' share and the hypervisor's per second,
+// intervals combined by length, and a machine called busy only past a quarter core (5% of a large
+// one) and a few clock ticks either way.
 #include "pipebal/common/machine_load.h"
+
+#include <sched.h>
 
 #include <thread>
 
@@ -28,6 +31,48 @@ TEST(MachineLoad, TheMachinesLineIsReadInSeconds) {
   EXPECT_FALSE(pipebal::parse_proc_stat("cpu0 1 2 3 4 5 6 7\n", 100)) << "cores, not the machine";
   EXPECT_FALSE(pipebal::parse_proc_stat("cpu 1 2 3\n", 100)) << "too few fields";
   EXPECT_FALSE(pipebal::parse_proc_stat("", 100));
+}
+
+// Other jobs on a node's other cores do not slow a process pinned to its own (taskset, a batch
+// system's cpuset): only the lines of its cores count.
+TEST(MachineLoad, TheCoresItMayRunOnAreReadAlone) {
+  const auto one = pipebal::parse_proc_stat(kProcStat, 100, {1});
+  ASSERT_TRUE(one.has_value());
+  EXPECT_DOUBLE_EQ(one->busy_s, (500 + 10 + 150 + 3 + 7) / 100.0);
+  EXPECT_DOUBLE_EQ(one->steal_s, 0.3);
+  const auto both = pipebal::parse_proc_stat(kProcStat, 100, {0, 1});
+  ASSERT_TRUE(both.has_value());
+  EXPECT_DOUBLE_EQ(both->busy_s, (1000 + 20 + 300 + 5 + 15) / 100.0)
+      << "the cores sum to the machine";
+  const auto with_offline = pipebal::parse_proc_stat(kProcStat, 100, {1, 7});
+  ASSERT_TRUE(with_offline.has_value());
+  EXPECT_DOUBLE_EQ(with_offline->busy_s, one->busy_s) << "an offline core has no line";
+  EXPECT_FALSE(pipebal::parse_proc_stat(kProcStat, 100, {5})) << "none of its cores listed";
+  EXPECT_FALSE(pipebal::parse_proc_stat("cpu 1 2 3 4 5 6 7\ncpu10 1 2 3 4 5 6 7\n", 100, {1}))
+      << "cpu10 is not cpu1";
+}
+
+// The meter counts the cores the process may run on when it starts: pinned to one, it reads one.
+TEST(MachineLoad, TheMeterCountsTheCoresThisProcessMayRunOn) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  const std::vector<int> cpus = pipebal::allowed_cpus();
+  ASSERT_EQ(cpus.size(), size_t(CPU_COUNT(&all)));
+  cpu_set_t first;
+  CPU_ZERO(&first);
+  CPU_SET(cpus.front(), &first);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(first), &first), 0);
+  const pipebal::MachineLoadMeter meter;
+  EXPECT_EQ(pipebal::allowed_cpus(), std::vector<int>{cpus.front()});
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  volatile double sink = 0;
+  while (std::chrono::steady_clock::now() < until) sink = sink + 1;
+  const auto load = meter.load();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  ASSERT_TRUE(load.has_value());
+  EXPECT_EQ(load->cores, 1);
+  // That core's time less this thread's, which ran there alone: at most the rest of one core.
+  EXPECT_LE(load->others_cores, 1.1);
 }
 
 TEST(MachineLoad, OthersAreTheMachinesBusyTimeLessThisProcesssPerSecond) {
@@ -76,10 +121,11 @@ TEST(MachineLoad, IntervalsCombineWeightedByLength) {
 
 TEST(MachineLoad, DescribedInCoresWithTheHypervisorWhenItTookAny) {
   EXPECT_EQ(pipebal::describe_load({12, 2, 1.9, 0}),
-            "other processes took 1.90 of the machine's 2 cores on average over 12.0 s");
-  EXPECT_EQ(pipebal::describe_load({12, 1, 0.5, 0.25}),
-            "other processes took 0.50 of the machine's 1 core on average over 12.0 s (and the "
-            "hypervisor 0.25 for other guests)");
+            "other processes took 1.90 of the 2 cores pipebal runs on, on average over 12.0 s");
+  EXPECT_EQ(
+      pipebal::describe_load({12, 1, 0.5, 0.25}),
+      "other processes took 0.50 of the 1 core pipebal runs on, on average over 12.0 s (and the "
+      "hypervisor 0.25 for other guests)");
 }
 
 // The meter reads the machine over its interval (what the others took depends on what runs
@@ -92,7 +138,7 @@ TEST(MachineLoad, TheMeterReadsTheMachineOverItsInterval) {
   const auto load = meter.load();
   ASSERT_TRUE(load.has_value()) << "Linux has /proc/stat";
   EXPECT_GE(load->seconds, 0.6);
-  EXPECT_EQ(load->cores, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_EQ(load->cores, static_cast<int>(pipebal::allowed_cpus().size()));
   EXPECT_GE(load->others_cores, 0);
   EXPECT_LE(load->others_cores, load->cores + 0.1);
 }

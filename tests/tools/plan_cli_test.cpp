@@ -218,9 +218,9 @@ TEST(PlanCli, WarnsOfProfilesMeasuredOnABusyMachine) {
   doc["environment"]["machine_load"]["others_cores"] = 0.0;
   std::ofstream(dir + "/idle.json") << doc.dump();
   const std::string warning =
-      " was measured while the machine was busy (other processes took 1.00 of the machine's 2 "
-      "cores on average over 3.0 s): its times, and a plan from them, fit that machine; profile "
-      "again on an idle one\n";
+      " was measured while the machine was busy (other processes took 1.00 of the 2 cores "
+      "pipebal runs on, on average over 3.0 s): its times, and a plan from them, fit that "
+      "machine; profile again on an idle one\n";
   r = run_pipebal("plan " + dir + "/busy.json --devices 2 --chunks 1 --plain-profile " + dir +
                   "/busy-wide.json");
   EXPECT_EQ(r.status, 0) << r.err;
