@@ -60,7 +60,9 @@ def measure(pipebal, args, work):
             run([pipebal, "validate", "--plans", *plans, "--steps", str(args.steps),
                  "--profile-in-turns", "-o", out])
             compared = json.load(open(os.path.join(out, "plans-comparison.json")))
-            case = {"model": label, "spec": model, "chunks": chunks, "schedules": {}}
+            case = {"model": label, "spec": model, "chunks": chunks, "schedules": {},
+                    "profile_machine_load":
+                        json.load(open(profile))["environment"].get("machine_load")}
             for (name, _), entry in zip(SCHEDULES, compared["plans"]):
                 case["schedules"][name] = {
                     key: entry.get(key) for key in (
@@ -174,6 +176,14 @@ def summary(raw):
     lines += ["", "Goals (issue 12):", "",
               f"- every prediction within 10%: largest error {100 * in_turns:.1f}% in turns — "
               f"{'met' if in_turns <= 0.10 else 'not met'} (up front: {100 * up_front:.1f}%)"]
+    loads = [(c, c.get("profile_machine_load")) for c in raw["cases"]]
+    if any(load for _, load in loads):
+        lines += ["", "What other processes took of the cores while each up-front profile was "
+                  "taken (`environment.machine_load`; the hypervisor's other guests, if any, "
+                  "apart): " + ", ".join(
+                      f"{c['model']} at {c['chunks']} {load['others_cores']:.2f}"
+                      + (f" (+{load['steal_cores']:.2f} stolen)" if load['steal_cores'] else "")
+                      for c, load in loads if load) + " cores."]
     return lines + goals
 
 
