@@ -104,6 +104,60 @@ std::string parse_error_text(const CLI::ParseError& error) {
                      value.rfind('-', 0) == 0 ? "small" : "large");
 }
 
+// How many single-character edits turn `a` into `b` (Levenshtein).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// For an option the command does not have: "train has no option --stages: ...", with the
+// command's option it most likely meant (a typo of two characters or fewer, in a name of five or
+// more), or what to give instead where pipebal knows. Empty when no `--name` word of the command
+// line is unknown (CLI11's words then stand).
+std::string unknown_option_text(const CLI::App& app, int argc, char** argv) {
+  const auto parsed = app.get_subcommands();
+  if (parsed.empty()) return "";
+  const CLI::App& command = *parsed.front();
+  for (int i = 2; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") break;  // a launched command's words
+    if (word.size() < 3 || word.rfind("--", 0) != 0) continue;
+    const std::string name = word.substr(0, word.find('='));
+    if (command.get_option_no_throw(name) != nullptr || app.get_option_no_throw(name) != nullptr) {
+      continue;
+    }
+    std::string text = fmt::format("{} has no option {}", command.get_name(), name);
+    if (command.get_name() == "train" && name == "--stages") {
+      return text + ": --balance (e.g. 3,2) or --plan says where to cut (`pipebal plan`, or " +
+             "`pipebal balance PROFILE --stages N -o plan.json`, makes a plan)";
+    }
+    std::string closest;
+    size_t closest_distance = 3;  // more edits than this is another word
+    for (const CLI::Option* option : command.get_options()) {
+      for (const std::string& long_name : option->get_lnames()) {
+        const size_t distance = edit_distance(name.substr(2), long_name);
+        if (long_name.size() >= 5 && distance < closest_distance) {
+          closest = "--" + long_name;
+          closest_distance = distance;
+        }
+      }
+    }
+    if (!closest.empty()) text += fmt::format("; did you mean {}?", closest);
+    return text;
+  }
+  return "";
+}
+
 // Whether the command line asks for help or the version, which CLI11 answers wherever the flag
 // stands before a `--` (after it, words are a launched command's).
 bool asks_for_help(int argc, char** argv) {
@@ -148,8 +202,14 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
   } catch (const CLI::ParseError& error) {
     // --help and --version arrive here too, with exit code 0.
     if (error.get_exit_code() == 0) return output_arrived(app.exit(error));
-    print_error_line("pipebal: error: " + rank_prefix() + parse_error_text(error) +
-                     " (see --help)");
+    std::string text = parse_error_text(error);
+    // A mistyped option is unknown (an extra), and leaves the one it meant missing when required.
+    if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr ||
+        dynamic_cast<const CLI::RequiredError*>(&error) != nullptr) {
+      const std::string unknown = unknown_option_text(app, argc, argv);
+      if (!unknown.empty()) text = unknown;
+    }
+    print_error_line("pipebal: error: " + rank_prefix() + text + " (see --help)");
     return kUserErrorStatus;
   } catch (const std::exception& error) {
     if (hooks.special) {

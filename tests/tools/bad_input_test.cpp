@@ -278,7 +278,15 @@ const std::vector<BadInput> kTable = {
      "give a command (demo, launch, link, models, balance, plan, profile, report, train, validate"},
     {"bogus", "unknown command 'bogus' (commands: demo, launch, link, models,"},
     {"demo --model nosuchmodel", "unknown model 'nosuchmodel'"},
-    {"profile --model mlp:layers=2 --bogus", "--bogus"},
+    {"profile --model mlp:layers=2 --bogus", "profile has no option --bogus (see --help)"},
+    // A mistyped option is named with the one it most likely meant, even when the one meant was
+    // required; train, which has no --stages, says how it is told where to cut.
+    {"profile --modle mlp:layers=2", "profile has no option --modle; did you mean --model?"},
+    {"train --model mlp:layers=2 --balance 2,1 --chunsk=4",
+     "train has no option --chunsk; did you mean --chunks?"},
+    {"train --model mlp:layers=2 --stages 2",
+     "train has no option --stages: --balance (e.g. 3,2) or --plan says where to cut"},
+    {"train --model mlp:layers=2 --balance 2,1 9", "argument was not expected: 9"},
     {"profile", "--model is required"},
     {"profile --model mlp:layers=2,width=8 --backend cupti", "cupti"},
     {"profile --model mlp:layers=2,width=8 --device tpu", "tpu"},
