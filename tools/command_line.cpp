@@ -131,8 +131,9 @@ std::string unknown_option_text(const CLI::App& app, int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string word = argv[i];
     if (word == "--") break;  // a launched command's words
-    if (word.size() < 3 || word.rfind("--", 0) != 0) continue;
+    if (word.rfind("--", 0) != 0) continue;
     const std::string name = word.substr(0, word.find('='));
+    if (name.size() < 3) continue;
     if (command.get_option_no_throw(name) != nullptr || app.get_option_no_throw(name) != nullptr) {
       continue;
     }
