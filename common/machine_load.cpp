@@ -1,7 +1,6 @@
 // See machine_load.h.
 #include "pipebal/common/machine_load.h"
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -12,6 +11,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "pipebal/common/cores.h"
 
 namespace pipebal {
 namespace {
@@ -69,17 +70,6 @@ std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double t
     times->steal_s += value[7] / ticks_per_second;
   }
   return times;
-}
-
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
-  return cpus;
 }
 
 bool MachineLoad::busy() const {
@@ -151,10 +141,7 @@ std::optional<MachineLoad> MachineLoadMeter::load() const {
   if (!end) return std::nullopt;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  const int cores = !cpus_.empty() ? static_cast<int>(cpus_.size())
-                    : online > 0   ? static_cast<int>(online)
-                                   : 1;
+  const int cores = !cpus_.empty() ? static_cast<int>(cpus_.size()) : usable_cores();
   return machine_load_between(*start_, *end, own_cpu_seconds() - own_start_s_, seconds, cores);
 }
 

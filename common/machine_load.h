@@ -28,9 +28,6 @@ struct MachineCpuTimes {
 std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double ticks_per_second,
                                                const std::vector<int>& cpus = {});
 
-// The cores this process may run on (sched_getaffinity), in order; empty where not known.
-std::vector<int> allowed_cpus();
-
 // What other work took of the cores this process may run on over an interval, in cores on average.
 struct MachineLoad {
   double seconds = 0;       // the interval

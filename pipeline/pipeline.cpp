@@ -8,13 +8,13 @@
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
-#include <thread>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "pipebal/common/cores.h"
 #include "pipebal/common/time_limit.h"
 #include "pipebal/pipeline/batch_norm.h"
 #include "pipebal/pipeline/error_text.h"
@@ -106,11 +106,11 @@ struct Pipeline::Links {
 };
 
 void check_threads_per_stage(int threads) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   if (threads < 1 || threads > cores) {
-    throw std::invalid_argument(
-        fmt::format("threads per stage must be between 1 and the {} cores of this machine, got {}",
-                    cores, threads));
+    throw std::invalid_argument(fmt::format(
+        "threads per stage must be between 1 and the {} core{} pipebal may run on, got {}", cores,
+        cores == 1 ? "" : "s", threads));
   }
 }
 

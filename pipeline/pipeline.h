@@ -27,7 +27,8 @@ struct BatchNormImpl;
 // The most stages a pipeline has in one process (each device's stages share a thread of it).
 constexpr int kMaxStages = 512;
 
-// Throws std::invalid_argument unless 1 <= threads <= this machine's cores: what each CPU stage's
+// Throws std::invalid_argument unless 1 <= threads <= the cores this process may run on (taskset,
+// a cpuset; common/cores.h): what each CPU stage's
 // worker may use (PipelineOptions::threads_per_stage).
 void check_threads_per_stage(int threads);
 

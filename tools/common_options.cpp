@@ -6,10 +6,10 @@
 #include <map>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "pipebal/common/cores.h"
 #include "pipebal/common/parse_integers.h"
 #include "tools/command_line.h"
 
@@ -120,12 +120,12 @@ std::vector<int> parse_weight_delays(const std::string& text) {
 }
 
 std::string oversubscription_warning(int devices, int threads) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   // One thread per stage only time-shares; intra-op pools past the cores also make OpenMP's idle
   // threads sleep between parallel regions.
   if (threads < 2 || int64_t{devices} * threads <= cores) return "";
   return fmt::format(
-      "{}{} stages x {} intra-op threads need {} cores, this machine has {}: "
+      "{}{} stages x {} intra-op threads need {} cores, pipebal may run on {}: "
       "they share cores and run slower than their profile predicts (use fewer --threads)\n",
       warning_prefix(), devices, threads, int64_t{devices} * threads, cores);
 }

@@ -6,13 +6,13 @@
 #include <memory>
 #include <ostream>
 #include <stdexcept>
-#include <thread>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "pipebal/common/atomic_file.h"
+#include "pipebal/common/cores.h"
 #include "pipebal/common/distinct_paths.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/models/zoo.h"
@@ -87,11 +87,12 @@ void print_size_summary(const profiler::Profile& profile, std::ostream& out) {
 
 void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* progress,
                  Progress::Mode progress_mode) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   if (params.threads < 0 || params.threads > cores) {
     throw std::invalid_argument(fmt::format(
-        "--threads must be between 0 (LibTorch's default) and the {} cores of this machine, got {}",
-        cores, params.threads));
+        "--threads must be between 0 (LibTorch's default) and the {} core{} pipebal may run on, "
+        "got {}",
+        cores, cores == 1 ? "" : "s", params.threads));
   }
   if (params.rounds < 1) {
     throw std::invalid_argument(fmt::format("--rounds must be at least 1, got {}", params.rounds));

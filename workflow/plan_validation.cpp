@@ -5,7 +5,6 @@
 #include <future>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include <ATen/Parallel.h>
@@ -15,6 +14,7 @@
 
 #include "pipebal/balance/micro_batch_costs.h"
 #include "pipebal/common/atomic_file.h"
+#include "pipebal/common/cores.h"
 #include "pipebal/common/schema.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/pipeline/pipeline.h"
@@ -211,7 +211,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   // other stages' work. The honest alternative on CPUs, the plain model with every device's
   // threads, is profiled in each round too.
   const int wide_threads = p.devices * p.threads;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   const bool profile_wide = p.devices > 1 && wide_threads <= cores;
   const int rounds = std::min(p.profile_rounds, p.profile_repeat);  // a pass each at least
   profiler::ProfileOptions options;

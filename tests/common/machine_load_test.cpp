@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "pipebal/common/cores.h"
+
 namespace {
 
 using pipebal::MachineCpuTimes;

@@ -1,4 +1,5 @@
 // End-to-end: the `pipebal` binary as a user runs it, checking exit codes and messages.
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "pipebal/common/machine_load.h"
+#include "pipebal/common/cores.h"
 #include "tests/tools/cli_support.h"
 
 namespace {
@@ -236,6 +237,35 @@ TEST(Cli, AProfileOrARunOnABusyMachineSaysSo) {
           .at("environment")
           .at("machine_load");
   EXPECT_GE(run_load.at("others_cores").get<double>(), 0.5) << run_load.dump();
+}
+
+// A process pinned to some cores (taskset, a batch system's cpuset) counts those: more intra-op
+// threads than it may run on are refused, as on a machine of that many cores.
+TEST(Cli, ThreadsAreCheckedAgainstTheCoresItMayRunOn) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "one core already";
+  struct Unpin {  // the other tests of this binary run on every core again, whatever fails here
+    cpu_set_t all;
+    ~Unpin() { sched_setaffinity(0, sizeof(all), &all); }
+  } unpin{all};
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(pipebal::allowed_cpus().front(), &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the commands below inherit it
+  const std::string model = "--model mlp:layers=2,width=8 --input-shape 4,8 ";
+  Result r = run_pipebal("train " + model + "--balance 2,1 --threads 2 --steps 1 -q");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "pipebal: error: threads per stage must be between 1 and the 1 core pipebal may run "
+            "on, got 2\n");
+  r = run_pipebal("profile " + model + "--threads 2 -q");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "pipebal: error: --threads must be between 0 (LibTorch's default) and the 1 core "
+            "pipebal may run on, got 2\n");
+  r = run_pipebal("train " + model + "--balance 2,1 --threads 1 --steps 1 -q");
+  EXPECT_EQ(r.status, 0) << r.err;
 }
 
 // Autograd's stack alignment (common/aligned_stack.h): the profile records the offset in force;

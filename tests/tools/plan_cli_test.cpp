@@ -4,10 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "pipebal/common/cores.h"
 #include "tests/tools/cli_support.h"
 
 namespace pipebal::testing {
@@ -516,7 +516,7 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
   EXPECT_TRUE(labels.count("plan 1") && labels.count("plan 2") && labels.count("plain") &&
               labels.count("yours"))
       << configs.dump();
-  if (std::thread::hardware_concurrency() >= 2) {  // the plain model on both devices' threads
+  if (pipebal::usable_cores() >= 2) {  // the plain model on both devices' threads
     EXPECT_TRUE(labels.count("plain, 2 threads")) << configs.dump();
   }
   // Ranks are a permutation of 1..N, the predicted one in the planner's order.
@@ -546,7 +546,7 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
     }
   };
   expect_pooled(profile["layers"]);
-  if (std::thread::hardware_concurrency() < 2) return;
+  if (pipebal::usable_cores() < 2) return;
   expect_pooled(json::parse(read_text(dir + "/out/profile-threads.json"))["layers"]);
   // The plain model on 2 threads profiled after each of the 2 measured rounds, 2 passes each, on
   // its run's 2-thread pool; its prediction in turns is what `balance` predicts from that profile.

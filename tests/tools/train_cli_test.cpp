@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pipebal/common/cores.h"
 #include "tests/tools/cli_support.h"
 
 namespace pipebal::testing {
@@ -123,7 +123,7 @@ TEST(TrainCli, ValidateMeasuresMemoryAsTrainAloneDoes) {
 // Stages whose threads need more cores than the machine has are trained, with one warning line.
 TEST(TrainCli, WarnsWhenItsStagesNeedMoreCoresThanTheMachineHas) {
   const std::string dir = fresh_dir("train_oversubscribed");
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = pipebal::usable_cores();
   if (cores < 2) GTEST_SKIP() << "one core: one intra-op thread per stage is all there is";
   const std::string run =
       " --model mlp:layers=2,width=8 --input-shape 4,8 --steps 1 "
