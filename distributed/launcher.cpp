@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -21,7 +22,9 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "pipebal/common/cores.h"
 #include "pipebal/common/time_limit.h"
 #include "pipebal/distributed/stderr_relay.h"
 
@@ -148,6 +151,9 @@ struct ChildImage {
   std::vector<std::string> environment;
   std::vector<char*> argv, envp;  // point into the strings above: never copied
   std::string exec_failed;        // the start of the line written should exec fail
+  bool bind = false;              // pinned to `cores` (LaunchOptions::bind_cores)
+  cpu_set_t cores;
+  std::string bind_failed;  // the start of the line written should pinning fail
 
   ChildImage() = default;
   ChildImage(const ChildImage&) = delete;
@@ -157,7 +163,7 @@ struct ChildImage {
 // torchrun's environment for `local_rank` over this process's own (its agent-store switch left
 // out: the launcher serves no store, rank 0 does).
 void make_child_image(const LaunchOptions& options, const std::string& program, int port,
-                      int local_rank, ChildImage& image) {
+                      int local_rank, const std::vector<int>& cores, ChildImage& image) {
   const int world = options.nproc_per_node * options.nnodes;
   const int rank = options.node_rank * options.nproc_per_node + local_rank;
   const std::vector<std::pair<std::string, std::string>> set = {
@@ -185,6 +191,11 @@ void make_child_image(const LaunchOptions& options, const std::string& program, 
   image.envp.push_back(nullptr);
   image.exec_failed =
       fmt::format("{}: cannot run '{}': errno ", options.log_prefix, options.command[0]);
+  image.bind = !cores.empty();
+  CPU_ZERO(&image.cores);
+  for (const int cpu : cores) CPU_SET(cpu, &image.cores);
+  image.bind_failed = fmt::format("{}: cannot pin local rank {} to cores {}: errno ",
+                                  options.log_prefix, local_rank, fmt::join(cores, ","));
 }
 
 // errno's value as decimal digits and a newline, without the C library (after fork).
@@ -216,6 +227,12 @@ void write_errno_line(int error) {
     if (null >= 0) dup2(null, STDOUT_FILENO);
   }
   if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);  // the launcher's relay (not closed on exec)
+  if (image.bind && sched_setaffinity(0, sizeof image.cores, &image.cores) != 0) {
+    const int error = errno;
+    (void)!write(STDERR_FILENO, image.bind_failed.data(), image.bind_failed.size());
+    write_errno_line(error);
+    _exit(127);
+  }
   execve(image.program.c_str(), image.argv.data(), image.envp.data());
   const int error = errno;
   (void)!write(STDERR_FILENO, image.exec_failed.data(), image.exec_failed.size());
@@ -260,6 +277,15 @@ void check(const LaunchOptions& options) {
     throw std::invalid_argument(fmt::format("cannot run '{}': {}", options.command[0], why));
   }
   check_time_limit(options.grace_s, "--grace");
+  if (options.bind_cores) {
+    const std::vector<int> cpus = allowed_cpus();
+    if (cpus.size() < size_t(options.nproc_per_node)) {
+      throw std::invalid_argument(fmt::format(
+          "--bind-cores: the {} core{} this launcher may run on cannot give each of {} processes "
+          "one of its own",
+          cpus.size(), cpus.size() == 1 ? "" : "s", options.nproc_per_node));
+    }
+  }
   // Every line waits this long: more than a minute is a typo, not a choice.
   constexpr double kLongestFoldWindowS = 60;
   if (!(options.fold_window_s >= 0 && options.fold_window_s <= kLongestFoldWindowS)) {
@@ -268,6 +294,18 @@ void check(const LaunchOptions& options) {
         "error themselves), got {}",
         kLongestFoldWindowS, options.fold_window_s));
   }
+}
+
+std::vector<std::vector<int>> core_shares(const std::vector<int>& cpus, int processes) {
+  std::vector<std::vector<int>> shares(processes);
+  const size_t each = cpus.size() / processes, longer = cpus.size() % processes;
+  size_t next = 0;
+  for (size_t p = 0; p < shares.size(); ++p) {
+    const size_t count = each + (p < longer ? 1 : 0);
+    shares[p].assign(cpus.begin() + next, cpus.begin() + next + count);
+    next += count;
+  }
+  return shares;
 }
 
 int last_interrupt() {
@@ -292,9 +330,12 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   std::vector<pid_t> children;  // -1 once reaped
   std::vector<pid_t> groups;    // each child's process group, which outlives it with its own
   const pid_t launcher = getpid();
+  const std::vector<std::vector<int>> cores =
+      options.bind_cores ? core_shares(allowed_cpus(), options.nproc_per_node)
+                         : std::vector<std::vector<int>>(options.nproc_per_node);
   for (int local = 0; local < options.nproc_per_node; ++local) {
     ChildImage image;
-    make_child_image(options, program, port, local, image);
+    make_child_image(options, program, port, local, cores[local], image);
     const pid_t pid = fork();
     if (pid < 0) {
       relay.say(options.log_prefix + ": fork failed: " + std::strerror(errno));

@@ -23,6 +23,10 @@ struct LaunchOptions {
   // alike (each rank's copy of one input error) is shown once, naming the ranks that printed it;
   // 0: the processes write to the launcher's standard error themselves.
   double fold_window_s = 0.5;
+  // Each process pinned to its own share of the launcher's cores (core_shares), as DeepSpeed's
+  // --bind_cores_to_rank: stages neither share a core nor move between cores, and each counts
+  // its own cores (common/cores.h: --threads, the machine's load).
+  bool bind_cores = false;
   bool discard_stdout = false;                // the processes' standard output goes to /dev/null
   std::string log_prefix = "pipebal launch";  // starts each line the launcher logs
 };
@@ -31,6 +35,10 @@ struct LaunchOptions {
 // The launcher reports the process that failed first, not the ones that followed it, however
 // their exits are ordered.
 constexpr int kPeerFailedExitStatus = 3;
+
+// The cores of each of `processes` processes: `cpus` in contiguous runs, the first
+// cpus.size() % processes of them one core longer. Needs processes <= cpus.size().
+std::vector<std::vector<int>> core_shares(const std::vector<int>& cpus, int processes);
 
 // Throws std::invalid_argument for inconsistent options (one line naming the option) and for a
 // command this host cannot run.

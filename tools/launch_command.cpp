@@ -32,6 +32,9 @@ void add_launch_command(CLI::App& app) {
                   "seconds a line the processes print on stderr is held, so that one several "
                   "print alike is shown once (0: they write to stderr themselves)")
       ->capture_default_str();
+  cmd->add_flag("--bind-cores", options->bind_cores,
+                "pin each process to its own share of this node's cores (the launcher's, split in "
+                "order): stages neither share nor change cores");
   // Not required() here: check() says what to give, with an example.
   cmd->add_option("command", options->command, "the command each process runs, after --");
   cmd->footer(
@@ -40,7 +43,8 @@ void add_launch_command(CLI::App& app) {
       "then runs stage RANK. The first process to fail stops the others; the launcher exits\n"
       "with its status. What the processes print on stderr comes through the launcher line by\n"
       "line: a line that several print alike is shown once, naming the ranks that printed it\n"
-      "(\"pipebal: error: ranks 0, 1: ...\").\n"
+      "(\"pipebal: error: ranks 0, 1: ...\"). With --bind-cores, local rank r of N runs on the\n"
+      "r-th of N runs of the launcher's cores (on 8 cores, 2 processes: 0-3 and 4-7).\n"
       "Examples:\n"
       "  pipebal launch --nproc-per-node 2 -- pipebal train --plan plan.json -o run.json\n"
       "  # two hosts, two stages each:\n"

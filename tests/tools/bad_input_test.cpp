@@ -295,6 +295,8 @@ const std::vector<BadInput> kTable = {
      "--processes 3: each device (--stages) is one process"},
     {"link", "link measures between two processes: run it as pipebal launch"},
     {"launch --nproc-per-node 0 -- true", "--nproc-per-node must be between 1 and 1024, got 0"},
+    {"launch --nproc-per-node 1024 --bind-cores -- true",
+     "this launcher may run on cannot give each of 1024 processes one of its own"},
     {"launch --nproc-per-node 2", "give the command to run after --, e.g. pipebal launch"},
     {"launch --nproc-per-node 2 -- /nonexistent/x",
      "cannot run '/nonexistent/x': No such file or directory"},

@@ -4,6 +4,7 @@
 // wrong across processes: launch_failure_cli_test.cpp.)
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,6 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pipebal/common/cores.h"
+#include "pipebal/distributed/launcher.h"
 #include "tests/support/loopback_port.h"
 #include "tests/tools/cli_support.h"
 #include "tests/tools/launch_support.h"
@@ -219,6 +222,37 @@ TEST(LaunchCli, ReplicasWithDropoutTrainExactlyLikeOnePipelineOverTheirBatch) {
       run_pipebal(no_dropout + " --input-shape 8,8 --chunks 4 -o " + dir + "/plain.json");
   ASSERT_EQ(plain.status, 0) << plain.err;
   EXPECT_GT(std::abs(losses(read_json(dir + "/plain.json")).back() - one.back()), 1e-6);
+}
+
+// --bind-cores: each process runs on its own share of the launcher's cores (as many as the
+// launcher's allow, split in order), and asks for none that would be left without one.
+TEST(LaunchCli, BindCoresPinsEachProcessToItsShareOfTheCores) {
+  const std::vector<int> cpus = pipebal::allowed_cpus();
+  const int processes = std::min<int>(2, cpus.size());
+  const CliResult r = run_pipebal(
+      fmt::format("launch --nproc-per-node {} --bind-cores --master-port 0 -- sh -c "
+                  "'echo \"$LOCAL_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)\"'",
+                  processes));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::vector<int>> shares = pipebal::distributed::core_shares(cpus, processes);
+  for (int local = 0; local < processes; ++local) {
+    // As the kernel lists them: runs of consecutive cores as first-last.
+    std::string listed;
+    for (size_t i = 0; i < shares[local].size();) {
+      size_t end = i + 1;
+      while (end < shares[local].size() && shares[local][end] == shares[local][end - 1] + 1) ++end;
+      listed += fmt::format("{}{}", listed.empty() ? "" : ",", shares[local][i]);
+      if (end - i > 1) listed += fmt::format("-{}", shares[local][end - 1]);
+      i = end;
+    }
+    EXPECT_NE(r.out.find(fmt::format("{} {}\n", local, listed)), std::string::npos)
+        << "local rank " << local << " on " << listed << ", got " << r.out;
+  }
+  // Without the flag every process may run on all of the launcher's cores.
+  const CliResult unbound =
+      run_pipebal("launch --nproc-per-node 2 --master-port 0 -- sh -c 'nproc'");
+  ASSERT_EQ(unbound.status, 0) << unbound.err;
+  EXPECT_EQ(unbound.out, fmt::format("{0}\n{0}\n", cpus.size()));
 }
 
 // `pipebal link` between two processes adds the measured link to a profile; balance then prices
