@@ -88,7 +88,7 @@ def train(pipebal, path):
 
 
 def measure(pipebal, args, work):
-    cores = os.cpu_count()
+    cores = len(os.sched_getaffinity(0))
     rounds = []
     for r in range(args.rounds):
         conditions = ["idle", "busy"] if r % 2 == 0 else ["busy", "idle"]

@@ -129,11 +129,19 @@ nlohmann::json machine_load_to_json(const MachineLoad& load) {
           {"steal_cores", rounded(load.steal_cores)}};
 }
 
-MachineLoadMeter::MachineLoadMeter()
-    : cpus_(allowed_cpus()),
-      start_(read_cpu_times(cpus_)),
-      own_start_s_(own_cpu_seconds()),
-      started_(std::chrono::steady_clock::now()) {}
+MachineLoadMeter::MachineLoadMeter() : cpus_(allowed_cpus()), start_(read_cpu_times(cpus_)) {
+  cores_ = static_cast<int>(cpus_.size());
+  if (!start_ && !cpus_.empty()) {
+    // No line of its cores (a container's /proc/stat numbering them from 0): the machine's.
+    cpus_.clear();
+    start_ = read_cpu_times(cpus_);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    cores_ = online > 0 ? static_cast<int>(online) : 1;
+  }
+  if (cores_ == 0) cores_ = usable_cores();
+  own_start_s_ = own_cpu_seconds();
+  started_ = std::chrono::steady_clock::now();
+}
 
 std::optional<MachineLoad> MachineLoadMeter::load() const {
   if (!start_) return std::nullopt;
@@ -141,8 +149,7 @@ std::optional<MachineLoad> MachineLoadMeter::load() const {
   if (!end) return std::nullopt;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  const int cores = !cpus_.empty() ? static_cast<int>(cpus_.size()) : usable_cores();
-  return machine_load_between(*start_, *end, own_cpu_seconds() - own_start_s_, seconds, cores);
+  return machine_load_between(*start_, *end, own_cpu_seconds() - own_start_s_, seconds, cores_);
 }
 
 }  // namespace pipebal

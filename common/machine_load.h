@@ -58,16 +58,17 @@ std::string describe_load(const MachineLoad& load);
 // what clock ticks can tell (milliseconds, thousandths of a core).
 nlohmann::json machine_load_to_json(const MachineLoad& load);
 
-// Measures from construction to load() over the cores this process may run on at construction:
-// nullopt where /proc/stat cannot be read.
+// Measures from construction to load() over the cores this process may run on at construction
+// (the whole machine where /proc/stat lists none of them): nullopt where it cannot be read.
 class MachineLoadMeter {
  public:
   MachineLoadMeter();
   std::optional<MachineLoad> load() const;
 
  private:
-  std::vector<int> cpus_;
+  std::vector<int> cpus_;  // empty: the machine's aggregate line
   std::optional<MachineCpuTimes> start_;
+  int cores_ = 0;
   double own_start_s_ = 0;
   std::chrono::steady_clock::time_point started_;
 };

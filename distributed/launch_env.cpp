@@ -52,6 +52,8 @@ std::optional<LaunchEnv> launch_env_from(const GetEnv& getenv) {
                             env.world_size > 1 ? std::nullopt : std::optional<int>(29500));
   const char* agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
   env.agent_store = agent != nullptr && std::string(agent) == "True";
+  const char* bound = getenv(kBindCoresVariable);
+  env.cores_of_its_own = bound != nullptr && std::string(bound) == "1";
   env.restart_count = integer(getenv, "TORCHELASTIC_RESTART_COUNT", 0, 1 << 30, 0);
   return env;
 }

@@ -19,7 +19,13 @@ struct LaunchEnv {
   // MASTER_ADDR:MASTER_PORT, so rank 0 connects to it instead of serving one.
   bool agent_store = false;
   int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: keys of a restarted run stay apart
+  // PIPEBAL_BIND_CORES=1: `pipebal launch --bind-cores` pinned this process to cores no other
+  // process of the host runs on (common/cores.h counts only those).
+  bool cores_of_its_own = false;
 };
+
+// Set by `pipebal launch` in each process: "1" with --bind-cores, else "0".
+constexpr const char* kBindCoresVariable = "PIPEBAL_BIND_CORES";
 
 using GetEnv = std::function<const char*(const char*)>;
 

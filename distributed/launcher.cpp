@@ -26,6 +26,7 @@
 
 #include "pipebal/common/cores.h"
 #include "pipebal/common/time_limit.h"
+#include "pipebal/distributed/launch_env.h"
 #include "pipebal/distributed/stderr_relay.h"
 
 namespace pipebal::distributed {
@@ -173,7 +174,8 @@ void make_child_image(const LaunchOptions& options, const std::string& program, 
       {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
       {"MASTER_ADDR", options.master_addr},
-      {"MASTER_PORT", std::to_string(port)}};
+      {"MASTER_PORT", std::to_string(port)},
+      {kBindCoresVariable, cores.empty() ? "0" : "1"}};
   image.program = program;
   image.words = options.command;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -279,6 +281,9 @@ void check(const LaunchOptions& options) {
   check_time_limit(options.grace_s, "--grace");
   if (options.bind_cores) {
     const std::vector<int> cpus = allowed_cpus();
+    if (cpus.empty()) {
+      throw std::invalid_argument("--bind-cores: cannot read the cores this launcher may run on");
+    }
     if (cpus.size() < size_t(options.nproc_per_node)) {
       throw std::invalid_argument(fmt::format(
           "--bind-cores: the {} core{} this launcher may run on cannot give each of {} processes "
@@ -297,6 +302,10 @@ void check(const LaunchOptions& options) {
 }
 
 std::vector<std::vector<int>> core_shares(const std::vector<int>& cpus, int processes) {
+  if (processes < 1 || size_t(processes) > cpus.size()) {
+    throw std::invalid_argument(
+        fmt::format("{} cores cannot be shared among {} processes", cpus.size(), processes));
+  }
   std::vector<std::vector<int>> shares(processes);
   const size_t each = cpus.size() / processes, longer = cpus.size() % processes;
   size_t next = 0;

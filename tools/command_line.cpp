@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "pipebal/common/aligned_stack.h"
+#include "pipebal/common/cores.h"
 #include "pipebal/common/env_flag.h"
 #include "pipebal/common/error_text.h"
 #include "pipebal/common/git_commit.h"
@@ -122,9 +123,11 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 // For an option the command does not have: "train has no option --stages: ...", with the
 // command's option it most likely meant (a typo of two characters or fewer, in a name of five or
-// more), or what to give instead where pipebal knows. Empty when no `--name` word of the command
-// line is unknown (CLI11's words then stand).
-std::string unknown_option_text(const CLI::App& app, int argc, char** argv) {
+// more, of an option not given already), or what to give instead where pipebal knows. With
+// `missing_required`, only when the option meant is a required one not given (the typo is why
+// it is missing). Empty when no `--name` word of the command line is unknown, or none fits:
+// CLI11's words then stand.
+std::string unknown_option_text(const CLI::App& app, int argc, char** argv, bool missing_required) {
   const auto parsed = app.get_subcommands();
   if (parsed.empty()) return "";
   const CLI::App& command = *parsed.front();
@@ -138,22 +141,33 @@ std::string unknown_option_text(const CLI::App& app, int argc, char** argv) {
       continue;
     }
     std::string text = fmt::format("{} has no option {}", command.get_name(), name);
-    if (command.get_name() == "train" && name == "--stages") {
+    if (!missing_required && command.get_name() == "train" && name == "--stages") {
       return text + ": --balance (e.g. 3,2) or --plan says where to cut (`pipebal plan`, or " +
              "`pipebal balance PROFILE --stages N -o plan.json`, makes a plan)";
     }
     std::string closest;
+    const CLI::Option* meant = nullptr;
     size_t closest_distance = 3;  // more edits than this is another word
     for (const CLI::Option* option : command.get_options()) {
+      if (option->count() > 0) continue;  // given already: not what this word meant
       for (const std::string& long_name : option->get_lnames()) {
         const size_t distance = edit_distance(name.substr(2), long_name);
         if (long_name.size() >= 5 && distance < closest_distance) {
           closest = "--" + long_name;
+          meant = option;
           closest_distance = distance;
         }
       }
     }
-    if (!closest.empty()) text += fmt::format("; did you mean {}?", closest);
+    if (missing_required && (meant == nullptr || !meant->get_required())) return "";
+    if (!closest.empty()) return text + fmt::format("; did you mean {}?", closest);
+    // launch's command words given without `--` before them: the option is the command's.
+    const CLI::Option* launched = command.get_option_no_throw("command");
+    if (command.get_name() == "launch" && launched != nullptr && launched->count() > 0) {
+      return text +
+             ": give the command to run after --, e.g. pipebal launch --nproc-per-node 2 "
+             "-- pipebal train --balance 3,2";
+    }
     return text;
   }
   return "";
@@ -173,6 +187,7 @@ bool asks_for_help(int argc, char** argv) {
 }  // namespace
 
 int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHooks& hooks) {
+  remember_startup_cores();  // before any thread binds itself to one (common/cores.h)
   // The first word names the command: say plainly when it names none.
   std::vector<std::string> commands;
   for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
@@ -205,9 +220,10 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
     if (error.get_exit_code() == 0) return output_arrived(app.exit(error));
     std::string text = parse_error_text(error);
     // A mistyped option is unknown (an extra), and leaves the one it meant missing when required.
-    if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr ||
-        dynamic_cast<const CLI::RequiredError*>(&error) != nullptr) {
-      const std::string unknown = unknown_option_text(app, argc, argv);
+    const bool extras = dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr;
+    const bool missing = dynamic_cast<const CLI::RequiredError*>(&error) != nullptr;
+    if (extras || missing) {
+      const std::string unknown = unknown_option_text(app, argc, argv, missing);
       if (!unknown.empty()) text = unknown;
     }
     print_error_line("pipebal: error: " + rank_prefix() + text + " (see --help)");

@@ -33,8 +33,8 @@ void add_launch_command(CLI::App& app) {
                   "print alike is shown once (0: they write to stderr themselves)")
       ->capture_default_str();
   cmd->add_flag("--bind-cores", options->bind_cores,
-                "pin each process to its own share of this node's cores (the launcher's, split in "
-                "order): stages neither share nor change cores");
+                "pin each process to its own share of this node's cores (the launcher's logical "
+                "CPUs, split in order), so that the processes do not share cores");
   // Not required() here: check() says what to give, with an example.
   cmd->add_option("command", options->command, "the command each process runs, after --");
   cmd->footer(

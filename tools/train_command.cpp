@@ -243,7 +243,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       !reports
           ? ""
           : plan_warnings + oversubscription_warning(
-                                settings.launch ? settings.launch->local_world_size
+                                settings.launch ? (settings.launch->cores_of_its_own
+                                                       ? 1  // its own cores, its own device
+                                                       : settings.launch->local_world_size)
                                                 : stages / std::max(1, settings.virtual_stages),
                                 settings.threads_per_stage);
   if (reports && settings.schedule == pipeline::ScheduleKind::kInterleaved &&

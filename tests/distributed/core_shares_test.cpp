@@ -1,5 +1,7 @@
 // launch --bind-cores's split of the launcher's cores: contiguous runs in order, every core
 // given, the first processes one core longer when they do not divide evenly.
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "pipebal/distributed/launcher.h"
@@ -16,6 +18,8 @@ TEST(CoreShares, TheLaunchersCoresInContiguousRuns) {
   // A launcher pinned to some cores (taskset -c 2,3,6,7) shares out those.
   EXPECT_EQ(core_shares({2, 3, 6, 7}, 2), (Shares{{2, 3}, {6, 7}}));
   EXPECT_EQ(core_shares({5}, 1), (Shares{{5}}));
+  EXPECT_THROW(core_shares({0, 1}, 3), std::invalid_argument) << "a process without a core";
+  EXPECT_THROW(core_shares({0, 1}, 0), std::invalid_argument);
 }
 
 }  // namespace

@@ -26,6 +26,18 @@ std::string error_of(const std::map<std::string, std::string>& vars) {
   return "no error";
 }
 
+// pipebal launch --bind-cores says so, and a process started otherwise shares its cores.
+TEST(LaunchEnv, CoresOfItsOwnOnlyWhenTheLauncherBoundIt) {
+  const std::map<std::string, std::string> torchrun = {
+      {"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "host0"}, {"MASTER_PORT", "29500"}};
+  EXPECT_FALSE(read(torchrun)->cores_of_its_own);
+  auto bound = torchrun;
+  bound["PIPEBAL_BIND_CORES"] = "1";
+  EXPECT_TRUE(read(bound)->cores_of_its_own);
+  bound["PIPEBAL_BIND_CORES"] = "0";
+  EXPECT_FALSE(read(bound)->cores_of_its_own);
+}
+
 TEST(LaunchEnv, NoWorldSizeMeansOneProcess) {
   EXPECT_FALSE(read({{"RANK", "3"}}).has_value());
 }

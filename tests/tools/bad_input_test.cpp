@@ -287,6 +287,12 @@ const std::vector<BadInput> kTable = {
     {"train --model mlp:layers=2 --stages 2",
      "train has no option --stages: --balance (e.g. 3,2) or --plan says where to cut"},
     {"train --model mlp:layers=2 --balance 2,1 9", "argument was not expected: 9"},
+    // An unknown option that is no typo of a missing required one leaves CLI11's words; one
+    // given already is not suggested; launch's command needs -- before it.
+    {"profile --bogus x", "--model is required"},
+    {"train --model mlp:layers=2 --balance 2,1 --balanse 2,1", "train has no option --balanse ("},
+    {"launch --nproc-per-node 2 true --foo",
+     "launch has no option --foo: give the command to run after --, e.g. pipebal launch"},
     {"profile", "--model is required"},
     {"profile --model mlp:layers=2,width=8 --backend cupti", "cupti"},
     {"profile --model mlp:layers=2,width=8 --device tpu", "tpu"},

@@ -227,32 +227,38 @@ TEST(LaunchCli, ReplicasWithDropoutTrainExactlyLikeOnePipelineOverTheirBatch) {
 // --bind-cores: each process runs on its own share of the launcher's cores (as many as the
 // launcher's allow, split in order), and asks for none that would be left without one.
 TEST(LaunchCli, BindCoresPinsEachProcessToItsShareOfTheCores) {
+  // As the kernel lists cores in /proc/PID/status: runs of consecutive ones as first-last.
+  const auto listed = [](const std::vector<int>& cores) {
+    std::string text;
+    for (size_t i = 0; i < cores.size();) {
+      size_t end = i + 1;
+      while (end < cores.size() && cores[end] == cores[end - 1] + 1) ++end;
+      text += fmt::format("{}{}", text.empty() ? "" : ",", cores[i]);
+      if (end - i > 1) text += fmt::format("-{}", cores[end - 1]);
+      i = end;
+    }
+    return text;
+  };
+  const std::string print_cores =
+      "-- sh -c 'echo \"$LOCAL_RANK $PIPEBAL_BIND_CORES $(grep Cpus_allowed_list "
+      "/proc/self/status | cut -f2)\"'";
   const std::vector<int> cpus = pipebal::allowed_cpus();
   const int processes = std::min<int>(2, cpus.size());
-  const CliResult r = run_pipebal(
-      fmt::format("launch --nproc-per-node {} --bind-cores --master-port 0 -- sh -c "
-                  "'echo \"$LOCAL_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)\"'",
-                  processes));
+  const CliResult r = run_pipebal(fmt::format(
+      "launch --nproc-per-node {} --bind-cores --master-port 0 {}", processes, print_cores));
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<std::vector<int>> shares = pipebal::distributed::core_shares(cpus, processes);
   for (int local = 0; local < processes; ++local) {
-    // As the kernel lists them: runs of consecutive cores as first-last.
-    std::string listed;
-    for (size_t i = 0; i < shares[local].size();) {
-      size_t end = i + 1;
-      while (end < shares[local].size() && shares[local][end] == shares[local][end - 1] + 1) ++end;
-      listed += fmt::format("{}{}", listed.empty() ? "" : ",", shares[local][i]);
-      if (end - i > 1) listed += fmt::format("-{}", shares[local][end - 1]);
-      i = end;
-    }
-    EXPECT_NE(r.out.find(fmt::format("{} {}\n", local, listed)), std::string::npos)
-        << "local rank " << local << " on " << listed << ", got " << r.out;
+    const std::string line = fmt::format("{} 1 {}\n", local, listed(shares[local]));
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "in " << r.out;
   }
-  // Without the flag every process may run on all of the launcher's cores.
-  const CliResult unbound =
-      run_pipebal("launch --nproc-per-node 2 --master-port 0 -- sh -c 'nproc'");
+  // Without the flag every process may run on all of the launcher's cores, and is told so.
+  const CliResult unbound = run_pipebal("launch --nproc-per-node 2 --master-port 0 " + print_cores);
   ASSERT_EQ(unbound.status, 0) << unbound.err;
-  EXPECT_EQ(unbound.out, fmt::format("{0}\n{0}\n", cpus.size()));
+  for (int local = 0; local < 2; ++local) {
+    const std::string line = fmt::format("{} 0 {}\n", local, listed(cpus));
+    EXPECT_NE(unbound.out.find(line), std::string::npos) << line << "in " << unbound.out;
+  }
 }
 
 // `pipebal link` between two processes adds the measured link to a profile; balance then prices

@@ -120,8 +120,8 @@ TEST(TrainCli, ValidateMeasuresMemoryAsTrainAloneDoes) {
   }
 }
 
-// Stages whose threads need more cores than the machine has are trained, with one warning line.
-TEST(TrainCli, WarnsWhenItsStagesNeedMoreCoresThanTheMachineHas) {
+// Stages whose threads need more cores than pipebal may run on are trained, with one warning line.
+TEST(TrainCli, WarnsWhenItsStagesNeedMoreCoresThanItMayRunOn) {
   const std::string dir = fresh_dir("train_oversubscribed");
   const int cores = pipebal::usable_cores();
   if (cores < 2) GTEST_SKIP() << "one core: one intra-op thread per stage is all there is";
