@@ -43,8 +43,8 @@ std::vector<int> parse_weight_delays(const std::string& text);
 // for the others; throws std::invalid_argument for --virtual with another schedule or below 1.
 int stages_per_device(pipeline::ScheduleKind schedule, int given);
 // A warning line (with its newline) when `devices` devices of `threads` (2 or more) intra-op
-// threads each need more cores than pipebal may run on (common/cores.h), empty otherwise: their threads then share
-// cores and the steps run slower than a profile of one device predicts.
+// threads each need more cores than pipebal may run on (common/cores.h), empty otherwise: their
+// threads then share cores and the steps run slower than a profile of one device predicts.
 std::string oversubscription_warning(int devices, int threads);
 // Prints the warning that the machine was busy while measuring (`what`: "profiling") on stderr,
 // when `load` says it was (common/machine_load.h).

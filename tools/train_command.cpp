@@ -236,18 +236,18 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   }
   Progress progress(std::cerr, Progress::mode_for_stderr(p.quiet || !reports));
   const int warmup = settings.warmup_steps;
-  // Said once the run is made (bad input gets its one line alone): processes on this host, or
-  // this process's devices (a device's stages share its thread).
+  // Said once the run is made (bad input gets its one line alone). What shares this process's
+  // cores: its devices (a device's stages share its thread), the processes on this host, or this
+  // process alone under launch --bind-cores (cores of its own).
   const int stages = static_cast<int>(settings.balance.size());
-  std::string warning =
-      !reports
-          ? ""
-          : plan_warnings + oversubscription_warning(
-                                settings.launch ? (settings.launch->cores_of_its_own
-                                                       ? 1  // its own cores, its own device
-                                                       : settings.launch->local_world_size)
-                                                : stages / std::max(1, settings.virtual_stages),
-                                settings.threads_per_stage);
+  const int devices_on_these_cores =
+      !settings.launch                    ? stages / std::max(1, settings.virtual_stages)
+      : settings.launch->cores_of_its_own ? 1
+                                          : settings.launch->local_world_size;
+  std::string warning = !reports
+                            ? ""
+                            : plan_warnings + oversubscription_warning(devices_on_these_cores,
+                                                                       settings.threads_per_stage);
   if (reports && settings.schedule == pipeline::ScheduleKind::kInterleaved &&
       stages == settings.virtual_stages) {
     warning += fmt::format(
