@@ -143,28 +143,6 @@ void check_size_aliases(const JsonReader& r, CostProfile& profile) {
   }
 }
 
-// The environment's machine load, as profiler::environment_to_json writes it; like the rest of
-// the environment only context, so one that is not that (null, hand-edited) is no load.
-std::optional<MachineLoad> machine_load_from(const json& doc) {
-  if (!doc.is_object()) return std::nullopt;
-  MachineLoad load;
-  const auto number = [&doc](const char* key, double most, double& to) {
-    const auto field = doc.find(key);
-    if (field == doc.end() || !field->is_number()) return false;
-    to = field->get<double>();
-    return to >= 0 && to <= most;  // NaN fails too
-  };
-  double cores = 0;
-  constexpr double kMostCores = 1 << 16;
-  if (!number("seconds", 1e9, load.seconds) || !number("cores", kMostCores, cores) ||
-      !number("others_cores", kMostCores, load.others_cores) ||
-      !number("steal_cores", kMostCores, load.steal_cores)) {
-    return std::nullopt;
-  }
-  load.cores = static_cast<int>(cores);
-  return load;
-}
-
 }  // namespace
 
 CostProfile profile_from_json(const json& doc, const std::string& file) {
@@ -233,7 +211,9 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
     }
   }
   if (r.has("environment") && r.at("environment").has("machine_load")) {
-    profile.machine_load = machine_load_from(r.at("environment").at("machine_load").value());
+    // Like the rest of the environment only context: one that is not a load (null, hand-edited)
+    // is no load, not an error.
+    profile.machine_load = machine_load_from_json(r.at("environment").at("machine_load").value());
   }
   if (r.has("sizes")) {
     const std::vector<JsonReader> sizes = r.at("sizes").elements();

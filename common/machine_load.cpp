@@ -17,6 +17,10 @@
 namespace pipebal {
 namespace {
 
+// Beyond these a value read back is not one pipebal wrote.
+constexpr double kMostCores = 1 << 16;
+constexpr double kMostSeconds = 1e9;
+
 // This process's CPU time, and its children's that it has waited for (the ranks `validate
 // --processes` starts are its own work).
 double own_cpu_seconds() {
@@ -36,6 +40,17 @@ std::optional<MachineCpuTimes> read_cpu_times(const std::vector<int>& cpus) {
   text << file.rdbuf();
   const long ticks = sysconf(_SC_CLK_TCK);
   return parse_proc_stat(text.str(), ticks > 0 ? double(ticks) : 100.0, cpus);
+}
+
+// The load of two sets of cores apart, over the longer of their intervals.
+MachineLoad add_apart(const std::optional<MachineLoad>& a, const MachineLoad& b) {
+  if (!a) return b;
+  MachineLoad both = *a;
+  both.seconds = std::max(both.seconds, b.seconds);
+  both.cores += b.cores;
+  both.others_cores += b.others_cores;
+  both.steal_cores += b.steal_cores;
+  return both;
 }
 
 }  // namespace
@@ -129,6 +144,120 @@ nlohmann::json machine_load_to_json(const MachineLoad& load) {
           {"steal_cores", rounded(load.steal_cores)}};
 }
 
+std::optional<MachineLoad> machine_load_from_json(const nlohmann::json& doc) {
+  if (!doc.is_object()) return std::nullopt;
+  MachineLoad load;
+  const auto number = [&doc](const char* key, double most, double& to) {
+    const auto field = doc.find(key);
+    if (field == doc.end() || !field->is_number()) return false;
+    to = field->get<double>();
+    return to >= 0 && to <= most;  // NaN fails too
+  };
+  double cores = 0;
+  if (!number("seconds", kMostSeconds, load.seconds) || !number("cores", kMostCores, cores) ||
+      !number("others_cores", kMostCores, load.others_cores) ||
+      !number("steal_cores", kMostCores, load.steal_cores)) {
+    return std::nullopt;
+  }
+  load.cores = static_cast<int>(cores);
+  return load;
+}
+
+MachineLoad load_of(const CpuUse& use) {
+  return machine_load_between({}, {use.busy_s, use.steal_s}, use.own_s, use.seconds, use.cores);
+}
+
+std::optional<MachineLoad> load_of_processes(const std::vector<CpuUse>& on_one_host) {
+  // The processes by the cores they read: each group shares its cores.
+  std::vector<std::vector<const CpuUse*>> groups;
+  for (const CpuUse& use : on_one_host) {
+    const auto same = std::find_if(groups.begin(), groups.end(), [&use](const auto& group) {
+      return group[0]->cpus == use.cpus;
+    });
+    if (same != groups.end()) {
+      same->push_back(&use);
+    } else {
+      groups.push_back({&use});
+    }
+  }
+  if (groups.empty()) return std::nullopt;
+  const auto overlap = [](const std::vector<int>& a, const std::vector<int>& b) {
+    if (a.empty() || b.empty()) return true;  // the whole machine
+    return std::any_of(a.begin(), a.end(),
+                       [&b](int cpu) { return std::find(b.begin(), b.end(), cpu) != b.end(); });
+  };
+  for (size_t i = 0; i < groups.size(); ++i) {
+    for (size_t j = i + 1; j < groups.size(); ++j) {
+      if (overlap(groups[i][0]->cpus, groups[j][0]->cpus)) return std::nullopt;
+    }
+  }
+  std::optional<MachineLoad> host;
+  for (const auto& group : groups) {
+    CpuUse together = *group[0];
+    together.seconds = together.busy_s = together.steal_s = together.own_s = 0;
+    for (const CpuUse* use : group) {
+      // The same cores read over nearly the same interval: one reading, every process's own.
+      together.seconds += use->seconds / double(group.size());
+      together.busy_s += use->busy_s / double(group.size());
+      together.steal_s += use->steal_s / double(group.size());
+      together.own_s += use->own_s;
+    }
+    host = add_apart(host, load_of(together));
+  }
+  return host;
+}
+
+std::optional<MachineLoad> load_of_hosts(const std::vector<HostCpuUse>& processes) {
+  std::vector<std::string> hosts;
+  for (const HostCpuUse& process : processes) {
+    if (!process.use) return std::nullopt;
+    if (std::find(hosts.begin(), hosts.end(), process.host) == hosts.end()) {
+      hosts.push_back(process.host);
+    }
+  }
+  std::optional<MachineLoad> all;
+  for (const std::string& host : hosts) {
+    std::vector<CpuUse> on_host;
+    for (const HostCpuUse& process : processes) {
+      if (process.host == host) on_host.push_back(*process.use);
+    }
+    const std::optional<MachineLoad> load = load_of_processes(on_host);
+    if (!load) return std::nullopt;
+    all = add_apart(all, *load);
+  }
+  return all;
+}
+
+nlohmann::json cpu_use_to_json(const CpuUse& use) {
+  return {{"cpus", use.cpus},     {"cores", use.cores},     {"seconds", use.seconds},
+          {"busy_s", use.busy_s}, {"steal_s", use.steal_s}, {"own_s", use.own_s}};
+}
+
+std::optional<CpuUse> cpu_use_from_json(const nlohmann::json& doc) {
+  if (!doc.is_object() || !doc.contains("cpus") || !doc["cpus"].is_array()) return std::nullopt;
+  CpuUse use;
+  for (const auto& cpu : doc["cpus"]) {
+    if (!cpu.is_number_integer() || cpu.get<int64_t>() < 0 || cpu.get<int64_t>() >= kMostCores) {
+      return std::nullopt;
+    }
+    use.cpus.push_back(cpu.get<int>());
+  }
+  const auto number = [&doc](const char* key, double& to) {
+    const auto field = doc.find(key);
+    if (field == doc.end() || !field->is_number()) return false;
+    to = field->get<double>();
+    return to >= 0 && to <= kMostSeconds * kMostCores;  // NaN fails too
+  };
+  double cores = 0;
+  if (!number("cores", cores) || cores > kMostCores || !number("seconds", use.seconds) ||
+      !number("busy_s", use.busy_s) || !number("steal_s", use.steal_s) ||
+      !number("own_s", use.own_s)) {
+    return std::nullopt;
+  }
+  use.cores = static_cast<int>(cores);
+  return use;
+}
+
 MachineLoadMeter::MachineLoadMeter() : cpus_(allowed_cpus()), start_(read_cpu_times(cpus_)) {
   cores_ = static_cast<int>(cpus_.size());
   if (!start_ && !cpus_.empty()) {
@@ -144,12 +273,24 @@ MachineLoadMeter::MachineLoadMeter() : cpus_(allowed_cpus()), start_(read_cpu_ti
 }
 
 std::optional<MachineLoad> MachineLoadMeter::load() const {
+  const std::optional<CpuUse> reading = use();
+  if (!reading) return std::nullopt;
+  return load_of(*reading);
+}
+
+std::optional<CpuUse> MachineLoadMeter::use() const {
   if (!start_) return std::nullopt;
   const std::optional<MachineCpuTimes> end = read_cpu_times(cpus_);
   if (!end) return std::nullopt;
-  const double seconds =
+  CpuUse reading;
+  reading.cpus = cpus_;
+  reading.cores = cores_;
+  reading.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  return machine_load_between(*start_, *end, own_cpu_seconds() - own_start_s_, seconds, cores_);
+  reading.busy_s = end->busy_s - start_->busy_s;
+  reading.steal_s = end->steal_s - start_->steal_s;
+  reading.own_s = own_cpu_seconds() - own_start_s_;
+  return reading;
 }
 
 }  // namespace pipebal

@@ -58,12 +58,53 @@ std::string describe_load(const MachineLoad& load);
 // what clock ticks can tell (milliseconds, thousandths of a core).
 nlohmann::json machine_load_to_json(const MachineLoad& load);
 
+// The inverse of machine_load_to_json; nullopt for anything else (null, a hand-edited value).
+std::optional<MachineLoad> machine_load_from_json(const nlohmann::json& doc);
+
+// What one process's meter read over its interval: the CPU time its cores took in all, and its
+// own. A run of several processes gathers these to tell its ranks' work from other work.
+struct CpuUse {
+  std::vector<int> cpus;  // the cores read, in order; empty: the machine's aggregate line
+  int cores = 0;
+  double seconds = 0;
+  double busy_s = 0;   // every process's, over those cores
+  double steal_s = 0;  // the hypervisor's
+  double own_s = 0;    // this process's (and its reaped children's)
+};
+
+// The load one process's reading says: others are everyone but that process.
+MachineLoad load_of(const CpuUse& use);
+
+// The load on one host while several processes of one run worked there: others are everyone but
+// them. Processes that read the same cores (not pinned apart) share them, their readings averaged
+// and their own time summed; processes pinned to cores apart (launch --bind-cores) each read
+// their own, and the host's load is theirs summed. nullopt when two sets of cores overlap only in
+// part (whose work is whose cannot be told) or none is given.
+std::optional<MachineLoad> load_of_processes(const std::vector<CpuUse>& on_one_host);
+
+// One process's reading, with the host it ran on (nullopt: not read).
+struct HostCpuUse {
+  std::string host;
+  std::optional<CpuUse> use;
+};
+
+// The load on the hosts of a run's processes, their cores, others and steal summed: nullopt
+// unless every process's reading is known and each host's tells its processes from other work
+// (load_of_processes).
+std::optional<MachineLoad> load_of_hosts(const std::vector<HostCpuUse>& processes);
+
+// As a run's processes send it to rank 0, and back (nullopt for anything else).
+nlohmann::json cpu_use_to_json(const CpuUse& use);
+std::optional<CpuUse> cpu_use_from_json(const nlohmann::json& doc);
+
 // Measures from construction to load() over the cores this process may run on at construction
 // (the whole machine where /proc/stat lists none of them): nullopt where it cannot be read.
 class MachineLoadMeter {
  public:
   MachineLoadMeter();
   std::optional<MachineLoad> load() const;
+  // The reading behind load().
+  std::optional<CpuUse> use() const;
 
  private:
   std::vector<int> cpus_;  // empty: the machine's aggregate line

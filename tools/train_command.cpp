@@ -260,7 +260,8 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   settings.warn = [&warning, reports](const std::string& line) {
     if (reports) warning += warning_prefix() + line + "\n";
   };
-  // One process alone: across processes the other ranks of this host would count as others.
+  // One process alone; across processes each rank reads its cores and rank 0 tells the run's
+  // ranks from other work (TrainingRun).
   std::optional<MachineLoadMeter> load;
   if (!settings.launch) load.emplace();
   reports::RunRecord run = run_training(
@@ -274,8 +275,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       });
   progress.finish();
   if (!reports) return;
-  const std::optional<MachineLoad> machine_load = load ? load->load() : std::nullopt;
-  if (machine_load) run.environment["machine_load"] = machine_load_to_json(*machine_load);
+  const std::optional<MachineLoad> machine_load =
+      load ? load->load()
+           : machine_load_from_json(run.environment.value("machine_load", nlohmann::json()));
+  if (load && machine_load) run.environment["machine_load"] = machine_load_to_json(*machine_load);
   print_summary(run);
   warn_if_diverged(run);
   warn_if_machine_busy(machine_load, "training");

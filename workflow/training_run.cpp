@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipebal/common/machine_load.h"
 #include "pipebal/distributed/c10d_transport.h"
 #include "pipebal/distributed/replicas.h"
 #include "pipebal/distributed/tags.h"
@@ -135,6 +136,9 @@ struct TrainingRun::State {
   std::vector<pipeline::Timeline> timelines;
   std::vector<double> origins_ms;  // of each measured step's timeline (StepResult::origin_ms)
   std::vector<int64_t> peak_bytes;
+  // Of a multi-process run: what this rank's cores took while it ran, for rank 0 to tell the
+  // host's other work from the run's (one process alone is measured by its command).
+  std::optional<MachineLoadMeter> load_meter;
   int next_step = 0;
 };
 
@@ -356,6 +360,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   run.data = settings.data;
   run.environment = profiler::environment_json();
   st.peak_bytes.assign(settings.balance.size(), -1);
+  if (st.group) st.load_meter.emplace();
 }
 
 TrainingRun::~TrainingRun() = default;
@@ -433,14 +438,19 @@ void TrainingRun::gather_ranks() {
   mine["shared_memory_peers"] = st.group->shared_memory_peers();
   mine["peak_bytes"] = st.peak_bytes;
   mine["origins_ms"] = st.origins_ms;
+  const std::optional<CpuUse> my_cpu_use = st.load_meter->use();
+  mine["cpu_use"] = my_cpu_use ? cpu_use_to_json(*my_cpu_use) : nlohmann::json();
   nlohmann::json timelines = nlohmann::json::array();
   for (const auto& t : st.timelines) timelines.push_back(reports::timeline_to_json(t));
   mine["timelines"] = timelines;
   const std::vector<std::string> all = st.group->gather("run", mine.dump());
   if (all.empty()) return;  // not rank 0
   std::vector<pipeline::Timeline> merged(st.timelines.size());
+  std::vector<HostCpuUse> cpu_use_by_rank;
   for (const std::string& text : all) {
     const nlohmann::json theirs = nlohmann::json::parse(text);
+    cpu_use_by_rank.push_back(
+        {theirs.at("host").get<std::string>(), cpu_use_from_json(theirs.at("cpu_use"))});
     const int rank = theirs.at("rank").get<int>();
     const int replica = st.placement.replica_of(rank);
     const auto origins = theirs.at("origins_ms").get<std::vector<double>>();
@@ -471,6 +481,8 @@ void TrainingRun::gather_ranks() {
     process.shared_memory_peers = theirs.at("shared_memory_peers").get<std::vector<int>>();
     st.run.processes.push_back(process);
   }
+  const std::optional<MachineLoad> machine_load = load_of_hosts(cpu_use_by_rank);
+  if (machine_load) st.run.environment["machine_load"] = machine_load_to_json(*machine_load);
   // Each step's time axis starts at its earliest action.
   for (auto& timeline : merged) {
     double first = 0;

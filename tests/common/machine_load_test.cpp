@@ -1,12 +1,14 @@
 // The machine's load from /proc/stat and this process's CPU time: the aggregate line read, or the
 // lines of the cores the process may run on, the others' share and the hypervisor's per second,
 // intervals combined by length, and a machine called busy only past a quarter core (5% of a large
-// one) and a few clock ticks either way.
+// one) and a few clock ticks either way; a run's processes told from other work on their hosts.
 #include "pipebal/common/machine_load.h"
 
 #include <sched.h>
 
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
@@ -132,6 +134,86 @@ TEST(MachineLoad, DescribedInCoresWithTheHypervisorWhenItTookAny) {
       pipebal::describe_load({12, 1, 0.5, 0.25}),
       "other processes took 0.50 of the 1 core pipebal runs on, on average over 12.0 s (and the "
       "hypervisor 0.25 for other guests)");
+}
+
+// Processes of one run on one host (CpuUse: cores read, interval, busy, steal, own).
+pipebal::CpuUse use(std::vector<int> cpus, double seconds, double busy, double own,
+                    double steal = 0) {
+  pipebal::CpuUse u;
+  u.cores = static_cast<int>(cpus.size());
+  u.cpus = std::move(cpus);
+  u.seconds = seconds;
+  u.busy_s = busy;
+  u.steal_s = steal;
+  u.own_s = own;
+  return u;
+}
+
+TEST(MachineLoad, ProcessesSharingTheirCoresCountEachOthersWorkAsTheirOwn) {
+  // Two ranks on cores 0-1 for 10 s: the cores were busy 19 s, each rank took 9 s. Alone each
+  // would call the other's 9 s others' work; together others took 1 s.
+  const auto a = use({0, 1}, 10, 19, 9, 0.5);
+  const auto b = use({0, 1}, 10.2, 19.2, 9);
+  EXPECT_NEAR(pipebal::load_of(a).others_cores, 1.0, 1e-12) << "one alone counts the other";
+  const auto both = pipebal::load_of_processes({a, b});
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ(both->cores, 2);
+  EXPECT_DOUBLE_EQ(both->seconds, 10.1);
+  EXPECT_NEAR(both->others_cores, (19.1 - 18) / 10.1, 1e-12);
+  EXPECT_NEAR(both->steal_cores, 0.25 / 10.1, 1e-12) << "their readings averaged";
+}
+
+TEST(MachineLoad, ProcessesPinnedApartEachReadTheirOwnCores) {
+  // launch --bind-cores: rank 0 on cores 0-1 with 0.5 core of others, rank 1 on 2-3 with none.
+  const auto both = pipebal::load_of_processes({use({0, 1}, 10, 25, 20), use({2, 3}, 12, 20, 20)});
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ(both->cores, 4);
+  EXPECT_DOUBLE_EQ(both->seconds, 12);
+  EXPECT_NEAR(both->others_cores, 0.5, 1e-12);
+}
+
+TEST(MachineLoad, CoresThatOverlapInPartTellNothing) {
+  EXPECT_FALSE(pipebal::load_of_processes({use({0, 1}, 10, 20, 9), use({1, 2}, 10, 20, 9)}));
+  EXPECT_FALSE(pipebal::load_of_processes({use({}, 10, 20, 9), use({1}, 10, 20, 9)}))
+      << "the machine's line overlaps any core";
+  EXPECT_FALSE(pipebal::load_of_processes({}));
+}
+
+TEST(MachineLoad, HostsAddUpAndAnUnreadProcessLeavesTheRunUnknown) {
+  using pipebal::HostCpuUse;
+  const auto run = pipebal::load_of_hosts(
+      {{"a", use({0, 1}, 10, 12, 5)}, {"b", use({0, 1}, 11, 6, 3)}, {"a", use({0, 1}, 10, 12, 5)}});
+  ASSERT_TRUE(run.has_value());
+  EXPECT_EQ(run->cores, 4);
+  EXPECT_DOUBLE_EQ(run->seconds, 11);
+  EXPECT_NEAR(run->others_cores, 0.2 + 3.0 / 11, 1e-12) << "a: 12 - 2 x 5 in 10 s; b: 6 - 3 in 11";
+  EXPECT_FALSE(pipebal::load_of_hosts({{"a", use({0}, 1, 1, 1)}, {"b", std::nullopt}}));
+}
+
+TEST(MachineLoad, ReadingsAndLoadsRoundTripThroughJson) {
+  const auto u = use({3, 5}, 2.5, 4, 1.5, 0.25);
+  const auto back = pipebal::cpu_use_from_json(pipebal::cpu_use_to_json(u));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->cpus, u.cpus);
+  EXPECT_EQ(back->cores, 2);
+  EXPECT_EQ(back->seconds, 2.5);
+  EXPECT_EQ(back->busy_s, 4);
+  EXPECT_EQ(back->steal_s, 0.25);
+  EXPECT_EQ(back->own_s, 1.5);
+  auto bad = pipebal::cpu_use_to_json(u);
+  bad["own_s"] = -1;
+  EXPECT_FALSE(pipebal::cpu_use_from_json(bad));
+  bad = pipebal::cpu_use_to_json(u);
+  bad["cpus"] = {0, "1"};
+  EXPECT_FALSE(pipebal::cpu_use_from_json(bad));
+  EXPECT_FALSE(pipebal::cpu_use_from_json(nullptr));
+
+  const MachineLoad load{12, 2, 0.5, 0.125};
+  const auto load_back = pipebal::machine_load_from_json(pipebal::machine_load_to_json(load));
+  ASSERT_TRUE(load_back.has_value());
+  EXPECT_EQ(load_back->cores, 2);
+  EXPECT_EQ(load_back->others_cores, 0.5);
+  EXPECT_FALSE(pipebal::machine_load_from_json({{"seconds", 1}}));
 }
 
 // The meter reads the machine over its interval (what the others took depends on what runs

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pipebal/common/cores.h"
@@ -237,6 +238,26 @@ TEST(Cli, AProfileOrARunOnABusyMachineSaysSo) {
           .at("environment")
           .at("machine_load");
   EXPECT_GE(run_load.at("others_cores").get<double>(), 0.5) << run_load.dump();
+
+  // And a run of several processes, whose rank 0 tells the run's ranks from the others.
+  {
+    const BusyLoops loops(kBusyLoops);
+    r = run_pipebal(fmt::format(
+        "launch --nproc-per-node 2 --master-port 0 -- {} train --model mlp:layers=16,width=64 "
+        "--input-shape 256,64 --balance 9,8 --steps 20 -q -o {}/ranks.json",
+        PIPEBAL_BINARY, dir));
+  }
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.busy_warnings.rfind("pipebal: warning: rank 0: the machine was busy while training: "
+                                  "other processes took ",
+                                  0),
+            0u)
+      << r.busy_warnings;
+  const nlohmann::json ranks_load =
+      nlohmann::json::parse(pipebal::testing::read_text(dir + "/ranks.json"))
+          .at("environment")
+          .at("machine_load");
+  EXPECT_GE(ranks_load.at("others_cores").get<double>(), 0.5) << ranks_load.dump();
 }
 
 // A process pinned to some cores (taskset, a batch system's cpuset) counts those: more intra-op

@@ -106,9 +106,13 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
     expect_aligned_timeline(*run);
   }
   EXPECT_TRUE(one.at("processes").empty());
-  // The machine's load is one process's measure: across processes the other ranks would count.
-  EXPECT_TRUE(one.at("environment").contains("machine_load"));
-  EXPECT_FALSE(by_launch.at("environment").contains("machine_load"));
+  // The machine's load, over the cores the ranks share: counted once, not once per rank.
+  const int cores = static_cast<int>(pipebal::allowed_cpus().size());
+  for (const auto* run : {&one, &by_launch, &by_torchrun}) {
+    const nlohmann::json& load = run->at("environment").at("machine_load");
+    EXPECT_EQ(load.at("cores").get<int>(), cores) << load.dump();
+    EXPECT_GT(load.at("seconds").get<double>(), 0) << load.dump();
+  }
   // The trace has both stages' actions, each in the process lane of its rank.
   EXPECT_EQ(trace_lanes(launched_dir + "/trace.json"), (Lanes{{0, 0}, {1, 1}}));
 }
@@ -251,6 +255,16 @@ TEST(LaunchCli, BindCoresPinsEachProcessToItsShareOfTheCores) {
   for (int local = 0; local < processes; ++local) {
     const std::string line = fmt::format("{} 1 {}\n", local, listed(shares[local]));
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "in " << r.out;
+  }
+  // Each bound rank reads its own share: the run's load is over their cores together.
+  if (processes == 2) {
+    const std::string run = scratch_dir() + "/bound-run.json";
+    const CliResult bound = run_pipebal(
+        fmt::format("launch --nproc-per-node 2 --bind-cores --master-port 0 -- {}{} -o {}",
+                    PIPEBAL_BINARY, kTrain, run));
+    ASSERT_EQ(bound.status, 0) << bound.err;
+    const nlohmann::json load = read_json(run).at("environment").at("machine_load");
+    EXPECT_EQ(load.at("cores").get<int>(), static_cast<int>(cpus.size())) << load.dump();
   }
   // Without the flag every process may run on all of the launcher's cores, and is told so.
   const CliResult unbound = run_pipebal("launch --nproc-per-node 2 --master-port 0 " + print_cores);
