@@ -1,9 +1,12 @@
 // The cores this process may run on: its CPU affinity (taskset, numactl, a batch system's
-// cpuset), not every core the machine has. What a thread count is checked against, and what the
-// machine's load is read over (machine_load.h). Cores here are logical CPUs, a physical core's
-// hardware threads counted apart. Torch-free.
+// cpuset) within its control group's CPU quota (a container's), not every core the machine has.
+// What a thread count is checked against; the machine's load is read over the affinity's cores
+// (machine_load.h). Cores here are logical CPUs, a physical core's hardware threads counted
+// apart. Torch-free.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace pipebal {
@@ -12,8 +15,19 @@ namespace pipebal {
 // remember_startup_cores() when it was called, else the calling thread's affinity now.
 std::vector<int> allowed_cpus();
 
-// How many cores this process may run on: allowed_cpus()'s count, else the machine's online
-// cores; at least 1.
+// The CPU time this process's control group may use, in cores: a container's --cpus, a
+// Kubernetes pod's CPU limit, systemd's CPUQuota. The tightest quota on the way from its cgroup
+// up to the hierarchy's root, read from cgroup v2's cpu.max or v1's cpu.cfs_quota_us over
+// cpu.cfs_period_us (where /proc/self/mountinfo says the hierarchy is mounted); nullopt where
+// none is set or none can be read. `root` prefixes every path read, for tests.
+std::optional<double> cpu_quota_cores(const std::string& root = "");
+
+// The cores `affinity` CPUs can use under a quota of `quota_cores`: the quota rounded up (1.5
+// cores keep two threads going part of the time), at most the CPUs, at least 1.
+int cores_within_quota(int affinity, std::optional<double> quota_cores);
+
+// How many cores this process may run on: allowed_cpus()'s count (else the machine's online
+// cores) within its cgroup's CPU quota; at least 1.
 int usable_cores();
 
 // Remembers the calling thread's affinity as the process's, for allowed_cpus() from then on.

@@ -1,12 +1,14 @@
 // End-to-end: the `pipebal` binary as a user runs it, checking exit codes and messages.
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -286,6 +288,69 @@ TEST(Cli, ThreadsAreCheckedAgainstTheCoresItMayRunOn) {
             "pipebal: error: --threads must be between 0 (LibTorch's default) and the 1 core "
             "pipebal may run on, got 2\n");
   r = run_pipebal("train " + model + "--balance 2,1 --threads 1 --steps 1 -q");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// A control group of its own with a CPU quota, as a container or a systemd slice has; dir() is
+// empty where this machine lets the test make none (not root, a read-only cgroup file system,
+// cgroup v2 without the cpu controller). Removed when gone: the commands in it have ended.
+class CgroupWithQuota {
+ public:
+  explicit CgroupWithQuota(int cores) {
+    const std::string name = "/pipebal-test-" + std::to_string(getpid());
+    const auto write = [](const std::string& path, const std::string& text) {
+      std::ofstream file(path);
+      return static_cast<bool>(file << text << std::flush);
+    };
+    if (std::filesystem::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")) {  // v1
+      const std::string dir = "/sys/fs/cgroup/cpu" + name;
+      if (mkdir(dir.c_str(), 0755) != 0) return;
+      dir_ = dir;
+      if (!write(dir + "/cpu.cfs_period_us", "100000") ||
+          !write(dir + "/cpu.cfs_quota_us", std::to_string(cores * 100000))) {
+        dir_.clear();
+        rmdir(dir.c_str());
+      }
+    } else if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {  // v2
+      const std::string dir = "/sys/fs/cgroup" + name;
+      if (mkdir(dir.c_str(), 0755) != 0) return;
+      dir_ = dir;
+      if (!std::filesystem::exists(dir + "/cpu.max") ||
+          !write(dir + "/cpu.max", std::to_string(cores * 100000) + " 100000")) {
+        dir_.clear();
+        rmdir(dir.c_str());
+      }
+    }
+  }
+  ~CgroupWithQuota() {
+    if (!dir_.empty()) rmdir(dir_.c_str());
+  }
+  CgroupWithQuota(const CgroupWithQuota&) = delete;
+  CgroupWithQuota& operator=(const CgroupWithQuota&) = delete;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// In a container limited to fewer cores than the machine's (docker --cpus, a pod's CPU limit),
+// the quota counts: more intra-op threads than it gives are refused.
+TEST(Cli, ThreadsAreCheckedAgainstItsControlGroupsCpuQuota) {
+  if (pipebal::allowed_cpus().size() < 2) GTEST_SKIP() << "one core already";
+  const CgroupWithQuota cgroup(1);
+  if (cgroup.dir().empty()) GTEST_SKIP() << "this machine lets the test make no cgroup";
+  const auto in_cgroup = [&cgroup](const std::string& args) {
+    return pipebal::testing::run_executable("sh", "-c 'echo $$ > " + cgroup.dir() +
+                                                      "/cgroup.procs && exec " + PIPEBAL_BINARY +
+                                                      " " + args + "'");
+  };
+  const std::string model = "--model mlp:layers=2,width=8 --input-shape 4,8 ";
+  Result r = in_cgroup("train " + model + "--balance 2,1 --threads 2 --steps 1 -q");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "pipebal: error: threads per stage must be between 1 and the 1 core pipebal may run "
+            "on, got 2\n");
+  r = in_cgroup("train " + model + "--balance 2,1 --threads 1 --steps 1 -q");
   EXPECT_EQ(r.status, 0) << r.err;
 }
 

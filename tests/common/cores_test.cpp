@@ -1,0 +1,87 @@
+// A control group's CPU quota, read as the kernel shows it: /proc/self/cgroup and
+// /proc/self/mountinfo say where this process's cgroup is, cgroup v2's cpu.max or v1's
+// cpu.cfs_quota_us and cpu.cfs_period_us what it may use. Each case lays those files out under a
+// scratch directory as a container or a host has them.
+#include "pipebal/common/cores.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/scratch_dir.h"
+
+namespace {
+
+// Writes `text` to `root` + `path`, making its directories.
+void write(const std::string& root, const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(root + path).parent_path());
+  std::ofstream(root + path) << text;
+}
+
+const char* kV2Mount = "30 22 0:27 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+
+TEST(CpuQuota, AContainersCpuMaxInCores) {
+  // docker run --cpus 1.5 with a cgroup namespace: its cgroup is "/", the hierarchy's mounted part.
+  const std::string root = pipebal::testing::scratch_dir();
+  write(root, "/proc/self/mountinfo",
+        "21 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + std::string(kV2Mount));
+  write(root, "/proc/self/cgroup", "0::/\n");
+  write(root, "/sys/fs/cgroup/cpu.max", "150000 100000\n");
+  const std::optional<double> quota = pipebal::cpu_quota_cores(root);
+  ASSERT_TRUE(quota.has_value());
+  EXPECT_DOUBLE_EQ(*quota, 1.5);
+
+  write(root, "/sys/fs/cgroup/cpu.max", "max 100000\n");
+  EXPECT_FALSE(pipebal::cpu_quota_cores(root).has_value()) << "no quota";
+}
+
+TEST(CpuQuota, TheTightestFromTheCgroupUpToTheRoot) {
+  // A host's systemd: the quota of a slice binds the services below it.
+  const std::string root = pipebal::testing::scratch_dir();
+  write(root, "/proc/self/mountinfo", kV2Mount);
+  write(root, "/proc/self/cgroup", "0::/jobs.slice/train.service\n");
+  write(root, "/sys/fs/cgroup/jobs.slice/train.service/cpu.max", "max 100000\n");
+  write(root, "/sys/fs/cgroup/jobs.slice/cpu.max", "300000 100000\n");
+  EXPECT_EQ(pipebal::cpu_quota_cores(root), 3.0);
+  write(root, "/sys/fs/cgroup/jobs.slice/train.service/cpu.max", "50000 50000\n");
+  EXPECT_EQ(pipebal::cpu_quota_cores(root), 1.0) << "the service's own, tighter";
+}
+
+TEST(CpuQuota, CgroupV1sCpuControllerInAContainerWithoutANamespace) {
+  // Docker on cgroup v1: the container's cgroup "/docker/ID" is the part mounted.
+  const std::string root = pipebal::testing::scratch_dir();
+  write(root, "/proc/self/mountinfo",
+        "31 30 0:28 /docker/ab12 /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup "
+        "rw,cpu,cpuacct\n"
+        "33 30 0:30 /docker/ab12 /sys/fs/cgroup/cpuset ro - cgroup cgroup rw,cpuset\n");
+  write(root, "/proc/self/cgroup",
+        "5:cpuset:/docker/ab12\n4:cpu,cpuacct:/docker/ab12\n1:name=systemd:/docker/ab12\n");
+  write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "200000\n");
+  write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(pipebal::cpu_quota_cores(root), 2.0);
+
+  write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+  EXPECT_FALSE(pipebal::cpu_quota_cores(root).has_value()) << "-1: no quota";
+}
+
+TEST(CpuQuota, PathsWithEscapedSpacesAndMissingFilesAreNoQuota) {
+  const std::string root = pipebal::testing::scratch_dir();
+  write(root, "/proc/self/mountinfo", "30 22 0:27 / /sys/fs/my\\040cgroup rw - cgroup2 none rw\n");
+  write(root, "/proc/self/cgroup", "0::/a\n");
+  EXPECT_FALSE(pipebal::cpu_quota_cores(root).has_value()) << "no cpu.max: the controller is off";
+  write(root, "/sys/fs/my cgroup/a/cpu.max", "400000 100000\n");
+  EXPECT_EQ(pipebal::cpu_quota_cores(root), 4.0);
+  EXPECT_FALSE(pipebal::cpu_quota_cores(root + "/nowhere").has_value());
+}
+
+TEST(CpuQuota, CoresAreTheQuotaRoundedUpWithinTheCpus) {
+  EXPECT_EQ(pipebal::cores_within_quota(64, 2.0), 2);
+  EXPECT_EQ(pipebal::cores_within_quota(64, 1.5), 2);
+  EXPECT_EQ(pipebal::cores_within_quota(64, 0.2), 1);
+  EXPECT_EQ(pipebal::cores_within_quota(4, 16.0), 4);
+  EXPECT_EQ(pipebal::cores_within_quota(8, std::nullopt), 8);
+  EXPECT_EQ(pipebal::cores_within_quota(0, std::nullopt), 1);
+}
+
+}  // namespace
