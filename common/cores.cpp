@@ -146,17 +146,17 @@ std::optional<double> quota_in(const std::string& dir, bool v2) {
 
 }  // namespace
 
-std::optional<double> cpu_quota_cores(const std::string& root) {
-  std::optional<double> tightest;
+std::optional<CpuQuota> cpu_quota(const std::string& root) {
+  std::optional<CpuQuota> tightest;
   for (const CpuHierarchy& hierarchy : cpu_hierarchies(root + "/proc/self/mountinfo")) {
     const std::optional<std::string> path = cgroup_path(root + "/proc/self/cgroup", hierarchy.v2);
     if (!path) continue;
     // From its own cgroup up to the part mounted: a parent's quota binds its children too.
     std::string below = path_below(*path, hierarchy.root);
     while (true) {
-      const std::optional<double> quota =
-          quota_in(root + hierarchy.mount_point + below, hierarchy.v2);
-      if (quota && (!tightest || *quota < *tightest)) tightest = quota;
+      const std::string dir = root + hierarchy.mount_point + below;
+      const std::optional<double> cores = quota_in(dir, hierarchy.v2);
+      if (cores && (!tightest || *cores < tightest->cores)) tightest = CpuQuota{*cores, dir};
       const size_t slash = below.find_last_of('/');
       if (below.empty() || slash == std::string::npos) break;
       below.resize(slash);
@@ -182,7 +182,8 @@ int usable_cores() {
   const std::vector<int> cpus = allowed_cpus();
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   const int affinity = !cpus.empty() ? static_cast<int>(cpus.size()) : static_cast<int>(online);
-  return cores_within_quota(affinity, cpu_quota_cores());
+  const std::optional<CpuQuota> quota = cpu_quota();
+  return cores_within_quota(affinity, quota ? std::optional<double>(quota->cores) : std::nullopt);
 }
 
 void remember_startup_cores() {

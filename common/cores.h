@@ -18,9 +18,14 @@ std::vector<int> allowed_cpus();
 // The CPU time this process's control group may use, in cores: a container's --cpus, a
 // Kubernetes pod's CPU limit, systemd's CPUQuota. The tightest quota on the way from its cgroup
 // up to the hierarchy's root, read from cgroup v2's cpu.max or v1's cpu.cfs_quota_us over
-// cpu.cfs_period_us (where /proc/self/mountinfo says the hierarchy is mounted); nullopt where
-// none is set or none can be read. `root` prefixes every path read, for tests.
-std::optional<double> cpu_quota_cores(const std::string& root = "");
+// cpu.cfs_period_us (where /proc/self/mountinfo says the hierarchy is mounted), with the directory
+// of the cgroup that sets it (whose cpu.stat counts how often it held its processes back);
+// nullopt where none is set or none can be read. `root` prefixes every path read, for tests.
+struct CpuQuota {
+  double cores = 0;
+  std::string dir;
+};
+std::optional<CpuQuota> cpu_quota(const std::string& root = "");
 
 // The cores `affinity` CPUs can use under a quota of `quota_cores`: the quota rounded up (1.5
 // cores keep two threads going part of the time), at most the CPUs, at least 1.

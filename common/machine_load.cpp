@@ -42,7 +42,17 @@ std::optional<MachineCpuTimes> read_cpu_times(const std::vector<int>& cpus) {
   return parse_proc_stat(text.str(), ticks > 0 ? double(ticks) : 100.0, cpus);
 }
 
-// The load of two sets of cores apart, over the longer of their intervals.
+std::optional<QuotaPeriods> read_quota_periods(const std::optional<CpuQuota>& quota) {
+  if (!quota) return std::nullopt;
+  std::ifstream file(quota->dir + "/cpu.stat");
+  if (!file) return std::nullopt;
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_cpu_stat(text.str());
+}
+
+// The load of two sets of cores apart, over the longer of their intervals; held back as often as
+// the one held back more.
 MachineLoad add_apart(const std::optional<MachineLoad>& a, const MachineLoad& b) {
   if (!a) return b;
   MachineLoad both = *a;
@@ -50,6 +60,10 @@ MachineLoad add_apart(const std::optional<MachineLoad>& a, const MachineLoad& b)
   both.cores += b.cores;
   both.others_cores += b.others_cores;
   both.steal_cores += b.steal_cores;
+  both.quota_cores = a->quota_cores && b.quota_cores
+                         ? std::optional(*a->quota_cores + *b.quota_cores)
+                         : std::nullopt;
+  both.throttled = std::max(a->throttled, b.throttled);
   return both;
 }
 
@@ -87,8 +101,24 @@ std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double t
   return times;
 }
 
+std::optional<QuotaPeriods> parse_cpu_stat(const std::string& text) {
+  std::optional<double> periods, throttled;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string name;
+    double value = 0;
+    if (!(fields >> name >> value)) continue;
+    if (name == "nr_periods") periods = value;
+    if (name == "nr_throttled") throttled = value;
+  }
+  if (!periods || !throttled) return std::nullopt;
+  return QuotaPeriods{*periods, *throttled};
+}
+
 bool MachineLoad::busy() const {
   if (seconds <= 0) return false;
+  if (throttled >= 0.1) return true;
   // The kernel counts the machine's time in ticks (100 a second), and the five fields summed
   // each round apart: over a short interval a few ticks either way are a sizeable share of a core.
   const double tick_margin = 0.05 / seconds;
@@ -115,6 +145,8 @@ MachineLoad combine(const MachineLoad& a, const MachineLoad& b) {
   if (both.seconds <= 0) return both;
   both.others_cores = (a.others_cores * a.seconds + b.others_cores * b.seconds) / both.seconds;
   both.steal_cores = (a.steal_cores * a.seconds + b.steal_cores * b.seconds) / both.seconds;
+  both.quota_cores = a.quota_cores ? a.quota_cores : b.quota_cores;
+  both.throttled = (a.throttled * a.seconds + b.throttled * b.seconds) / both.seconds;
   return both;
 }
 
@@ -133,6 +165,12 @@ std::string describe_load(const MachineLoad& load) {
   if (load.steal_cores >= 0.005) {
     text += fmt::format(" (and the hypervisor {:.2f} for other guests)", load.steal_cores);
   }
+  if (load.quota_cores && load.throttled >= 0.005) {
+    text += fmt::format(
+        "; its control group's CPU quota of {:.2f} cores held it back in {:.0f}% of the quota's "
+        "periods",
+        *load.quota_cores, 100 * load.throttled);
+  }
   return text;
 }
 
@@ -141,7 +179,9 @@ nlohmann::json machine_load_to_json(const MachineLoad& load) {
   return {{"seconds", rounded(load.seconds)},
           {"cores", load.cores},
           {"others_cores", rounded(load.others_cores)},
-          {"steal_cores", rounded(load.steal_cores)}};
+          {"steal_cores", rounded(load.steal_cores)},
+          {"quota_cores", load.quota_cores ? nlohmann::json(rounded(*load.quota_cores)) : nullptr},
+          {"throttled", rounded(load.throttled)}};
 }
 
 std::optional<MachineLoad> machine_load_from_json(const nlohmann::json& doc) {
@@ -160,11 +200,25 @@ std::optional<MachineLoad> machine_load_from_json(const nlohmann::json& doc) {
     return std::nullopt;
   }
   load.cores = static_cast<int>(cores);
+  // Recorded since quotas are read; absent before.
+  const auto quota = doc.find("quota_cores");
+  if (quota != doc.end() && !quota->is_null()) {
+    double cores_allowed = 0;
+    if (!number("quota_cores", kMostCores, cores_allowed)) return std::nullopt;
+    load.quota_cores = cores_allowed;
+  }
+  if (doc.contains("throttled") && !number("throttled", 1, load.throttled)) return std::nullopt;
   return load;
 }
 
 MachineLoad load_of(const CpuUse& use) {
-  return machine_load_between({}, {use.busy_s, use.steal_s}, use.own_s, use.seconds, use.cores);
+  MachineLoad load =
+      machine_load_between({}, {use.busy_s, use.steal_s}, use.own_s, use.seconds, use.cores);
+  load.quota_cores = use.quota_cores;
+  if (use.quota_periods.periods > 0) {
+    load.throttled = std::min(1.0, use.quota_periods.throttled / use.quota_periods.periods);
+  }
+  return load;
 }
 
 std::optional<MachineLoad> load_of_processes(const std::vector<CpuUse>& on_one_host) {
@@ -195,12 +249,15 @@ std::optional<MachineLoad> load_of_processes(const std::vector<CpuUse>& on_one_h
   for (const auto& group : groups) {
     CpuUse together = *group[0];
     together.seconds = together.busy_s = together.steal_s = together.own_s = 0;
+    together.quota_periods = {};
     for (const CpuUse* use : group) {
       // The same cores read over nearly the same interval: one reading, every process's own.
       together.seconds += use->seconds / double(group.size());
       together.busy_s += use->busy_s / double(group.size());
       together.steal_s += use->steal_s / double(group.size());
       together.own_s += use->own_s;
+      together.quota_periods.periods += use->quota_periods.periods / double(group.size());
+      together.quota_periods.throttled += use->quota_periods.throttled / double(group.size());
     }
     host = add_apart(host, load_of(together));
   }
@@ -229,8 +286,15 @@ std::optional<MachineLoad> load_of_hosts(const std::vector<HostCpuUse>& processe
 }
 
 nlohmann::json cpu_use_to_json(const CpuUse& use) {
-  return {{"cpus", use.cpus},     {"cores", use.cores},     {"seconds", use.seconds},
-          {"busy_s", use.busy_s}, {"steal_s", use.steal_s}, {"own_s", use.own_s}};
+  return {{"cpus", use.cpus},
+          {"cores", use.cores},
+          {"seconds", use.seconds},
+          {"busy_s", use.busy_s},
+          {"steal_s", use.steal_s},
+          {"own_s", use.own_s},
+          {"quota_cores", use.quota_cores ? nlohmann::json(*use.quota_cores) : nullptr},
+          {"quota_periods", use.quota_periods.periods},
+          {"throttled_periods", use.quota_periods.throttled}};
 }
 
 std::optional<CpuUse> cpu_use_from_json(const nlohmann::json& doc) {
@@ -251,8 +315,15 @@ std::optional<CpuUse> cpu_use_from_json(const nlohmann::json& doc) {
   double cores = 0;
   if (!number("cores", cores) || cores > kMostCores || !number("seconds", use.seconds) ||
       !number("busy_s", use.busy_s) || !number("steal_s", use.steal_s) ||
-      !number("own_s", use.own_s)) {
+      !number("own_s", use.own_s) || !number("quota_periods", use.quota_periods.periods) ||
+      !number("throttled_periods", use.quota_periods.throttled)) {
     return std::nullopt;
+  }
+  if (!doc.contains("quota_cores")) return std::nullopt;
+  if (!doc["quota_cores"].is_null()) {
+    double quota = 0;
+    if (!number("quota_cores", quota)) return std::nullopt;
+    use.quota_cores = quota;
   }
   use.cores = static_cast<int>(cores);
   return use;
@@ -268,6 +339,8 @@ MachineLoadMeter::MachineLoadMeter() : cpus_(allowed_cpus()), start_(read_cpu_ti
     cores_ = online > 0 ? static_cast<int>(online) : 1;
   }
   if (cores_ == 0) cores_ = usable_cores();
+  quota_ = cpu_quota();
+  quota_start_ = read_quota_periods(quota_);
   own_start_s_ = own_cpu_seconds();
   started_ = std::chrono::steady_clock::now();
 }
@@ -290,6 +363,12 @@ std::optional<CpuUse> MachineLoadMeter::use() const {
   reading.busy_s = end->busy_s - start_->busy_s;
   reading.steal_s = end->steal_s - start_->steal_s;
   reading.own_s = own_cpu_seconds() - own_start_s_;
+  if (quota_) reading.quota_cores = quota_->cores;
+  const std::optional<QuotaPeriods> quota_end = read_quota_periods(quota_);
+  if (quota_start_ && quota_end) {
+    reading.quota_periods = {quota_end->periods - quota_start_->periods,
+                             quota_end->throttled - quota_start_->throttled};
+  }
   return reading;
 }
 

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "pipebal/common/cores.h"
+
 namespace pipebal {
 
 // The CPU time so far of a set of cores, together, in seconds.
@@ -28,15 +30,29 @@ struct MachineCpuTimes {
 std::optional<MachineCpuTimes> parse_proc_stat(const std::string& text, double ticks_per_second,
                                                const std::vector<int>& cpus = {});
 
-// What other work took of the cores this process may run on over an interval, in cores on average.
+// How often a control group's CPU quota ran out: cpu.stat's enforcement periods and those in
+// which its processes were held back (cgroup v1 and v2 alike).
+struct QuotaPeriods {
+  double periods = 0;
+  double throttled = 0;
+};
+
+// cpu.stat's text ("nr_periods 120", "nr_throttled 7", ...); nullopt without those lines.
+std::optional<QuotaPeriods> parse_cpu_stat(const std::string& text);
+
+// What other work took of the cores this process may run on over an interval, in cores on
+// average, and how often its control group's CPU quota held it back.
 struct MachineLoad {
-  double seconds = 0;       // the interval
-  int cores = 0;            // the cores this process may run on
-  double others_cores = 0;  // other processes
-  double steal_cores = 0;   // the hypervisor
+  double seconds = 0;                 // the interval
+  int cores = 0;                      // the cores this process may run on
+  double others_cores = 0;            // other processes
+  double steal_cores = 0;             // the hypervisor
+  std::optional<double> quota_cores;  // its control group's CPU quota (common/cores.h), if any
+  double throttled = 0;               // the share of the quota's periods it was held back in
 
   // Whether the others (processes and hypervisor) took enough to slow what was measured: a
-  // quarter of a core, or 5% of `cores`, whichever is more (and five clock ticks more).
+  // quarter of a core, or 5% of `cores`, whichever is more (and five clock ticks more); or the
+  // quota held it back in a tenth of its periods or more.
   bool busy() const;
 };
 
@@ -54,11 +70,13 @@ std::optional<MachineLoad> combine_loads(const std::vector<std::optional<Machine
 // hypervisor 0.10 for other guests)": for a warning.
 std::string describe_load(const MachineLoad& load);
 
-// As profiles and runs record it: {"seconds", "cores", "others_cores", "steal_cores"}, rounded to
-// what clock ticks can tell (milliseconds, thousandths of a core).
+// As profiles and runs record it: {"seconds", "cores", "others_cores", "steal_cores",
+// "quota_cores" (null without a quota), "throttled"}, rounded to what clock ticks can tell
+// (milliseconds, thousandths of a core).
 nlohmann::json machine_load_to_json(const MachineLoad& load);
 
-// The inverse of machine_load_to_json; nullopt for anything else (null, a hand-edited value).
+// The inverse of machine_load_to_json (a load recorded before quotas were read has none); nullopt
+// for anything else (null, a hand-edited value).
 std::optional<MachineLoad> machine_load_from_json(const nlohmann::json& doc);
 
 // What one process's meter read over its interval: the CPU time its cores took in all, and its
@@ -67,9 +85,11 @@ struct CpuUse {
   std::vector<int> cpus;  // the cores read, in order; empty: the machine's aggregate line
   int cores = 0;
   double seconds = 0;
-  double busy_s = 0;   // every process's, over those cores
-  double steal_s = 0;  // the hypervisor's
-  double own_s = 0;    // this process's (and its reaped children's)
+  double busy_s = 0;                  // every process's, over those cores
+  double steal_s = 0;                 // the hypervisor's
+  double own_s = 0;                   // this process's (and its reaped children's)
+  std::optional<double> quota_cores;  // its control group's CPU quota, if any
+  QuotaPeriods quota_periods;         // over the interval
 };
 
 // The load one process's reading says: others are everyone but that process.
@@ -109,6 +129,8 @@ class MachineLoadMeter {
  private:
   std::vector<int> cpus_;  // empty: the machine's aggregate line
   std::optional<MachineCpuTimes> start_;
+  std::optional<CpuQuota> quota_;
+  std::optional<QuotaPeriods> quota_start_;
   int cores_ = 0;
   double own_start_s_ = 0;
   std::chrono::steady_clock::time_point started_;

@@ -19,6 +19,12 @@ void write(const std::string& root, const std::string& path, const std::string& 
   std::ofstream(root + path) << text;
 }
 
+// The quota's cores, or -1 for none.
+double cores(const std::string& root) {
+  const std::optional<pipebal::CpuQuota> quota = pipebal::cpu_quota(root);
+  return quota ? quota->cores : -1;
+}
+
 const char* kV2Mount = "30 22 0:27 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
 
 TEST(CpuQuota, AContainersCpuMaxInCores) {
@@ -28,12 +34,13 @@ TEST(CpuQuota, AContainersCpuMaxInCores) {
         "21 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + std::string(kV2Mount));
   write(root, "/proc/self/cgroup", "0::/\n");
   write(root, "/sys/fs/cgroup/cpu.max", "150000 100000\n");
-  const std::optional<double> quota = pipebal::cpu_quota_cores(root);
+  const std::optional<pipebal::CpuQuota> quota = pipebal::cpu_quota(root);
   ASSERT_TRUE(quota.has_value());
-  EXPECT_DOUBLE_EQ(*quota, 1.5);
+  EXPECT_DOUBLE_EQ(quota->cores, 1.5);
+  EXPECT_EQ(quota->dir, root + "/sys/fs/cgroup");
 
   write(root, "/sys/fs/cgroup/cpu.max", "max 100000\n");
-  EXPECT_FALSE(pipebal::cpu_quota_cores(root).has_value()) << "no quota";
+  EXPECT_FALSE(pipebal::cpu_quota(root).has_value()) << "no quota";
 }
 
 TEST(CpuQuota, TheTightestFromTheCgroupUpToTheRoot) {
@@ -43,9 +50,11 @@ TEST(CpuQuota, TheTightestFromTheCgroupUpToTheRoot) {
   write(root, "/proc/self/cgroup", "0::/jobs.slice/train.service\n");
   write(root, "/sys/fs/cgroup/jobs.slice/train.service/cpu.max", "max 100000\n");
   write(root, "/sys/fs/cgroup/jobs.slice/cpu.max", "300000 100000\n");
-  EXPECT_EQ(pipebal::cpu_quota_cores(root), 3.0);
+  EXPECT_EQ(cores(root), 3.0);
+  EXPECT_EQ(pipebal::cpu_quota(root)->dir, root + "/sys/fs/cgroup/jobs.slice");
   write(root, "/sys/fs/cgroup/jobs.slice/train.service/cpu.max", "50000 50000\n");
-  EXPECT_EQ(pipebal::cpu_quota_cores(root), 1.0) << "the service's own, tighter";
+  EXPECT_EQ(cores(root), 1.0) << "the service's own, tighter";
+  EXPECT_EQ(pipebal::cpu_quota(root)->dir, root + "/sys/fs/cgroup/jobs.slice/train.service");
 }
 
 TEST(CpuQuota, CgroupV1sCpuControllerInAContainerWithoutANamespace) {
@@ -59,20 +68,20 @@ TEST(CpuQuota, CgroupV1sCpuControllerInAContainerWithoutANamespace) {
         "5:cpuset:/docker/ab12\n4:cpu,cpuacct:/docker/ab12\n1:name=systemd:/docker/ab12\n");
   write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "200000\n");
   write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  EXPECT_EQ(pipebal::cpu_quota_cores(root), 2.0);
+  EXPECT_EQ(cores(root), 2.0);
 
   write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-  EXPECT_FALSE(pipebal::cpu_quota_cores(root).has_value()) << "-1: no quota";
+  EXPECT_FALSE(pipebal::cpu_quota(root).has_value()) << "-1: no quota";
 }
 
 TEST(CpuQuota, PathsWithEscapedSpacesAndMissingFilesAreNoQuota) {
   const std::string root = pipebal::testing::scratch_dir();
   write(root, "/proc/self/mountinfo", "30 22 0:27 / /sys/fs/my\\040cgroup rw - cgroup2 none rw\n");
   write(root, "/proc/self/cgroup", "0::/a\n");
-  EXPECT_FALSE(pipebal::cpu_quota_cores(root).has_value()) << "no cpu.max: the controller is off";
+  EXPECT_FALSE(pipebal::cpu_quota(root).has_value()) << "no cpu.max: the controller is off";
   write(root, "/sys/fs/my cgroup/a/cpu.max", "400000 100000\n");
-  EXPECT_EQ(pipebal::cpu_quota_cores(root), 4.0);
-  EXPECT_FALSE(pipebal::cpu_quota_cores(root + "/nowhere").has_value());
+  EXPECT_EQ(cores(root), 4.0);
+  EXPECT_FALSE(pipebal::cpu_quota(root + "/nowhere").has_value());
 }
 
 TEST(CpuQuota, CoresAreTheQuotaRoundedUpWithinTheCpus) {

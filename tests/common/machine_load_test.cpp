@@ -115,12 +115,14 @@ TEST(MachineLoad, BusyFromAQuarterCoreOrFivePercentOfTheMachinePlusFiveTicks) {
 }
 
 TEST(MachineLoad, IntervalsCombineWeightedByLength) {
-  MachineLoad a{1, 2, 1.0, 0.0};
-  MachineLoad b{3, 2, 0.2, 0.4};
+  MachineLoad a{1, 2, 1.0, 0.0, 2.0, 0.3};
+  MachineLoad b{3, 2, 0.2, 0.4, std::nullopt, 0.1};
   const MachineLoad both = pipebal::combine(a, b);
   EXPECT_DOUBLE_EQ(both.seconds, 4);
   EXPECT_DOUBLE_EQ(both.others_cores, (1.0 * 1 + 0.2 * 3) / 4);
   EXPECT_DOUBLE_EQ(both.steal_cores, 0.4 * 3 / 4);
+  EXPECT_DOUBLE_EQ(both.throttled, (0.3 * 1 + 0.1 * 3) / 4);
+  EXPECT_EQ(both.quota_cores, 2.0);
   const auto some = pipebal::combine_loads({std::nullopt, a, std::nullopt, b});
   ASSERT_TRUE(some.has_value());
   EXPECT_DOUBLE_EQ(some->others_cores, both.others_cores);
@@ -128,12 +130,41 @@ TEST(MachineLoad, IntervalsCombineWeightedByLength) {
 }
 
 TEST(MachineLoad, DescribedInCoresWithTheHypervisorWhenItTookAny) {
-  EXPECT_EQ(pipebal::describe_load({12, 2, 1.9, 0}),
+  EXPECT_EQ(pipebal::describe_load({12, 2, 1.9, 0, std::nullopt, 0}),
             "other processes took 1.90 of the 2 cores pipebal runs on, on average over 12.0 s");
   EXPECT_EQ(
-      pipebal::describe_load({12, 1, 0.5, 0.25}),
+      pipebal::describe_load({12, 1, 0.5, 0.25, std::nullopt, 0}),
       "other processes took 0.50 of the 1 core pipebal runs on, on average over 12.0 s (and the "
       "hypervisor 0.25 for other guests)");
+  EXPECT_EQ(pipebal::describe_load({12, 2, 0.1, 0, 1.5, 0.42}),
+            "other processes took 0.10 of the 2 cores pipebal runs on, on average over 12.0 s; "
+            "its control group's CPU quota of 1.50 cores held it back in 42% of the quota's "
+            "periods");
+}
+
+TEST(MachineLoad, AQuotaHoldingItBackInATenthOfItsPeriodsIsBusy) {
+  MachineLoad load{10, 2, 0, 0, 1.0, 0.09};
+  EXPECT_FALSE(load.busy());
+  load.throttled = 0.1;
+  EXPECT_TRUE(load.busy());
+}
+
+TEST(MachineLoad, CpuStatCountsTheQuotasPeriods) {
+  // cgroup v2's cpu.stat (v1's has the same two lines, and throttled_time).
+  const auto periods = pipebal::parse_cpu_stat(
+      "usage_usec 4000\nuser_usec 3000\nsystem_usec 1000\nnr_periods 120\nnr_throttled 30\n"
+      "throttled_usec 90000\n");
+  ASSERT_TRUE(periods.has_value());
+  EXPECT_EQ(periods->periods, 120);
+  EXPECT_EQ(periods->throttled, 30);
+  EXPECT_FALSE(pipebal::parse_cpu_stat("usage_usec 4000\n")) << "the cpu controller is off";
+  pipebal::CpuUse use;
+  use.seconds = 1;
+  use.cores = 2;
+  use.quota_cores = 1.5;
+  use.quota_periods = *periods;
+  EXPECT_DOUBLE_EQ(pipebal::load_of(use).throttled, 0.25);
+  EXPECT_EQ(pipebal::load_of(use).quota_cores, 1.5);
 }
 
 // Processes of one run on one host (CpuUse: cores read, interval, busy, steal, own).
@@ -152,8 +183,10 @@ pipebal::CpuUse use(std::vector<int> cpus, double seconds, double busy, double o
 TEST(MachineLoad, ProcessesSharingTheirCoresCountEachOthersWorkAsTheirOwn) {
   // Two ranks on cores 0-1 for 10 s: the cores were busy 19 s, each rank took 9 s. Alone each
   // would call the other's 9 s others' work; together others took 1 s.
-  const auto a = use({0, 1}, 10, 19, 9, 0.5);
-  const auto b = use({0, 1}, 10.2, 19.2, 9);
+  auto a = use({0, 1}, 10, 19, 9, 0.5);
+  auto b = use({0, 1}, 10.2, 19.2, 9);
+  a.quota_periods = {100, 20};  // one control group's counters, read by each
+  b.quota_periods = {102, 40};
   EXPECT_NEAR(pipebal::load_of(a).others_cores, 1.0, 1e-12) << "one alone counts the other";
   const auto both = pipebal::load_of_processes({a, b});
   ASSERT_TRUE(both.has_value());
@@ -161,6 +194,7 @@ TEST(MachineLoad, ProcessesSharingTheirCoresCountEachOthersWorkAsTheirOwn) {
   EXPECT_DOUBLE_EQ(both->seconds, 10.1);
   EXPECT_NEAR(both->others_cores, (19.1 - 18) / 10.1, 1e-12);
   EXPECT_NEAR(both->steal_cores, 0.25 / 10.1, 1e-12) << "their readings averaged";
+  EXPECT_NEAR(both->throttled, 30.0 / 101, 1e-12);
 }
 
 TEST(MachineLoad, ProcessesPinnedApartEachReadTheirOwnCores) {
@@ -191,7 +225,9 @@ TEST(MachineLoad, HostsAddUpAndAnUnreadProcessLeavesTheRunUnknown) {
 }
 
 TEST(MachineLoad, ReadingsAndLoadsRoundTripThroughJson) {
-  const auto u = use({3, 5}, 2.5, 4, 1.5, 0.25);
+  auto u = use({3, 5}, 2.5, 4, 1.5, 0.25);
+  u.quota_cores = 1.5;
+  u.quota_periods = {25, 5};
   const auto back = pipebal::cpu_use_from_json(pipebal::cpu_use_to_json(u));
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->cpus, u.cpus);
@@ -200,6 +236,9 @@ TEST(MachineLoad, ReadingsAndLoadsRoundTripThroughJson) {
   EXPECT_EQ(back->busy_s, 4);
   EXPECT_EQ(back->steal_s, 0.25);
   EXPECT_EQ(back->own_s, 1.5);
+  EXPECT_EQ(back->quota_cores, 1.5);
+  EXPECT_EQ(back->quota_periods.periods, 25);
+  EXPECT_EQ(back->quota_periods.throttled, 5);
   auto bad = pipebal::cpu_use_to_json(u);
   bad["own_s"] = -1;
   EXPECT_FALSE(pipebal::cpu_use_from_json(bad));
@@ -208,12 +247,20 @@ TEST(MachineLoad, ReadingsAndLoadsRoundTripThroughJson) {
   EXPECT_FALSE(pipebal::cpu_use_from_json(bad));
   EXPECT_FALSE(pipebal::cpu_use_from_json(nullptr));
 
-  const MachineLoad load{12, 2, 0.5, 0.125};
+  const MachineLoad load{12, 2, 0.5, 0.125, 1.5, 0.25};
   const auto load_back = pipebal::machine_load_from_json(pipebal::machine_load_to_json(load));
   ASSERT_TRUE(load_back.has_value());
   EXPECT_EQ(load_back->cores, 2);
   EXPECT_EQ(load_back->others_cores, 0.5);
+  EXPECT_EQ(load_back->quota_cores, 1.5);
+  EXPECT_EQ(load_back->throttled, 0.25);
   EXPECT_FALSE(pipebal::machine_load_from_json({{"seconds", 1}}));
+  // As recorded before quotas were read: none, never held back.
+  const auto older = pipebal::machine_load_from_json(
+      {{"seconds", 1}, {"cores", 2}, {"others_cores", 0}, {"steal_cores", 0}});
+  ASSERT_TRUE(older.has_value());
+  EXPECT_FALSE(older->quota_cores.has_value());
+  EXPECT_EQ(older->throttled, 0);
 }
 
 // The meter reads the machine over its interval (what the others took depends on what runs

@@ -58,8 +58,8 @@ TEST(ProfileMerge, MediansAreOverEveryRoundsSamples) {
 // The machine's load is over every round that knows its own, weighted by their lengths.
 TEST(ProfileMerge, TheMachinesLoadIsOverEveryRound) {
   std::vector<Profile> rounds = {round(1, 0), round(1, 0), round(1, 0)};
-  rounds[0].environment.machine_load = MachineLoad{1, 2, 1.2, 0};
-  rounds[2].environment.machine_load = MachineLoad{3, 2, 0.4, 0.2};
+  rounds[0].environment.machine_load = MachineLoad{1, 2, 1.2, 0, std::nullopt, 0};
+  rounds[2].environment.machine_load = MachineLoad{3, 2, 0.4, 0.2, std::nullopt, 0};
   const std::optional<MachineLoad> load = merge_profiles(rounds).environment.machine_load;
   ASSERT_TRUE(load.has_value());
   EXPECT_DOUBLE_EQ(load->seconds, 4);

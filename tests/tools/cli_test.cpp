@@ -334,7 +334,8 @@ class CgroupWithQuota {
 };
 
 // In a container limited to fewer cores than the machine's (docker --cpus, a pod's CPU limit),
-// the quota counts: more intra-op threads than it gives are refused.
+// the quota counts: more intra-op threads than it gives are refused, and what a run measured
+// says how often the quota held it back.
 TEST(Cli, ThreadsAreCheckedAgainstItsControlGroupsCpuQuota) {
   if (pipebal::allowed_cpus().size() < 2) GTEST_SKIP() << "one core already";
   const CgroupWithQuota cgroup(1);
@@ -350,8 +351,16 @@ TEST(Cli, ThreadsAreCheckedAgainstItsControlGroupsCpuQuota) {
   EXPECT_EQ(r.err,
             "pipebal: error: threads per stage must be between 1 and the 1 core pipebal may run "
             "on, got 2\n");
-  r = in_cgroup("train " + model + "--balance 2,1 --threads 1 --steps 1 -q");
+  // The run records the quota, and how often it held the run back (whether it did depends on
+  // what else runs beside the test).
+  const std::string run = pipebal::testing::scratch_dir() + "/run.json";
+  r = in_cgroup("train " + model + "--balance 2,1 --threads 1 --steps 1 -q -o " + run);
   EXPECT_EQ(r.status, 0) << r.err;
+  const nlohmann::json load =
+      nlohmann::json::parse(pipebal::testing::read_text(run)).at("environment").at("machine_load");
+  EXPECT_EQ(load.at("quota_cores").get<double>(), 1.0) << load.dump();
+  EXPECT_GE(load.at("throttled").get<double>(), 0) << load.dump();
+  EXPECT_LE(load.at("throttled").get<double>(), 1) << load.dump();
 }
 
 // Autograd's stack alignment (common/aligned_stack.h): the profile records the offset in force;
