@@ -8,9 +8,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
+
+#include <fmt/format.h>
 
 namespace pipebal {
 namespace {
@@ -112,15 +115,17 @@ std::optional<std::string> cgroup_path(const std::string& cgroup_file, bool v2) 
   return std::nullopt;
 }
 
-// `path` of a cgroup as a path below `root`, the part of its hierarchy mounted: "/a/b" below "/"
-// or "/a/b/c" below "/a/b/c/d"... In a container the part mounted is often the container's
-// own cgroup, and its path ("/docker/ID") all of it: then "", the mount point itself; so too
-// for a path outside the part mounted (another cgroup namespace's).
-std::string path_below(const std::string& path, const std::string& root) {
+// The cgroup at `path` as a path below `root`, the part of its hierarchy mounted: ("/a/b", "/")
+// gives "/a/b", ("/docker/ID/x", "/docker/ID") "/x", and ("/docker/ID", "/docker/ID") "", the
+// mount point itself (a container's own cgroup mounted as its root). nullopt for a cgroup outside
+// the part mounted (another cgroup namespace's): its quota cannot be read, and another's is not
+// its own.
+std::optional<std::string> path_below(const std::string& path, const std::string& root) {
   if (root == "/") return path == "/" ? "" : path;
   const bool inside = path.compare(0, root.size(), root) == 0 &&
                       (path.size() == root.size() || path[root.size()] == '/');
-  return inside ? path.substr(root.size()) : "";
+  if (!inside) return std::nullopt;
+  return path.substr(root.size());
 }
 
 // The quota set on one cgroup's directory, in cores.
@@ -152,7 +157,9 @@ std::optional<CpuQuota> cpu_quota(const std::string& root) {
     const std::optional<std::string> path = cgroup_path(root + "/proc/self/cgroup", hierarchy.v2);
     if (!path) continue;
     // From its own cgroup up to the part mounted: a parent's quota binds its children too.
-    std::string below = path_below(*path, hierarchy.root);
+    const std::optional<std::string> inside = path_below(*path, hierarchy.root);
+    if (!inside) continue;
+    std::string below = *inside;
     while (true) {
       const std::string dir = root + hierarchy.mount_point + below;
       const std::optional<double> cores = quota_in(dir, hierarchy.v2);
@@ -166,11 +173,10 @@ std::optional<CpuQuota> cpu_quota(const std::string& root) {
 }
 
 int cores_within_quota(int affinity, std::optional<double> quota_cores) {
-  int cores = std::max(1, affinity);
-  if (quota_cores) {
-    cores = std::min(cores, static_cast<int>(std::ceil(*quota_cores - 1e-9)));
-  }
-  return std::max(1, cores);
+  const int cores = std::max(1, affinity);
+  if (!quota_cores) return cores;
+  // In double first: cpu.max allows quotas of far more cores than an int holds.
+  return static_cast<int>(std::clamp(std::ceil(*quota_cores - 1e-9), 1.0, double(cores)));
 }
 
 std::vector<int> allowed_cpus() {
@@ -184,6 +190,38 @@ int usable_cores() {
   const int affinity = !cpus.empty() ? static_cast<int>(cpus.size()) : static_cast<int>(online);
   const std::optional<CpuQuota> quota = cpu_quota();
   return cores_within_quota(affinity, quota ? std::optional<double>(quota->cores) : std::nullopt);
+}
+
+std::string usable_cores_text() {
+  const int cores = usable_cores();
+  const std::optional<CpuQuota> quota = cpu_quota();
+  const std::string counted = fmt::format("{} core{}", cores, cores == 1 ? "" : "s");
+  if (!quota || cores_within_quota(std::numeric_limits<int>::max(), quota->cores) > cores) {
+    return "the " + counted + " pipebal may run on";
+  }
+  return fmt::format("the {} that pipebal's CPU quota of {:.2f} cores lets it run on", counted,
+                     quota->cores);
+}
+
+std::vector<std::vector<int>> physical_cores(const std::vector<int>& cpus,
+                                             const std::string& root) {
+  // Siblings list each other alike: the list itself names their core.
+  std::vector<std::string> names;
+  std::vector<std::vector<int>> cores;
+  for (const int cpu : cpus) {
+    const std::optional<std::string> siblings =
+        read_first_line(root + "/sys/devices/system/cpu/cpu" + std::to_string(cpu) +
+                        "/topology/thread_siblings_list");
+    const std::string name = siblings ? *siblings : "alone " + std::to_string(cpu);
+    const auto known = std::find(names.begin(), names.end(), name);
+    if (known != names.end()) {
+      cores[known - names.begin()].push_back(cpu);
+    } else {
+      names.push_back(name);
+      cores.push_back({cpu});
+    }
+  }
+  return cores;
 }
 
 void remember_startup_cores() {

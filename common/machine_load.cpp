@@ -44,15 +44,15 @@ std::optional<MachineCpuTimes> read_cpu_times(const std::vector<int>& cpus) {
 
 std::optional<QuotaPeriods> read_quota_periods(const std::optional<CpuQuota>& quota) {
   if (!quota) return std::nullopt;
-  std::ifstream file(quota->dir + "/cpu.stat");
+  std::ifstream file(quota->cgroup_dir + "/cpu.stat");
   if (!file) return std::nullopt;
   std::stringstream text;
   text << file.rdbuf();
   return parse_cpu_stat(text.str());
 }
 
-// The load of two sets of cores apart, over the longer of their intervals; held back as often as
-// the one held back more.
+// The load of two sets of cores apart, over the longer of their intervals: the tighter quota, the
+// more held back (cores apart on one host are likely one container's, under one quota).
 MachineLoad add_apart(const std::optional<MachineLoad>& a, const MachineLoad& b) {
   if (!a) return b;
   MachineLoad both = *a;
@@ -60,9 +60,9 @@ MachineLoad add_apart(const std::optional<MachineLoad>& a, const MachineLoad& b)
   both.cores += b.cores;
   both.others_cores += b.others_cores;
   both.steal_cores += b.steal_cores;
-  both.quota_cores = a->quota_cores && b.quota_cores
-                         ? std::optional(*a->quota_cores + *b.quota_cores)
-                         : std::nullopt;
+  if (!both.quota_cores || (b.quota_cores && *b.quota_cores < *both.quota_cores)) {
+    both.quota_cores = b.quota_cores;
+  }
   both.throttled = std::max(a->throttled, b.throttled);
   return both;
 }
@@ -118,7 +118,6 @@ std::optional<QuotaPeriods> parse_cpu_stat(const std::string& text) {
 
 bool MachineLoad::busy() const {
   if (seconds <= 0) return false;
-  if (throttled >= 0.1) return true;
   // The kernel counts the machine's time in ticks (100 a second), and the five fields summed
   // each round apart: over a short interval a few ticks either way are a sizeable share of a core.
   const double tick_margin = 0.05 / seconds;
@@ -138,14 +137,18 @@ MachineLoad machine_load_between(const MachineCpuTimes& start, const MachineCpuT
   return load;
 }
 
+bool MachineLoad::held_back() const {
+  return quota_cores && throttled >= 0.1;
+}
+
 MachineLoad combine(const MachineLoad& a, const MachineLoad& b) {
   MachineLoad both;
   both.seconds = a.seconds + b.seconds;
   both.cores = std::max(a.cores, b.cores);
+  both.quota_cores = a.quota_cores ? a.quota_cores : b.quota_cores;
   if (both.seconds <= 0) return both;
   both.others_cores = (a.others_cores * a.seconds + b.others_cores * b.seconds) / both.seconds;
   both.steal_cores = (a.steal_cores * a.seconds + b.steal_cores * b.seconds) / both.seconds;
-  both.quota_cores = a.quota_cores ? a.quota_cores : b.quota_cores;
   both.throttled = (a.throttled * a.seconds + b.throttled * b.seconds) / both.seconds;
   return both;
 }
@@ -165,13 +168,15 @@ std::string describe_load(const MachineLoad& load) {
   if (load.steal_cores >= 0.005) {
     text += fmt::format(" (and the hypervisor {:.2f} for other guests)", load.steal_cores);
   }
-  if (load.quota_cores && load.throttled >= 0.005) {
-    text += fmt::format(
-        "; its control group's CPU quota of {:.2f} cores held it back in {:.0f}% of the quota's "
-        "periods",
-        *load.quota_cores, 100 * load.throttled);
-  }
   return text;
+}
+
+std::string describe_throttling(const MachineLoad& load) {
+  if (!load.quota_cores) return "";
+  return fmt::format(
+      "pipebal's CPU quota of {:.2f} core{} held it back in {:.0f}% of the quota's periods over "
+      "{:.1f} s",
+      *load.quota_cores, *load.quota_cores == 1 ? "" : "s", 100 * load.throttled, load.seconds);
 }
 
 nlohmann::json machine_load_to_json(const MachineLoad& load) {
@@ -208,6 +213,7 @@ std::optional<MachineLoad> machine_load_from_json(const nlohmann::json& doc) {
     load.quota_cores = cores_allowed;
   }
   if (doc.contains("throttled") && !number("throttled", 1, load.throttled)) return std::nullopt;
+  if (!load.quota_cores) load.throttled = 0;  // held back by no quota: a hand edit
   return load;
 }
 
@@ -265,24 +271,32 @@ std::optional<MachineLoad> load_of_processes(const std::vector<CpuUse>& on_one_h
 }
 
 std::optional<MachineLoad> load_of_hosts(const std::vector<HostCpuUse>& processes) {
-  std::vector<std::string> hosts;
+  std::vector<std::string> machines;
   for (const HostCpuUse& process : processes) {
     if (!process.use) return std::nullopt;
-    if (std::find(hosts.begin(), hosts.end(), process.host) == hosts.end()) {
-      hosts.push_back(process.host);
+    if (std::find(machines.begin(), machines.end(), process.machine) == machines.end()) {
+      machines.push_back(process.machine);
     }
   }
   std::optional<MachineLoad> all;
-  for (const std::string& host : hosts) {
+  for (const std::string& machine : machines) {
     std::vector<CpuUse> on_host;
     for (const HostCpuUse& process : processes) {
-      if (process.host == host) on_host.push_back(*process.use);
+      if (process.machine == machine) on_host.push_back(*process.use);
     }
     const std::optional<MachineLoad> load = load_of_processes(on_host);
     if (!load) return std::nullopt;
     all = add_apart(all, *load);
   }
   return all;
+}
+
+std::string this_machine() {
+  std::ifstream boot_id("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (boot_id >> id && !id.empty()) return id;
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
 }
 
 nlohmann::json cpu_use_to_json(const CpuUse& use) {
@@ -330,15 +344,14 @@ std::optional<CpuUse> cpu_use_from_json(const nlohmann::json& doc) {
 }
 
 MachineLoadMeter::MachineLoadMeter() : cpus_(allowed_cpus()), start_(read_cpu_times(cpus_)) {
-  cores_ = static_cast<int>(cpus_.size());
   if (!start_ && !cpus_.empty()) {
     // No line of its cores (a container's /proc/stat numbering them from 0): the machine's.
     cpus_.clear();
     start_ = read_cpu_times(cpus_);
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    cores_ = online > 0 ? static_cast<int>(online) : 1;
   }
-  if (cores_ == 0) cores_ = usable_cores();
+  // The cores read: its own, or the machine's (not the quota's: it bounds time, not cores).
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  cores_ = !cpus_.empty() ? static_cast<int>(cpus_.size()) : std::max(1, static_cast<int>(online));
   quota_ = cpu_quota();
   quota_start_ = read_quota_periods(quota_);
   own_start_s_ = own_cpu_seconds();

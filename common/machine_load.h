@@ -4,7 +4,10 @@
 // so predicts another machine than the idle one it is used for. Read from Linux's /proc/stat (the
 // CPU time of each core) over the cores this process may run on (its affinity: taskset, a batch
 // system's cpuset; other jobs on a node's other cores do not slow it), less this process's own CPU
-// time (with its children's that it has waited for); elsewhere not known. Torch-free.
+// time (with its children's that it has waited for); a run of several processes tells all of its
+// ranks' time from other work (load_of_hosts). Under a control group's CPU quota (a container's),
+// also how often the quota held pipebal back: cpu.stat of the cgroup that sets it. Elsewhere than
+// Linux not known. Torch-free.
 #pragma once
 
 #include <chrono>
@@ -40,27 +43,32 @@ struct QuotaPeriods {
 // cpu.stat's text ("nr_periods 120", "nr_throttled 7", ...); nullopt without those lines.
 std::optional<QuotaPeriods> parse_cpu_stat(const std::string& text);
 
-// What other work took of the cores this process may run on over an interval, in cores on
-// average, and how often its control group's CPU quota held it back.
+// What other work took of the cores pipebal may run on over an interval, in cores on average,
+// and how often a control group's CPU quota held it back.
 struct MachineLoad {
-  double seconds = 0;                 // the interval
-  int cores = 0;                      // the cores this process may run on
-  double others_cores = 0;            // other processes
-  double steal_cores = 0;             // the hypervisor
-  std::optional<double> quota_cores;  // its control group's CPU quota (common/cores.h), if any
-  double throttled = 0;               // the share of the quota's periods it was held back in
+  double seconds = 0;       // the interval
+  int cores = 0;            // the cores read (of every host, for a run across hosts)
+  double others_cores = 0;  // other processes
+  double steal_cores = 0;   // the hypervisor
+  // The CPU quota of pipebal's control group (common/cores.h; across hosts the tightest), and the
+  // share of its periods in which it held pipebal back (across hosts the largest); none, and 0,
+  // without a quota.
+  std::optional<double> quota_cores;
+  double throttled = 0;
 
   // Whether the others (processes and hypervisor) took enough to slow what was measured: a
-  // quarter of a core, or 5% of `cores`, whichever is more (and five clock ticks more); or the
-  // quota held it back in a tenth of its periods or more.
+  // quarter of a core, or 5% of `cores`, whichever is more (and five clock ticks more).
   bool busy() const;
+  // Whether the quota held pipebal back in a tenth of its periods or more.
+  bool held_back() const;
 };
 
 // The load over an interval from the machine's and this process's CPU seconds at its two ends.
 MachineLoad machine_load_between(const MachineCpuTimes& start, const MachineCpuTimes& end,
                                  double own_cpu_s, double seconds, int cores);
 
-// Two loads as one over both intervals (averages weighted by their lengths).
+// Two loads as one over both intervals (averages weighted by their lengths; the first quota
+// known).
 MachineLoad combine(const MachineLoad& a, const MachineLoad& b);
 
 // The known ones of `loads` as one; none when none is known.
@@ -69,6 +77,10 @@ std::optional<MachineLoad> combine_loads(const std::vector<std::optional<Machine
 // "other processes took 1.90 of the 2 cores pipebal runs on, on average over 12.0 s (and the
 // hypervisor 0.10 for other guests)": for a warning.
 std::string describe_load(const MachineLoad& load);
+
+// "pipebal's CPU quota of 1.50 cores held it back in 42% of the quota's periods over 12.0 s", or
+// "" without a quota: for a warning.
+std::string describe_throttling(const MachineLoad& load);
 
 // As profiles and runs record it: {"seconds", "cores", "others_cores", "steal_cores",
 // "quota_cores" (null without a quota), "throttled"}, rounded to what clock ticks can tell
@@ -89,7 +101,7 @@ struct CpuUse {
   double steal_s = 0;                 // the hypervisor's
   double own_s = 0;                   // this process's (and its reaped children's)
   std::optional<double> quota_cores;  // its control group's CPU quota, if any
-  QuotaPeriods quota_periods;         // over the interval
+  QuotaPeriods quota_periods;         // that quota's, over the interval
 };
 
 // The load one process's reading says: others are everyone but that process.
@@ -98,32 +110,38 @@ MachineLoad load_of(const CpuUse& use);
 // The load on one host while several processes of one run worked there: others are everyone but
 // them. Processes that read the same cores (not pinned apart) share them, their readings averaged
 // and their own time summed; processes pinned to cores apart (launch --bind-cores) each read
-// their own, and the host's load is theirs summed. nullopt when two sets of cores overlap only in
-// part (whose work is whose cannot be told) or none is given.
+// their own, and the host's load is theirs summed (the quota, likely one container's, the
+// tightest; held back, the most). nullopt when two sets of cores overlap only in part (whose work
+// is whose cannot be told) or none is given.
 std::optional<MachineLoad> load_of_processes(const std::vector<CpuUse>& on_one_host);
 
-// One process's reading, with the host it ran on (nullopt: not read).
+// One process's reading, with the machine whose /proc/stat it read (this_machine(); nullopt: not
+// read).
 struct HostCpuUse {
-  std::string host;
+  std::string machine;
   std::optional<CpuUse> use;
 };
 
-// The load on the hosts of a run's processes, their cores, others and steal summed: nullopt
-// unless every process's reading is known and each host's tells its processes from other work
-// (load_of_processes).
+// The load on the hosts of a run's processes, their cores, others and steal summed (the tightest
+// quota, the most held back): nullopt unless every process's reading is known and each host's
+// tells its processes from other work (load_of_processes).
 std::optional<MachineLoad> load_of_hosts(const std::vector<HostCpuUse>& processes);
+
+// What names the machine whose /proc/stat this process reads: the kernel's boot id (two
+// containers of one host, whatever their host names, share it), else the host name.
+std::string this_machine();
 
 // As a run's processes send it to rank 0, and back (nullopt for anything else).
 nlohmann::json cpu_use_to_json(const CpuUse& use);
 std::optional<CpuUse> cpu_use_from_json(const nlohmann::json& doc);
 
-// Measures from construction to load() over the cores this process may run on at construction
-// (the whole machine where /proc/stat lists none of them): nullopt where it cannot be read.
+// Measures from construction to load() (or use(), the reading behind it) over the cores this
+// process may run on at construction (the whole machine where /proc/stat lists none of them), and
+// the periods of its control group's CPU quota where one is set: nullopt where it cannot be read.
 class MachineLoadMeter {
  public:
   MachineLoadMeter();
   std::optional<MachineLoad> load() const;
-  // The reading behind load().
   std::optional<CpuUse> use() const;
 
  private:

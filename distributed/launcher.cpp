@@ -301,17 +301,30 @@ void check(const LaunchOptions& options) {
   }
 }
 
-std::vector<std::vector<int>> core_shares(const std::vector<int>& cpus, int processes) {
-  if (processes < 1 || size_t(processes) > cpus.size()) {
+std::vector<std::vector<int>> core_shares(const std::vector<std::vector<int>>& cores,
+                                          int processes) {
+  std::vector<std::vector<int>> units = cores;  // what is shared out whole
+  size_t cpus = 0;
+  for (const auto& core : cores) cpus += core.size();
+  if (processes < 1 || size_t(processes) > cpus) {
     throw std::invalid_argument(
-        fmt::format("{} cores cannot be shared among {} processes", cpus.size(), processes));
+        fmt::format("{} cores cannot be shared among {} processes", cpus, processes));
+  }
+  if (units.size() < size_t(processes)) {  // too few cores: their hardware threads apart
+    units.clear();
+    for (const auto& core : cores) {
+      for (const int cpu : core) units.push_back({cpu});
+    }
   }
   std::vector<std::vector<int>> shares(processes);
-  const size_t each = cpus.size() / processes, longer = cpus.size() % processes;
+  const size_t each = units.size() / processes, longer = units.size() % processes;
   size_t next = 0;
   for (size_t p = 0; p < shares.size(); ++p) {
     const size_t count = each + (p < longer ? 1 : 0);
-    shares[p].assign(cpus.begin() + next, cpus.begin() + next + count);
+    for (size_t u = next; u < next + count; ++u) {
+      shares[p].insert(shares[p].end(), units[u].begin(), units[u].end());
+    }
+    std::sort(shares[p].begin(), shares[p].end());
     next += count;
   }
   return shares;
@@ -340,7 +353,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   std::vector<pid_t> groups;    // each child's process group, which outlives it with its own
   const pid_t launcher = getpid();
   const std::vector<std::vector<int>> cores =
-      options.bind_cores ? core_shares(allowed_cpus(), options.nproc_per_node)
+      options.bind_cores ? core_shares(physical_cores(allowed_cpus()), options.nproc_per_node)
                          : std::vector<std::vector<int>>(options.nproc_per_node);
   for (int local = 0; local < options.nproc_per_node; ++local) {
     ChildImage image;

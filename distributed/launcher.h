@@ -24,9 +24,9 @@ struct LaunchOptions {
   // 0: the processes write to the launcher's standard error themselves.
   double fold_window_s = 0.5;
   // Each process pinned to its own share of the launcher's cores (core_shares), as DeepSpeed's
-  // --bind_cores_to_rank: the processes do not share cores (logical CPUs: on a machine that
-  // numbers a core's hardware threads apart, two shares may hold threads of one core), and each
-  // counts its own (common/cores.h: --threads); PIPEBAL_BIND_CORES=1 tells them so.
+  // --bind_cores_to_rank: the processes do not share cores (physical ones, each with all its
+  // hardware threads, where there are as many as processes), and each counts its own
+  // (common/cores.h: --threads); PIPEBAL_BIND_CORES=1 tells them so.
   bool bind_cores = false;
   bool discard_stdout = false;                // the processes' standard output goes to /dev/null
   std::string log_prefix = "pipebal launch";  // starts each line the launcher logs
@@ -37,10 +37,13 @@ struct LaunchOptions {
 // their exits are ordered.
 constexpr int kPeerFailedExitStatus = 3;
 
-// The cores of each of `processes` processes: `cpus` in contiguous runs, the first
-// cpus.size() % processes of them one core longer. Throws std::invalid_argument unless
-// 1 <= processes <= cpus.size().
-std::vector<std::vector<int>> core_shares(const std::vector<int>& cpus, int processes);
+// The CPUs of each of `processes` processes: the physical `cores` (each its hardware threads'
+// logical CPUs, as common/cores.h's physical_cores() groups them) in contiguous runs, the first
+// cores.size() % processes of them one core longer, so that no two processes share a core; with
+// fewer cores than processes, their CPUs shared out so instead. Each share in increasing order.
+// Throws std::invalid_argument unless 1 <= processes <= the CPUs.
+std::vector<std::vector<int>> core_shares(const std::vector<std::vector<int>>& cores,
+                                          int processes);
 
 // Throws std::invalid_argument for inconsistent options (one line naming the option) and for a
 // command this host cannot run.

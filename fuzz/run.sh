@@ -32,6 +32,12 @@ rm -rf "$seeds"
 mkdir -p "$seeds"/{profile_reader,plan_reader,report_data,units}
 cp reports/examples/demo/profile.json "$seeds/profile_reader/demo_profile.json"
 cp tests/reports/fixtures/validation_dir/profile.json "$seeds/profile_reader/fixture_profile.json"
+# One measured under a CPU quota: environment.machine_load with its quota and how often it held.
+python3 -c 'import json, sys
+doc = json.load(open(sys.argv[1]))
+doc["environment"]["machine_load"].update(quota_cores=1.5, throttled=0.25)
+json.dump(doc, open(sys.argv[2], "w"), indent=2)' reports/examples/demo/profile.json \
+  "$seeds/profile_reader/quota_profile.json"
 cp reports/examples/demo/plan.json "$seeds/plan_reader/demo_plan.json"
 cp tests/reports/fixtures/validation_dir/plan.json "$seeds/plan_reader/fixture_plan.json"
 cp tests/reports/fixtures/validation_dir/validation.json "$seeds/report_data/validation.json"

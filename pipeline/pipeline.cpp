@@ -108,9 +108,8 @@ struct Pipeline::Links {
 void check_threads_per_stage(int threads) {
   const int cores = usable_cores();
   if (threads < 1 || threads > cores) {
-    throw std::invalid_argument(fmt::format(
-        "threads per stage must be between 1 and the {} core{} pipebal may run on, got {}", cores,
-        cores == 1 ? "" : "s", threads));
+    throw std::invalid_argument(fmt::format("threads per stage must be between 1 and {}, got {}",
+                                            usable_cores_text(), threads));
   }
 }
 

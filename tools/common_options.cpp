@@ -125,9 +125,9 @@ std::string oversubscription_warning(int devices, int threads) {
   // threads sleep between parallel regions.
   if (threads < 2 || int64_t{devices} * threads <= cores) return "";
   return fmt::format(
-      "{}{} stages x {} intra-op threads need {} cores, pipebal may run on {}: "
+      "{}{} stages x {} intra-op threads need {} cores, more than {}: "
       "they share cores and run slower than their profile predicts (use fewer --threads)\n",
-      warning_prefix(), devices, threads, int64_t{devices} * threads, cores);
+      warning_prefix(), devices, threads, int64_t{devices} * threads, usable_cores_text());
 }
 
 void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::string& what) {
@@ -140,6 +140,14 @@ void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::str
                      what, describe_load(*load))
               << std::flush;
   }
+  if (load && load->held_back()) {
+    std::cerr << warning_prefix()
+              << fmt::format(
+                     "{} while {}: the times measured include its waits; give pipebal fewer "
+                     "threads or a larger quota\n",
+                     describe_throttling(*load), what)
+              << std::flush;
+  }
 }
 
 void warn_if_profiled_busy(const std::optional<MachineLoad>& load, const std::string& path,
@@ -150,6 +158,13 @@ void warn_if_profiled_busy(const std::optional<MachineLoad>& load, const std::st
                     "{} was measured while the machine was busy ({}): its times, and a "
                     "plan from them, fit that machine; profile again on an idle one\n",
                     path, describe_load(*load))
+             << std::flush;
+  }
+  if (load && load->held_back()) {
+    warnings << warning_prefix()
+             << fmt::format(
+                    "{} was measured while {}: its times, and a plan from them, fit that quota\n",
+                    path, describe_throttling(*load))
              << std::flush;
   }
 }

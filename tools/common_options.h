@@ -47,10 +47,11 @@ int stages_per_device(pipeline::ScheduleKind schedule, int given);
 // threads then share cores and the steps run slower than a profile of one device predicts.
 std::string oversubscription_warning(int devices, int threads);
 // Prints the warning that the machine was busy while measuring (`what`: "profiling") on stderr,
-// when `load` says it was (common/machine_load.h).
+// when `load` says it was (common/machine_load.h), and the one that a CPU quota held pipebal
+// back, when it did.
 void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::string& what);
-// Writes the warning that the profile at `path` was measured on a busy machine to `warnings`,
-// when its `load` says so: a plan from it fits that machine.
+// Writes the warning that the profile at `path` was measured on a busy machine, or held back by a
+// CPU quota, to `warnings`, when its `load` says so: a plan from it fits that machine.
 void warn_if_profiled_busy(const std::optional<MachineLoad>& load, const std::string& path,
                            std::ostream& warnings);
 // Seconds a training step may take (0: no limit).

@@ -89,10 +89,9 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
                  Progress::Mode progress_mode) {
   const int cores = usable_cores();
   if (params.threads < 0 || params.threads > cores) {
-    throw std::invalid_argument(fmt::format(
-        "--threads must be between 0 (LibTorch's default) and the {} core{} pipebal may run on, "
-        "got {}",
-        cores, cores == 1 ? "" : "s", params.threads));
+    throw std::invalid_argument(
+        fmt::format("--threads must be between 0 (LibTorch's default) and {}, got {}",
+                    usable_cores_text(), params.threads));
   }
   if (params.rounds < 1) {
     throw std::invalid_argument(fmt::format("--rounds must be at least 1, got {}", params.rounds));

@@ -260,10 +260,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   settings.warn = [&warning, reports](const std::string& line) {
     if (reports) warning += warning_prefix() + line + "\n";
   };
-  // One process alone; across processes each rank reads its cores and rank 0 tells the run's
-  // ranks from other work (TrainingRun).
+  // One process alone (launched alone too); across processes each rank reads its cores and rank
+  // 0 tells the run's ranks from other work (TrainingRun).
   std::optional<MachineLoadMeter> load;
-  if (!settings.launch) load.emplace();
+  if (!settings.launch || settings.launch->world_size == 1) load.emplace();
   reports::RunRecord run = run_training(
       settings, [&progress, &warning, warmup](int step, int total, double ms, double loss) {
         std::cerr << warning;

@@ -440,6 +440,7 @@ void TrainingRun::gather_ranks() {
   mine["origins_ms"] = st.origins_ms;
   const std::optional<CpuUse> my_cpu_use = st.load_meter->use();
   mine["cpu_use"] = my_cpu_use ? cpu_use_to_json(*my_cpu_use) : nlohmann::json();
+  mine["machine"] = this_machine();
   nlohmann::json timelines = nlohmann::json::array();
   for (const auto& t : st.timelines) timelines.push_back(reports::timeline_to_json(t));
   mine["timelines"] = timelines;
@@ -450,7 +451,7 @@ void TrainingRun::gather_ranks() {
   for (const std::string& text : all) {
     const nlohmann::json theirs = nlohmann::json::parse(text);
     cpu_use_by_rank.push_back(
-        {theirs.at("host").get<std::string>(), cpu_use_from_json(theirs.at("cpu_use"))});
+        {theirs.at("machine").get<std::string>(), cpu_use_from_json(theirs.at("cpu_use"))});
     const int rank = theirs.at("rank").get<int>();
     const int replica = st.placement.replica_of(rank);
     const auto origins = theirs.at("origins_ms").get<std::vector<double>>();

@@ -136,17 +136,24 @@ TEST(MachineLoad, DescribedInCoresWithTheHypervisorWhenItTookAny) {
       pipebal::describe_load({12, 1, 0.5, 0.25, std::nullopt, 0}),
       "other processes took 0.50 of the 1 core pipebal runs on, on average over 12.0 s (and the "
       "hypervisor 0.25 for other guests)");
-  EXPECT_EQ(pipebal::describe_load({12, 2, 0.1, 0, 1.5, 0.42}),
-            "other processes took 0.10 of the 2 cores pipebal runs on, on average over 12.0 s; "
-            "its control group's CPU quota of 1.50 cores held it back in 42% of the quota's "
-            "periods");
 }
 
-TEST(MachineLoad, AQuotaHoldingItBackInATenthOfItsPeriodsIsBusy) {
-  MachineLoad load{10, 2, 0, 0, 1.0, 0.09};
-  EXPECT_FALSE(load.busy());
-  load.throttled = 0.1;
-  EXPECT_TRUE(load.busy());
+TEST(MachineLoad, AQuotaHoldingItBackInATenthOfItsPeriodsIsSaidApart) {
+  MachineLoad load{12, 2, 0, 0, 1.5, 0.09};
+  EXPECT_FALSE(load.held_back());
+  load.throttled = 0.42;
+  EXPECT_TRUE(load.held_back());
+  EXPECT_FALSE(load.busy()) << "the machine itself was idle";
+  EXPECT_EQ(pipebal::describe_throttling(load),
+            "pipebal's CPU quota of 1.50 cores held it back in 42% of the quota's periods over "
+            "12.0 s");
+  load.quota_cores = 1;
+  EXPECT_EQ(pipebal::describe_throttling(load),
+            "pipebal's CPU quota of 1.00 core held it back in 42% of the quota's periods over "
+            "12.0 s");
+  load.quota_cores.reset();
+  EXPECT_FALSE(load.held_back()) << "no quota, nothing held it back";
+  EXPECT_EQ(pipebal::describe_throttling(load), "");
 }
 
 TEST(MachineLoad, CpuStatCountsTheQuotasPeriods) {
@@ -199,11 +206,19 @@ TEST(MachineLoad, ProcessesSharingTheirCoresCountEachOthersWorkAsTheirOwn) {
 
 TEST(MachineLoad, ProcessesPinnedApartEachReadTheirOwnCores) {
   // launch --bind-cores: rank 0 on cores 0-1 with 0.5 core of others, rank 1 on 2-3 with none.
-  const auto both = pipebal::load_of_processes({use({0, 1}, 10, 25, 20), use({2, 3}, 12, 20, 20)});
+  auto first = use({0, 1}, 10, 25, 20);
+  auto second = use({2, 3}, 12, 20, 20);
+  // One container's quota of 3 cores, read by each (their counters a moment apart).
+  first.quota_cores = second.quota_cores = 3;
+  first.quota_periods = {100, 10};
+  second.quota_periods = {120, 24};
+  const auto both = pipebal::load_of_processes({first, second});
   ASSERT_TRUE(both.has_value());
   EXPECT_EQ(both->cores, 4);
   EXPECT_DOUBLE_EQ(both->seconds, 12);
   EXPECT_NEAR(both->others_cores, 0.5, 1e-12);
+  EXPECT_EQ(both->quota_cores, 3.0) << "one quota, not two";
+  EXPECT_DOUBLE_EQ(both->throttled, 0.2) << "the more held back";
 }
 
 TEST(MachineLoad, CoresThatOverlapInPartTellNothing) {
@@ -215,12 +230,17 @@ TEST(MachineLoad, CoresThatOverlapInPartTellNothing) {
 
 TEST(MachineLoad, HostsAddUpAndAnUnreadProcessLeavesTheRunUnknown) {
   using pipebal::HostCpuUse;
+  auto on_b = use({0, 1}, 11, 6, 3);
+  on_b.quota_cores = 1.5;
+  on_b.quota_periods = {110, 11};
   const auto run = pipebal::load_of_hosts(
-      {{"a", use({0, 1}, 10, 12, 5)}, {"b", use({0, 1}, 11, 6, 3)}, {"a", use({0, 1}, 10, 12, 5)}});
+      {{"a", use({0, 1}, 10, 12, 5)}, {"b", on_b}, {"a", use({0, 1}, 10, 12, 5)}});
   ASSERT_TRUE(run.has_value());
   EXPECT_EQ(run->cores, 4);
   EXPECT_DOUBLE_EQ(run->seconds, 11);
   EXPECT_NEAR(run->others_cores, 0.2 + 3.0 / 11, 1e-12) << "a: 12 - 2 x 5 in 10 s; b: 6 - 3 in 11";
+  EXPECT_EQ(run->quota_cores, 1.5) << "the quota of the host that had one";
+  EXPECT_DOUBLE_EQ(run->throttled, 0.1);
   EXPECT_FALSE(pipebal::load_of_hosts({{"a", use({0}, 1, 1, 1)}, {"b", std::nullopt}}));
 }
 
@@ -246,6 +266,12 @@ TEST(MachineLoad, ReadingsAndLoadsRoundTripThroughJson) {
   bad["cpus"] = {0, "1"};
   EXPECT_FALSE(pipebal::cpu_use_from_json(bad));
   EXPECT_FALSE(pipebal::cpu_use_from_json(nullptr));
+  bad = pipebal::cpu_use_to_json(u);
+  bad["cpus"] = {70000};
+  EXPECT_FALSE(pipebal::cpu_use_from_json(bad)) << "no such CPU";
+  bad = pipebal::cpu_use_to_json(u);
+  bad.erase("quota_cores");
+  EXPECT_FALSE(pipebal::cpu_use_from_json(bad)) << "written by every rank, null or not";
 
   const MachineLoad load{12, 2, 0.5, 0.125, 1.5, 0.25};
   const auto load_back = pipebal::machine_load_from_json(pipebal::machine_load_to_json(load));
@@ -255,6 +281,12 @@ TEST(MachineLoad, ReadingsAndLoadsRoundTripThroughJson) {
   EXPECT_EQ(load_back->quota_cores, 1.5);
   EXPECT_EQ(load_back->throttled, 0.25);
   EXPECT_FALSE(pipebal::machine_load_from_json({{"seconds", 1}}));
+  for (const auto& [key, odd] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"throttled", 1.5}, {"quota_cores", -1}, {"quota_cores", "2"}, {"throttled", "x"}}) {
+    nlohmann::json doc = pipebal::machine_load_to_json(load);
+    doc[key] = odd;
+    EXPECT_FALSE(pipebal::machine_load_from_json(doc)) << doc.dump();
+  }
   // As recorded before quotas were read: none, never held back.
   const auto older = pipebal::machine_load_from_json(
       {{"seconds", 1}, {"cores", 2}, {"others_cores", 0}, {"steal_cores", 0}});

@@ -251,7 +251,8 @@ TEST(LaunchCli, BindCoresPinsEachProcessToItsShareOfTheCores) {
   const CliResult r = run_pipebal(fmt::format(
       "launch --nproc-per-node {} --bind-cores --master-port 0 {}", processes, print_cores));
   ASSERT_EQ(r.status, 0) << r.err;
-  const std::vector<std::vector<int>> shares = pipebal::distributed::core_shares(cpus, processes);
+  const std::vector<std::vector<int>> shares =
+      pipebal::distributed::core_shares(pipebal::physical_cores(cpus), processes);
   for (int local = 0; local < processes; ++local) {
     const std::string line = fmt::format("{} 1 {}\n", local, listed(shares[local]));
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "in " << r.out;
