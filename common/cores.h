@@ -16,11 +16,11 @@ namespace pipebal {
 std::vector<int> allowed_cpus();
 
 // The CPU time this process's control group may use, in cores: a container's --cpus, a
-// Kubernetes pod's CPU limit, systemd's CPUQuota. The tightest quota on the way from its cgroup
-// up to the hierarchy's root, read from cgroup v2's cpu.max or v1's cpu.cfs_quota_us over
-// cpu.cfs_period_us (where /proc/self/mountinfo says the hierarchy is mounted), with the directory
-// of the cgroup that sets it (whose cpu.stat counts how often it held its processes back);
-// nullopt where none is set or none can be read. `root` prefixes every path read, for tests.
+// Kubernetes pod's CPU limit, systemd's CPUQuota. The tightest quota of its cgroups
+// (common/cgroups.h: from its own up to the part of the hierarchy mounted), read from cgroup v2's
+// cpu.max or v1's cpu.cfs_quota_us over cpu.cfs_period_us, with the directory of the cgroup that
+// sets it (whose cpu.stat counts how often it held its processes back); nullopt where none is
+// set or none can be read. `root` prefixes every path read, for tests.
 struct CpuQuota {
   double cores = 0;
   std::string cgroup_dir;

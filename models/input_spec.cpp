@@ -3,12 +3,11 @@
 
 #include <stdexcept>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "pipebal/common/cgroups.h"
 #include "pipebal/common/format_bytes.h"
 #include "pipebal/common/parse_integers.h"
 #include "pipebal/models/synthetic.h"
@@ -104,16 +103,15 @@ std::vector<InputSpec> with_float_dtype(std::vector<InputSpec> specs, c10::Scala
 }
 
 at::Tensor make_input(const InputSpec& spec) {
-  // One larger than the machine's memory would be filled page by page until the kernel killed
-  // the process (the allocation itself succeeds, memory being overcommitted).
+  // One larger than the memory this process may use would be filled page by page until the
+  // kernel killed the process (the allocation itself succeeds, memory being overcommitted; a
+  // container's limit kills it as surely as the machine's size).
   double bytes = static_cast<double>(c10::elementSize(spec.dtype));
   for (const int64_t d : spec.shape) bytes *= static_cast<double>(d);
-  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  const double memory = usable_memory_bytes();
   if (memory > 0 && bytes > memory) {
-    throw std::invalid_argument(
-        fmt::format("input {} needs {}, more than this machine's memory ({})", to_string(spec),
-                    format_bytes(bytes), format_bytes(memory)));
+    throw std::invalid_argument(fmt::format("input {} needs {}, more than {}", to_string(spec),
+                                            format_bytes(bytes), usable_memory_text()));
   }
   const auto options = torch::TensorOptions().dtype(spec.dtype);
   if (spec.dtype == c10::kBool) return torch::randint(2, spec.shape, options);

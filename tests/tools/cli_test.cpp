@@ -291,44 +291,46 @@ TEST(Cli, ThreadsAreCheckedAgainstTheCoresItMayRunOn) {
   EXPECT_EQ(r.status, 0) << r.err;
 }
 
-// A control group of its own with a CPU quota, as a container or a systemd slice has; dir() is
-// empty where this machine lets the test make none (not root, a read-only cgroup file system,
-// cgroup v2 without the cpu controller). Removed when gone: the commands in it have ended.
-class CgroupWithQuota {
+// A control group of its own with a limit, as a container or a systemd slice has; dir() is empty
+// where this machine lets the test make none (not root, a read-only cgroup file system, cgroup v2
+// without the controller). Removed when gone: the commands in it have ended.
+class CgroupWithLimit {
  public:
-  explicit CgroupWithQuota(double cores) {
-    const std::string quota = std::to_string(static_cast<int>(cores * 100000));
+  using Files = std::vector<std::pair<std::string, std::string>>;  // name, what to write
+  // In v1's hierarchy of `controller` ("cpu", "memory") with `v1` written, else in v2's with `v2`.
+  CgroupWithLimit(const std::string& controller, const Files& v1, const Files& v2) {
     const std::string name = "/pipebal-test-" + std::to_string(getpid());
-    const auto write = [](const std::string& path, const std::string& text) {
-      std::ofstream file(path);
-      return static_cast<bool>(file << text << std::flush);
+    const auto made = [this](const std::string& dir, const Files& files) {
+      if (mkdir(dir.c_str(), 0755) != 0) return;
+      for (const auto& [file, text] : files) {
+        std::ofstream out(dir + "/" + file);
+        if (!std::filesystem::exists(dir + "/" + file) || !(out << text << std::flush)) {
+          rmdir(dir.c_str());
+          return;
+        }
+      }
+      dir_ = dir;
     };
-    if (std::filesystem::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")) {  // v1
-      const std::string dir = "/sys/fs/cgroup/cpu" + name;
-      if (mkdir(dir.c_str(), 0755) != 0) return;
-      dir_ = dir;
-      if (!write(dir + "/cpu.cfs_period_us", "100000") ||
-          !write(dir + "/cpu.cfs_quota_us", quota)) {
-        dir_.clear();
-        rmdir(dir.c_str());
-      }
-    } else if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {  // v2
-      const std::string dir = "/sys/fs/cgroup" + name;
-      if (mkdir(dir.c_str(), 0755) != 0) return;
-      dir_ = dir;
-      if (!std::filesystem::exists(dir + "/cpu.max") ||
-          !write(dir + "/cpu.max", quota + " 100000")) {
-        dir_.clear();
-        rmdir(dir.c_str());
-      }
+    const std::string v1_root = "/sys/fs/cgroup/" + controller;
+    if (std::filesystem::exists(v1_root + "/" + v1.front().first)) {
+      made(v1_root + name, v1);
+    } else if (std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers")) {
+      made("/sys/fs/cgroup" + name, v2);
     }
   }
-  ~CgroupWithQuota() {
+  ~CgroupWithLimit() {
     if (!dir_.empty()) rmdir(dir_.c_str());
   }
-  CgroupWithQuota(const CgroupWithQuota&) = delete;
-  CgroupWithQuota& operator=(const CgroupWithQuota&) = delete;
+  CgroupWithLimit(const CgroupWithLimit&) = delete;
+  CgroupWithLimit& operator=(const CgroupWithLimit&) = delete;
   const std::string& dir() const { return dir_; }
+
+  // Runs pipebal with `args` in this cgroup.
+  Result run(const std::string& args) const {
+    return pipebal::testing::run_executable(
+        "sh",
+        "-c 'echo $$ > " + dir_ + "/cgroup.procs && exec " + PIPEBAL_BINARY + " " + args + "'");
+  }
 
  private:
   std::string dir_;
@@ -339,15 +341,13 @@ class CgroupWithQuota {
 // says how often the quota held it back.
 TEST(Cli, ThreadsAreCheckedAgainstItsControlGroupsCpuQuota) {
   if (pipebal::allowed_cpus().size() < 2) GTEST_SKIP() << "one core already";
-  const CgroupWithQuota cgroup(0.5);
+  const std::string quota = std::to_string(50000);  // half a core, of 100 ms periods
+  const CgroupWithLimit cgroup("cpu",
+                               {{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", quota}},
+                               {{"cpu.max", quota + " 100000"}});
   if (cgroup.dir().empty()) GTEST_SKIP() << "this machine lets the test make no cgroup";
-  const auto in_cgroup = [&cgroup](const std::string& args) {
-    return pipebal::testing::run_executable("sh", "-c 'echo $$ > " + cgroup.dir() +
-                                                      "/cgroup.procs && exec " + PIPEBAL_BINARY +
-                                                      " " + args + "'");
-  };
   const std::string model = "--model mlp:layers=2,width=8 --input-shape 4,8 ";
-  Result r = in_cgroup("train " + model + "--balance 2,1 --threads 2 --steps 1 -q");
+  Result r = cgroup.run("train " + model + "--balance 2,1 --threads 2 --steps 1 -q");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err,
             "pipebal: error: threads per stage must be between 1 and the 1 core that pipebal's "
@@ -355,7 +355,7 @@ TEST(Cli, ThreadsAreCheckedAgainstItsControlGroupsCpuQuota) {
   // The run records the quota and how often it held the run back: two stages busy on half a
   // core are held back in most periods they run in.
   const std::string run = pipebal::testing::scratch_dir() + "/run.json";
-  r = in_cgroup(
+  r = cgroup.run(
       "train --model mlp:layers=16,width=64 --input-shape 256,64 --balance 9,8 "
       "--steps 20 -q -o " +
       run);
@@ -369,6 +369,22 @@ TEST(Cli, ThreadsAreCheckedAgainstItsControlGroupsCpuQuota) {
               std::string::npos)
         << r.err;
   }
+}
+
+// In a container of less memory than the machine's (docker --memory, a pod's limit), an input
+// larger than the limit is refused in one line, not filled until the kernel kills the process.
+TEST(Cli, AnInputLargerThanItsControlGroupsMemoryLimitIsOneLine) {
+  const std::string limit = std::to_string(512 << 20);  // LibTorch itself takes ~200 MiB
+  const CgroupWithLimit cgroup("memory", {{"memory.limit_in_bytes", limit}},
+                               {{"memory.max", limit}});
+  if (cgroup.dir().empty()) GTEST_SKIP() << "this machine lets the test make no cgroup";
+  // 1 GiB of float32, far less than any machine that runs these tests has.
+  const Result r = cgroup.run(
+      "train --model mlp:layers=2,width=8 --input-shape 33554432,8 --balance 2,1 --steps 1 -q");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err,
+            "pipebal: error: input float32[33554432,8] needs 1.00 GiB, more than the memory "
+            "pipebal's control group may use (512.00 MiB)\n");
 }
 
 // Autograd's stack alignment (common/aligned_stack.h): the profile records the offset in force;
