@@ -84,8 +84,8 @@ std::optional<std::string> cgroup_path(const std::string& cgroup_file, bool v2,
 // The cgroup at `path` as a path below `root`, the part of its hierarchy mounted: ("/a/b", "/")
 // gives "/a/b", ("/docker/ID/x", "/docker/ID") "/x", and ("/docker/ID", "/docker/ID") "", the
 // mount point itself (a container's own cgroup mounted as its root). nullopt for a cgroup outside
-// the part mounted (another cgroup namespace's): its quota cannot be read, and another's is not
-// its own.
+// the part mounted (another cgroup namespace's): its limits cannot be read, and the mount
+// point's are another's.
 std::optional<std::string> path_below(const std::string& path, const std::string& root) {
   if (root == "/") return path == "/" ? "" : path;
   const bool inside = path.compare(0, root.size(), root) == 0 &&
