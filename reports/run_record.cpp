@@ -70,14 +70,16 @@ nlohmann::json run_to_json(const RunRecord& run) {
     steps.push_back({{"step", s.step}, {"ms", s.ms}, {"loss", s.loss}});
   nlohmann::json processes = nlohmann::json::array();
   for (const auto& p : run.processes) {
-    processes.push_back({{"rank", p.rank},
-                         {"stage", p.stage},
-                         {"replica", p.replica},
-                         {"host", p.host},
-                         {"clock_uncertainty_ms", p.clock_uncertainty_ms},
-                         {"shared_memory_peers", p.shared_memory_peers},
-                         {"peak_rss_bytes", p.peak_rss_bytes >= 0 ? nlohmann::json(p.peak_rss_bytes)
-                                                                  : nlohmann::json()}});
+    processes.push_back(
+        {{"rank", p.rank},
+         {"stage", p.stage},
+         {"replica", p.replica},
+         {"host", p.host},
+         {"clock_uncertainty_ms", p.clock_uncertainty_ms},
+         {"shared_memory_peers", p.shared_memory_peers},
+         {"peak_rss_bytes",
+          p.peak_rss_bytes >= 0 ? nlohmann::json(p.peak_rss_bytes) : nlohmann::json()},
+         {"cpu_seconds", p.cpu_seconds >= 0 ? nlohmann::json(p.cpu_seconds) : nlohmann::json()}});
   }
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& s : run.stages) {
@@ -197,6 +199,7 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
       process.host = p.get<std::string>("host");
       process.clock_uncertainty_ms = p.get_or<double>("clock_uncertainty_ms", 0.0);
       process.peak_rss_bytes = p.has("peak_rss_bytes") ? p.at("peak_rss_bytes").integer(0) : -1;
+      process.cpu_seconds = p.has("cpu_seconds") ? p.at("cpu_seconds").number(0) : -1;
       if (p.has("shared_memory_peers")) {
         for (const JsonReader& peer : p.at("shared_memory_peers").elements())
           process.shared_memory_peers.push_back(static_cast<int>(peer.integer(0, INT32_MAX)));

@@ -37,6 +37,9 @@ struct ProcessRun {
   int replica = 0;
   std::string host;
   int64_t peak_rss_bytes = -1;  // the process's peak resident set, -1 where unknown
+  // The CPU time it took over the run, all its threads together (a second per second on each
+  // core it kept busy); -1 where unknown.
+  double cpu_seconds = -1;
   // How far its timeline may be shifted against rank 0's: the clock alignment's uncertainty.
   double clock_uncertainty_ms = 0;
   // The ranks its messages went to and came from through shared memory, not the network.

@@ -452,6 +452,7 @@ void TrainingRun::gather_ranks() {
     const nlohmann::json theirs = nlohmann::json::parse(text);
     cpu_use_by_rank.push_back(
         {theirs.at("machine").get<std::string>(), cpu_use_from_json(theirs.at("cpu_use"))});
+    const std::optional<CpuUse>& their_cpu_use = cpu_use_by_rank.back().use;
     const int rank = theirs.at("rank").get<int>();
     const int replica = st.placement.replica_of(rank);
     const auto origins = theirs.at("origins_ms").get<std::vector<double>>();
@@ -478,6 +479,7 @@ void TrainingRun::gather_ranks() {
     process.replica = replica;
     process.host = theirs.at("host").get<std::string>();
     process.peak_rss_bytes = theirs.at("peak_rss_bytes").get<int64_t>();
+    if (their_cpu_use) process.cpu_seconds = their_cpu_use->own_s;
     process.clock_uncertainty_ms = theirs.at("clock_uncertainty_ms").get<double>();
     process.shared_memory_peers = theirs.at("shared_memory_peers").get<std::vector<int>>();
     st.run.processes.push_back(process);

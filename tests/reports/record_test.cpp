@@ -151,6 +151,12 @@ RunRecord run_example() {
   run.samples_per_s = 7000;
   run.stages = {{0, 0, 3, 3.5, 0.8, 4096}, {1, 3, 1, 1.0, 0.2, -1}};
   run.timeline = two_actions();
+  // Two processes: what rank 1 could not measure is unknown.
+  run.processes.resize(2);
+  run.processes[0].peak_rss_bytes = 1 << 20;
+  run.processes[0].cpu_seconds = 1.25;
+  run.processes[1].rank = 1;
+  run.processes[1].stage = 1;
   return run;
 }
 
@@ -175,9 +181,15 @@ TEST(RunRecord, ReadsBackWhatItWroteAndOlderDocumentsWithDefaults) {
   EXPECT_EQ(read.stages[0].peak_memory_bytes, 4096);
   EXPECT_EQ(read.stages[1].peak_memory_bytes, -1);
   EXPECT_EQ(read.timeline.size(), 2u);
+  ASSERT_EQ(read.processes.size(), 2u);
+  EXPECT_EQ(read.processes[0].peak_rss_bytes, 1 << 20);
+  EXPECT_EQ(read.processes[0].cpu_seconds, 1.25);
+  EXPECT_EQ(read.processes[1].peak_rss_bytes, -1);
+  EXPECT_EQ(read.processes[1].cpu_seconds, -1);
 
   // What earlier writers of pipebal.run/1 left out reads as its default.
   json older = run_to_json(run_example());
+  older["processes"][0].erase("cpu_seconds");
   for (const char* key : {"threads_per_stage", "optimizer", "lr", "seed", "warmup_steps",
                           "p10_step_ms", "p90_step_ms", "devices", "timeline"}) {
     older.erase(key);
@@ -187,6 +199,7 @@ TEST(RunRecord, ReadsBackWhatItWroteAndOlderDocumentsWithDefaults) {
   EXPECT_TRUE(std::isnan(old.lr));
   EXPECT_TRUE(old.timeline.empty());
   EXPECT_EQ(old.median_step_ms, 4.5);
+  EXPECT_EQ(old.processes[0].cpu_seconds, -1);
 
   json bad = run_to_json(run_example());
   bad["stages"][1]["peak_memory_bytes"] = -7;

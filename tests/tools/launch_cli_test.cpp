@@ -101,6 +101,15 @@ TEST(LaunchCli, LaunchAndTorchrunTrainExactlyLikeOneProcess) {
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(run->at("processes")[r].at("rank").get<int>(), r);
       EXPECT_GT(run->at("processes")[r].at("peak_rss_bytes").get<int64_t>(), 0);
+      // Each rank's threads' CPU time over the run (its start-up left out): some, and not much
+      // more than all its cores over rank 0's interval (each rank measures its own, nearly the
+      // same).
+      const double cpu_seconds = run->at("processes")[r].at("cpu_seconds").get<double>();
+      const nlohmann::json& load = run->at("environment").at("machine_load");
+      EXPECT_GT(cpu_seconds, 0) << "rank " << r;
+      EXPECT_LE(cpu_seconds,
+                1.5 * load.at("seconds").get<double>() * load.at("cores").get<int>() + 0.1)
+          << "rank " << r;
       EXPECT_GT(run->at("stages")[r].at("peak_memory_bytes").get<int64_t>(), 0) << "stage " << r;
     }
     expect_aligned_timeline(*run);
