@@ -374,17 +374,17 @@ TEST(Cli, ThreadsAreCheckedAgainstItsControlGroupsCpuQuota) {
 // In a container of less memory than the machine's (docker --memory, a pod's limit), an input
 // larger than the limit is refused in one line, not filled until the kernel kills the process.
 TEST(Cli, AnInputLargerThanItsControlGroupsMemoryLimitIsOneLine) {
-  const std::string limit = std::to_string(512 << 20);  // LibTorch itself takes ~200 MiB
+  const std::string limit = std::to_string(1 << 30);  // LibTorch itself takes ~200 MiB
   const CgroupWithLimit cgroup("memory", {{"memory.limit_in_bytes", limit}},
                                {{"memory.max", limit}});
   if (cgroup.dir().empty()) GTEST_SKIP() << "this machine lets the test make no cgroup";
-  // 1 GiB of float32, far less than any machine that runs these tests has.
+  // 2 GiB of float32, far less than any machine that runs these tests has.
   const Result r = cgroup.run(
-      "train --model mlp:layers=2,width=8 --input-shape 33554432,8 --balance 2,1 --steps 1 -q");
+      "train --model mlp:layers=2,width=8 --input-shape 67108864,8 --balance 2,1 --steps 1 -q");
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(r.err,
-            "pipebal: error: input float32[33554432,8] needs 1.00 GiB, more than the memory "
-            "pipebal's control group may use (512.00 MiB)\n");
+            "pipebal: error: input float32[67108864,8] needs 2.00 GiB, more than the memory "
+            "pipebal's control group may use (1.00 GiB)\n");
 }
 
 // Autograd's stack alignment (common/aligned_stack.h): the profile records the offset in force;
