@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -87,23 +86,37 @@ std::vector<int> allowed_cpus() {
   return thread_affinity();
 }
 
-int usable_cores() {
+namespace {
+
+// How many cores this process may run on, and the quota where it is what sets that count.
+struct UsableCores {
+  int count = 1;
+  std::optional<double> set_by_quota;
+};
+
+UsableCores find_usable_cores() {
   const std::vector<int> cpus = allowed_cpus();
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   const int affinity = !cpus.empty() ? static_cast<int>(cpus.size()) : static_cast<int>(online);
   const std::optional<CpuQuota> quota = cpu_quota();
-  return cores_within_quota(affinity, quota ? std::optional<double>(quota->cores) : std::nullopt);
+  if (!quota) return {cores_within_quota(affinity, std::nullopt), std::nullopt};
+  const bool sets_it = std::ceil(quota->cores - 1e-9) <= affinity;
+  return {cores_within_quota(affinity, quota->cores),
+          sets_it ? std::optional<double>(quota->cores) : std::nullopt};
+}
+
+}  // namespace
+
+int usable_cores() {
+  return find_usable_cores().count;
 }
 
 std::string usable_cores_text() {
-  const int cores = usable_cores();
-  const std::optional<CpuQuota> quota = cpu_quota();
-  const std::string counted = fmt::format("{} core{}", cores, cores == 1 ? "" : "s");
-  if (!quota || cores_within_quota(std::numeric_limits<int>::max(), quota->cores) > cores) {
-    return "the " + counted + " pipebal may run on";
-  }
+  const UsableCores usable = find_usable_cores();
+  const std::string counted = fmt::format("{} core{}", usable.count, usable.count == 1 ? "" : "s");
+  if (!usable.set_by_quota) return "the " + counted + " pipebal may run on";
   return fmt::format("the {} that pipebal's CPU quota of {:.2f} cores lets it run on", counted,
-                     quota->cores);
+                     *usable.set_by_quota);
 }
 
 std::vector<std::vector<int>> physical_cores(const std::vector<int>& cpus,

@@ -33,22 +33,36 @@ double own_cpu_seconds() {
   return total;
 }
 
-std::optional<MachineCpuTimes> read_cpu_times(const std::vector<int>& cpus) {
-  std::ifstream file("/proc/stat");
+// A kernel's text file (/proc, cgroupfs: sized 0, read to its end); nullopt where it cannot be
+// opened.
+std::optional<std::string> read_kernel_file(const std::string& path) {
+  std::ifstream file(path);
   if (!file) return std::nullopt;
   std::stringstream text;
   text << file.rdbuf();
+  return text.str();
+}
+
+std::optional<MachineCpuTimes> read_cpu_times(const std::vector<int>& cpus) {
+  const std::optional<std::string> text = read_kernel_file("/proc/stat");
+  if (!text) return std::nullopt;
   const long ticks = sysconf(_SC_CLK_TCK);
-  return parse_proc_stat(text.str(), ticks > 0 ? double(ticks) : 100.0, cpus);
+  return parse_proc_stat(*text, ticks > 0 ? double(ticks) : 100.0, cpus);
 }
 
 std::optional<QuotaPeriods> read_quota_periods(const std::optional<CpuQuota>& quota) {
   if (!quota) return std::nullopt;
-  std::ifstream file(quota->cgroup_dir + "/cpu.stat");
-  if (!file) return std::nullopt;
-  std::stringstream text;
-  text << file.rdbuf();
-  return parse_cpu_stat(text.str());
+  const std::optional<std::string> text = read_kernel_file(quota->cgroup_dir + "/cpu.stat");
+  if (!text) return std::nullopt;
+  return parse_cpu_stat(*text);
+}
+
+// The number at `key` of `doc` into `to` when it is one from 0 to `most` (NaN is not).
+bool read_number(const nlohmann::json& doc, const char* key, double most, double& to) {
+  const auto field = doc.find(key);
+  if (field == doc.end() || !field->is_number()) return false;
+  to = field->get<double>();
+  return to >= 0 && to <= most;
 }
 
 // The load of two sets of cores apart, over the longer of their intervals: the tighter quota, the
@@ -193,10 +207,7 @@ std::optional<MachineLoad> machine_load_from_json(const nlohmann::json& doc) {
   if (!doc.is_object()) return std::nullopt;
   MachineLoad load;
   const auto number = [&doc](const char* key, double most, double& to) {
-    const auto field = doc.find(key);
-    if (field == doc.end() || !field->is_number()) return false;
-    to = field->get<double>();
-    return to >= 0 && to <= most;  // NaN fails too
+    return read_number(doc, key, most, to);
   };
   double cores = 0;
   if (!number("seconds", kMostSeconds, load.seconds) || !number("cores", kMostCores, cores) ||
@@ -321,10 +332,7 @@ std::optional<CpuUse> cpu_use_from_json(const nlohmann::json& doc) {
     use.cpus.push_back(cpu.get<int>());
   }
   const auto number = [&doc](const char* key, double& to) {
-    const auto field = doc.find(key);
-    if (field == doc.end() || !field->is_number()) return false;
-    to = field->get<double>();
-    return to >= 0 && to <= kMostSeconds * kMostCores;  // NaN fails too
+    return read_number(doc, key, kMostSeconds * kMostCores, to);
   };
   double cores = 0;
   if (!number("cores", cores) || cores > kMostCores || !number("seconds", use.seconds) ||

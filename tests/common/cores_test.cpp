@@ -4,20 +4,13 @@
 // may use. Each case lays those files out under a scratch directory as a machine has them.
 #include "pipebal/common/cores.h"
 
-#include <filesystem>
-#include <fstream>
-
 #include <gtest/gtest.h>
 
 #include "tests/support/scratch_dir.h"
 
 namespace {
 
-// Writes `text` to `root` + `path`, making its directories.
-void write(const std::string& root, const std::string& path, const std::string& text) {
-  std::filesystem::create_directories(std::filesystem::path(root + path).parent_path());
-  std::ofstream(root + path) << text;
-}
+using pipebal::testing::write_under;
 
 // The quota's cores, or -1 for none.
 double cores(const std::string& root) {
@@ -30,29 +23,29 @@ const char* kV2Mount = "30 22 0:27 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 
 TEST(CpuQuota, AContainersCpuMaxInCores) {
   // docker run --cpus 1.5 with a cgroup namespace: its cgroup is "/", the hierarchy's mounted part.
   const std::string root = pipebal::testing::scratch_dir();
-  write(root, "/proc/self/mountinfo",
-        "21 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + std::string(kV2Mount));
-  write(root, "/proc/self/cgroup", "0::/\n");
-  write(root, "/sys/fs/cgroup/cpu.max", "150000 100000\n");
+  write_under(root, "/proc/self/mountinfo",
+              "21 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + std::string(kV2Mount));
+  write_under(root, "/proc/self/cgroup", "0::/\n");
+  write_under(root, "/sys/fs/cgroup/cpu.max", "150000 100000\n");
   const std::optional<pipebal::CpuQuota> quota = pipebal::cpu_quota(root);
   ASSERT_TRUE(quota.has_value());
   EXPECT_DOUBLE_EQ(quota->cores, 1.5);
   EXPECT_EQ(quota->cgroup_dir, root + "/sys/fs/cgroup");
 
-  write(root, "/sys/fs/cgroup/cpu.max", "max 100000\n");
+  write_under(root, "/sys/fs/cgroup/cpu.max", "max 100000\n");
   EXPECT_FALSE(pipebal::cpu_quota(root).has_value()) << "no quota";
 }
 
 TEST(CpuQuota, TheTightestFromTheCgroupUpToTheRoot) {
   // A host's systemd: the quota of a slice binds the services below it.
   const std::string root = pipebal::testing::scratch_dir();
-  write(root, "/proc/self/mountinfo", kV2Mount);
-  write(root, "/proc/self/cgroup", "0::/jobs.slice/train.service\n");
-  write(root, "/sys/fs/cgroup/jobs.slice/train.service/cpu.max", "max 100000\n");
-  write(root, "/sys/fs/cgroup/jobs.slice/cpu.max", "300000 100000\n");
+  write_under(root, "/proc/self/mountinfo", kV2Mount);
+  write_under(root, "/proc/self/cgroup", "0::/jobs.slice/train.service\n");
+  write_under(root, "/sys/fs/cgroup/jobs.slice/train.service/cpu.max", "max 100000\n");
+  write_under(root, "/sys/fs/cgroup/jobs.slice/cpu.max", "300000 100000\n");
   EXPECT_EQ(cores(root), 3.0);
   EXPECT_EQ(pipebal::cpu_quota(root)->cgroup_dir, root + "/sys/fs/cgroup/jobs.slice");
-  write(root, "/sys/fs/cgroup/jobs.slice/train.service/cpu.max", "50000 50000\n");
+  write_under(root, "/sys/fs/cgroup/jobs.slice/train.service/cpu.max", "50000 50000\n");
   EXPECT_EQ(cores(root), 1.0) << "the service's own, tighter";
   EXPECT_EQ(pipebal::cpu_quota(root)->cgroup_dir, root + "/sys/fs/cgroup/jobs.slice/train.service");
 }
@@ -60,17 +53,17 @@ TEST(CpuQuota, TheTightestFromTheCgroupUpToTheRoot) {
 TEST(CpuQuota, CgroupV1sCpuControllerInAContainerWithoutANamespace) {
   // Docker on cgroup v1: the container's cgroup "/docker/ID" is the part mounted.
   const std::string root = pipebal::testing::scratch_dir();
-  write(root, "/proc/self/mountinfo",
-        "31 30 0:28 /docker/ab12 /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup "
-        "rw,cpu,cpuacct\n"
-        "33 30 0:30 /docker/ab12 /sys/fs/cgroup/cpuset ro - cgroup cgroup rw,cpuset\n");
-  write(root, "/proc/self/cgroup",
-        "5:cpuset:/docker/ab12\n4:cpu,cpuacct:/docker/ab12\n1:name=systemd:/docker/ab12\n");
-  write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "200000\n");
-  write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+  write_under(root, "/proc/self/mountinfo",
+              "31 30 0:28 /docker/ab12 /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup "
+              "rw,cpu,cpuacct\n"
+              "33 30 0:30 /docker/ab12 /sys/fs/cgroup/cpuset ro - cgroup cgroup rw,cpuset\n");
+  write_under(root, "/proc/self/cgroup",
+              "5:cpuset:/docker/ab12\n4:cpu,cpuacct:/docker/ab12\n1:name=systemd:/docker/ab12\n");
+  write_under(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "200000\n");
+  write_under(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
   EXPECT_EQ(cores(root), 2.0);
 
-  write(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+  write_under(root, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
   EXPECT_FALSE(pipebal::cpu_quota(root).has_value()) << "-1: no quota";
 }
 
@@ -78,42 +71,44 @@ TEST(CpuQuota, ACgroupBelowTheMountedPartIsReadUpToIt) {
   // Docker on cgroup v1, its processes in a cgroup of their own below the container's; the
   // mountinfo lines with optional fields ("shared:5") before the separator, as most have.
   const std::string root = pipebal::testing::scratch_dir();
-  write(root, "/proc/self/mountinfo",
-        "31 30 0:28 /docker/ab12 /sys/fs/cgroup/cpu rw shared:5 master:1 - cgroup cgroup rw,cpu\n");
-  write(root, "/proc/self/cgroup", "4:cpu:/docker/ab12/train\n");
-  write(root, "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "400000\n");
-  write(root, "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  write_under(
+      root, "/proc/self/mountinfo",
+      "31 30 0:28 /docker/ab12 /sys/fs/cgroup/cpu rw shared:5 master:1 - cgroup cgroup rw,cpu\n");
+  write_under(root, "/proc/self/cgroup", "4:cpu:/docker/ab12/train\n");
+  write_under(root, "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "400000\n");
+  write_under(root, "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
   EXPECT_EQ(cores(root), 4.0) << "the container's, above its own";
-  write(root, "/sys/fs/cgroup/cpu/train/cpu.cfs_quota_us", "50000\n");
-  write(root, "/sys/fs/cgroup/cpu/train/cpu.cfs_period_us", "100000\n");
+  write_under(root, "/sys/fs/cgroup/cpu/train/cpu.cfs_quota_us", "50000\n");
+  write_under(root, "/sys/fs/cgroup/cpu/train/cpu.cfs_period_us", "100000\n");
   EXPECT_EQ(cores(root), 0.5);
   EXPECT_EQ(pipebal::cpu_quota(root)->cgroup_dir, root + "/sys/fs/cgroup/cpu/train");
 
   // A cgroup outside the part mounted ("/docker/ab" is not below "/docker/ab12"): the quota at
   // the mount point is another's.
-  write(root, "/proc/self/cgroup", "4:cpu:/docker/ab\n");
+  write_under(root, "/proc/self/cgroup", "4:cpu:/docker/ab\n");
   EXPECT_FALSE(pipebal::cpu_quota(root).has_value());
 }
 
 TEST(CpuQuota, EitherHierarchyOfAHybridSystem) {
   // systemd's hybrid layout: v1 controllers, and v2's hierarchy without them at .../unified.
   const std::string root = pipebal::testing::scratch_dir();
-  write(root, "/proc/self/mountinfo",
-        "30 22 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
-        "31 22 0:28 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n");
-  write(root, "/proc/self/cgroup", "4:cpu,cpuacct:/batch\n0::/batch\n");
-  write(root, "/sys/fs/cgroup/unified/batch/cgroup.procs", "");
-  write(root, "/sys/fs/cgroup/cpu,cpuacct/batch/cpu.cfs_quota_us", "150000\n");
-  write(root, "/sys/fs/cgroup/cpu,cpuacct/batch/cpu.cfs_period_us", "100000\n");
+  write_under(root, "/proc/self/mountinfo",
+              "30 22 0:27 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+              "31 22 0:28 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n");
+  write_under(root, "/proc/self/cgroup", "4:cpu,cpuacct:/batch\n0::/batch\n");
+  write_under(root, "/sys/fs/cgroup/unified/batch/cgroup.procs", "");
+  write_under(root, "/sys/fs/cgroup/cpu,cpuacct/batch/cpu.cfs_quota_us", "150000\n");
+  write_under(root, "/sys/fs/cgroup/cpu,cpuacct/batch/cpu.cfs_period_us", "100000\n");
   EXPECT_EQ(cores(root), 1.5);
 }
 
 TEST(CpuQuota, PathsWithEscapedSpacesAndMissingFilesAreNoQuota) {
   const std::string root = pipebal::testing::scratch_dir();
-  write(root, "/proc/self/mountinfo", "30 22 0:27 / /sys/fs/my\\040cgroup rw - cgroup2 none rw\n");
-  write(root, "/proc/self/cgroup", "0::/a\n");
+  write_under(root, "/proc/self/mountinfo",
+              "30 22 0:27 / /sys/fs/my\\040cgroup rw - cgroup2 none rw\n");
+  write_under(root, "/proc/self/cgroup", "0::/a\n");
   EXPECT_FALSE(pipebal::cpu_quota(root).has_value()) << "no cpu.max: the controller is off";
-  write(root, "/sys/fs/my cgroup/a/cpu.max", "400000 100000\n");
+  write_under(root, "/sys/fs/my cgroup/a/cpu.max", "400000 100000\n");
   EXPECT_EQ(cores(root), 4.0);
   EXPECT_FALSE(pipebal::cpu_quota(root + "/nowhere").has_value());
 }
@@ -133,9 +128,10 @@ TEST(PhysicalCores, HardwareThreadsGroupedByTheirSiblingsList) {
   const std::string root = pipebal::testing::scratch_dir();
   for (const auto& [cpu, siblings] :
        std::vector<std::pair<int, std::string>>{{0, "0,2"}, {1, "1,3"}, {2, "0,2"}, {3, "1,3"}}) {
-    write(root,
-          "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list",
-          siblings + "\n");
+    write_under(
+        root,
+        "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list",
+        siblings + "\n");
   }
   using Cores = std::vector<std::vector<int>>;
   EXPECT_EQ(pipebal::physical_cores({0, 1, 2, 3}, root), (Cores{{0, 2}, {1, 3}}));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -59,6 +60,13 @@ inline std::string scratch_dir() {
 // scratch_dir() / name.
 inline std::string scratch_path(const std::string& name) {
   return scratch_dir() + "/" + name;
+}
+
+// Writes `text` to `root` + `path`, making its directories: a tree of the kernel's files (sysfs,
+// cgroupfs, /proc/self) laid out under a scratch directory as a machine has it.
+inline void write_under(const std::string& root, const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(root + path).parent_path());
+  std::ofstream(root + path) << text;
 }
 
 // A fresh, empty directory scratch_dir() / name.

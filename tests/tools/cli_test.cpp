@@ -293,7 +293,8 @@ TEST(Cli, ThreadsAreCheckedAgainstTheCoresItMayRunOn) {
 
 // A control group of its own with a limit, as a container or a systemd slice has; dir() is empty
 // where this machine lets the test make none (not root, a read-only cgroup file system, cgroup v2
-// without the controller). Removed when gone: the commands in it have ended.
+// without the controller). The one thing these tests make outside their scratch directories:
+// kernel state named by the test's process, removed when gone (the commands in it have ended).
 class CgroupWithLimit {
  public:
   using Files = std::vector<std::pair<std::string, std::string>>;  // name, what to write
