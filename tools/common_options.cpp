@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -128,6 +129,18 @@ std::string oversubscription_warning(int devices, int threads) {
       "{}{} stages x {} intra-op threads need {} cores, more than {}: "
       "they share cores and run slower than their profile predicts (use fewer --threads)\n",
       warning_prefix(), devices, threads, int64_t{devices} * threads, usable_cores_text());
+}
+
+std::string shared_quota_warning(int processes, int threads, const std::optional<CpuQuota>& quota) {
+  if (threads < 2 || !quota) return "";
+  const int64_t needed = int64_t{processes} * threads;
+  const int cores = cores_within_quota(std::numeric_limits<int>::max(), quota->cores);
+  if (needed <= cores) return "";
+  return fmt::format(
+      "{}{} processes x {} intra-op threads need {} cores, more than the {} core{} that the CPU "
+      "quota of {:.2f} cores they share lets them run on: they wait on the quota and run slower "
+      "than their profile predicts (use fewer --threads)\n",
+      warning_prefix(), processes, threads, needed, cores, cores == 1 ? "" : "s", quota->cores);
 }
 
 void warn_if_machine_busy(const std::optional<MachineLoad>& load, const std::string& what) {

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "pipebal/common/cores.h"
 #include "pipebal/common/machine_load.h"
 #include "pipebal/pipeline/schedule.h"
 
@@ -46,6 +47,11 @@ int stages_per_device(pipeline::ScheduleKind schedule, int given);
 // threads each need more cores than pipebal may run on (common/cores.h), empty otherwise: their
 // threads then share cores and the steps run slower than a profile of one device predicts.
 std::string oversubscription_warning(int devices, int threads);
+// Under `launch --bind-cores` each of a host's `processes` has cores of its own, checked by
+// oversubscription_warning(1, threads), but all of them share their control group's CPU quota
+// (they are one launch's children): a warning line when their threads together need more cores
+// than their `quota` (cpu_quota(); none: no limit) lets them run on, empty otherwise.
+std::string shared_quota_warning(int processes, int threads, const std::optional<CpuQuota>& quota);
 // Prints the warning that the machine was busy while measuring (`what`: "profiling") on stderr,
 // when `load` says it was (common/machine_load.h), and the one that a CPU quota held pipebal
 // back, when it did.

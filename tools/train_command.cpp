@@ -238,16 +238,20 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   const int warmup = settings.warmup_steps;
   // Said once the run is made (bad input gets its one line alone). What shares this process's
   // cores: its devices (a device's stages share its thread), the processes on this host, or this
-  // process alone under launch --bind-cores (cores of its own).
+  // process alone under launch --bind-cores (cores of its own, but the host's processes share
+  // their CPU quota).
   const int stages = static_cast<int>(settings.balance.size());
   const int devices_on_these_cores =
       !settings.launch                    ? stages / std::max(1, settings.virtual_stages)
       : settings.launch->cores_of_its_own ? 1
                                           : settings.launch->local_world_size;
-  std::string warning = !reports
-                            ? ""
-                            : plan_warnings + oversubscription_warning(devices_on_these_cores,
-                                                                       settings.threads_per_stage);
+  std::string threads_warning =
+      oversubscription_warning(devices_on_these_cores, settings.threads_per_stage);
+  if (threads_warning.empty() && settings.launch && settings.launch->cores_of_its_own) {
+    threads_warning = shared_quota_warning(settings.launch->local_world_size,
+                                           settings.threads_per_stage, cpu_quota());
+  }
+  std::string warning = reports ? plan_warnings + threads_warning : "";
   if (reports && settings.schedule == pipeline::ScheduleKind::kInterleaved &&
       stages == settings.virtual_stages) {
     warning += fmt::format(
