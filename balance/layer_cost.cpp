@@ -2,6 +2,7 @@
 #include "pipebal/balance/layer_cost.h"
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -60,12 +61,24 @@ void validate_layer_costs(const std::vector<LayerCost>& layers) {
   }
 }
 
+int measured_chunks(const CostProfile& profile) {
+  if (profile.chunks > 0) return profile.chunks;
+  const int64_t mini = profile.mini_batch_size();
+  if (mini <= 0 || profile.batch_size <= 0 || profile.batch_size > mini) return 0;
+  // At most mini (int-sized: input_shape's entries are), and its micro-batches the measured size
+  // unless no count cuts the mini-batch that way (10 samples in micro-batches of 6).
+  const int64_t chunks = (mini + profile.batch_size - 1) / profile.batch_size;
+  const bool cuts_it = (mini + chunks - 1) / chunks == profile.batch_size;
+  return cuts_it && chunks <= INT32_MAX ? static_cast<int>(chunks) : 0;
+}
+
 int planned_chunks(const CostProfile& profile, int requested) {
   if (requested < 0) {
     throw std::invalid_argument(fmt::format("--chunks must be at least 1, got {}", requested));
   }
-  if (requested == 0) return profile.chunks > 0 ? profile.chunks : pipeline::kDefaultChunks;
-  if (profile.chunks == 0 || requested == profile.chunks) return requested;
+  const int measured = measured_chunks(profile);
+  if (requested == 0) return measured > 0 ? measured : pipeline::kDefaultChunks;
+  if (measured == 0 || requested == measured) return requested;
   const int64_t mini = profile.mini_batch_size();
   if (mini > 0 && profile.batch_size > 0) {
     if (requested > mini) {
@@ -88,11 +101,11 @@ int planned_chunks(const CostProfile& profile, int requested) {
     throw std::invalid_argument(fmt::format(
         "the profile was measured at micro-batch size {} ({} samples in {} chunks); --chunks {} "
         "means micro-batches of {}: profile again with --chunks {}",
-        profile.batch_size, mini, profile.chunks, requested, micro, requested));
+        profile.batch_size, mini, measured, requested, micro, requested));
   }
   throw std::invalid_argument(
       fmt::format("the profile was measured for {} chunks, not {}: profile again with --chunks {}",
-                  profile.chunks, requested, requested));
+                  measured, requested, requested));
 }
 
 bool is_float_dtype_name(const std::string& dtype) {

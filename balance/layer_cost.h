@@ -114,6 +114,11 @@ struct CostProfile {
   int64_t mini_batch_size() const { return input_shape.empty() ? 0 : input_shape[0]; }
 };
 
+// The micro-batch count `profile` was measured for: its `chunks`, else, in a document that does
+// not say (a hand-written profile), the count that cuts its mini-batch into micro-batches of its
+// batch_size; 0 where neither tells.
+int measured_chunks(const CostProfile& profile);
+
 // The micro-batch count to plan `profile` for: `requested` (0: none given) when the profile
 // was measured at its micro-batch size, else the profile's own count (kDefaultChunks when it
 // does not say). Throws std::invalid_argument, naming both micro-batch sizes, when `requested`

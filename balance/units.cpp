@@ -86,6 +86,11 @@ double parse_bandwidth_bytes_per_ms(const std::string& text) {
                                 "second)");
   }
   if (in_bits) bytes_per_s /= 8;
+  // Past a double's range the number becomes infinity, which a plan could not write back.
+  if (!std::isfinite(bytes_per_s)) {
+    throw std::invalid_argument("bandwidth '" + text + "' is too large (leave it out for free " +
+                                "transfers)");
+  }
   if (!(bytes_per_s >= 1)) {
     throw std::invalid_argument("bandwidth '" + text +
                                 "' must be at least 1 byte/s (leave it out for free transfers)");

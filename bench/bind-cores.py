@@ -94,10 +94,11 @@ def summary(raw):
     lines += [
         "",
         f"Bound more than 3% faster in {faster} of {len(medians)} cases, more than 3% slower in "
-        f"{slower}. With one thread per process and as many cores as processes the kernel "
-        "already keeps each process on a core of its own; pinning matters where it cannot: "
-        "processes with several intra-op threads each, or more processes than a socket's "
-        "cores, which this 2-core machine cannot show.",
+        f"{slower} (runs of the same work are up to "
+        f"{max(max(c[w + '_ms']) / min(c[w + '_ms']) for c in raw['cases'] for w in WAYS):.2f}x "
+        "apart). With one thread per process and as many cores as processes there is little "
+        "for pinning to prevent; where it may matter -- processes of several intra-op threads "
+        "each, more processes than a socket's cores -- this 2-core machine cannot show.",
     ]
     return lines
 

@@ -332,16 +332,21 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
   }
 }
 
-// A line saying so when the plan's costs are not a measured size's but interpolated.
+// A line saying so when the plan's costs are not a measured size's but interpolated, or scaled
+// from the nearest one measured.
 std::string interpolation_note(const balance::CostProfile& profile, int chunks) {
   const int64_t mini = profile.mini_batch_size();
   if (mini <= 0) return "";
   const int64_t size = balance::micro_batch_size(mini, chunks);
-  if (balance::costs_at_micro_batch_size(profile, size).source !=
-      balance::CostSource::kInterpolated) {
-    return "";
-  }
+  const balance::CostSource source = balance::costs_at_micro_batch_size(profile, size).source;
   const std::vector<int64_t> sizes = balance::measured_sizes(profile);
+  if (source == balance::CostSource::kExtrapolated) {
+    const int64_t nearest = size < sizes.front() ? sizes.front() : sizes.back();
+    return fmt::format(
+        "costs at {} samples per micro-batch: extrapolated in proportion from the profiled {}\n",
+        size, nearest);
+  }
+  if (source != balance::CostSource::kInterpolated) return "";
   const auto above = std::lower_bound(sizes.begin(), sizes.end(), size);
   return fmt::format(
       "costs at {} samples per micro-batch: interpolated between the profiled {} "

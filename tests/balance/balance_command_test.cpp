@@ -184,6 +184,34 @@ TEST(BalanceCommand, NamesAPlannedConfigurationOnlyWhenItBeatsWhatTheWarningComp
       << warnings;
 }
 
+// A hand-written profile that does not say its micro-batch count is planned for the count that
+// gives the size it measured; where no count gives it, other sizes are scaled from it, and the
+// plan says so instead of passing the scaled costs off as measured.
+TEST(BalanceCommand, SaysWhenCostsAreScaledFromAnotherMicroBatchSize) {
+  BalanceParams params = params_for(2);
+  json doc = json::parse(std::ifstream(params.profile_path));
+  doc["batch_size"] = 16;
+  doc["input_shape"] = {32, 8};
+  std::ofstream(params.profile_path) << doc.dump();
+  params.json = true;
+  EXPECT_EQ(json::parse(run(params))["chunks"], 2);
+  params.json = false;
+  params.chunks = 4;
+  try {
+    run(params);
+    ADD_FAILURE() << "planned 4 micro-batches of 8 from costs measured at 16";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("--chunks 4 means micro-batches of 8"),
+              std::string::npos)
+        << error.what();
+  }
+  doc["input_shape"] = {30, 8};  // no count cuts 30 samples into micro-batches of 16
+  std::ofstream(params.profile_path) << doc.dump();
+  EXPECT_NE(run(params).find("costs at 8 samples per micro-batch: extrapolated in proportion "
+                             "from the profiled 16"),
+            std::string::npos);
+}
+
 TEST(BalanceCommand, PrintsTheStageTableAndThePrediction) {
   const std::string out = run(params_for(3));
   EXPECT_NE(out.find("toy: 8 layers into 3 stages: gpipe schedule, 4 micro-batches"),

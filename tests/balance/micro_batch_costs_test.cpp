@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipebal/balance/profile_reader.h"
+#include "pipebal/pipeline/schedule.h"
 
 namespace pipebal::balance {
 namespace {
@@ -140,6 +141,37 @@ TEST(MicroBatchCosts, PlannedChunksAcceptEveryCountBetweenTheMeasuredSizes) {
               std::string::npos)
         << error.what();
   }
+}
+
+// A hand-written profile that gives its micro-batch size and mini-batch but not its count: the
+// count is the one that cuts the mini-batch into micro-batches of the size measured, and other
+// counts are refused as for a profile that says it, not scaled from the one size silently.
+TEST(MicroBatchCosts, AProfileThatDoesNotSayItsChunksIsPlannedForTheSizeItMeasured) {
+  CostProfile profile;
+  profile.layers = {layer_at(0, 16), layer_at(1, 16)};
+  profile.batch_size = 16;
+  profile.input_shape = {32, 8};
+  EXPECT_EQ(measured_chunks(profile), 2);
+  EXPECT_EQ(planned_chunks(profile, 0), 2);
+  EXPECT_EQ(planned_chunks(profile, 2), 2);
+  try {
+    planned_chunks(profile, 4);
+    FAIL() << "4 chunks of 8 samples were not measured";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("measured at micro-batch size 16 (32 samples in 2 "
+                        "chunks); --chunks 4 means micro-batches of 8"),
+              std::string::npos)
+        << error.what();
+  }
+  profile.input_shape = {30, 8};  // no count cuts 30 samples into micro-batches of 16
+  EXPECT_EQ(measured_chunks(profile), 0);
+  profile.input_shape = {31, 8};  // 2 micro-batches of 16 (rounded up), as the engine cuts it
+  EXPECT_EQ(measured_chunks(profile), 2);
+  profile.input_shape.clear();  // nothing to derive it from: any count, the costs as given
+  EXPECT_EQ(measured_chunks(profile), 0);
+  EXPECT_EQ(planned_chunks(profile, 0), pipeline::kDefaultChunks);
+  EXPECT_EQ(planned_chunks(profile, 7), 7);
 }
 
 json sized_doc() {

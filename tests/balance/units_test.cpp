@@ -48,6 +48,15 @@ TEST(Units, BandwidthIsReturnedInBytesPerMillisecond) {
   EXPECT_THROW(parse_bandwidth_bytes_per_ms("fast"), std::invalid_argument);
   EXPECT_THROW(parse_bandwidth_bytes_per_ms("10GB/h"), std::invalid_argument);
   EXPECT_THROW(parse_bandwidth_bytes_per_ms("0x10GB/s"), std::invalid_argument);
+  // Past a double's range: infinity, which a plan.json could not carry back to `train --plan`.
+  try {
+    parse_bandwidth_bytes_per_ms("1e300TB/s");
+    ADD_FAILURE() << "accepted 1e300TB/s";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "bandwidth '1e300TB/s' is too large (leave it out for free transfers)");
+  }
+  EXPECT_DOUBLE_EQ(parse_bandwidth_bytes_per_ms("1e300"), 1e297);
 }
 
 // Bits are said as bits: a link of 25 Gbit/s carries 3.125 GB/s; "Gb" could be either, and is
