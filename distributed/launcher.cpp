@@ -59,12 +59,17 @@ class LauncherSignals {
     if (old_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
     action.sa_handler = on_suspend;
     sigaction(SIGTSTP, &action, &old_tstp_);
+    // Inherited as ignored (a parent that does not wait for its children), SIGCHLD would make
+    // the kernel reap the processes itself, and their exit statuses would be lost.
+    action.sa_handler = SIG_DFL;
+    sigaction(SIGCHLD, &action, &old_chld_);
   }
   ~LauncherSignals() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
     sigaction(SIGHUP, &old_hup_, nullptr);
     sigaction(SIGTSTP, &old_tstp_, nullptr);
+    sigaction(SIGCHLD, &old_chld_, nullptr);
   }
   LauncherSignals(const LauncherSignals&) = delete;
   LauncherSignals& operator=(const LauncherSignals&) = delete;
@@ -74,6 +79,7 @@ class LauncherSignals {
   struct sigaction old_term_ {};
   struct sigaction old_hup_ {};
   struct sigaction old_tstp_ {};
+  struct sigaction old_chld_ {};
 };
 
 // A port no socket of this host listens on now (the kernel's pick for port 0).
@@ -226,7 +232,10 @@ void write_errno_line(int error) {
   signal(SIGTSTP, SIG_DFL);
   if (discard_stdout) {
     const int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, STDOUT_FILENO);
+    if (null >= 0 && null != STDOUT_FILENO) {
+      dup2(null, STDOUT_FILENO);
+      close(null);
+    }
   }
   if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);  // the launcher's relay (not closed on exec)
   if (image.bind && sched_setaffinity(0, sizeof image.cores, &image.cores) != 0) {

@@ -117,6 +117,19 @@ TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
   EXPECT_EQ(alone.err, "pipebal launch: rank 0 exited with status 3\n");
 }
 
+// A parent that ignores SIGCHLD (its children reaped by the kernel) passes that on to what it
+// starts: the launcher still waits for its processes and reports the one that failed.
+TEST(LaunchCli, AFailedRankIsReportedUnderAParentThatIgnoresChildren) {
+  const CliResult r = run_shell(fmt::format(
+      "python3 -c 'import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+      "os.execv(sys.argv[1], sys.argv[1:])' {} launch --nproc-per-node 2 --master-port 0 -- "
+      "sh -c 'exit $((RANK + 4))'",
+      PIPEBAL_BINARY));
+  EXPECT_TRUE(r.status == 4 || r.status == 5) << r.status << ": " << r.err;
+  EXPECT_NE(r.err.find(fmt::format(" exited with status {}", r.status)), std::string::npos)
+      << r.err;
+}
+
 // The rank that failed may give no sign of life (stopped, its host gone): once one was stopped
 // by another's failure, the rest get a few seconds to end by themselves, then are stopped.
 TEST(LaunchCli, RanksLeftAfterOneStoppedByAFailureAreStoppedAfterAWhile) {
