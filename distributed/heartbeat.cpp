@@ -23,6 +23,10 @@ std::string Heartbeat::key(int rank) {
 
 bool Heartbeat::beat_due(Clock::time_point now) {
   if (beaten_ && now - last_beat_ < kPeriod) return false;
+  // This process was stopped itself (Ctrl-Z, then fg) or starved of the CPU: the watched rank's
+  // count may have stood still because it was stopped too and is not awake yet, and the gap
+  // says nothing of it. Its silence is counted from now.
+  if (beaten_ && now - last_beat_ > kStalled) last_change_ = now;
   beaten_ = true;
   last_beat_ = now;
   return true;

@@ -20,6 +20,8 @@ class Heartbeat {
 
   // How often a process beats.
   static constexpr std::chrono::milliseconds kPeriod{500};
+  // A gap between this process's beats past which it was stopped or starved itself.
+  static constexpr std::chrono::milliseconds kStalled{4 * kPeriod};
 
   // How long a watched rank may stay silent: half the run's timeout, from 5 to 60 s (a few
   // missed beats are a busy machine, not a lost host; a short --timeout ends a wait first).
@@ -35,7 +37,8 @@ class Heartbeat {
   std::optional<int> watched() const { return watched_; }
 
   // Whether this process is due to beat at `now` (a period since its last beat); if so, the
-  // beat is counted as done.
+  // beat is counted as done. After a gap past kStalled (this process stopped, then resumed), the
+  // watched rank's silence starts again from `now`.
   bool beat_due(Clock::time_point now);
 
   // Takes the watched rank's count as read at `now`: whether it has not moved for longer than

@@ -49,6 +49,27 @@ TEST(Heartbeat, AWatchedRankIsSilentOnlyAfterItsCountStoodStillForTheLimit) {
   EXPECT_TRUE(beat.silent(1, kStart + seconds(13)));
 }
 
+// Ctrl-Z stops every rank, and fg wakes them one by one: a watcher woken before the rank it
+// watches finds its count unmoved over the whole stop, which says nothing of that rank. Its
+// silence is counted from the watcher's own waking.
+TEST(Heartbeat, AWatcherThatWasStoppedItselfCountsSilenceFromItsWaking) {
+  Heartbeat beat(0, 2, seconds(5), kStart);
+  ASSERT_TRUE(beat.beat_due(kStart));
+  EXPECT_FALSE(beat.silent(7, kStart));
+  const auto woken = kStart + seconds(100);  // stopped for 100 s
+  ASSERT_TRUE(beat.beat_due(woken));
+  EXPECT_FALSE(beat.silent(7, woken));
+  EXPECT_FALSE(beat.silent(7, woken + seconds(5)));
+  EXPECT_TRUE(beat.silent(7, woken + seconds(5) + milliseconds(1)));  // and then it is silent
+  // Beats a period apart, or a little late, are no stop: the silence goes on counting.
+  Heartbeat busy(0, 2, seconds(5), kStart);
+  for (int t = 0; t <= 6; ++t) {
+    const auto now = kStart + t * Heartbeat::kStalled;
+    ASSERT_TRUE(busy.beat_due(now));
+    EXPECT_EQ(busy.silent(7, now), now - kStart > seconds(5)) << t;
+  }
+}
+
 TEST(Heartbeat, AWatchedRankThatKeepsBeatingIsNeverSilent) {
   Heartbeat beat(2, 3, seconds(5), kStart);
   for (int t = 0; t < 100; ++t) EXPECT_FALSE(beat.silent(t, kStart + seconds(4 * t)));
