@@ -124,8 +124,11 @@ SimulationResult simulate_balance(const CostModel& model, const std::vector<int>
   int first = 0;
   for (int s = 0; s < model.stage_count(); ++s) {
     const int end = first + balance[s];
-    // The engine's cost per step counts once, after every stage's last action.
-    finish_ms.push_back(model.allreduce_ms(first, end) + options.engine.step_ms);
+    // A device's finishing work runs after its last action, its stages' all-reduces one after
+    // another (the engine averages all of a process's stages at once); the engine's cost per
+    // step counts once per device.
+    finish_ms.push_back(model.allreduce_ms(first, end) +
+                        (s < schedule.devices() ? options.engine.step_ms : 0.0));
     durations.push_back(model.durations(s, first, end, scale));
     StageMemory m = model.memory_terms(s, first, end);
     for (int64_t* bytes : {&m.input_bytes, &m.activation_bytes, &m.weight_bytes, &m.backward_bytes,

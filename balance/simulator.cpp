@@ -232,20 +232,24 @@ SimulationResult simulate(const pipeline::Schedule& schedule,
     }
   }
 
-  // Per device: its stages' busy time and the longest of their finishing work.
-  std::vector<double> device_busy_ms(devices, 0.0), device_finish_ms(devices, 0.0);
+  // Per device: its stages' busy time, its last action's end, and their finishing work, done
+  // one stage after another once the device's last action has ended.
+  std::vector<double> device_busy_ms(devices, 0.0), device_finish_ms(devices, 0.0),
+      device_end_ms(devices, 0.0);
   for (int s = 0; s < stages; ++s) {
-    const double finish = finish_ms.empty() ? 0.0 : finish_ms[s];
+    const int d = schedule.device_of(s);
     const double end_ms = result.timeline[s].empty() ? 0.0 : result.timeline[s].back().end_ms;
-    result.step_ms = std::max(result.step_ms, end_ms + finish);
-    device_busy_ms[schedule.device_of(s)] += result.busy_ms[s];
-    device_finish_ms[schedule.device_of(s)] =
-        std::max(device_finish_ms[schedule.device_of(s)], finish);
+    device_end_ms[d] = std::max(device_end_ms[d], end_ms);
+    device_finish_ms[d] += finish_ms.empty() ? 0.0 : finish_ms[s];
+    device_busy_ms[d] += result.busy_ms[s];
     if (memory.empty()) continue;
     WaitingMessages waiting(walk, s, memory[s]);
     const StagePeaks peaks = stage_peaks(schedule, s, memory[s], result.timeline[s], waiting);
     result.peak_bytes[s] = peaks.own;
     result.timed_peak_bytes[s] = peaks.timed;
+  }
+  for (int d = 0; d < devices; ++d) {
+    result.step_ms = std::max(result.step_ms, device_end_ms[d] + device_finish_ms[d]);
   }
   if (result.step_ms > 0) {
     // The bubble is what the schedule leaves idle: finishing work is no bubble (one stage with

@@ -73,7 +73,8 @@ struct SimulationResult {
 // Runs `schedule` with per-stage `durations`, `transfer_ms[b]` for boundary b (between stage b
 // and b+1; stages-1 entries) and per-stage `memory` (empty: peaks are 0). `finish_ms[s]` (empty:
 // none) is work after stage s's last action that ends its step but is no computation (the
-// gradient all-reduce over data-parallel replicas, the engine's cost per step): it counts in
+// gradient all-reduce over data-parallel replicas, the engine's cost per step): a device does
+// its stages' finishing work one after another once its last action has ended. It counts in
 // step_ms, not in busy_ms, nor in the bubble.
 // Throws std::invalid_argument on mismatched sizes and std::logic_error if the schedule
 // deadlocks.

@@ -121,6 +121,28 @@ TEST(Simulator, FinishingWorkEndsTheStepButIsNotBusy) {
   EXPECT_DOUBLE_EQ(one.bubble_fraction, 0);
 }
 
+// Interleaved, a device runs several stages, and the engine averages all their gradients after
+// its last action, one stage's after another: the device's step is its last action's end plus
+// the sum of its stages' finishing work, not the longest stage end plus its own.
+TEST(Simulator, ADevicesStagesFinishOneAfterAnotherAfterItsLastAction) {
+  const auto schedule = pipeline::make_schedule(ScheduleKind::kInterleaved, 4, 4,
+                                                CheckpointMode::kNever, /*virtual_stages=*/2);
+  ASSERT_EQ(schedule.devices(), 2);
+  const SimulationResult plain = simulate(schedule, uniform(4, 1, 2), {0.0, 0.0, 0.0}, {});
+  const SimulationResult r =
+      simulate(schedule, uniform(4, 1, 2), {0.0, 0.0, 0.0}, {}, {1.0, 2.0, 3.0, 4.0});
+  double expected = 0;
+  for (int d = 0; d < 2; ++d) {
+    // Device d runs stages d and d + 2.
+    const double end =
+        std::max(plain.timeline[d].back().end_ms, plain.timeline[d + 2].back().end_ms);
+    const double finishing = (1.0 + d) + (3.0 + d);
+    expected = std::max(expected, end + finishing);
+  }
+  EXPECT_DOUBLE_EQ(r.step_ms, expected);
+  EXPECT_EQ(r.busy_ms, plain.busy_ms);
+}
+
 TEST(Simulator, RecomputeRunsRightBeforeItsBackward) {
   const auto schedule =
       pipeline::make_schedule(ScheduleKind::kGPipe, 2, 2, CheckpointMode::kExceptLast);
