@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -271,16 +272,28 @@ Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
   st.store->set(fmt::format("process/{}", env.rank), bytes_of(process_identity()));
   st.await_arrivals();
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
   try {
     options->devices.push_back(gloo_device(env));
+  } catch (const std::exception& error) {
+    throw std::invalid_argument(
+        fmt::format("cannot open a network device for Gloo ({}): {}",
+                    interface ? fmt::format("GLOO_SOCKET_IFNAME={}", interface)
+                              : "the address this host's name resolves to",
+                    pipeline::error_summary(error)));
+  }
+  try {
     st.group = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("gloo", st.store), env.rank, env.world_size,
         options);
   } catch (const std::exception& error) {
+    // Every process reached the store: what failed is the connections between them.
     throw std::invalid_argument(fmt::format(
-        "the {} processes did not all connect within {:g} s (were WORLD_SIZE={} processes "
-        "started?): {}",
-        env.world_size, timeout.count() / 1000.0, env.world_size, pipeline::error_summary(error)));
+        "all {} processes reached the rendezvous store, but their Gloo connections did not all "
+        "open within {:g} s (a firewall between the hosts, or a host name that resolves to a "
+        "loopback address: set GLOO_SOCKET_IFNAME to the interface the hosts reach each other "
+        "on): {}",
+        env.world_size, timeout.count() / 1000.0, pipeline::error_summary(error)));
   }
   st.watch_local_peers();
   st.synchronize_clocks();

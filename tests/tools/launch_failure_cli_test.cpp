@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -128,6 +129,33 @@ TEST(LaunchCli, AFailedRankIsReportedUnderAParentThatIgnoresChildren) {
   EXPECT_TRUE(r.status == 4 || r.status == 5) << r.status << ": " << r.err;
   EXPECT_NE(r.err.find(fmt::format(" exited with status {}", r.status)), std::string::npos)
       << r.err;
+}
+
+// Across hosts (a master address that is not loopback) Gloo opens the interface
+// GLOO_SOCKET_IFNAME names: one that this host does not have is one line naming it, from every
+// rank, before any connection is tried.
+TEST(LaunchCli, AGlooInterfaceThisHostDoesNotHaveIsOneLine) {
+  const CliResult r = run_shell(
+      fmt::format("ip=$(hostname -I 2>/dev/null | cut -d' ' -f1); [ -n \"$ip\" ] || exit 77; "
+                  "GLOO_SOCKET_IFNAME=nosuch0 {0} launch --nproc-per-node 2 --master-addr $ip "
+                  "--master-port 0 -- {0} train --model mlp:layers=2,width=8 --input-shape 4,8 "
+                  "--balance 2,1 --steps 1 -q --timeout 20",
+                  PIPEBAL_BINARY));
+  if (r.status == 77) GTEST_SKIP() << "this host has no address but loopback";
+  EXPECT_EQ(r.status, 2) << r.err;
+  // Each rank's line (one, naming both, where they came close enough together to be folded),
+  // then the launcher's.
+  std::istringstream lines(r.err);
+  std::string line;
+  int ranks_lines = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("pipebal launch: ", 0) == 0) continue;
+    ++ranks_lines;
+    EXPECT_NE(line.find(": cannot open a network device for Gloo (GLOO_SOCKET_IFNAME=nosuch0): "),
+              std::string::npos)
+        << line;
+  }
+  EXPECT_GE(ranks_lines, 1) << r.err;
 }
 
 // The rank that failed may give no sign of life (stopped, its host gone): once one was stopped
