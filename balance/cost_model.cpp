@@ -97,6 +97,14 @@ void check_cost_options(const CostOptions& options) {
   }
 }
 
+void CostModel::set_whole_batch_layers(std::vector<LayerCost> layers) {
+  if (layers.size() != layers_.size()) {
+    throw std::invalid_argument(fmt::format("whole-batch costs of {} layers for a model of {}",
+                                            layers.size(), layers_.size()));
+  }
+  whole_batch_layers_ = std::move(layers);
+}
+
 CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions options)
     : layers_(std::move(layers)), stages_(stages), options_(std::move(options)) {
   validate(layers_, stages_, options_);

@@ -63,6 +63,12 @@ class CostModel {
   int layer_count() const { return static_cast<int>(layers_.size()); }
   int stage_count() const { return stages_; }
   const std::vector<LayerCost>& layers() const { return layers_; }
+  // The layers' costs with the whole mini-batch as one micro-batch where they were measured
+  // apart from the planned micro-batch's (a profile of several sizes: cost_model_for); empty
+  // otherwise, when the planned micro-batch's scale in proportion. What a plan's step with one
+  // micro-batch is priced from (make_plan). Throws std::invalid_argument for another layer count.
+  const std::vector<LayerCost>& whole_batch_layers() const { return whole_batch_layers_; }
+  void set_whole_batch_layers(std::vector<LayerCost> layers);
   const CostOptions& options() const { return options_; }
   // The schedule the cost model assumes, with options().chunks micro-batches.
   const pipeline::Schedule& schedule() const { return schedule_; }
@@ -119,6 +125,8 @@ class CostModel {
   StageMemory memory_terms(int stage, int first, int end) const;
 
  private:
+  std::vector<LayerCost> whole_batch_layers_;
+
   // The gradients sent back across a cut before layer `cut` (0 < cut < layer_count()): those of
   // the input of a stage starting there (LayerCost::input_grad_bytes, else its input's bytes).
   int64_t received_grad_bytes(int cut) const;

@@ -182,8 +182,7 @@ Plan reprice_plan(const CostProfile& profile, const Plan& plan) {
   }
   CostOptions options = cost_options_of(plan);
   if (profile.engine) options.engine = *profile.engine;
-  const CostModel model(layers_for_chunks(profile, plan.chunks),
-                        static_cast<int>(plan.balance.size()), options);
+  const CostModel model = cost_model_for(profile, static_cast<int>(plan.balance.size()), options);
   Plan priced = make_plan(model, plan.balance, plan.algorithm);
   priced.model = plan.model;
   priced.input_shape = plan.input_shape;
@@ -203,6 +202,20 @@ std::vector<int> parse_balance(const std::string& text) {
   }
   return {counts->begin(), counts->end()};
 }
+
+namespace {
+
+// `balance` with the whole mini-batch as one micro-batch: at the whole batch's own costs where
+// the model has them, else the planned micro-batch's scaled.
+SimulationResult simulate_one_micro_batch(const CostModel& model, const std::vector<int>& balance) {
+  if (model.whole_batch_layers().empty()) return simulate_balance(model, balance, 1);
+  CostOptions options = model.options();
+  options.chunks = 1;
+  const CostModel whole(model.whole_batch_layers(), model.stage_count(), options);
+  return simulate_balance(whole, balance, 1);
+}
+
+}  // namespace
 
 Plan make_plan(const CostModel& model, const std::vector<int>& balance,
                const std::string& algorithm) {
@@ -239,7 +252,7 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
     first = end;
   }
   const SimulationResult pipelined = simulate_balance(model, balance, options.chunks);
-  const SimulationResult naive = simulate_balance(model, balance, 1);
+  const SimulationResult naive = simulate_one_micro_batch(model, balance);
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     plan.stages[s].timed_memory_bytes = pipelined.timed_peak_bytes[s];
   }

@@ -181,7 +181,12 @@ bool cost_configuration(const CostProfile& profile, const CostsAtSize& at, CostO
   options.device_speeds = over_replicas(options.device_speeds, config.stages, config.replicas);
   if (fixed) options.weight_delays = fixed->weight_delays;
   if (profile.engine) options.engine = *profile.engine;
-  const CostModel model(at.layers, config.stages * config.virtual_stages, options);
+  CostModel model(at.layers, config.stages * config.virtual_stages, options);
+  // The plan's step with one micro-batch at the replica's whole batch's own costs where they
+  // were measured apart (its speed-up over it is what `balance` shows and plan.json records).
+  if (profile.sizes.size() > 1 && config.chunks > 1) {
+    model.set_whole_batch_layers(costs_at_micro_batch_size(profile, replica_batch).layers);
+  }
   if (fixed) {
     config.plan = plan_balance(model, fixed->balance, fixed->algorithm);
   } else if (!choose_balance(model, config, shared)) {

@@ -285,8 +285,8 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
     if (row.schedule != pipeline::ScheduleKind::kZeroBubbleH1) variant.weight_delays.clear();
     try {
       const balance::CostOptions options = cost_options(variant, profile);
-      const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
-                                     params.stages * row.virtual_stages, options);
+      const balance::CostModel model =
+          balance::cost_model_for(profile, params.stages * row.virtual_stages, options);
       Plan plan = balance::partition(model, balance::Algorithm::kDp);
       if (!params.schedule_plans_dir.empty()) {
         name_what_it_trains(plan, profile);
@@ -387,8 +387,8 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
     throw std::invalid_argument(
         fmt::format("--stages must be from 1 to {}, got {}", balance::kMaxLayers, params.stages));
   }
-  const balance::CostModel model(balance::layers_for_chunks(profile, options.chunks),
-                                 params.stages * options.virtual_stages, options);
+  const balance::CostModel model =
+      balance::cost_model_for(profile, params.stages * options.virtual_stages, options);
   const balance::Algorithm algorithm = balance::parse_algorithm(params.algorithm);
   Plan plan = params.balance.empty()
                   ? balance::partition(model, algorithm)

@@ -106,15 +106,16 @@ TEST(BalanceCommand, WarnsWhenPipeliningIsPredictedToLose) {
       << warnings;
 }
 
-// Measured at two micro-batch sizes, where a call costs 5 ms whatever its size: four small
-// micro-batches lose to the plain model, and the warning names what `pipebal plan` would run.
-TEST(BalanceCommand, WarnsWhenSlowerThanThePlainModelAndSaysWhatIsFaster) {
-  const auto layers_at = [](int64_t size) {
+// A profile of `layers` layers measured at 16 and 64 samples per micro-batch (4 micro-batches
+// of a mini-batch of 64): forward fixed_ms + per_sample_ms per sample, backward twice that.
+std::string write_sized_profile(double fixed_ms, double per_sample_ms) {
+  const auto layers_at = [&](int64_t size) {
     json layers = json::array();
     for (int i = 0; i < 4; ++i) {
+      const double forward_ms = fixed_ms + per_sample_ms * double(size);
       layers.push_back({{"name", "layer" + std::to_string(i)},
-                        {"forward_ms", 5.0 + 0.01 * double(size)},
-                        {"backward_ms", 10.0 + 0.02 * double(size)},
+                        {"forward_ms", forward_ms},
+                        {"backward_ms", 2 * forward_ms},
                         {"param_bytes", 1024},
                         {"activation_bytes", 64 * size},
                         {"output_bytes", 8 * size}});
@@ -131,21 +132,49 @@ TEST(BalanceCommand, WarnsWhenSlowerThanThePlainModelAndSaysWhatIsFaster) {
                                {{{"micro_batch_size", 16}, {"layers", layers_at(16)}},
                                 {{"micro_batch_size", 64}, {"layers", layers_at(64)}}}}}
                              .dump();
+  return path;
+}
+
+// Where a call costs 5 ms whatever its size, four small micro-batches lose to the whole batch as
+// one, priced at the costs measured at 64 samples (2 x 2 x (5.64 + 11.28) = 67.68 ms), not at
+// four times those of 16 (247.68 ms, which would call pipelining a gain).
+TEST(BalanceCommand, WarnsWhenMicroBatchesLoseToTheWholeBatchAtItsMeasuredCosts) {
   BalanceParams params = params_for(2);
-  params.profile_path = path;
+  params.profile_path = write_sized_profile(5.0, 0.01);
   std::string warnings;
-  run(params, &warnings);
-  EXPECT_NE(warnings.find("pipebal: warning: this plan is predicted slower than the plain model "
-                          "on one device"),
+  const json plan = json::parse([&] {
+    params.json = true;
+    return run(params, &warnings);
+  }());
+  EXPECT_NEAR(plan["prediction"]["naive_step_ms"].get<double>(), 67.68, 1e-9);
+  EXPECT_NE(warnings.find("pipebal: warning: 4 micro-batches are predicted slower than 1 on this "
+                          "balance (185.760 ms vs 67.680 ms, 0.36x)"),
             std::string::npos)
       << warnings;
-  EXPECT_NE(warnings.find("`pipebal plan --devices 2` predicts"), std::string::npos) << warnings;
-  EXPECT_NE(warnings.find("for the plain model on one device"), std::string::npos) << warnings;
   EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
   // With one micro-batch it is the plain model's cost split over two devices: no warning.
   params.chunks = 1;
   run(params, &warnings);
   EXPECT_EQ(warnings, "");
+}
+
+// Costs in proportion to the samples, a second device half as fast: pipelining beats the whole
+// batch on this balance but not the plain model on the first device alone, and the warning
+// names what `pipebal plan` would run.
+TEST(BalanceCommand, WarnsWhenSlowerThanThePlainModelAndSaysWhatIsFaster) {
+  BalanceParams params = params_for(2);
+  params.profile_path = write_sized_profile(0.0, 0.1);
+  params.devices.device_speeds = {1.0, 0.5};
+  std::string warnings;
+  run(params, &warnings);
+  EXPECT_NE(warnings.find("pipebal: warning: this plan is predicted slower than the plain model "
+                          "on one device (81.600 ms vs 76.800 ms)"),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("`pipebal plan --devices 2` predicts 62.400 ms for 2 stages"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(std::count(warnings.begin(), warnings.end(), '\n'), 1) << warnings;
 }
 
 // One stage measured at one micro-batch size: checkpointing makes 4 micro-batches slower than 1,
