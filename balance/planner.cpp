@@ -214,8 +214,10 @@ int checkpoint_rank(CheckpointMode mode) {
   return mode == CheckpointMode::kNever ? 0 : mode == CheckpointMode::kExceptLast ? 1 : 2;
 }
 
+// Steps equal to the nanosecond tie (then fewer devices, stages, bytes, ... first); rounded in
+// double, which holds any step (llround overflows past 9.2e12 ms: a link of bytes per second).
 auto rank_key(const Configuration& c) {
-  return std::make_tuple(std::llround(c.step_ms * 1e6), c.devices, c.stages, c.peak_bytes, c.chunks,
+  return std::make_tuple(std::round(c.step_ms * 1e6), c.devices, c.stages, c.peak_bytes, c.chunks,
                          static_cast<int>(c.schedule), c.virtual_stages,
                          checkpoint_rank(c.checkpoint));
 }

@@ -108,6 +108,26 @@ TEST(Planner, MatchesAnExhaustiveEnumerationOfConfigurations) {
   }
 }
 
+// A link of bytes per second and outputs of gigabytes make steps of ~1e13 ms, past what int64
+// nanoseconds hold: they are still ranked fastest first.
+TEST(Planner, RanksStepsPastInt64Nanoseconds) {
+  CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
+  for (SizedCosts& sized : profile.sizes) {
+    for (LayerCost& layer : sized.layers) layer.output_bytes = int64_t{1'000'000'000} * 10;
+  }
+  profile.layers = profile.sizes.back().layers;
+  PlanSearch search = on_devices(2);
+  search.costs.bandwidth_bytes_per_ms = 1e-3;  // 1 byte per second
+  const PlanSearchResult result = search_plans(profile, search);
+  ASSERT_GE(result.ranked.size(), 2u);
+  bool past = false;
+  for (size_t k = 0; k < result.ranked.size(); ++k) {
+    past = past || result.ranked[k].step_ms * 1e6 > 9.3e18;
+    if (k > 0) EXPECT_LE(result.ranked[k - 1].step_ms, result.ranked[k].step_ms) << k;
+  }
+  EXPECT_TRUE(past) << "no step past int64 nanoseconds: the case tests nothing";
+}
+
 TEST(Planner, ReportsItsProgressOverEveryConfigurationCosted) {
   PlanSearch search = on_devices(3);
   std::vector<std::pair<size_t, size_t>> calls;
