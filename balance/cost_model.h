@@ -63,10 +63,11 @@ class CostModel {
   int layer_count() const { return static_cast<int>(layers_.size()); }
   int stage_count() const { return stages_; }
   const std::vector<LayerCost>& layers() const { return layers_; }
-  // The layers' costs with the whole mini-batch as one micro-batch where they were measured
+  // The layers' costs with the whole mini-batch as one micro-batch, where they were measured
   // apart from the planned micro-batch's (a profile of several sizes: cost_model_for); empty
-  // otherwise, when the planned micro-batch's scale in proportion. What a plan's step with one
-  // micro-batch is priced from (make_plan). Throws std::invalid_argument for another layer count.
+  // otherwise, and the planned micro-batch's costs are scaled in proportion. What a plan's step
+  // with one micro-batch is priced from (make_plan). The setter throws std::invalid_argument
+  // for another layer count.
   const std::vector<LayerCost>& whole_batch_layers() const { return whole_batch_layers_; }
   void set_whole_batch_layers(std::vector<LayerCost> layers);
   const CostOptions& options() const { return options_; }

@@ -28,6 +28,19 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+// A stage's memory: the model's, or, where an alternative model may run the stage instead (zb-h1
+// whose stages may keep the backward whole), the lesser of the two. Each grows with the end for
+// a fixed start, so the lesser does too.
+struct ExtentMemory {
+  const CostModel& model;
+  const CostModel* alternative = nullptr;
+
+  int64_t operator()(int s, int first, int end) const {
+    const int64_t bytes = model.memory_bytes(s, first, end);
+    return alternative ? std::min(bytes, alternative->memory_bytes(s, first, end)) : bytes;
+  }
+};
+
 // Everything a probe needs about the instance, computed once.
 struct Instance {
   const CostModel& model;
@@ -37,21 +50,26 @@ struct Instance {
   // a itself when not even one layer fits.
   std::vector<std::vector<int>> limit;
 
-  Instance(const CostModel& m, const std::vector<int64_t>& caps_bytes)
-      : model(m), n(m.layer_count()), k(m.stage_count()), limit(k, std::vector<int>(n + 1, 0)) {
+  Instance(const ExtentMemory& memory, const std::vector<int64_t>& caps_bytes)
+      : model(memory.model),
+        n(model.layer_count()),
+        k(model.stage_count()),
+        limit(k, std::vector<int>(n + 1, 0)) {
     for (int s = 0; s < k; ++s) {
       // Stage s starts at or after s and leaves a layer for each later stage.
-      for (int a = s; a <= n - (k - s); ++a) limit[s][a] = furthest_end(s, a, caps_bytes[s]);
+      for (int a = s; a <= n - (k - s); ++a) {
+        limit[s][a] = furthest_end(memory, s, a, caps_bytes[s]);
+      }
     }
   }
 
-  int furthest_end(int s, int a, int64_t cap_bytes) const {
+  int furthest_end(const ExtentMemory& memory, int s, int a, int64_t cap_bytes) const {
     if (cap_bytes == kUnlimitedBytes) return n;
     int lo = a;  // known to fit (an empty extent always does)
     int hi = n + 1;
     while (hi - lo > 1) {
       const int mid = lo + (hi - lo) / 2;
-      (model.memory_bytes(s, a, mid) <= cap_bytes ? lo : hi) = mid;
+      (memory(s, a, mid) <= cap_bytes ? lo : hi) = mid;
     }
     return lo;
   }
@@ -209,8 +227,8 @@ std::vector<int> smallest_sum_partition(const Instance& in, double bottleneck_ms
   return unwind(choice, n);
 }
 
-[[noreturn]] void throw_memory_infeasible(const CostModel& model) {
-  const int64_t needed = smallest_feasible_memory_cap(model);
+[[noreturn]] void throw_memory_infeasible(const CostModel& model, const CostModel* alternative) {
+  const int64_t needed = smallest_feasible_memory_cap(model, alternative);
   std::string caps = format_bytes(model.memory_cap_bytes(0)) + " on every stage";
   for (int s = 1; s < model.stage_count(); ++s) {
     if (model.memory_cap_bytes(s) != model.memory_cap_bytes(0)) {
@@ -228,10 +246,10 @@ std::vector<int> smallest_sum_partition(const Instance& in, double bottleneck_ms
 
 }  // namespace
 
-std::vector<int> dp_partition(const CostModel& model) {
-  const Instance instance(model, model_caps(model));
+std::vector<int> dp_partition(const CostModel& model, const CostModel* alternative) {
+  const Instance instance(ExtentMemory{model, alternative}, model_caps(model));
   BottleneckSearch search(instance);
-  if (!search.probe(kInfinity).feasible) throw_memory_infeasible(model);
+  if (!search.probe(kInfinity).feasible) throw_memory_infeasible(model, alternative);
   std::vector<int> best = search.balance();
   double upper_ms = bottleneck_ms(model, best);
   // Each stage costs at least its compute time (costs add non-negative terms to it), and some
@@ -266,13 +284,14 @@ std::vector<int> dp_partition(const CostModel& model) {
   return smallest_sum_partition(instance, upper_ms);
 }
 
-int64_t smallest_feasible_memory_cap(const CostModel& model) {
+int64_t smallest_feasible_memory_cap(const CostModel& model, const CostModel* alternative) {
   const int n = model.layer_count();
   const int k = model.stage_count();
+  const ExtentMemory memory{model, alternative};
   // Probe a cap: stage s reaches ends (a, limit(a)] from every reachable start a; keeping the
   // reachable start with the furthest limit yields one witness partition per end.
   auto probe = [&](int64_t cap_bytes, int64_t& achieved_bytes, int64_t& next_cap_bytes) {
-    const Instance instance(model, std::vector<int64_t>(k, cap_bytes));
+    const Instance instance(memory, std::vector<int64_t>(k, cap_bytes));
     std::vector<std::vector<int>> choice(k, std::vector<int>(n + 1, -1));
     std::vector<char> reach(n + 1, 0);
     reach[0] = 1;
@@ -286,7 +305,7 @@ int64_t smallest_feasible_memory_cap(const CostModel& model) {
           const int limit = instance.limit[s][a];
           if (best < 0 || limit > instance.limit[s][best]) best = a;
           if (limit < instance.last_end(s)) {
-            next_cap_bytes = std::min(next_cap_bytes, model.memory_bytes(s, a, limit + 1));
+            next_cap_bytes = std::min(next_cap_bytes, memory(s, a, limit + 1));
           }
         }
         if (best >= 0 && instance.limit[s][best] >= j) {
@@ -300,7 +319,7 @@ int64_t smallest_feasible_memory_cap(const CostModel& model) {
     const std::vector<int> balance = unwind(choice, n);
     achieved_bytes = 0;
     for (int s = 0, first = 0; s < k; first += balance[s], ++s) {
-      achieved_bytes = std::max(achieved_bytes, model.memory_bytes(s, first, first + balance[s]));
+      achieved_bytes = std::max(achieved_bytes, memory(s, first, first + balance[s]));
     }
     return true;
   };

@@ -14,10 +14,14 @@ namespace pipebal::balance {
 // partitions at that bottleneck): the smallest sum of stage costs, which is what a pipeline's
 // fill and drain take, so it orders step times. O(k n) per bisection step plus O(k n log n).
 // Throws std::invalid_argument when no partition fits the memory caps, giving the smallest cap
-// that would work.
-std::vector<int> dp_partition(const CostModel& model);
+// that would work. With an `alternative` model (the same layers and stages; zb-h1 with every
+// backward whole beside `model`'s W right after B), a stage fits where either model's memory
+// does: its W delays are chosen afterwards (weight_delays.h), down to a whole backward.
+std::vector<int> dp_partition(const CostModel& model, const CostModel* alternative = nullptr);
 
-// The smallest memory cap that, applied to every stage, lets some partition fit; ignores time.
-int64_t smallest_feasible_memory_cap(const CostModel& model);
+// The smallest memory cap that, applied to every stage, lets some partition fit (under either
+// model's memory, with an `alternative`); ignores time.
+int64_t smallest_feasible_memory_cap(const CostModel& model,
+                                     const CostModel* alternative = nullptr);
 
 }  // namespace pipebal::balance

@@ -154,9 +154,8 @@ std::vector<LayerCost> layers_for_chunks(const CostProfile& profile, int chunks)
   return costs_at_micro_batch_size(profile, micro_batch_size(mini, chunks)).layers;
 }
 
-CostModel cost_model_for(const CostProfile& profile, int stages, const CostOptions& options,
-                         int64_t mini_batch) {
-  const int64_t mini = mini_batch > 0 ? mini_batch : profile.mini_batch_size();
+CostModel cost_model_for(const CostProfile& profile, int stages, const CostOptions& options) {
+  const int64_t mini = profile.mini_batch_size();
   if (mini <= 0 || profile.batch_size <= 0) return CostModel(profile.layers, stages, options);
   CostModel model(costs_at_micro_batch_size(profile, micro_batch_size(mini, options.chunks)).layers,
                   stages, options);

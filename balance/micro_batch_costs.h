@@ -45,11 +45,10 @@ CostsAtSize costs_at_micro_batch_size(const CostProfile& profile, int64_t size);
 // its mini-batch, else costs_at_micro_batch_size(profile, micro_batch_size(mini, chunks)).
 std::vector<LayerCost> layers_for_chunks(const CostProfile& profile, int chunks);
 
-// The cost model of `profile` on `stages` stages for options.chunks micro-batches of a
-// mini-batch of `mini_batch` samples (0: the profile's own): layers_for_chunks's costs, and,
-// where the profile measured several sizes, the whole mini-batch's own costs for the plan's step
-// with one micro-batch (CostModel::whole_batch_layers).
-CostModel cost_model_for(const CostProfile& profile, int stages, const CostOptions& options,
-                         int64_t mini_batch = 0);
+// The cost model of `profile` on `stages` stages for options.chunks micro-batches of its
+// mini-batch: layers_for_chunks's costs, and, where the profile measured several sizes, the
+// whole mini-batch's own costs for the plan's step with one micro-batch
+// (CostModel::whole_batch_layers).
+CostModel cost_model_for(const CostProfile& profile, int stages, const CostOptions& options);
 
 }  // namespace pipebal::balance

@@ -1,7 +1,6 @@
 // See partition.h.
 #include "pipebal/balance/partition.h"
 
-#include <optional>
 #include <stdexcept>
 
 #include "pipebal/balance/dp_partition.h"
@@ -41,19 +40,29 @@ const std::vector<Algorithm>& all_algorithms() {
 
 namespace {
 
-// zb-h1 whose W delays are to be chosen is balanced with W right after B (1F1B's memory, which
-// the delays then spend up to the budget); everything else as it is.
-std::optional<CostModel> delay_free_model(const CostModel& model) {
+// Whether `model` is zb-h1 whose W delays are still to be chosen.
+bool delays_to_choose(const CostModel& model) {
   const CostOptions& options = model.options();
-  if (options.schedule != pipeline::ScheduleKind::kZeroBubbleH1 || !options.weight_delays.empty()) {
-    return std::nullopt;
-  }
-  CostOptions lean = options;
-  lean.weight_delays.assign(model.stage_count(), 0);
-  return CostModel(model.layers(), model.stage_count(), lean);
+  return options.schedule == pipeline::ScheduleKind::kZeroBubbleH1 && options.weight_delays.empty();
 }
 
+// `model` with every stage's W delay `delay`.
+CostModel with_delays(const CostModel& model, int delay) {
+  CostOptions options = model.options();
+  options.weight_delays.assign(model.stage_count(), delay);
+  return CostModel(model.layers(), model.stage_count(), options);
+}
+
+// zb-h1 whose W delays are to be chosen is balanced with W right after B (which the delays then
+// spend up to the budget), a stage fitting its cap where it fits with its backward whole too
+// (the delays go down to that); everything else as it is.
 std::vector<int> balance_of(const CostModel& model, Algorithm algorithm) {
+  if (delays_to_choose(model)) {
+    const CostModel lean = with_delays(model, 0);
+    if (algorithm != Algorithm::kDp) return balance_of(lean, algorithm);
+    const CostModel whole = with_delays(model, pipeline::kWholeBackward);
+    return dp_partition(lean, &whole);
+  }
   const std::vector<LayerCost>& layers = model.layers();
   switch (algorithm) {
     case Algorithm::kDp:
@@ -82,13 +91,12 @@ std::vector<int> balance_of(const CostModel& model, Algorithm algorithm) {
 }  // namespace
 
 std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm) {
-  const std::optional<CostModel> lean = delay_free_model(model);
-  return balance_of(lean ? *lean : model, algorithm);
+  return balance_of(model, algorithm);
 }
 
 Plan plan_balance(const CostModel& model, const std::vector<int>& balance,
                   const std::string& algorithm) {
-  if (!delay_free_model(model)) return make_plan(model, balance, algorithm);
+  if (!delays_to_choose(model)) return make_plan(model, balance, algorithm);
   const CostModel bounded(model.layers(), model.stage_count(),
                           with_fastest_weight_delays(model, balance));
   return make_plan(bounded, balance, algorithm);

@@ -241,6 +241,49 @@ TEST(BalanceCommand, SaysWhenCostsAreScaledFromAnotherMicroBatchSize) {
             std::string::npos);
 }
 
+// zb-h1 under a cap that W right after B exceeds (the first layer's backward peak beside the
+// second's new gradients: 4100 bytes) but a whole backward keeps (3100): balanced and planned
+// with the backward whole, and a cap below that names 3100 as the smallest, not 4100.
+TEST(BalanceCommand, ZeroBubbleFitsACapWithItsBackwardWholeWhereASplitOneWouldNot) {
+  const std::string path = pipebal::testing::scratch_path("zb.json");
+  std::ofstream(path) << json{{"model", "toy"},
+                              {"layers",
+                               {{{"name", "a"},
+                                 {"forward_ms", 1.0},
+                                 {"backward_ms", 1.0},
+                                 {"param_bytes", 0},
+                                 {"activation_bytes", 100},
+                                 {"output_bytes", 10},
+                                 {"backward_peak_bytes", 1000}},
+                                {{"name", "b"},
+                                 {"forward_ms", 1.0},
+                                 {"backward_ms", 1.0},
+                                 {"param_bytes", 1000},
+                                 {"activation_bytes", 100},
+                                 {"output_bytes", 10},
+                                 {"backward_peak_bytes", 100}}}}}
+                             .dump();
+  BalanceParams params = params_for(1);
+  params.profile_path = path;
+  params.schedule = pipeline::ScheduleKind::kZeroBubbleH1;
+  params.devices.memory_caps = {"3500"};
+  params.json = true;
+  const json plan = json::parse(run(params));
+  EXPECT_EQ(plan["weight_delays"], json::array({-1}));
+  EXPECT_EQ(plan["stages"][0]["memory_bytes"], 3100);
+  params.devices.memory_caps = {"3000"};
+  try {
+    run(params);
+    ADD_FAILURE() << "planned within 3000 bytes";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("the smallest cap that would work on every stage is "
+                        "3.03 KiB (3100 bytes)"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(BalanceCommand, PrintsTheStageTableAndThePrediction) {
   const std::string out = run(params_for(3));
   EXPECT_NE(out.find("toy: 8 layers into 3 stages: gpipe schedule, 4 micro-batches"),

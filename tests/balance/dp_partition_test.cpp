@@ -103,6 +103,61 @@ TEST(DpPartition, MatchesBruteForceOnLongerModels) {
 
 // The planner costs GPipe and 1F1B with one dp balance when no memory cap applies: they must
 // charge every extent the same.
+// zb-h1 whose W delays are still to be chosen: a stage fits its cap where it fits with W right
+// after B or with its backward whole (the delays go down to that), whichever needs less.
+TEST(DpPartition, MatchesBruteForceWhereAStageMayFitWithItsBackwardWhole) {
+  std::mt19937 rng(7);
+  int infeasible = 0;
+  int only_whole = 0;  // fitting only because some stage keeps its backward whole
+  for (int t = 0; t < 1500; ++t) {
+    const int n = 1 + static_cast<int>(rng() % 12);
+    const int k = 1 + static_cast<int>(rng() % std::min(5, n));
+    const auto layers = random_layers(rng, n, /*integer_costs=*/t % 2 == 0);
+    CostOptions split = random_options(rng, k, /*speeds=*/true, /*bandwidth=*/true);
+    split.schedule = pipeline::ScheduleKind::kZeroBubbleH1;
+    split.weight_delays.assign(k, 0);
+    CostOptions whole = split;
+    whole.weight_delays.assign(k, pipeline::kWholeBackward);
+    const int64_t smallest = [&] {
+      const CostModel lean(layers, k, split), alternative(layers, k, whole);
+      return brute_force(lean, &alternative).smallest_memory_bytes;
+    }();
+    std::uniform_real_distribution<double> factor(0.9, 1.3);
+    split.memory_caps_bytes =
+        whole.memory_caps_bytes = {static_cast<int64_t>(double(smallest) * factor(rng)) + 1};
+    const CostModel lean(layers, k, split), alternative(layers, k, whole);
+    SCOPED_TRACE("instance " + std::to_string(t));
+    EXPECT_EQ(smallest_feasible_memory_cap(lean, &alternative), smallest);
+    const testing::BruteForce expected = brute_force(lean, &alternative);
+    if (!expected.feasible) {
+      ++infeasible;
+      EXPECT_THROW(dp_partition(lean, &alternative), std::invalid_argument);
+      continue;
+    }
+    only_whole += !brute_force(lean).feasible;
+    const std::vector<int> balance = dp_partition(lean, &alternative);
+    double bottleneck_ms = 0;
+    for (int s = 0, first = 0; s < k; first += balance[s], ++s) {
+      const int end = first + balance[s];
+      bottleneck_ms = std::max(bottleneck_ms, lean.cost_ms(s, first, end));
+      EXPECT_LE(std::min(lean.memory_bytes(s, first, end), alternative.memory_bytes(s, first, end)),
+                lean.memory_cap_bytes(s));
+    }
+    ASSERT_EQ(bottleneck_ms, expected.bottleneck_ms);
+    // Planned with its delays chosen, every stage keeps within its cap (a whole backward where
+    // W right after B does not fit).
+    CostOptions open = split;
+    open.weight_delays.clear();
+    const Plan plan = partition(CostModel(layers, k, open), Algorithm::kDp);
+    EXPECT_EQ(plan.balance, balance);
+    for (const StagePlan& stage : plan.stages) {
+      EXPECT_LE(stage.memory_bytes, stage.memory_cap_bytes);
+    }
+  }
+  EXPECT_GT(infeasible, 0) << "caps never bind";
+  EXPECT_GT(only_whole, 0) << "no instance fits only with a whole backward: the test proves little";
+}
+
 TEST(DpPartition, GPipeAndOneFOneBShareTheirBalanceWithoutCaps) {
   std::mt19937 rng(8);
   for (int t = 0; t < 200; ++t) {

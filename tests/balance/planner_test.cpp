@@ -123,7 +123,9 @@ TEST(Planner, RanksStepsPastInt64Nanoseconds) {
   bool past = false;
   for (size_t k = 0; k < result.ranked.size(); ++k) {
     past = past || result.ranked[k].step_ms * 1e6 > 9.3e18;
-    if (k > 0) EXPECT_LE(result.ranked[k - 1].step_ms, result.ranked[k].step_ms) << k;
+    if (k > 0) {
+      EXPECT_LE(result.ranked[k - 1].step_ms, result.ranked[k].step_ms) << k;
+    }
   }
   EXPECT_TRUE(past) << "no step past int64 nanoseconds: the case tests nothing";
 }

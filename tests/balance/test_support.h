@@ -41,8 +41,9 @@ struct BruteForce {
   int64_t smallest_memory_bytes = std::numeric_limits<int64_t>::max();  // min over partitions
 };
 
-// The optimum by enumeration: bottleneck first, then the sum of stage costs; memory caps apply.
-inline BruteForce brute_force(const CostModel& model) {
+// The optimum by enumeration: bottleneck first, then the sum of stage costs; memory caps apply,
+// to a stage's memory under `model`, or the lesser of it and its memory under `alternative`.
+inline BruteForce brute_force(const CostModel& model, const CostModel* alternative = nullptr) {
   BruteForce best;
   for_each_partition(model.layer_count(), model.stage_count(), [&](const std::vector<int>& b) {
     double bottleneck = 0;
@@ -52,7 +53,8 @@ inline BruteForce brute_force(const CostModel& model) {
     int first = 0;
     for (int s = 0; s < static_cast<int>(b.size()); ++s) {
       const double cost = model.cost_ms(s, first, first + b[s]);
-      const int64_t bytes = model.memory_bytes(s, first, first + b[s]);
+      int64_t bytes = model.memory_bytes(s, first, first + b[s]);
+      if (alternative) bytes = std::min(bytes, alternative->memory_bytes(s, first, first + b[s]));
       bottleneck = std::max(bottleneck, cost);
       sum += cost;
       memory = std::max(memory, bytes);
