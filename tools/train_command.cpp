@@ -245,13 +245,16 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       !settings.launch                    ? stages / std::max(1, settings.virtual_stages)
       : settings.launch->cores_of_its_own ? 1
                                           : settings.launch->local_world_size;
-  std::string threads_warning =
-      oversubscription_warning(devices_on_these_cores, settings.threads_per_stage);
-  if (threads_warning.empty() && settings.launch && settings.launch->cores_of_its_own) {
-    threads_warning = shared_quota_warning(settings.launch->local_world_size,
-                                           settings.threads_per_stage, cpu_quota());
+  std::string warning;
+  if (reports) {
+    std::string threads_warning =
+        oversubscription_warning(devices_on_these_cores, settings.threads_per_stage);
+    if (threads_warning.empty() && settings.launch && settings.launch->cores_of_its_own) {
+      threads_warning = shared_quota_warning(settings.launch->local_world_size,
+                                             settings.threads_per_stage, cpu_quota());
+    }
+    warning = plan_warnings + threads_warning;
   }
-  std::string warning = reports ? plan_warnings + threads_warning : "";
   if (reports && settings.schedule == pipeline::ScheduleKind::kInterleaved &&
       stages == settings.virtual_stages) {
     warning += fmt::format(

@@ -106,8 +106,8 @@ TEST(BalanceCommand, WarnsWhenPipeliningIsPredictedToLose) {
       << warnings;
 }
 
-// A profile of `layers` layers measured at 16 and 64 samples per micro-batch (4 micro-batches
-// of a mini-batch of 64): forward fixed_ms + per_sample_ms per sample, backward twice that.
+// A profile of 4 layers measured at 16 and 64 samples per micro-batch (4 micro-batches of a
+// mini-batch of 64): forward fixed_ms + per_sample_ms per sample, backward twice that.
 std::string write_sized_profile(double fixed_ms, double per_sample_ms) {
   const auto layers_at = [&](int64_t size) {
     json layers = json::array();
@@ -142,10 +142,8 @@ TEST(BalanceCommand, WarnsWhenMicroBatchesLoseToTheWholeBatchAtItsMeasuredCosts)
   BalanceParams params = params_for(2);
   params.profile_path = write_sized_profile(5.0, 0.01);
   std::string warnings;
-  const json plan = json::parse([&] {
-    params.json = true;
-    return run(params, &warnings);
-  }());
+  params.json = true;
+  const json plan = json::parse(run(params, &warnings));
   EXPECT_NEAR(plan["prediction"]["naive_step_ms"].get<double>(), 67.68, 1e-9);
   EXPECT_NE(warnings.find("pipebal: warning: 4 micro-batches are predicted slower than 1 on this "
                           "balance (185.760 ms vs 67.680 ms, 0.36x)"),
