@@ -27,6 +27,7 @@
 #include "pipebal/common/cores.h"
 #include "pipebal/common/time_limit.h"
 #include "pipebal/distributed/launch_env.h"
+#include "pipebal/distributed/peer_failure_notice.h"
 #include "pipebal/distributed/stderr_relay.h"
 
 namespace pipebal::distributed {
@@ -97,17 +98,50 @@ int free_port() {
   return ntohs(address.sin_port);
 }
 
-std::string describe(int status) {
-  if (WIFSIGNALED(status)) {
-    const int signal = WTERMSIG(status);
-    const char* name = sigabbrev_np(signal);
-    return fmt::format("was killed by signal {} (SIG{})", signal, name ? name : "?");
+// How a process ended: its exit status, or the signal that killed it.
+struct Ending {
+  int status = 0;  // when it exited
+  int signal = 0;  // the signal that killed it; 0 when it exited
+  bool failed() const { return signal != 0 || status != 0; }
+};
+
+std::string describe(const Ending& ending) {
+  if (ending.signal != 0) {
+    const char* name = sigabbrev_np(ending.signal);
+    return fmt::format("was killed by signal {} (SIG{})", ending.signal, name ? name : "?");
   }
-  return fmt::format("exited with status {}", WEXITSTATUS(status));
+  return fmt::format("exited with status {}", ending.status);
 }
 
-int exit_code(int status) {
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+int exit_code(const Ending& ending) {
+  return ending.signal != 0 ? 128 + ending.signal : ending.status;
+}
+
+// How `pid` ended, once it has, or nullopt while it runs. It is left a zombie (WNOWAIT) until
+// reap(): its id, and so its process group's, cannot be given to another process while the
+// launcher may still signal that group.
+std::optional<Ending> ending_of(pid_t pid) {
+  siginfo_t info{};
+  if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    // Not a child any more: something else of this process waited for it, and took its status.
+    if (errno == ECHILD) return Ending{255, 0};
+    return std::nullopt;  // EINTR: asked again on the next round
+  }
+  if (info.si_pid == 0) return std::nullopt;
+  if (info.si_code == CLD_EXITED) return Ending{info.si_status, 0};
+  return Ending{0, info.si_status};  // CLD_KILLED, CLD_DUMPED
+}
+
+// The signal that stopped `pid` since the last call, or 0.
+int stop_of(pid_t pid) {
+  siginfo_t info{};
+  if (waitid(P_PID, pid, &info, WSTOPPED | WNOHANG) != 0 || info.si_pid == 0) return 0;
+  return info.si_status;
+}
+
+void reap(pid_t pid) {
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
 }
 
 // The file execve() runs for `program`, searched on PATH as execvp() would when it has no slash;
@@ -161,6 +195,7 @@ struct ChildImage {
   bool bind = false;              // pinned to `cores` (LaunchOptions::bind_cores)
   cpu_set_t cores;
   std::string bind_failed;  // the start of the line written should pinning fail
+  int notice_fd = -1;       // kept open across the exec (PeerFailureNotices), when not -1
 
   ChildImage() = default;
   ChildImage(const ChildImage&) = delete;
@@ -168,20 +203,34 @@ struct ChildImage {
 };
 
 // torchrun's environment for `local_rank` over this process's own (its agent-store switch left
-// out: the launcher serves no store, rank 0 does).
+// out: the launcher serves no store, rank 0 does). As torchrun, one OpenMP thread per process
+// unless OMP_NUM_THREADS says otherwise, where several share the host's cores; with --bind-cores
+// OpenMP counts each one's own cores.
 void make_child_image(const LaunchOptions& options, const std::string& program, int port,
-                      int local_rank, const std::vector<int>& cores, ChildImage& image) {
+                      int local_rank, const std::vector<int>& cores, int notice_fd,
+                      ChildImage& image) {
   const int world = options.nproc_per_node * options.nnodes;
   const int rank = options.node_rank * options.nproc_per_node + local_rank;
-  const std::vector<std::pair<std::string, std::string>> set = {
+  std::vector<std::pair<std::string, std::string>> set = {
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(world)},
       {"LOCAL_RANK", std::to_string(local_rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(options.nnodes)},
+      {"ROLE_NAME", "default"},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(world)},
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(port)},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RUN_ID", "none"},
       {kBindCoresVariable, cores.empty() ? "0" : "1"}};
+  if (std::getenv("OMP_NUM_THREADS") == nullptr && options.nproc_per_node > 1 && cores.empty()) {
+    set.emplace_back("OMP_NUM_THREADS", "1");
+  }
+  if (notice_fd >= 0) set.emplace_back(kNoticeFdVariable, std::to_string(notice_fd));
   image.program = program;
   image.words = options.command;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -199,6 +248,7 @@ void make_child_image(const LaunchOptions& options, const std::string& program, 
   image.envp.push_back(nullptr);
   image.exec_failed =
       fmt::format("{}: cannot run '{}': errno ", options.log_prefix, options.command[0]);
+  image.notice_fd = notice_fd;
   image.bind = !cores.empty();
   CPU_ZERO(&image.cores);
   for (const int cpu : cores) CPU_SET(cpu, &image.cores);
@@ -218,18 +268,32 @@ void write_errno_line(int error) {
   (void)!write(STDERR_FILENO, digits + at, sizeof digits - at);
 }
 
-// In the child: the image prepared above. Never returns.
+// In the child: the image prepared above, with the signal mask `mask` (the launcher blocks every
+// signal around fork: one that comes before the exec must not run the launcher's handler in the
+// child, where it would be lost). Never returns.
 [[noreturn]] void run_child(const ChildImage& image, bool discard_stdout, int stderr_fd,
-                            pid_t launcher) {
+                            pid_t launcher, const sigset_t& mask) {
   // Die with the launcher (no orphans), even if it dies before this line runs.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(137);
   // A process group of its own, which the launcher stops whole: what the command starts in
   // turn (a shell's children, a profiler's target) goes with it.
   setpgid(0, 0);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGTSTP, SIG_DFL);
+  struct sigaction action {};
+  sigemptyset(&action.sa_mask);
+  for (const int caught : {SIGINT, SIGTERM, SIGHUP, SIGTSTP}) {
+    struct sigaction current {};
+    action.sa_handler = SIG_DFL;
+    if (sigaction(caught, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) {
+      sigaction(caught, &action, nullptr);
+    }
+  }
+  // In its own group it is in the terminal's background: a write there (under `stty tostop`)
+  // would stop it for good, and a read gets an error instead of stopping it (launch() names a
+  // process that is stopped so nevertheless).
+  action.sa_handler = SIG_IGN;
+  sigaction(SIGTTOU, &action, nullptr);
+  sigaction(SIGTTIN, &action, nullptr);
   if (discard_stdout) {
     const int null = open("/dev/null", O_WRONLY);
     if (null >= 0 && null != STDOUT_FILENO) {
@@ -238,12 +302,14 @@ void write_errno_line(int error) {
     }
   }
   if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);  // the launcher's relay (not closed on exec)
+  if (image.notice_fd >= 0) fcntl(image.notice_fd, F_SETFD, 0);
   if (image.bind && sched_setaffinity(0, sizeof image.cores, &image.cores) != 0) {
     const int error = errno;
     (void)!write(STDERR_FILENO, image.bind_failed.data(), image.bind_failed.size());
     write_errno_line(error);
     _exit(127);
   }
+  sigprocmask(SIG_SETMASK, &mask, nullptr);  // now what comes acts as it would in the command
   execve(image.program.c_str(), image.argv.data(), image.envp.data());
   const int error = errno;
   (void)!write(STDERR_FILENO, image.exec_failed.data(), image.exec_failed.size());
@@ -358,39 +424,45 @@ int launch(const LaunchOptions& options, std::ostream& log) {
                         std::chrono::duration<double>(options.fold_window_s)),
                     log);
 
-  std::vector<pid_t> children;  // -1 once reaped
-  std::vector<pid_t> groups;    // each child's process group, which outlives it with its own
+  // Each process is the first of a process group of its own, and the launcher signals those
+  // groups, not the processes alone: what a process starts may outlive it. The processes are
+  // reaped only at the end (ending_of), so no group's id can go to another process meanwhile.
+  std::vector<pid_t> children;
+  std::vector<bool> ended;
+  PeerFailureNotices notices;
   const pid_t launcher = getpid();
   const std::vector<std::vector<int>> cores =
       options.bind_cores ? core_shares(physical_cores(allowed_cpus()), options.nproc_per_node)
                          : std::vector<std::vector<int>>(options.nproc_per_node);
   for (int local = 0; local < options.nproc_per_node; ++local) {
     ChildImage image;
-    make_child_image(options, program, port, local, cores[local], image);
+    make_child_image(options, program, port, local, cores[local], notices.write_end(), image);
+    sigset_t every, before;
+    sigfillset(&every);
+    pthread_sigmask(SIG_SETMASK, &every, &before);
     const pid_t pid = fork();
+    if (pid == 0) {
+      run_child(image, options.discard_stdout, relay.write_end(local), launcher, before);
+    }
+    const int fork_error = errno;
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     if (pid < 0) {
-      relay.say(options.log_prefix + ": fork failed: " + std::strerror(errno));
-      for (pid_t group : groups) kill(-group, SIGKILL);
-      for (pid_t child : children) waitpid(child, nullptr, 0);
+      relay.say(options.log_prefix + ": fork failed: " + std::strerror(fork_error));
+      for (const pid_t child : children) kill(-child, SIGKILL);
+      for (const pid_t child : children) reap(child);
       relay.close_write_ends();
       relay.finish();
       return 1;
     }
-    if (pid == 0) run_child(image, options.discard_stdout, relay.write_end(local), launcher);
     setpgid(pid, pid);  // as the child does: whichever runs first, the group exists after
     children.push_back(pid);
-    groups.push_back(pid);
+    ended.push_back(false);
   }
   relay.close_write_ends();
 
-  auto rank_of = [&](pid_t pid) {
-    for (size_t i = 0; i < children.size(); ++i)
-      if (children[i] == pid) return first_rank + static_cast<int>(i);
-    return -1;
-  };
   // To every group, those whose first process has ended too (what it started may live on).
   auto signal_all = [&](int signal) {
-    for (pid_t group : groups) kill(-group, signal);
+    for (const pid_t child : children) kill(-child, signal);
   };
   auto stop_all = [&](int signal) {
     signal_all(signal);
@@ -400,7 +472,8 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   int running = options.nproc_per_node;
   int result = 0;
   bool stopping = false;
-  std::optional<std::pair<int, int>> follower;  // (rank, status) of the first kPeerFailedExitStatus
+  // (rank, ending) of the first to exit with kPeerFailedExitStatus
+  std::optional<std::pair<int, Ending>> follower;
   int forwarded = 0;
   int interrupts_seen = 0;
   using Clock = std::chrono::steady_clock;
@@ -472,48 +545,64 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       stop_all(SIGKILL);
       kill_at = Clock::time_point::max();
     }
-    int status = 0;
     // Polled (every 20 ms, relaying their output meanwhile): a signal that came between the
     // checks above and a blocking wait would not be passed on until a process ended.
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid == 0) {
-      relay.pump(std::chrono::milliseconds(20));
-      continue;
-    }
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break;  // no children left
-    }
-    const int rank = rank_of(pid);
-    if (rank < 0) continue;
-    children[rank - first_rank] = -1;
-    --running;
-    relay.drain(rank - first_rank);  // what it printed last comes before what the launcher says
-    const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    // One that stopped because another failed may exit before the one that failed: wait for
-    // that one (the rest stop by themselves), a while, and report it.
-    if (failed && WIFEXITED(status) && WEXITSTATUS(status) == kPeerFailedExitStatus) {
-      if (!follower) {
-        follower = std::make_pair(rank, status);
-        followed_until = Clock::now() + seconds(follower_wait_s);
+    bool changed = false;
+    for (size_t local = 0; local < children.size(); ++local) {
+      if (ended[local]) continue;
+      const int rank = first_rank + static_cast<int>(local);
+      // One that uses the terminal as the launcher may (ignoring SIGTTIN or SIGTTOU, run_child)
+      // would wait forever for a `fg` that cannot wake it in the background: a failure.
+      const int stopped_by = stop_of(children[local]);
+      if ((stopped_by == SIGTTIN || stopped_by == SIGTTOU) && !stopping) {
+        changed = true;
+        stopping = true;
+        result = 1;
+        relay.pump(std::chrono::milliseconds(0));
+        relay.say(fmt::format(
+            "{}: rank {} was stopped for {} the terminal, which the processes may not (they run "
+            "in the background{}); stopping {} process{}",
+            options.log_prefix, rank, stopped_by == SIGTTIN ? "reading" : "writing to",
+            stopped_by == SIGTTIN ? ": give the command its input from a file" : "", running,
+            running == 1 ? "" : "es"));
+        stop_all(SIGTERM);
+        kill_at = Clock::now() + grace;
       }
-      continue;
-    }
-    if (failed && !stopping) {
-      stopping = true;
-      result = exit_code(status);
-      relay.pump(std::chrono::milliseconds(0));  // the others' lines so far come before the news
-      if (running > 0) {
-        relay.say(fmt::format("{}: rank {} {}; stopping the other {} process{}", options.log_prefix,
-                              rank, describe(status), running, running == 1 ? "" : "es"));
-      } else {
-        relay.say(fmt::format("{}: rank {} {}", options.log_prefix, rank, describe(status)));
+      const std::optional<Ending> ending = ending_of(children[local]);
+      if (!ending) continue;
+      changed = true;
+      ended[local] = true;
+      --running;
+      relay.drain(local);  // what it printed last comes before what the launcher says
+      // One that stopped because another failed (and said so: the status alone may be the
+      // command's own) may exit before the one that failed: wait for that one (the rest stop by
+      // themselves), a while, and report it.
+      if (ending->signal == 0 && ending->status == kPeerFailedExitStatus && notices.noticed(rank)) {
+        if (!follower) {
+          follower = std::make_pair(rank, *ending);
+          followed_until = Clock::now() + seconds(follower_wait_s);
+        }
+        continue;
       }
-      terminate_at = Clock::now() + terminate_delay;
+      if (ending->failed() && !stopping) {
+        stopping = true;
+        result = exit_code(*ending);
+        relay.pump(std::chrono::milliseconds(0));  // the others' lines so far come before the news
+        if (running > 0) {
+          relay.say(fmt::format("{}: rank {} {}; stopping the other {} process{}",
+                                options.log_prefix, rank, describe(*ending), running,
+                                running == 1 ? "" : "es"));
+        } else {
+          relay.say(fmt::format("{}: rank {} {}", options.log_prefix, rank, describe(*ending)));
+        }
+        terminate_at = Clock::now() + terminate_delay;
+      }
     }
+    if (!changed) relay.pump(std::chrono::milliseconds(20));
   }
   // A failed run leaves nothing behind: what the processes started, even those that ended.
   if (stopping) signal_all(SIGKILL);
+  for (const pid_t child : children) reap(child);
   if (result == 0 && follower) {  // the failure was on another host, if there is one
     relay.say(fmt::format(
         "{}: rank {} {}{}", options.log_prefix, follower->first, describe(follower->second),

@@ -1,7 +1,8 @@
 // `pipebal launch`: starts the processes of one host of a multi-process run, the way torchrun
 // does but without Python. Each process gets torchrun's environment (RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT); the first one to fail stops the
-// others. Torch-free.
+// LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_*, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_RUN_ID=none and no restarts; OMP_NUM_THREADS=1 where several share the cores and
+// it is not set); the first one to fail stops the others. Torch-free.
 #pragma once
 
 #include <ostream>
@@ -32,9 +33,9 @@ struct LaunchOptions {
   std::string log_prefix = "pipebal launch";  // starts each line the launcher logs
 };
 
-// The exit status of a process that stopped because another one failed (distributed::PeerFailed).
-// The launcher reports the process that failed first, not the ones that followed it, however
-// their exits are ordered.
+// The exit status of a process that stopped because another one failed (distributed::PeerFailed),
+// which it also tells the launcher (peer_failure_notice.h). The launcher reports the process that
+// failed first, not the ones that followed it, however their exits are ordered.
 constexpr int kPeerFailedExitStatus = 3;
 
 // The CPUs of each of `processes` processes: the physical `cores` (each its hardware threads'
@@ -53,14 +54,18 @@ void check(const LaunchOptions& options);
 // first to fail (128 + signal for one killed by a signal) after stopping the rest (SIGTERM once
 // fold_window_s (2 s at most) has passed, for their own lines on a bad input they share; SIGKILL
 // after grace_s more), with one line on `log` naming it; a process exiting with
-// kPeerFailedExitStatus counts only when no other failed, and the rest get max(grace, 5 s) after it
+// kPeerFailedExitStatus, having said it stopped for another's failure, counts only when no other
+// failed, and the rest get max(grace, 5 s) after it
 // to end by themselves (the one that failed may give no sign of life) before they are stopped. Each
 // process runs in a process group of its own, signalled whole (what it starts goes with it; from a
 // terminal the processes run in the background and cannot read it). SIGINT or SIGTERM to the
 // launcher is passed on to every process, and launch() returns 128 + that signal once they are
 // gone; the same signal again, a second or more later, kills them at once. Ctrl-Z (SIGTSTP) stops
-// them with the launcher. Each is killed should the launcher die, and after a failure or an
-// interrupt whatever is left of their groups is killed too. Their standard error comes through
+// them with the launcher; one stopped for using the terminal (SIGTTIN, or SIGTTOU under
+// `stty tostop`, which the processes ignore unless they reset them) is a failure, not a wait for
+// ever. Each is killed should the launcher die, and after a failure or an interrupt whatever is
+// left of their groups is killed too; the processes are reaped only at the end, so that no group
+// id the launcher signals can have passed to another process. Their standard error comes through
 // `log` (StderrRelay; fold_window_s), with the launcher's own lines after what led to them.
 int launch(const LaunchOptions& options, std::ostream& log);
 

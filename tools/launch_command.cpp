@@ -39,8 +39,10 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("command", options->command, "the command each process runs, after --");
   cmd->footer(
       "Each process gets RANK, WORLD_SIZE (nproc-per-node x nnodes), LOCAL_RANK,\n"
-      "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun sets them; `pipebal train`\n"
-      "then runs stage RANK. The first process to fail stops the others; the launcher exits\n"
+      "LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and the rest of what torchrun sets for a\n"
+      "worker (GROUP_*, ROLE_*, TORCHELASTIC_*; OMP_NUM_THREADS=1 with several processes, unless\n"
+      "set or --bind-cores); `pipebal train` then runs stage RANK. The first process to fail stops "
+      "the others; the launcher exits\n"
       "with its status. What the processes print on stderr comes through the launcher line by\n"
       "line: a line that several print alike is shown once, naming the ranks that printed it\n"
       "(\"pipebal: error: ranks 0, 1: ...\"). With --bind-cores, local rank r of N runs on the\n"

@@ -8,6 +8,7 @@
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/distributed/group.h"
 #include "pipebal/distributed/launcher.h"
+#include "pipebal/distributed/peer_failure_notice.h"
 #include "pipebal/pipeline/error_text.h"
 #include "pipebal/pipeline/pipeline.h"
 #include "pipebal/workflow/denormals.h"
@@ -41,6 +42,7 @@ std::optional<int> end_run(const std::exception& error) {
   if (dynamic_cast<const pipebal::distributed::PeerFailed*>(&error) != nullptr) {
     // An echo of another rank's failure: the launcher reports that rank, not this one.
     print_error_line("pipebal: error: " + rank_prefix() + error.what());
+    pipebal::distributed::notify_launcher_of_peer_failure();
     return pipebal::distributed::kPeerFailedExitStatus;
   }
   return std::nullopt;

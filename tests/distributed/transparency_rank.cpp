@@ -29,6 +29,7 @@
 #include "pipebal/distributed/group.h"
 #include "pipebal/distributed/launch_env.h"
 #include "pipebal/distributed/launcher.h"
+#include "pipebal/distributed/peer_failure_notice.h"
 #include "pipebal/distributed/replicas.h"
 #include "pipebal/pipeline/batch_norm.h"
 #include "pipebal/pipeline/error_text.h"
@@ -293,6 +294,7 @@ int main(int argc, char** argv) {
     std::_Exit(2);  // a layer may still be running: leave without waiting for it
   } catch (const pipebal::distributed::PeerFailed& error) {
     std::cerr << "rank " << std::getenv("RANK") << ": " << error.what() << "\n";
+    pipebal::distributed::notify_launcher_of_peer_failure();
     return pipebal::distributed::kPeerFailedExitStatus;
   } catch (const std::exception& error) {
     std::cerr << "rank " << std::getenv("RANK") << ": " << pipebal::pipeline::error_summary(error)

@@ -58,6 +58,14 @@ inline CliResult run_pipebal(const std::string& args) {
   return run_executable(PIPEBAL_BINARY, args);
 }
 
+// A shell command line, its output captured as run_executable's.
+inline CliResult run_shell(const std::string& command) {
+  const std::string out = scratch_path("shell.out"), err = scratch_path("shell.err");
+  const int raw = std::system((command + " >" + out + " 2>" + err).c_str());
+  return set_apart_busy_warnings(
+      {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err), ""});
+}
+
 // A copy of `profile` (written beside it) without the engine's measured costs: on tiny layers
 // the engine's cost per action decides whether interleaving or zb-h1 (more actions per device)
 // pays, so a check that the planner lists them plans from the layers alone.

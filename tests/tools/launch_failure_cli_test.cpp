@@ -56,13 +56,6 @@ std::string as_rank(int rank, int world, int port, const std::string& args) {
       world, rank, port, PIPEBAL_BINARY, args);
 }
 
-CliResult run_shell(const std::string& command) {
-  const std::string out = scratch_path("out"), err = scratch_path("err");
-  const int raw = std::system((command + " >" + out + " 2>" + err).c_str());
-  return set_apart_busy_warnings(
-      {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_text(out), read_text(err), ""});
-}
-
 TEST(LaunchCli, WorldSizeThatIsNotTheStageCountIsOneLine) {
   const CliResult r = run_shell(as_rank(0, 3, 1, kTrain));
   EXPECT_EQ(r.status, 2) << r.err;
@@ -74,13 +67,16 @@ TEST(LaunchCli, WorldSizeThatIsNotTheStageCountIsOneLine) {
 // A rank started with other settings would wait for messages that never come (here rank 1
 // expects 8 micro-batches of rank 0's 4), or train other weights silently: the ranks compare
 // their settings at the rendezvous and stop there, naming the difference; nothing is written.
+// Rank 0, which finds the difference, ends a second late: rank 1, stopped by its failure, tells
+// the launcher so, which names rank 0 all the same.
 TEST(LaunchCli, RanksStartedWithOtherSettingsStopAtTheRendezvousWithOneLine) {
   const std::string dir = scratch_dir() + "/outputs";
   std::filesystem::create_directories(dir);
   const std::string train = kTrain.substr(0, kTrain.find("--chunks"));
   const CliResult r = run_pipebal(
       fmt::format("launch --nproc-per-node 2 --master-port 0 -- sh -c "
-                  "'exec {}{}--chunks $((4 + 4 * RANK)) --timeout 60 -q -o {}/run.json'",
+                  "'{}{}--chunks $((4 + 4 * RANK)) --timeout 60 -q -o {}/run.json; status=$?; "
+                  "if [ $RANK = 0 ]; then sleep 1; fi; exit $status'",
                   PIPEBAL_BINARY, train, dir));
   EXPECT_EQ(r.status, 2) << r.err;
   const std::string line =
@@ -104,18 +100,35 @@ TEST(LaunchCli, RanksStartedWithOtherSettingsStopAtTheRendezvousWithOneLine) {
   expect_files(dir, {});
 }
 
+// What a pipebal rank stopped by another's failure does (distributed/peer_failure_notice.h): it
+// tells the launcher so, and exits with status 3.
+constexpr const char* kStopForAnothersFailure =
+    "echo $RANK > /proc/self/fd/$PIPEBAL_LAUNCH_NOTICE_FD; exit 3";
+
 // A rank that stopped because another failed may exit first; launch names the one that failed.
 TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
   const CliResult r = run_pipebal(
-      "launch --nproc-per-node 3 --master-port 0 -- sh -c "
-      "'if [ $RANK = 1 ]; then exit 3; elif [ $RANK = 2 ]; then sleep 0.5; exit 2; fi'");
+      fmt::format("launch --nproc-per-node 3 --master-port 0 -- sh -c "
+                  "'if [ $RANK = 1 ]; then {}; elif [ $RANK = 2 ]; then sleep 0.5; exit 2; fi'",
+                  kStopForAnothersFailure));
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("pipebal launch: rank 2 exited with status 2"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("rank 1 exited"), std::string::npos) << r.err;
   // Alone on one host, that status is just the command's: no other host to blame.
-  const CliResult alone = run_pipebal("launch --master-port 0 -- sh -c 'exit 3'");
+  const CliResult alone =
+      run_pipebal(fmt::format("launch --master-port 0 -- sh -c '{}'", kStopForAnothersFailure));
   EXPECT_EQ(alone.status, 3) << alone.err;
   EXPECT_EQ(alone.err, "pipebal launch: rank 0 exited with status 3\n");
+}
+
+// Status 3 from a command that did not say it stopped for another's failure is its own failure:
+// the first, reported at once (not after the others were given time to end by themselves).
+TEST(LaunchCli, AStatusThreeOfTheCommandsOwnIsAFailure) {
+  const CliResult r = run_pipebal(
+      "launch --nproc-per-node 3 --master-port 0 --grace 1 -- sh -c "
+      "'if [ $RANK = 1 ]; then exit 3; fi; sleep 60'");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(r.err, "pipebal launch: rank 1 exited with status 3; stopping the other 2 processes\n");
 }
 
 // A parent that ignores SIGCHLD (its children reaped by the kernel) passes that on to what it
@@ -163,7 +176,8 @@ TEST(LaunchCli, AGlooInterfaceThisHostDoesNotHaveIsOneLine) {
 TEST(LaunchCli, RanksLeftAfterOneStoppedByAFailureAreStoppedAfterAWhile) {
   const CliResult r = run_pipebal(
       "launch --nproc-per-node 3 --master-port 0 --grace 1 -- sh -c "
-      "'if [ $RANK = 1 ]; then kill -STOP $$; fi; exit 3'");
+      "'if [ $RANK = 1 ]; then kill -STOP $$; fi; " +
+      std::string(kStopForAnothersFailure) + "'");
   EXPECT_EQ(r.status, 3) << r.err;
   EXPECT_NE(r.err.find(" exited with status 3 (stopped by another's failure); 1 process still "
                        "running 5 s later: stopping it\n"),

@@ -1,0 +1,76 @@
+// See peer_failure_notice.h.
+#include "pipebal/distributed/peer_failure_notice.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "pipebal/common/parse_integers.h"
+
+namespace pipebal::distributed {
+
+PeerFailureNotices::PeerFailureNotices() {
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) != 0) return;
+  // Above the standard streams, which a child's dup2 may replace (the launcher may have been
+  // started without one of them).
+  for (int& end : ends) {
+    if (end > STDERR_FILENO) continue;
+    const int moved = fcntl(end, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    close(end);
+    end = moved;
+  }
+  if (ends[0] < 0 || ends[1] < 0) {
+    for (const int end : ends) {
+      if (end >= 0) close(end);
+    }
+    return;
+  }
+  fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
+  read_fd_ = ends[0];
+  write_fd_ = ends[1];
+}
+
+PeerFailureNotices::~PeerFailureNotices() {
+  if (read_fd_ >= 0) close(read_fd_);
+  if (write_fd_ >= 0) close(write_fd_);
+}
+
+bool PeerFailureNotices::noticed(int rank) {
+  char buffer[512];
+  while (read_fd_ >= 0) {
+    const ssize_t got = read(read_fd_, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // all read (EAGAIN)
+    unread_.append(buffer, static_cast<size_t>(got));
+    for (size_t end; (end = unread_.find('\n')) != std::string::npos;) {
+      const std::optional<int64_t> number = parse_integer(unread_.substr(0, end));
+      if (number && *number >= 0 && *number <= std::numeric_limits<int>::max()) {
+        ranks_.insert(static_cast<int>(*number));
+      }
+      unread_.erase(0, end + 1);
+    }
+  }
+  return ranks_.count(rank) > 0;
+}
+
+void notify_launcher_of_peer_failure() noexcept {
+  const char* fd_text = std::getenv(kNoticeFdVariable);
+  const char* rank = std::getenv("RANK");
+  if (fd_text == nullptr || rank == nullptr) return;
+  const std::optional<int64_t> fd = parse_integer(fd_text);
+  if (!fd || *fd <= STDERR_FILENO || *fd > 1 << 20) return;
+  char line[32];  // shorter than PIPE_BUF: written in one piece
+  const int length = std::snprintf(line, sizeof line, "%s\n", rank);
+  if (length <= 0 || size_t(length) >= sizeof line) return;
+  while (write(static_cast<int>(*fd), line, size_t(length)) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace pipebal::distributed
