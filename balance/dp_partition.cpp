@@ -239,9 +239,14 @@ std::vector<int> smallest_sum_partition(const Instance& in, double bottleneck_ms
     }
   }
   throw std::invalid_argument(fmt::format(
-      "no partition of {} layers into {} stages fits the memory caps ({}); the smallest cap that "
-      "would work on every stage is {} ({} bytes)",
-      model.layer_count(), model.stage_count(), caps, format_bytes(needed), needed));
+      "no partition of {} layers into {} stages fits the memory caps ({}); {}", model.layer_count(),
+      model.stage_count(), caps,
+      needed == kUnlimitedBytes
+          ? fmt::format("no cap would: every partition has a stage that needs more than {}, the "
+                        "most pipebal counts (are the profile's bytes and --param-scale right?)",
+                        format_bytes(kUnlimitedBytes))
+          : fmt::format("the smallest cap that would work on every stage is {} ({} bytes)",
+                        format_bytes(needed), needed)));
 }
 
 }  // namespace
@@ -326,7 +331,8 @@ int64_t smallest_feasible_memory_cap(const CostModel& model, const CostModel* al
 
   int64_t upper_bytes = 0;
   int64_t unused = 0;
-  probe(kUnlimitedBytes - 1, upper_bytes, unused);
+  // A stage's memory saturates at kUnlimitedBytes: where every partition has one, no cap fits.
+  if (!probe(kUnlimitedBytes - 1, upper_bytes, unused)) return kUnlimitedBytes;
   int64_t lower_bytes = 0;
   while (lower_bytes < upper_bytes) {
     const int64_t cap_bytes = lower_bytes + (upper_bytes - lower_bytes) / 2;

@@ -20,7 +20,8 @@ namespace pipebal::balance {
 std::vector<int> dp_partition(const CostModel& model, const CostModel* alternative = nullptr);
 
 // The smallest memory cap that, applied to every stage, lets some partition fit (under either
-// model's memory, with an `alternative`); ignores time.
+// model's memory, with an `alternative`); ignores time. kUnlimitedBytes when none does: every
+// partition has a stage whose memory saturates there (cost_model.h).
 int64_t smallest_feasible_memory_cap(const CostModel& model,
                                      const CostModel* alternative = nullptr);
 

@@ -127,11 +127,11 @@ int measured_chunks(const CostProfile& profile);
 int planned_chunks(const CostProfile& profile, int requested);
 
 // Bounds on what a profile may say, far beyond real models: within them a sum of byte counts
-// over layers fits in 64 bits (2^42 x 2^20 = 2^62; CostModel saturates the products with
-// micro-batch counts) and sums of times stay finite.
+// over layers (2^42 x 2^18 = 2^60), and the few such sums a stage's memory term adds, fit in 64
+// bits (CostModel saturates the products with micro-batch counts), and sums of times stay finite.
 constexpr double kMaxLayerMs = 1e12;
 constexpr int64_t kMaxLayerBytes = int64_t{1} << 42;
-constexpr size_t kMaxLayers = size_t{1} << 20;
+constexpr size_t kMaxLayers = size_t{1} << 18;
 
 // Throws std::invalid_argument naming the first layer (index and name) and field that is NaN,
 // infinite, negative or beyond the bounds above, or when there are more than kMaxLayers.

@@ -528,10 +528,16 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
     const std::vector<int> counts = candidate_chunks(profile, batch, 1, search.chunks);
     lean.chunks = counts.empty() ? 1 : counts.back();
     const CostModel model(layers_for_chunks(profile, lean.chunks), stages, lean);
-    throw std::invalid_argument(
-        fmt::format("no configuration fits the memory caps: the leanest searched ({} stages, {} "
-                    "micro-batches, 1f1b, checkpoint always) needs a cap of {} per device",
-                    stages, lean.chunks, format_bytes(smallest_feasible_memory_cap(model))));
+    const int64_t needed = smallest_feasible_memory_cap(model);
+    throw std::invalid_argument(fmt::format(
+        "no configuration fits the memory caps: the leanest searched ({} stages, {} "
+        "micro-batches, 1f1b, checkpoint always) needs {} per device",
+        stages, lean.chunks,
+        needed == kUnlimitedBytes
+            ? fmt::format("more than {}, the most pipebal counts (are the profile's bytes and "
+                          "--param-scale right?)",
+                          format_bytes(kUnlimitedBytes))
+            : "a cap of " + format_bytes(needed)));
   }
   std::sort(feasible.begin(), feasible.end(), [](const Configuration& a, const Configuration& b) {
     return rank_key(a) < rank_key(b);

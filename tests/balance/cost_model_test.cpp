@@ -563,5 +563,35 @@ TEST(CostModel, MemoryAtTheBoundsSaturatesAndFitsNoCap) {
   EXPECT_GT(capped.memory_bytes(1, 1, 1024), 0);
 }
 
+// As many layers as a profile may have, each at the largest size in every field, W's held bytes
+// estimated (the activations and kept gradients: twice the bound): the zb-h1 terms, sums of
+// per-layer sums, are exact in 64 bits (counted here by hand), and so is the stage's memory.
+TEST(CostModel, ZeroBubbleMemoryAtTheLayerBoundsIsExact) {
+  constexpr int64_t kB = kMaxLayerBytes;
+  LayerCost largest{"l", "Linear", 1, 1, kB, kB, kB};
+  largest.kept_grad_bytes = largest.carried_bytes = kB;
+  largest.peak_bytes = largest.backward_peak_bytes = largest.weight_peak_bytes = kB;
+  const std::vector<LayerCost> layers(kMaxLayers, largest);
+  CostOptions options = options_with(ScheduleKind::kZeroBubbleH1, CheckpointMode::kNever, 4);
+  options.param_scale = 1;
+  const CostModel model(layers, 2, options);
+  const int64_t n = static_cast<int64_t>(kMaxLayers);
+  // The first stage, all layers but the last: W keeps the activations and the gradient
+  // received, and runs its whole backward (each layer's B adds its own and the carried skip's
+  // bytes above the activations, less the parameters' gradients made later) keeping every new
+  // parameter gradient.
+  const StageMemory first = model.memory_terms(0, 0, static_cast<int>(n - 1));
+  EXPECT_EQ(first.fixed_bytes, (n - 1) * kB);
+  EXPECT_EQ(first.weight_bytes, (n - 1) * kB + kB);
+  EXPECT_EQ(first.weight_run_bytes, 2 * kB + (n - 1) * kB);
+  // The last stage, the last n - 1 layers: W keeps each layer's activations and kept gradients,
+  // and runs layer by layer, the largest W's transient above them.
+  const StageMemory last = model.memory_terms(1, 1, static_cast<int>(n));
+  EXPECT_EQ(last.weight_bytes, (n - 1) * 2 * kB);
+  EXPECT_EQ(last.weight_run_bytes, (n - 1) * 2 * kB + kB);
+  EXPECT_GE(model.memory_bytes(1, 1, static_cast<int>(n)),
+            last.fixed_bytes + last.weight_run_bytes);
+}
+
 }  // namespace
 }  // namespace pipebal::balance

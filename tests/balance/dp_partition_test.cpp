@@ -254,6 +254,30 @@ TEST(DpPartition, InfeasibleCapsNameTheSmallestCapThatWorks) {
   }
 }
 
+// Where every partition has a stage past the bytes pipebal counts (its memory saturates there),
+// no cap fits, and the error says so rather than name a cap of 0 B.
+TEST(DpPartition, CapsNoneCanMeetSayThatNoCapWould) {
+  std::vector<LayerCost> layers(6);
+  for (auto& l : layers) {
+    l.forward_ms = 1;
+    l.param_bytes = kMaxLayerBytes;  // 4.4e18 bytes each at param_scale 1e6
+  }
+  CostOptions options;
+  options.param_scale = 1e6;
+  options.memory_caps_bytes = {int64_t{8} << 30};
+  const CostModel model(layers, 2, options);
+  EXPECT_EQ(smallest_feasible_memory_cap(model), kUnlimitedBytes);
+  try {
+    dp_partition(model);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "no partition of 6 layers into 2 stages fits the memory caps (8.00 GiB on every "
+              "stage); no cap would: every partition has a stage that needs more than 8.00 EiB, "
+              "the most pipebal counts (are the profile's bytes and --param-scale right?)");
+  }
+}
+
 TEST(DpPartition, SmallestFeasibleCapMatchesBruteForce) {
   std::mt19937 rng(7);
   for (int t = 0; t < 500; ++t) {

@@ -427,6 +427,21 @@ TEST(Planner, KeepsEveryStageWithinItsMemoryCap) {
         << error.what();
     EXPECT_NE(std::string(error.what()).find("needs a cap of"), std::string::npos);
   }
+  // Past the bytes pipebal counts no cap would do, and the error says so (not "a cap of 0 B").
+  CostProfile huge = profile_of({1, 1, 1, 1, 1, 1}, 0, 8);
+  for (SizedCosts& sized : huge.sizes) {
+    for (LayerCost& layer : sized.layers) layer.param_bytes = kMaxLayerBytes;
+  }
+  huge.layers = huge.sizes.back().layers;
+  search.costs.param_scale = 1e6;
+  try {
+    search_plans(huge, search);
+    FAIL() << "nothing fits 100 bytes";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("needs more than 8.00 EiB, the most pipebal counts"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(Planner, DropsConfigurationsThatBuyNothing) {
