@@ -36,6 +36,7 @@ namespace {
 volatile sig_atomic_t g_interrupt = 0;
 volatile sig_atomic_t g_interrupts = 0;  // how many arrived: a second one kills at once
 volatile sig_atomic_t g_suspend = 0;     // Ctrl-Z: the processes stop with the launcher
+volatile sig_atomic_t g_children = 0;    // a process ended, stopped or went on (SIGCHLD)
 
 void on_interrupt(int signal) {
   g_interrupt = signal;
@@ -44,6 +45,10 @@ void on_interrupt(int signal) {
 
 void on_suspend(int) {
   g_suspend = 1;
+}
+
+void on_child(int) {
+  g_children = 1;
 }
 
 // The launcher's handlers while it runs; the caller's back on every way out.
@@ -60,9 +65,11 @@ class LauncherSignals {
     if (old_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
     action.sa_handler = on_suspend;
     sigaction(SIGTSTP, &action, &old_tstp_);
-    // Inherited as ignored (a parent that does not wait for its children), SIGCHLD would make
-    // the kernel reap the processes itself, and their exit statuses would be lost.
-    action.sa_handler = SIG_DFL;
+    // Tells the launcher when to look at its processes. (Inherited as ignored, by a parent that
+    // does not wait for its children, SIGCHLD would make the kernel reap them, and their exit
+    // statuses would be lost.)
+    action.sa_handler = on_child;
+    action.sa_flags = SA_RESTART;
     sigaction(SIGCHLD, &action, &old_chld_);
   }
   ~LauncherSignals() {
@@ -132,7 +139,8 @@ std::optional<Ending> ending_of(pid_t pid) {
   return Ending{0, info.si_status};  // CLD_KILLED, CLD_DUMPED
 }
 
-// The signal that stopped `pid` since the last call, or 0.
+// The signal that stopped `pid` since the last call, or 0. Of the launcher's own processes only:
+// one that a process starts in turn is not seen.
 int stop_of(pid_t pid) {
   siginfo_t info{};
   if (waitid(P_PID, pid, &info, WSTOPPED | WNOHANG) != 0 || info.si_pid == 0) return 0;
@@ -143,6 +151,29 @@ void reap(pid_t pid) {
   while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
 }
+
+// The processes launched, each the first of a process group of its own, which the launcher
+// signals whole (what a process starts may outlive it). They are reaped only at the end
+// (ending_of), so that no group's id can pass to another process meanwhile; should launch() leave
+// early (an exception), what is left of them is killed and reaped.
+struct Launched {
+  std::vector<pid_t> pids;
+  std::vector<bool> ended;
+  bool reaped = false;
+
+  Launched() = default;
+  Launched(const Launched&) = delete;
+  Launched& operator=(const Launched&) = delete;
+  ~Launched() {
+    if (reaped) return;
+    for (const pid_t pid : pids) kill(-pid, SIGKILL);
+    reap_all();
+  }
+  void reap_all() {
+    for (const pid_t pid : pids) reap(pid);
+    reaped = true;
+  }
+};
 
 // The file execve() runs for `program`, searched on PATH as execvp() would when it has no slash;
 // none when there is no such file, or it is not a regular file this process may execute.
@@ -208,7 +239,7 @@ struct ChildImage {
 // OpenMP counts each one's own cores.
 void make_child_image(const LaunchOptions& options, const std::string& program, int port,
                       int local_rank, const std::vector<int>& cores, int notice_fd,
-                      ChildImage& image) {
+                      const std::string& notice_value, ChildImage& image) {
   const int world = options.nproc_per_node * options.nnodes;
   const int rank = options.node_rank * options.nproc_per_node + local_rank;
   std::vector<std::pair<std::string, std::string>> set = {
@@ -230,7 +261,8 @@ void make_child_image(const LaunchOptions& options, const std::string& program, 
   if (std::getenv("OMP_NUM_THREADS") == nullptr && options.nproc_per_node > 1 && cores.empty()) {
     set.emplace_back("OMP_NUM_THREADS", "1");
   }
-  if (notice_fd >= 0) set.emplace_back(kNoticeFdVariable, std::to_string(notice_fd));
+  // Always replaced: an outer launch's value names a descriptor this launch's processes lack.
+  set.emplace_back(kNoticeFdVariable, notice_value);
   image.program = program;
   image.words = options.command;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -414,6 +446,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   g_interrupt = 0;
   g_interrupts = 0;
   g_suspend = 0;
+  g_children = 0;
   std::string why;
   const std::string program = *resolve_program(options.command[0], why);  // check() found it
   const int port = options.master_port == 0 ? free_port() : options.master_port;
@@ -424,19 +457,16 @@ int launch(const LaunchOptions& options, std::ostream& log) {
                         std::chrono::duration<double>(options.fold_window_s)),
                     log);
 
-  // Each process is the first of a process group of its own, and the launcher signals those
-  // groups, not the processes alone: what a process starts may outlive it. The processes are
-  // reaped only at the end (ending_of), so no group's id can go to another process meanwhile.
-  std::vector<pid_t> children;
-  std::vector<bool> ended;
   PeerFailureNotices notices;
+  Launched children;
   const pid_t launcher = getpid();
   const std::vector<std::vector<int>> cores =
       options.bind_cores ? core_shares(physical_cores(allowed_cpus()), options.nproc_per_node)
                          : std::vector<std::vector<int>>(options.nproc_per_node);
   for (int local = 0; local < options.nproc_per_node; ++local) {
     ChildImage image;
-    make_child_image(options, program, port, local, cores[local], notices.write_end(), image);
+    make_child_image(options, program, port, local, cores[local], notices.write_end(),
+                     notices.variable_value(), image);
     sigset_t every, before;
     sigfillset(&every);
     pthread_sigmask(SIG_SETMASK, &every, &before);
@@ -448,21 +478,21 @@ int launch(const LaunchOptions& options, std::ostream& log) {
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
     if (pid < 0) {
       relay.say(options.log_prefix + ": fork failed: " + std::strerror(fork_error));
-      for (const pid_t child : children) kill(-child, SIGKILL);
-      for (const pid_t child : children) reap(child);
+      for (const pid_t child : children.pids) kill(-child, SIGKILL);
+      children.reap_all();
       relay.close_write_ends();
       relay.finish();
       return 1;
     }
     setpgid(pid, pid);  // as the child does: whichever runs first, the group exists after
-    children.push_back(pid);
-    ended.push_back(false);
+    children.pids.push_back(pid);
+    children.ended.push_back(false);
   }
   relay.close_write_ends();
 
   // To every group, those whose first process has ended too (what it started may live on).
   auto signal_all = [&](int signal) {
-    for (const pid_t child : children) kill(-child, signal);
+    for (const pid_t child : children.pids) kill(-child, signal);
   };
   auto stop_all = [&](int signal) {
     signal_all(signal);
@@ -493,6 +523,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   // instead of being cut off.
   const Clock::duration terminate_delay = seconds(std::min(options.fold_window_s, 2.0));
   Clock::time_point terminate_at = Clock::time_point::max();
+  Clock::time_point next_look = Clock::now();
   while (running > 0) {
     // Ctrl-Z: the processes stop, then the launcher; `fg` or `bg` wakes them all.
     if (g_suspend != 0) {
@@ -546,14 +577,20 @@ int launch(const LaunchOptions& options, std::ostream& log) {
       kill_at = Clock::time_point::max();
     }
     // Polled (every 20 ms, relaying their output meanwhile): a signal that came between the
-    // checks above and a blocking wait would not be passed on until a process ended.
+    // checks above and a blocking wait would not be passed on until a process ended. The
+    // processes are looked at after a SIGCHLD (and once a second, should one have been missed).
     bool changed = false;
-    for (size_t local = 0; local < children.size(); ++local) {
-      if (ended[local]) continue;
+    const bool look = g_children != 0 || Clock::now() >= next_look;
+    if (look) {
+      g_children = 0;  // before looking: a SIGCHLD from now on is looked at next time
+      next_look = Clock::now() + std::chrono::seconds(1);
+    }
+    for (size_t local = 0; look && local < children.pids.size(); ++local) {
+      if (children.ended[local]) continue;
       const int rank = first_rank + static_cast<int>(local);
       // One that uses the terminal as the launcher may (ignoring SIGTTIN or SIGTTOU, run_child)
       // would wait forever for a `fg` that cannot wake it in the background: a failure.
-      const int stopped_by = stop_of(children[local]);
+      const int stopped_by = stop_of(children.pids[local]);
       if ((stopped_by == SIGTTIN || stopped_by == SIGTTOU) && !stopping) {
         changed = true;
         stopping = true;
@@ -568,10 +605,10 @@ int launch(const LaunchOptions& options, std::ostream& log) {
         stop_all(SIGTERM);
         kill_at = Clock::now() + grace;
       }
-      const std::optional<Ending> ending = ending_of(children[local]);
+      const std::optional<Ending> ending = ending_of(children.pids[local]);
       if (!ending) continue;
       changed = true;
-      ended[local] = true;
+      children.ended[local] = true;
       --running;
       relay.drain(local);  // what it printed last comes before what the launcher says
       // One that stopped because another failed (and said so: the status alone may be the
@@ -602,7 +639,7 @@ int launch(const LaunchOptions& options, std::ostream& log) {
   }
   // A failed run leaves nothing behind: what the processes started, even those that ended.
   if (stopping) signal_all(SIGKILL);
-  for (const pid_t child : children) reap(child);
+  children.reap_all();
   if (result == 0 && follower) {  // the failure was on another host, if there is one
     relay.say(fmt::format(
         "{}: rank {} {}{}", options.log_prefix, follower->first, describe(follower->second),

@@ -2,6 +2,8 @@
 #include "pipebal/distributed/peer_failure_notice.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +12,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "pipebal/common/parse_integers.h"
 
@@ -35,6 +39,8 @@ PeerFailureNotices::PeerFailureNotices() {
   fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
   read_fd_ = ends[0];
   write_fd_ = ends[1];
+  struct stat info {};
+  if (fstat(write_fd_, &info) == 0) value_ = fmt::format("{}:{}", write_fd_, info.st_ino);
 }
 
 PeerFailureNotices::~PeerFailureNotices() {
@@ -61,16 +67,37 @@ bool PeerFailureNotices::noticed(int rank) {
 }
 
 void notify_launcher_of_peer_failure() noexcept {
-  const char* fd_text = std::getenv(kNoticeFdVariable);
+  const char* value = std::getenv(kNoticeFdVariable);
   const char* rank = std::getenv("RANK");
-  if (fd_text == nullptr || rank == nullptr) return;
-  const std::optional<int64_t> fd = parse_integer(fd_text);
-  if (!fd || *fd <= STDERR_FILENO || *fd > 1 << 20) return;
-  char line[32];  // shorter than PIPE_BUF: written in one piece
-  const int length = std::snprintf(line, sizeof line, "%s\n", rank);
-  if (length <= 0 || size_t(length) >= sizeof line) return;
-  while (write(static_cast<int>(*fd), line, size_t(length)) < 0 && errno == EINTR) {
+  if (value == nullptr || rank == nullptr) return;
+  long long fd = -1;
+  unsigned long long inode = 0;
+  int length = 0;
+  if (std::sscanf(value, "%lld:%llu%n", &fd, &inode, &length) != 2 || value[length] != '\0' ||
+      fd <= STDERR_FILENO || fd > std::numeric_limits<int>::max()) {
+    return;
   }
+  struct stat info {};
+  if (fstat(static_cast<int>(fd), &info) != 0 || !S_ISFIFO(info.st_mode) || info.st_ino != inode) {
+    return;  // not the launcher's pipe any more
+  }
+  char line[32];  // shorter than PIPE_BUF: written in one piece
+  const int size = std::snprintf(line, sizeof line, "%s\n", rank);
+  if (size <= 0 || size_t(size) >= sizeof line) return;
+  // The launcher gone, its pipe has no reader: the write fails with EPIPE, and the SIGPIPE it
+  // raises on this thread is taken here, not left to end the process.
+  sigset_t pipe_signal, before;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, &before);
+  ssize_t written = 0;
+  while ((written = write(static_cast<int>(fd), line, size_t(size))) < 0 && errno == EINTR) {
+  }
+  if (written < 0 && errno == EPIPE) {
+    const timespec now{0, 0};
+    sigtimedwait(&pipe_signal, nullptr, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 }  // namespace pipebal::distributed

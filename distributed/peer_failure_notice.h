@@ -1,8 +1,10 @@
 // How a rank tells `pipebal launch` that it stopped because another rank failed, not on a
 // failure of its own. Its exit status (kPeerFailedExitStatus) alone cannot say so: any command
 // may exit with 3 for reasons of its own. The launcher passes each process the write end of a
-// pipe (PIPEBAL_LAUNCH_NOTICE_FD); a rank stopped by another's failure writes its RANK there
-// before it exits. Torch-free.
+// pipe, named in PIPEBAL_LAUNCH_NOTICE_FD as "FD:INODE"; a rank stopped by another's failure
+// writes its RANK there before it exits. The inode tells the pipe apart from whatever else a
+// process between the launcher and the rank (one that closes the descriptors it does not know)
+// may have opened under that number since. Torch-free.
 #pragma once
 
 #include <set>
@@ -24,6 +26,8 @@ class PeerFailureNotices {
   // The descriptor a launched process inherits (close-on-exec until the child clears it); -1
   // without a pipe.
   int write_end() const { return write_fd_; }
+  // PIPEBAL_LAUNCH_NOTICE_FD's value: "FD:INODE" of the write end; "" without a pipe.
+  const std::string& variable_value() const { return value_; }
   // Whether `rank` said it stopped for another's failure. Call it once the rank has ended: what
   // it wrote before is in the pipe by then.
   bool noticed(int rank);
@@ -31,11 +35,12 @@ class PeerFailureNotices {
  private:
   int read_fd_ = -1, write_fd_ = -1;
   std::set<int> ranks_;
+  std::string value_;
   std::string unread_;  // the start of a line not read whole yet
 };
 
 // The rank's side: writes this process's RANK to the launcher's pipe, when it was launched with
-// one. Never throws.
+// one and still has it (a launcher gone meanwhile is no SIGPIPE). Never throws.
 void notify_launcher_of_peer_failure() noexcept;
 
 }  // namespace pipebal::distributed

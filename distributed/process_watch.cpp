@@ -10,26 +10,33 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 namespace pipebal::distributed {
 namespace {
 
-// When process `pid` ("self" for this one) started, in clock ticks since boot (/proc/PID/stat's
-// 22nd field); "" when it cannot be read.
-std::string start_time(const std::string& pid) {
+// /proc/PID/stat's fields from the third (the state) on, of process `pid` ("self" for this
+// one); none when it cannot be read.
+std::vector<std::string> stat_fields(const std::string& pid) {
   std::ifstream stat("/proc/" + pid + "/stat");
   std::string text;
   std::getline(stat, text);
   const size_t name_end = text.rfind(')');  // the command name may hold spaces
-  if (name_end == std::string::npos) return "";
-  std::istringstream fields(text.substr(name_end + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 22) return field;
-  }
-  return "";
+  if (name_end == std::string::npos || name_end + 2 > text.size()) return {};
+  std::istringstream words(text.substr(name_end + 2));
+  std::vector<std::string> fields;
+  for (std::string field; words >> field;) fields.push_back(field);
+  return fields;
+}
+
+// When process `pid` started, in clock ticks since boot (the 22nd field); "" when it cannot be
+// read.
+std::string start_time(const std::string& pid) {
+  const std::vector<std::string> fields = stat_fields(pid);
+  return fields.size() > 19 ? fields[19] : "";
 }
 
 }  // namespace
@@ -71,7 +78,14 @@ int process_handle(pid_t pid) {
 }
 
 bool process_ended(int handle) {
-  if (handle < 0) return ::kill(static_cast<pid_t>(-handle), 0) != 0 && errno == ESRCH;
+  if (handle < 0) {
+    // Without a pidfd: gone, or a zombie its parent has not reaped (`pipebal launch` keeps its
+    // ended processes so until the launch ends), which signals still reach.
+    const pid_t pid = static_cast<pid_t>(-handle);
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    const std::vector<std::string> fields = stat_fields(std::to_string(pid));
+    return fields.empty() || fields[0] == "Z";
+  }
   pollfd ended{handle, POLLIN, 0};
   return ::poll(&ended, 1, 0) > 0;
 }

@@ -24,7 +24,7 @@ std::optional<int> watch_process(const std::string& identity);
 // A handle on process `pid` of this host: a pidfd, else -pid.
 int process_handle(pid_t pid);
 
-// Whether the process of `handle` has ended (reaped or not).
+// Whether the process of `handle` has ended (reaped or not: a zombie has ended).
 bool process_ended(int handle);
 
 // Releases a handle from watch_process() or process_handle().

@@ -40,6 +40,27 @@ TEST(ProcessWatch, AChildIsWatchedUntilItEnds) {
   ::close(ready[0]);
 }
 
+// A child that has ended but is not reaped yet (a zombie, as `pipebal launch` keeps its ended
+// processes) has ended, through a pidfd and through the fallback without one (-pid).
+TEST(ProcessWatch, AnEndedChildNotYetReapedHasEnded) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, child, &info, WEXITED | WNOWAIT), 0);  // ended, left a zombie
+  const int handle = process_handle(child);
+  EXPECT_TRUE(process_ended(handle));
+  close_process_handle(handle);
+  EXPECT_TRUE(process_ended(-child));
+  ::waitpid(child, nullptr, 0);
+  EXPECT_TRUE(process_ended(-child));  // reaped: gone
+  // One that runs has not ended, either way.
+  const int self = process_handle(::getpid());
+  EXPECT_FALSE(process_ended(self));
+  close_process_handle(self);
+  EXPECT_FALSE(process_ended(-::getpid()));
+}
+
 TEST(ProcessWatch, IdentitiesFromElsewhereAreNotWatched) {
   const std::string mine = process_identity();
   ASSERT_FALSE(mine.empty());

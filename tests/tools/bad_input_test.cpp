@@ -371,7 +371,7 @@ const std::vector<BadInput> kTable = {
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --steps 2147483647",
      "--steps must be from 1 to 10000000, got 2147483647"},
     {"balance {dir}/ok.json --stages 1073741825 --schedule interleaved --virtual 4",
-     "--stages must be from 1 to 1048576, got 1073741825"},
+     "--stages must be from 1 to 262144, got 1073741825"},
     // validate refuses these before it profiles: the one line is all it prints.
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --stages 100000 -o {dir}/v",
      "--stages must be from 1 to 512, got 100000"},

@@ -103,7 +103,7 @@ TEST(LaunchCli, RanksStartedWithOtherSettingsStopAtTheRendezvousWithOneLine) {
 // What a pipebal rank stopped by another's failure does (distributed/peer_failure_notice.h): it
 // tells the launcher so, and exits with status 3.
 constexpr const char* kStopForAnothersFailure =
-    "echo $RANK > /proc/self/fd/$PIPEBAL_LAUNCH_NOTICE_FD; exit 3";
+    "echo $RANK > /proc/self/fd/${PIPEBAL_LAUNCH_NOTICE_FD%%:*}; exit 3";
 
 // A rank that stopped because another failed may exit first; launch names the one that failed.
 TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
