@@ -320,9 +320,9 @@ void write_errno_line(int error) {
       sigaction(caught, &action, nullptr);
     }
   }
-  // In its own group it is in the terminal's background: a write there (under `stty tostop`)
-  // would stop it for good, and a read gets an error instead of stopping it (launch() names a
-  // process that is stopped so nevertheless).
+  // In its own group it is in the terminal's background, where a read (or, under `stty tostop`,
+  // a write) would stop it for good: ignored, the signals let the write through and make the
+  // read an error (launch() names a process stopped so nevertheless).
   action.sa_handler = SIG_IGN;
   sigaction(SIGTTOU, &action, nullptr);
   sigaction(SIGTTIN, &action, nullptr);
