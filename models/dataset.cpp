@@ -12,6 +12,7 @@
 
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/pipeline/error_text.h"
+#include "pipebal/pipeline/stored_tensors.h"
 
 namespace pipebal::models {
 namespace {
@@ -113,6 +114,7 @@ Dataset load_dataset(const std::string& path) {
     throw std::invalid_argument(
         fmt::format("data '{}' is not a file written by torch.save: {}", path, what));
   }
+  pipeline::check_stored_tensors(doc, bytes, fmt::format("data '{}'", path));
   if (!doc.isGenericDict()) {
     throw std::invalid_argument(
         fmt::format("data '{}': expected torch.save({{'inputs': x, 'targets': y}}), found a {}",

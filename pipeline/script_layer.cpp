@@ -12,6 +12,7 @@
 #include "pipebal/pipeline/run_state.h"
 #include "pipebal/pipeline/script_dropout.h"
 #include "pipebal/pipeline/script_split.h"
+#include "pipebal/pipeline/stored_tensors.h"
 
 namespace pipebal::pipeline {
 namespace {
@@ -187,6 +188,7 @@ ScriptModel load_script_model(const std::string& path) {
     throw std::invalid_argument(
         fmt::format("cannot load TorchScript model '{}': {}", path, error_summary(error)));
   }
+  check_stored_tensors(model, path, fmt::format("cannot load TorchScript model '{}'", path));
   // Children keep the mode they were saved in; a loaded model trains like a fresh one.
   model.train(true);
   // pipebal runs a copy whose dropout draws from the stage's generator; the module as loaded

@@ -5,7 +5,8 @@ model, gives every step the loss PyTorch itself gets training the same model the
 1e-9), for both schedules and every checkpoint mode; `--save` writes a module whose outputs are
 the trained model's; accuracy rises well above chance; `--shuffle` follows `--seed`; two inputs
 work; a token language model with dropout goes from profile to --save; bad data, and targets
-the loss cannot read, are one line and exit status 2.
+the loss cannot read, are one line and exit status 2, as is a model or data file whose tensor
+records were cut short (LibTorch loads those and reads past their end).
 Usage: train_data_test.py PIPEBAL_BINARY"""
 import collections
 import json
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from typing import Tuple
 
 import torch
@@ -443,6 +445,37 @@ for path, fragment in ((not_torch, "is not a file written by torch.save"),
                        (mismatch, "inputs[0] has 64 samples, targets 10")):
     result = run("train", "--model", model_path, "--data", path, "--balance", "2,3", status=2)
     assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+# An archive whose first tensor record was cut to `keep` bytes: LibTorch loads it with the sizes
+# its pickle declares, and would read past the record's end.
+def cut_short(path, name, keep):
+    out = os.path.join(work, name)
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(out, "w") as target:
+        cut = False
+        for info in source.infolist():
+            content = source.read(info.filename)
+            if not cut and "/data/" in info.filename:
+                content, cut = content[:keep], True
+            target.writestr(info, content)
+    assert cut, path
+    return out
+
+
+for path, fragment in (
+        (cut_short(data, "empty-record.pt", 0), "its tensor 'inputs' has no data in the file"),
+        (cut_short(data, "short-record.pt", 16),
+         f"its tensors need {x.numel() * 8 + y.numel() * 8} bytes, but the file holds "
+         f"{y.numel() * 8 + 16} of them: the file is damaged")):
+    result = run("train", "--model", model_path, "--data", path, "--balance", "2,3", status=2)
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+for name, keep, fragment in (("empty-model.pt", 0, "its tensor 'fc1.weight' has no data"),
+                             ("short-model.pt", 8, "but the file holds")):
+    for command in (("profile", "--input-shape", "4,8", "-q"),
+                    ("train", "--data", data, "--balance", "2,3", "-q")):
+        result = run(command[0], "--model", cut_short(model_path, name, keep), *command[1:],
+                     status=2)
+        assert result.stderr.count("\n") == 1 and "cannot load TorchScript model" in \
+            result.stderr and fragment in result.stderr, result.stderr
+
 # Targets the loss cannot read are refused before the first step (they failed in the step whose
 # micro-batch held them, after the others had trained); -100, the ignored class id, passes.
 def with_targets(name, targets):

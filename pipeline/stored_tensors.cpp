@@ -1,0 +1,149 @@
+// See stored_tensors.h.
+#include "pipebal/pipeline/stored_tensors.h"
+
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
+
+#include <memory>
+#include <stdexcept>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include "pipebal/pipeline/error_text.h"
+
+namespace pipebal::pipeline {
+namespace {
+
+// Deeper than any model nests its modules: a bound, not a guess at models.
+constexpr int kMaxDepth = 1000;
+
+// The distinct storages of the tensors found, and the bytes their pickles declare.
+struct Storages {
+  std::unordered_set<const c10::StorageImpl*> seen;
+  int64_t declared_bytes = 0;
+};
+
+void add_tensor(const at::Tensor& tensor, const std::string& name, const std::string& what,
+                Storages& storages) {
+  if (!tensor.defined() || !tensor.has_storage()) return;
+  const c10::Storage& storage = tensor.storage();
+  if (!storages.seen.insert(storage.unsafeGetStorageImpl()).second) return;
+  const auto bytes = static_cast<int64_t>(storage.nbytes());
+  if (bytes > 0 && storage.data_ptr().get() == nullptr) {
+    throw std::invalid_argument(fmt::format(
+        "{}: its tensor '{}' has no data in the file (its record is empty): the file is damaged",
+        what, name));
+  }
+  storages.declared_bytes += bytes;
+}
+
+void add_tensors(const c10::IValue& value, const std::string& name, const std::string& what,
+                 Storages& storages, int depth) {
+  if (depth > kMaxDepth) {
+    throw std::invalid_argument(
+        fmt::format("{}: '{}' nests more than {} levels deep", what, name, kMaxDepth));
+  }
+  const auto inner = [&](const c10::IValue& item, const std::string& item_name) {
+    add_tensors(item, item_name, what, storages, depth + 1);
+  };
+  if (value.isTensor()) {
+    add_tensor(value.toTensor(), name, what, storages);
+  } else if (value.isList()) {
+    const c10::List<c10::IValue> list = value.toList();
+    for (size_t i = 0; i < list.size(); ++i) inner(list.get(i), fmt::format("{}[{}]", name, i));
+  } else if (value.isTuple()) {
+    const auto& elements = value.toTupleRef().elements();
+    for (size_t i = 0; i < elements.size(); ++i) {
+      inner(elements[i], fmt::format("{}[{}]", name, i));
+    }
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) {
+      const std::string key =
+          entry.key().isString() ? entry.key().toStringRef() : entry.key().tagKind();
+      inner(entry.value(), name.empty() ? key : fmt::format("{}[{}]", name, key));
+    }
+  } else if (value.isObject()) {
+    const c10::intrusive_ptr<c10::ivalue::Object> object = value.toObject();
+    const c10::ClassTypePtr type = object->type();
+    for (size_t i = 0; i < object->slots().size(); ++i) {
+      const std::string attribute = type->getAttributeName(i);
+      inner(object->getSlot(i), name.empty() ? attribute : name + "." + attribute);
+    }
+  }
+}
+
+// The bytes of the archive's records under `folder` ("data/", "constants/"): one per storage.
+int64_t record_bytes(caffe2::serialize::PyTorchStreamReader& reader, const std::string& folder) {
+  int64_t bytes = 0;
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name.rfind(folder, 0) == 0)
+      bytes += static_cast<int64_t>(std::get<1>(reader.getRecord(name)));
+  }
+  return bytes;
+}
+
+void compare(const Storages& storages, int64_t held_bytes, const std::string& what) {
+  if (held_bytes < storages.declared_bytes) {
+    throw std::invalid_argument(
+        fmt::format("{}: its tensors need {} bytes, but the file holds {} of them: the file is "
+                    "damaged",
+                    what, storages.declared_bytes, held_bytes));
+  }
+}
+
+// Reads the archive's record sizes, its errors said as `what`'s.
+template <typename Read>
+int64_t read_records(const std::string& what, const Read& read) {
+  try {
+    return read();
+  } catch (const std::exception& error) {
+    throw std::invalid_argument(fmt::format("{}: {}", what, error_summary(error)));
+  }
+}
+
+}  // namespace
+
+void check_stored_tensors(const torch::jit::Module& module, const std::string& path,
+                          const std::string& what) {
+  Storages attributes;
+  add_tensors(module._ivalue(), "", what, attributes, 0);
+  Storages constants;
+  for (const torch::jit::Module& part : module.modules()) {
+    for (const torch::jit::Method& method : part.get_methods()) {
+      const std::string name = "a constant of " + method.name();
+      std::vector<const torch::jit::Block*> blocks = {method.graph()->block()};
+      while (!blocks.empty()) {  // an if's or a loop's nodes too
+        const torch::jit::Block* block = blocks.back();
+        blocks.pop_back();
+        for (const torch::jit::Node* node : block->nodes()) {
+          for (const torch::jit::Block* inner : node->blocks()) blocks.push_back(inner);
+          if (node->kind() != c10::prim::Constant || node->outputs().size() != 1) continue;
+          const c10::optional<c10::IValue> constant = torch::jit::toIValue(node->output());
+          if (constant) add_tensors(*constant, name, what, constants, 0);
+        }
+      }
+    }
+  }
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  compare(attributes, read_records(what, [&] { return record_bytes(reader, "data/"); }), what);
+  compare(constants, read_records(what, [&] { return record_bytes(reader, "constants/"); }), what);
+}
+
+void check_stored_tensors(const c10::IValue& value, const std::vector<char>& archive,
+                          const std::string& what) {
+  Storages storages;
+  add_tensors(value, "", what, storages, 0);
+  const int64_t held = read_records(what, [&] {
+    caffe2::serialize::PyTorchStreamReader reader(
+        std::make_shared<caffe2::serialize::MemoryReadAdapter>(archive.data(),
+                                                               static_cast<off_t>(archive.size())));
+    return record_bytes(reader, "data/");
+  });
+  compare(storages, held, what);
+}
+
+}  // namespace pipebal::pipeline
