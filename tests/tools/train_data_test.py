@@ -447,13 +447,13 @@ for path, fragment in ((not_torch, "is not a file written by torch.save"),
     assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
 # An archive whose first tensor record was cut to `keep` bytes: LibTorch loads it with the sizes
 # its pickle declares, and would read past the record's end.
-def cut_short(path, name, keep):
+def cut_short(path, name, keep, folder="/data/"):
     out = os.path.join(work, name)
     with zipfile.ZipFile(path) as source, zipfile.ZipFile(out, "w") as target:
         cut = False
         for info in source.infolist():
             content = source.read(info.filename)
-            if not cut and "/data/" in info.filename:
+            if not cut and folder in info.filename:
                 content, cut = content[:keep], True
             target.writestr(info, content)
     assert cut, path
@@ -475,6 +475,26 @@ for name, keep, fragment in (("empty-model.pt", 0, "its tensor 'fc1.weight' has 
                      status=2)
         assert result.stderr.count("\n") == 1 and "cannot load TorchScript model" in \
             result.stderr and fragment in result.stderr, result.stderr
+
+
+# A tensor the traced forward adds is one of the model's constants, kept in records of its own.
+class WithConstant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 8).double(), nn.Linear(8, CLASSES).double()
+        self.shift = torch.randn(8, dtype=torch.float64)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x) + self.shift)
+
+
+with_constant = os.path.join(work, "with-constant.pt")
+torch.jit.trace(WithConstant(), x[:4]).save(with_constant)
+run("profile", "--model", with_constant, "--input-shape", "4,8", "-q")
+result = run("profile", "--model", cut_short(with_constant, "short-constant.pt", 8, "/constants/"),
+             "--input-shape", "4,8", status=2)
+assert result.stderr.count("\n") == 1 and "its tensors need 64 bytes, but the file holds 8 of " \
+    "them: the file is damaged" in result.stderr, result.stderr
 
 # Targets the loss cannot read are refused before the first step (they failed in the step whose
 # micro-batch held them, after the others had trained); -100, the ignored class id, passes.
