@@ -66,10 +66,11 @@ StagePlan stage_from_json(const JsonReader& in) {
 
 template <typename Parse>
 auto parse_field(const JsonReader& value, Parse parse) {
+  const std::string text = value.as<std::string>();  // its own error names the field
   try {
-    return parse(value.as<std::string>());
+    return parse(text);
   } catch (const std::invalid_argument& error) {
-    value.fail(error.what());
+    value.fail(std::string("is not valid: ") + error.what());
   }
 }
 

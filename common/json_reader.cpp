@@ -39,6 +39,15 @@ std::vector<JsonReader> JsonReader::elements() const {
   return out;
 }
 
+std::string JsonReader::text() const {
+  if (!value_->is_string()) fail(fmt::format("has the wrong type ({})", value_->type_name()));
+  std::string text = value_->get<std::string>();
+  if (text.find('\0') != std::string::npos) {
+    fail("holds a NUL character (\\u0000), which no name or value may");
+  }
+  return text;
+}
+
 int64_t JsonReader::integer(int64_t min, int64_t max) const {
   int64_t n = 0;
   if (value_->is_number_unsigned()) {

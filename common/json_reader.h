@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,15 +33,27 @@ class JsonReader {
   std::vector<JsonReader> elements() const;
 
   // This value as T; throws naming the path when it has another type. Numbers convert between
-  // kinds as nlohmann does (a float read as an int truncates): use integer() for counts.
+  // kinds as nlohmann does (a float read as an int truncates): use integer() for counts. A
+  // string, or strings, go through text().
   template <typename T>
   T as() const {
-    try {
-      return value_->get<T>();
-    } catch (const nlohmann::json::exception&) {
-      fail("has the wrong type (" + std::string(value_->type_name()) + ")");
+    if constexpr (std::is_same_v<T, std::string>) {
+      return text();
+    } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+      std::vector<std::string> texts;
+      for (const JsonReader& element : elements()) texts.push_back(element.text());
+      return texts;
+    } else {
+      try {
+        return value_->get<T>();
+      } catch (const nlohmann::json::exception&) {
+        fail("has the wrong type (" + std::string(value_->type_name()) + ")");
+      }
     }
   }
+  // This string; throws for another type, and for a NUL character ("\u0000"), which no name or
+  // value holds and which would cut short every message that quotes it.
+  std::string text() const;
   // An integer in [min, max]; throws for a fraction, another type or a value out of range.
   int64_t integer(int64_t min = std::numeric_limits<int64_t>::min(),
                   int64_t max = std::numeric_limits<int64_t>::max()) const;

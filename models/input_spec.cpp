@@ -22,27 +22,27 @@ bool is_integer(c10::ScalarType dtype) {
 
 }  // namespace
 
-InputSpec parse_input_spec(const std::string& text) {
+InputSpec parse_input_spec(const std::string& text, const std::string& what) {
   const auto open = text.find('[');
   const auto close = text.find(']');
   if (open == std::string::npos || close == std::string::npos || close < open) {
     throw std::invalid_argument(fmt::format(
-        "--input '{}': expected DTYPE[SHAPE] or DTYPE[SHAPE]:HIGH, e.g. float32[32,3,64,64] or "
+        "{} '{}': expected DTYPE[SHAPE] or DTYPE[SHAPE]:HIGH, e.g. float32[32,3,64,64] or "
         "int64[32,64]:1000",
-        text));
+        what, text));
   }
   InputSpec spec;
   const std::string dtype = text.substr(0, open);
   const auto parsed = pipeline::dtype_named(dtype);
   if (!parsed) {
-    throw std::invalid_argument(fmt::format("--input '{}': unknown dtype '{}' (valid: {})", text,
+    throw std::invalid_argument(fmt::format("{} '{}': unknown dtype '{}' (valid: {})", what, text,
                                             dtype, pipeline::dtype_names()));
   }
   spec.dtype = *parsed;
   try {
     spec.shape = parse_shape(text.substr(open + 1, close - open - 1));
   } catch (const std::invalid_argument& error) {
-    throw std::invalid_argument(fmt::format("--input '{}': {}", text, error.what()));
+    throw std::invalid_argument(fmt::format("{} '{}': {}", what, text, error.what()));
   }
   const std::string rest = text.substr(close + 1);
   if (is_integer(spec.dtype)) {
@@ -50,14 +50,14 @@ InputSpec parse_input_spec(const std::string& text) {
                                                         : std::optional<int64_t>();
     if (!high || *high < 1) {
       throw std::invalid_argument(fmt::format(
-          "--input '{}': an integer input needs its range, a positive integer after ':', e.g. "
+          "{} '{}': an integer input needs its range, a positive integer after ':', e.g. "
           "{}[{}]:1000 for values in [0, 1000)",
-          text, dtype, fmt::join(spec.shape, ",")));
+          what, text, dtype, fmt::join(spec.shape, ",")));
     }
     spec.high = *high;
   } else if (!rest.empty()) {
     throw std::invalid_argument(fmt::format(
-        "--input '{}': only integer inputs take a range (':HIGH'); {} values are drawn from {}",
+        "{} '{}': only integer inputs take a range (':HIGH'); {} values are drawn from {}", what,
         text, dtype, spec.dtype == c10::kBool ? "a fair coin" : "normal(0, 1)"));
   }
   return spec;

@@ -21,10 +21,10 @@ struct InputSpec {
   int64_t high = 0;            // integer inputs: values in [0, high); 0 otherwise
 };
 
-// Parses one spec; throws std::invalid_argument quoting it and saying what is wrong (unknown
-// dtype, malformed or non-positive shape, a range on a non-integer input, an integer input
-// without one).
-InputSpec parse_input_spec(const std::string& text);
+// Parses one spec; throws std::invalid_argument "<what> '<text>': ..." saying what is wrong
+// (unknown dtype, malformed or non-positive shape, a range on a non-integer input, an integer
+// input without one). `what` names where the text came from: an option, or a plan's field.
+InputSpec parse_input_spec(const std::string& text, const std::string& what = "--input");
 // The text parse_input_spec() reads back: "int64[32,64]:1000".
 std::string to_string(const InputSpec& spec);
 

@@ -14,6 +14,7 @@
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/cores.h"
 #include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/time_limit.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/models/zoo.h"
 #include "pipebal/profiler/device.h"
@@ -101,6 +102,7 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
         "--rounds must be at most --repeat ({}): each round times a pass at least, got {}",
         params.repeat, params.rounds));
   }
+  check_time_limit(params.timeout_s, "--timeout", "no limit");
   // Parse every option before the (slow) model build, so that typos fail at once.
   const profiler::ProfileOptions options = profile_options(params);
   check_outputs_apart({{"--model", params.model}}, {{"-o", params.output_path}});

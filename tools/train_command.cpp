@@ -97,6 +97,9 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
     // The plan's options apply unless given on the command line; its model and input are the
     // ones it was made for, and no other.
     const balance::Plan plan = balance::read_plan(p.plan);
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {  // said as the plan's, not as --input
+      models::parse_input_spec(plan.inputs[i], fmt::format("{}: inputs[{}]", p.plan, i));
+    }
     if (!plan.model.empty()) {
       if (cmd.count("--model") > 0 &&
           models::canonical_spec(p.settings.model) != models::canonical_spec(plan.model)) {

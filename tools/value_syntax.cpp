@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -140,10 +141,26 @@ void check_list_items(const CLI::App& app, int argc, char** argv) {
 }
 
 void enforce_value_syntax(CLI::App& app) {
+  // The command's option names ("--steps", "-o"): CLI11 gives an option with no value the next
+  // word whatever it is, so `--plans -o dir` would read "-o" as a plan and then miss -o.
+  auto names = std::make_shared<std::vector<std::string>>();
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) names->push_back("--" + name);
+    for (const std::string& name : option->get_snames()) names->push_back("-" + name);
+  }
+  const auto names_an_option = [names](const std::string& value) {
+    const std::string name = value.substr(0, value.find('='));  // --steps=3 too
+    return std::find(names->begin(), names->end(), name) != names->end();
+  };
   for (CLI::Option* option : app.get_options()) {
     if (option->nonpositional() && option->get_type_size_max() > 0) {
       option->check(CLI::Validator(
-          [](std::string& value) { return value.empty() ? "the value is empty" : ""; }, ""));
+          [names_an_option](std::string& value) -> std::string {
+            if (value.empty()) return "the value is empty";
+            if (names_an_option(value)) return "no value given (" + value + " is an option)";
+            return "";
+          },
+          ""));
     }
     const std::string type = base_type(*option);
     if (type == "INT" || type == "UINT") {

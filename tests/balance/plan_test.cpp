@@ -174,7 +174,12 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
   expect_error(doc, "plan: missing \"prediction.speedup\"");
   doc = good;
   doc["schedule"] = "zigzag";
-  expect_error(doc, "unknown schedule 'zigzag'");
+  expect_error(doc, "plan: schedule is not valid: unknown schedule 'zigzag'");
+  doc["schedule"] = 1;  // its type error said once
+  expect_error(doc, "plan: schedule has the wrong type (number)");
+  doc = good;
+  doc["checkpoint"] = "sometimes";
+  expect_error(doc, "plan: checkpoint is not valid: unknown checkpoint mode 'sometimes'");
   doc = good;
   doc["dtype"] = "int8";
   expect_error(doc, "plan: dtype is \"int8\", expected float32, float64, float16 or bfloat16");

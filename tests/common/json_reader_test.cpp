@@ -60,6 +60,21 @@ TEST(JsonReader, ReadsValuesAndNamesThePathOfABadOne) {
   EXPECT_EQ(error_of([&] { doc.fail("is empty"); }), "plan.json: document is empty");
 }
 
+// A NUL character would end the C string of every message quoting the text (a layer's name
+// cut at it, the reason lost): refused where it is read, in a string or a list of strings.
+TEST(JsonReader, TextWithANulCharacterIsRefused) {
+  const json doc = json::parse(R"({"name": "a\u0000b", "names": ["ok", "x\u0000"], "n": 1})");
+  const JsonReader reader(doc, "plan.json");
+  EXPECT_EQ(error_of([&] { reader.get<std::string>("name"); }),
+            "plan.json: name holds a NUL character (\\u0000), which no name or value may");
+  EXPECT_EQ(error_of([&] { reader.get<std::vector<std::string>>("names"); }),
+            "plan.json: names[1] holds a NUL character (\\u0000), which no name or value may");
+  EXPECT_EQ(error_of([&] { reader.get<std::string>("n"); }),
+            "plan.json: n has the wrong type (number)");
+  EXPECT_EQ(error_of([&] { reader.get<std::vector<std::string>>("n"); }),
+            "plan.json: n must be an array, not number");
+}
+
 TEST(JsonReader, AnUnsignedBeyondTheRangeIsRefused) {
   const json big = json::parse("18446744073709551615");
   EXPECT_EQ(error_of([&] { JsonReader(big, "f").integer(0, 100); }),

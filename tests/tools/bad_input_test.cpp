@@ -96,6 +96,9 @@ void write_inputs(const std::string& dir) {
   edited = plan;
   edited["prediction"]["chunks"] = 8;
   std::ofstream(dir + "/plan_other_prediction.json") << edited;
+  edited = plan;
+  edited["inputs"] = {"float33[4,8]"};
+  std::ofstream(dir + "/plan_bad_input.json") << edited;
   plan["stages"][1]["speed"] = 0;  // the reader took it, the cost model refuses it
   std::ofstream(dir + "/plan_speed_0.json") << plan;
   std::ofstream(dir + "/malformed.json") << "{\"layers\": [";
@@ -209,6 +212,8 @@ const std::vector<BadInput> kTable = {
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan "
      "{dir}/plan_other_prediction.json",
      "plan_other_prediction.json: prediction.chunks is not the plan's chunks, 4"},
+    {"train --model mlp:layers=2,width=8 --plan {dir}/plan_bad_input.json",
+     "{dir}/plan_bad_input.json: inputs[0] 'float33[4,8]': unknown dtype 'float33'"},
     {"train --plan {dir}/plan_unnamed.json",
      "{dir}/plan_unnamed.json does not name its model: give it with --model"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_balance_twice.json",
@@ -366,6 +371,13 @@ const std::vector<BadInput> kTable = {
     {"launch --fold-within -1 -- true", "--fold-within must be from 0 to 60 seconds"},
     {"profile --model mlp:layers=2,width=8 --time-budget 1e10",
      "the time budget must be from 0 to 1000000 seconds"},
+    // An option given no value before the next option: CLI11 would take that option as its value.
+    {"validate --plans -o {dir}/v", "--plans: no value given (-o is an option)"},
+    {"balance {dir}/ok.json --memory-caps --stages=2",
+     "--memory-caps: no value given (--stages=2 is an option)"},
+    {"profile --model --input-shape 4,8", "--model: no value given (--input-shape is an option)"},
+    {"profile --model mlp:layers=2,width=8 --timeout -1",
+     "--timeout must be from 0 to 1000000 seconds (0: no limit), got -1"},
     {"profile --model mlp:layers=2,width=8 --co-runners 5000",
      "co-runners must be from 0 to 511, got 5000"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --steps 2147483647",
