@@ -86,13 +86,14 @@ void check_cost_options(const CostOptions& options) {
     const double speed = options.device_speeds[s];
     if (!(speed >= 1e-6 && speed <= 1e6)) {
       throw std::invalid_argument(fmt::format(
-          "device speed {} is {}, expected a relative speed from 1e-6 to 1e6", s, speed));
+          "device {}'s speed is {}, expected a relative speed from 1e-6 to 1e6", s, speed));
     }
   }
   for (size_t s = 0; s < options.memory_caps_bytes.size(); ++s) {
     if (options.memory_caps_bytes[s] <= 0) {
       throw std::invalid_argument(
-          fmt::format("memory cap {} is {} bytes, expected > 0", s, options.memory_caps_bytes[s]));
+          fmt::format("device {}'s memory cap is {} bytes, expected more than 0", s,
+                      options.memory_caps_bytes[s]));
     }
   }
 }

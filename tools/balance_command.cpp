@@ -2,6 +2,7 @@
 #include "tools/balance_command.h"
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -371,10 +372,20 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
         "--schedule-plans prints the schedule table beside the plans it writes: drop --json and "
         "--format");
   }
+  // Made by this run, the directory is removed again should the run fail before writing into it.
+  struct RemovedIfLeftEmpty {
+    std::string dir;
+    ~RemovedIfLeftEmpty() {
+      std::error_code error;
+      if (!dir.empty() && std::uncaught_exceptions() > 0) std::filesystem::remove(dir, error);
+    }
+  } made;
   if (!params.schedule_plans_dir.empty()) {
     // The directory itself, as mkdir makes it: a mistyped parent is not made.
     std::error_code error;
-    std::filesystem::create_directory(params.schedule_plans_dir, error);
+    if (std::filesystem::create_directory(params.schedule_plans_dir, error)) {
+      made.dir = params.schedule_plans_dir;
+    }
     if (error || !std::filesystem::is_directory(params.schedule_plans_dir)) {
       throw std::invalid_argument(fmt::format("--schedule-plans: cannot make the directory '{}'{}",
                                               params.schedule_plans_dir,

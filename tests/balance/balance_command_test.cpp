@@ -469,7 +469,7 @@ TEST(BalanceCommand, BadInputThrowsOneClearMessage) {
   expect_error(params, "unknown algorithm 'greedy'");
   params = params_for(2);
   params.devices.device_speeds = {1, -1};
-  expect_error(params, "device speed 1 is -1");
+  expect_error(params, "device 1's speed is -1");
   params = params_for(2);
   params.balance = "4,5";
   expect_error(params, "sums to 9, but the model has 8 layers");

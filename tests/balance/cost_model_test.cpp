@@ -521,14 +521,15 @@ TEST(CostModel, RejectsBadInputWithAClearMessage) {
   CostOptions speeds;
   speeds.device_speeds = {1.0, 0.0};
   expect_rejected(three_layers(), 2, speeds,
-                  "device speed 1 is 0, expected a relative speed from 1e-6 to 1e6");
+                  "device 1's speed is 0, expected a relative speed from 1e-6 to 1e6");
   speeds.device_speeds = {1.0, 1.0};
   expect_rejected(three_layers(), 3, speeds, "device speeds: 2 values for 3 stages");
   CostOptions caps;
   caps.memory_caps_bytes = {1, 2};
   expect_rejected(three_layers(), 3, caps, "memory caps: 2 values for 3 stages");
   caps.memory_caps_bytes = {0};
-  expect_rejected(three_layers(), 3, caps, "memory cap 0 is 0 bytes, expected > 0");
+  expect_rejected(three_layers(), 3, caps,
+                  "device 0's memory cap is 0 bytes, expected more than 0");
   CostOptions chunks;
   chunks.chunks = 0;
   expect_rejected(three_layers(), 1, chunks, "chunks must be at least 1, got 0");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/tools/cli_support.h"
@@ -179,8 +180,8 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/huge_bytes.json --stages 2", "param_bytes is 4611686018427387904"},
     {"balance {dir}/huge_ms.json --stages 2", "forward_ms is 1e+308"},
     {"balance {dir}/ok.json --stages 4", "4 stages need at least 4 layers"},
-    {"balance {dir}/ok.json --stages 2 --device-speeds 1e-320,1", "device speed 0 is"},
-    {"balance {dir}/ok.json --stages 2 --device-speeds 1e308,1e-308", "device speed 0 is 1e+308"},
+    {"balance {dir}/ok.json --stages 2 --device-speeds 1e-320,1", "device 0's speed is"},
+    {"balance {dir}/ok.json --stages 2 --device-speeds 1e308,1e-308", "device 0's speed is 1e+308"},
     {"balance {dir}/ok.json --stages 2 --bandwidth 0GB/s", "must be at least 1 byte/s"},
     {"balance {dir}/ok.json --stages 2 --bandwidth 1e-300", "must be at least 1 byte/s"},
     {"balance {dir}/ok.json --stages 2 --param-scale 1e308", "param scale must be from 0 to 1e6"},
@@ -268,7 +269,7 @@ const std::vector<BadInput> kTable = {
     {"train --plan {dir}/plan_chunks_2.7.json --model mlp:layers=2,width=8 --input-shape 4,8",
      "chunks must be an integer, not 2.7"},
     {"validate --plans {dir}/plan_speed_0.json --profile-in-turns -o {dir}/v",
-     "plan_speed_0.json: device speed 1 is 0, expected a relative speed from 1e-6 to 1e6"},
+     "plan_speed_0.json: device 1's speed is 0, expected a relative speed from 1e-6 to 1e6"},
     // Files that are not what they should be.
     {"balance {dir}/fifo --stages 2", "cannot read '{dir}/fifo': not a regular file"},
     {"balance /dev/zero --stages 2", "cannot read '/dev/zero': not a regular file"},
@@ -412,6 +413,21 @@ TEST(BadInput, EveryRowIsOneClearLineAndExitStatusTwo) {
     EXPECT_EQ(r.err.rfind("pipebal: error: ", 0), 0u) << args << ": " << r.err;
     EXPECT_NE(r.err.find(expand(row.fragment, dir)), std::string::npos)
         << args << "\nexpected: " << row.fragment << "\ngot: " << r.err;
+  }
+}
+
+// A balance that fails leaves no --schedule-plans directory it made (one made before is kept).
+TEST(BadInput, AFailedBalanceLeavesNoScheduleDirectoryItMade) {
+  const std::string dir = scratch_dir();
+  write_inputs(dir);
+  std::filesystem::create_directory(dir + "/kept");
+  for (const char* plans : {"/made", "/kept"}) {
+    for (const char* options : {"--stages 0", "--stages 2 --memory-cap 1"}) {
+      const CliResult r = run_pipebal(
+          fmt::format("balance {0}/ok.json {1} --schedule-plans {0}{2}", dir, options, plans));
+      EXPECT_EQ(r.status, 2) << options << ": " << r.err;
+      EXPECT_EQ(std::filesystem::exists(dir + plans), std::string(plans) == "/kept") << plans;
+    }
   }
 }
 
