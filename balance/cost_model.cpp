@@ -46,6 +46,11 @@ void validate(const std::vector<LayerCost>& layers, int stages, const CostOption
   }
   check_cost_options(options);
   validate_layer_costs(layers);
+  if (int64_t{stages} * static_cast<int64_t>(layers.size()) > kMaxStageLayerPairs) {
+    throw std::invalid_argument(fmt::format(
+        "{} layers into {} stages: pipebal balances at most {} stage-layer pairs (their product)",
+        layers.size(), stages, kMaxStageLayerPairs));
+  }
 }
 
 }  // namespace

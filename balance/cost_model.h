@@ -16,6 +16,9 @@
 namespace pipebal::balance {
 
 constexpr int64_t kUnlimitedBytes = std::numeric_limits<int64_t>::max();
+// The partitioners keep a choice for each stage and layer end: at most this many (1 GiB of them),
+// so that a model of many layers cut into as many stages is refused, not run out of memory.
+constexpr int64_t kMaxStageLayerPairs = int64_t{1} << 28;
 
 // How stages are costed. Plain struct with defaults, e.g.
 //   CostOptions options;

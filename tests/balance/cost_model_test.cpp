@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pipebal/balance/plan.h"
@@ -562,6 +563,23 @@ TEST(CostModel, MemoryAtTheBoundsSaturatesAndFitsNoCap) {
   const CostModel capped(layers, 2, options);
   EXPECT_GT(capped.memory_bytes(0, 0, 1), capped.memory_cap_bytes(0));
   EXPECT_GT(capped.memory_bytes(1, 1, 1024), 0);
+}
+
+// Every stage-layer pair is an entry of the partitioners' tables: a product past the bound is
+// refused before they are made (90,000 layers into 90,000 stages took 10 GB, and more crashed).
+TEST(CostModel, StagesTimesLayersPastTheTablesBoundAreRefused) {
+  const std::vector<LayerCost> layers(kMaxLayers, LayerCost{"l", "Linear", 1, 1, 8, 8, 8});
+  const int fitting = static_cast<int>(kMaxStageLayerPairs / static_cast<int64_t>(kMaxLayers));
+  EXPECT_NO_THROW(CostModel(layers, fitting, CostOptions{}));
+  try {
+    CostModel(layers, fitting + 1, CostOptions{});
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              fmt::format("262144 layers into {} stages: pipebal balances at most 268435456 "
+                          "stage-layer pairs (their product)",
+                          fitting + 1));
+  }
 }
 
 // As many layers as a profile may have, each at the largest size in every field, W's held bytes
