@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -330,18 +331,22 @@ std::vector<Configuration> pipelined_candidates(const CostProfile& profile,
                                                 bool& any_chunks) {
   const int64_t batch = profile.mini_batch_size();
   const int layers = static_cast<int>(profile.layers.size());
+  // Past it the partitioners' tables would be too large (cost_model.h): not searched.
+  const auto most_stages = static_cast<int>(
+      std::min<int64_t>(kMaxStageLayerPairs / layers, std::numeric_limits<int>::max()));
   std::vector<Configuration> candidates;
   for (int replicas = 1; replicas <= (search.data_parallel ? search.devices : 1); ++replicas) {
     if (batch % replicas != 0) continue;
     for (const int chunks : candidate_chunks(profile, batch / replicas, replicas, search.chunks)) {
       any_chunks = true;
-      for (int stages = 1; stages <= std::min(search.devices / replicas, layers); ++stages) {
+      for (int stages = 1; stages <= std::min({search.devices / replicas, layers, most_stages});
+           ++stages) {
         for (const ScheduleKind schedule : schedules) {
           for (const int per_device : per_device_counts(schedule, search.virtual_stages)) {
             // Interleaving needs devices to interleave, whole rounds of micro-batches and enough
             // layers.
-            if (per_device > 1 &&
-                (stages < 2 || chunks % stages != 0 || stages * per_device > layers)) {
+            if (per_device > 1 && (stages < 2 || chunks % stages != 0 ||
+                                   stages * per_device > std::min(layers, most_stages))) {
               continue;
             }
             for (const CheckpointMode checkpoint : checkpoints) {
@@ -519,7 +524,8 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
     }
     // What the leanest configuration searched would need: the most stages and micro-batches,
     // 1F1B, every micro-batch checkpointed.
-    const int stages = std::min(search.devices, layers);
+    const int stages = static_cast<int>(
+        std::min<int64_t>(std::min(search.devices, layers), kMaxStageLayerPairs / layers));
     CostOptions lean = search.costs;
     lean.schedule = ScheduleKind::kOneFOneB;
     lean.checkpoint = CheckpointMode::kAlways;

@@ -4,6 +4,8 @@
 #include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <unordered_set>
@@ -21,9 +23,11 @@ namespace {
 // Deeper than any model nests its modules: a bound, not a guess at models.
 constexpr int kMaxDepth = 1000;
 
-// The distinct storages of the tensors found, and the bytes their pickles declare.
+// The distinct storages of the tensors found, and the bytes their pickles declare; the
+// containers walked (a pickle's memo makes one list the element of several: each is walked once).
 struct Storages {
   std::unordered_set<const c10::StorageImpl*> seen;
+  std::unordered_set<const void*> walked;
   int64_t declared_bytes = 0;
 };
 
@@ -52,7 +56,10 @@ void add_tensors(const c10::IValue& value, const std::string& name, const std::s
   };
   if (value.isTensor()) {
     add_tensor(value.toTensor(), name, what, storages);
-  } else if (value.isList()) {
+    return;
+  }
+  if (!value.isPtrType() || !storages.walked.insert(value.internalToPointer()).second) return;
+  if (value.isList()) {
     const c10::List<c10::IValue> list = value.toList();
     for (size_t i = 0; i < list.size(); ++i) inner(list.get(i), fmt::format("{}[{}]", name, i));
   } else if (value.isTuple()) {
@@ -66,10 +73,13 @@ void add_tensors(const c10::IValue& value, const std::string& name, const std::s
           entry.key().isString() ? entry.key().toStringRef() : entry.key().tagKind();
       inner(entry.value(), name.empty() ? key : fmt::format("{}[{}]", name, key));
     }
-  } else if (value.isObject()) {
+  } else if (value.isObject() && value.toObjectRef().type()->is_module()) {
+    // Modules only: another class (a quantized layer's packed weights, one with __setstate__)
+    // may hold tensors it made itself on loading, from records it reads its own way.
     const c10::intrusive_ptr<c10::ivalue::Object> object = value.toObject();
     const c10::ClassTypePtr type = object->type();
-    for (size_t i = 0; i < object->slots().size(); ++i) {
+    const size_t attributes = std::min(object->slots().size(), type->numAttributes());
+    for (size_t i = 0; i < attributes; ++i) {
       const std::string attribute = type->getAttributeName(i);
       inner(object->getSlot(i), name.empty() ? attribute : name + "." + attribute);
     }
@@ -95,11 +105,16 @@ void compare(const Storages& storages, int64_t held_bytes, const std::string& wh
   }
 }
 
-// Reads the archive's record sizes, its errors said as `what`'s.
-template <typename Read>
-int64_t read_records(const std::string& what, const Read& read) {
+// The sizes of the archive's records under each of `folders`, read from the archive `open`
+// makes, its errors said as `what`'s.
+template <typename Open>
+std::vector<int64_t> read_records(const std::string& what, const Open& open,
+                                  const std::vector<std::string>& folders) {
   try {
-    return read();
+    caffe2::serialize::PyTorchStreamReader reader = open();
+    std::vector<int64_t> bytes;
+    for (const std::string& folder : folders) bytes.push_back(record_bytes(reader, folder));
+    return bytes;
   } catch (const std::exception& error) {
     throw std::invalid_argument(fmt::format("{}: {}", what, error_summary(error)));
   }
@@ -128,22 +143,30 @@ void check_stored_tensors(const torch::jit::Module& module, const std::string& p
       }
     }
   }
-  caffe2::serialize::PyTorchStreamReader reader(path);
-  compare(attributes, read_records(what, [&] { return record_bytes(reader, "data/"); }), what);
-  compare(constants, read_records(what, [&] { return record_bytes(reader, "constants/"); }), what);
+  // A zip archive, as torch.jit.save writes; LibTorch 2.x also loads a flatbuffer (mobile) file,
+  // which has no such records to compare with.
+  char magic[2] = {};
+  std::ifstream(path, std::ios::binary).read(magic, sizeof magic);
+  if (magic[0] != 'P' || magic[1] != 'K') return;
+  const std::vector<int64_t> held = read_records(
+      what, [&] { return caffe2::serialize::PyTorchStreamReader(path); }, {"data/", "constants/"});
+  compare(attributes, held[0], what);
+  compare(constants, held[1], what);
 }
 
 void check_stored_tensors(const c10::IValue& value, const std::vector<char>& archive,
                           const std::string& what) {
   Storages storages;
   add_tensors(value, "", what, storages, 0);
-  const int64_t held = read_records(what, [&] {
-    caffe2::serialize::PyTorchStreamReader reader(
-        std::make_shared<caffe2::serialize::MemoryReadAdapter>(archive.data(),
-                                                               static_cast<off_t>(archive.size())));
-    return record_bytes(reader, "data/");
-  });
-  compare(storages, held, what);
+  const std::vector<int64_t> held =
+      read_records(what,
+                   [&] {
+                     return caffe2::serialize::PyTorchStreamReader(
+                         std::make_shared<caffe2::serialize::MemoryReadAdapter>(
+                             archive.data(), static_cast<off_t>(archive.size())));
+                   },
+                   {"data/"});
+  compare(storages, held[0], what);
 }
 
 }  // namespace pipebal::pipeline

@@ -496,6 +496,35 @@ result = run("profile", "--model", cut_short(with_constant, "short-constant.pt",
 assert result.stderr.count("\n") == 1 and "its tensors need 64 bytes, but the file holds 8 of " \
     "them: the file is damaged" in result.stderr, result.stderr
 
+# Valid files the check passes: weights shared between layers (one storage, counted once), a
+# quantized model (its packed weights are objects of their own, which it reads its own way), and
+# data whose lists repeat one list over and over (each walked once, not 2^40 times).
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 8).double(), nn.Linear(8, 8).double()
+        self.fc2.weight = self.fc1.weight
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+tied = os.path.join(work, "tied.pt")
+torch.jit.script(Tied()).save(tied)
+quantized = os.path.join(work, "quantized.pt")
+torch.jit.script(torch.ao.quantization.quantize_dynamic(
+    nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4)), {nn.Linear},
+    dtype=torch.qint8)).save(quantized)
+for path in (tied, quantized):
+    run("profile", "--model", path, "--input-shape", "4,8", "-q")
+repeated = [x, x]
+for _ in range(40):
+    repeated = [repeated, repeated]
+shared_lists = os.path.join(work, "shared-lists.pt")
+torch.save({"inputs": x, "targets": y, "extra": repeated}, shared_lists)
+run("train", "--model", model_path, "--data", shared_lists, "--balance", "2,3", "-q", "-o",
+    os.path.join(work, "shared-lists.json"))
+
 # Targets the loss cannot read are refused before the first step (they failed in the step whose
 # micro-batch held them, after the others had trained); -100, the ignored class id, passes.
 def with_targets(name, targets):
