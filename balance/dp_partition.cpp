@@ -244,7 +244,7 @@ std::vector<int> smallest_sum_partition(const Instance& in, double bottleneck_ms
       needed == kUnlimitedBytes
           ? fmt::format("no cap would: every partition has a stage that needs more than {}, the "
                         "most pipebal counts (are the profile's bytes and --param-scale right?)",
-                        format_bytes(kUnlimitedBytes))
+                        format_bytes(static_cast<double>(kUnlimitedBytes)))
           : fmt::format("the smallest cap that would work on every stage is {} ({} bytes)",
                         format_bytes(needed), needed)));
 }

@@ -542,7 +542,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
         needed == kUnlimitedBytes
             ? fmt::format("more than {}, the most pipebal counts (are the profile's bytes and "
                           "--param-scale right?)",
-                          format_bytes(kUnlimitedBytes))
+                          format_bytes(static_cast<double>(kUnlimitedBytes)))
             : "a cap of " + format_bytes(needed)));
   }
   std::sort(feasible.begin(), feasible.end(), [](const Configuration& a, const Configuration& b) {
