@@ -15,6 +15,7 @@
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/distinct_paths.h"
 #include "pipebal/common/schema.h"
+#include "pipebal/models/input_spec.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/profiler/device.h"
 #include "pipebal/profiler/profile_json.h"
@@ -242,6 +243,9 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
     ComparedPlan c;
     c.file = file;
     c.plan = balance::read_plan(file);
+    for (size_t i = 0; i < c.plan.inputs.size(); ++i) {  // said as the plan's, not as --input
+      models::parse_input_spec(c.plan.inputs[i], fmt::format("{}: inputs[{}]", file, i));
+    }
     plans.push_back(std::move(c));
   }
   check_same_model(plans);

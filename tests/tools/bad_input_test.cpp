@@ -215,6 +215,8 @@ const std::vector<BadInput> kTable = {
      "plan_other_prediction.json: prediction.chunks is not the plan's chunks, 4"},
     {"train --model mlp:layers=2,width=8 --plan {dir}/plan_bad_input.json",
      "{dir}/plan_bad_input.json: inputs[0] 'float33[4,8]': unknown dtype 'float33'"},
+    {"validate --plans {dir}/plan_bad_input.json -o {dir}/v",
+     "{dir}/plan_bad_input.json: inputs[0] 'float33[4,8]': unknown dtype 'float33'"},
     {"train --plan {dir}/plan_unnamed.json",
      "{dir}/plan_unnamed.json does not name its model: give it with --model"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_balance_twice.json",
