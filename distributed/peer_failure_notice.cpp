@@ -1,7 +1,6 @@
 // See peer_failure_notice.h.
 #include "pipebal/distributed/peer_failure_notice.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,29 +15,15 @@
 #include <fmt/format.h>
 
 #include "pipebal/common/parse_integers.h"
+#include "pipebal/distributed/relay_pipe.h"
 
 namespace pipebal::distributed {
 
 PeerFailureNotices::PeerFailureNotices() {
-  int ends[2];
-  if (pipe2(ends, O_CLOEXEC) != 0) return;
-  // Above the standard streams, which a child's dup2 may replace (the launcher may have been
-  // started without one of them).
-  for (int& end : ends) {
-    if (end > STDERR_FILENO) continue;
-    const int moved = fcntl(end, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-    close(end);
-    end = moved;
-  }
-  if (ends[0] < 0 || ends[1] < 0) {
-    for (const int end : ends) {
-      if (end >= 0) close(end);
-    }
-    return;
-  }
-  fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
-  read_fd_ = ends[0];
-  write_fd_ = ends[1];
+  const RelayPipe pipe = open_relay_pipe();
+  if (pipe.write_fd < 0) return;
+  read_fd_ = pipe.read_fd;
+  write_fd_ = pipe.write_fd;
   struct stat info {};
   if (fstat(write_fd_, &info) == 0) value_ = fmt::format("{}:{}", write_fd_, info.st_ino);
 }

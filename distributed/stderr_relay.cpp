@@ -1,7 +1,6 @@
 // See stderr_relay.h.
 #include "pipebal/distributed/stderr_relay.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -9,6 +8,8 @@
 #include <cerrno>
 #include <chrono>
 #include <thread>
+
+#include "pipebal/distributed/relay_pipe.h"
 
 namespace pipebal::distributed {
 namespace {
@@ -24,29 +25,15 @@ StderrRelay::StderrRelay(int processes, int first_rank, LineFolder::Clock::durat
   if (window <= LineFolder::Clock::duration::zero()) return;
   sources_.resize(processes);
   for (Source& source : sources_) {
-    int ends[2];
-    if (pipe2(ends, O_CLOEXEC) != 0) {
+    const RelayPipe pipe = open_relay_pipe();
+    if (pipe.write_fd < 0) {
       // Out of descriptors (hundreds of processes): they keep the launcher's stderr, unfolded.
       close_all();
       sources_.clear();
       return;
     }
-    // Above the standard streams, should the launcher have been started without one of them
-    // (2>&-): a write end that is 2 would stay close-on-exec after the child's dup2 onto 2.
-    for (int& end : ends) {
-      if (end > STDERR_FILENO) continue;
-      const int moved = fcntl(end, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-      close(end);
-      end = moved;
-    }
-    source.read_fd = ends[0];
-    source.write_fd = ends[1];
-    if (ends[0] < 0 || ends[1] < 0) {
-      close_all();
-      sources_.clear();
-      return;
-    }
-    fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK);
+    source.read_fd = pipe.read_fd;
+    source.write_fd = pipe.write_fd;
   }
 }
 
