@@ -34,7 +34,19 @@ int integer(const GetEnv& getenv, const char* name, int low, int high,
 
 std::optional<LaunchEnv> launch_env_from(const GetEnv& getenv) {
   const char* world = getenv("WORLD_SIZE");
-  if (world == nullptr || *world == '\0') return std::nullopt;
+  if (world == nullptr || *world == '\0') {
+    // A rank other than 0 is never the only process: its peers, each alone too, would all write
+    // the same output.
+    const char* rank = getenv("RANK");
+    if (rank != nullptr && *rank != '\0' && parse_integer(rank) != std::optional<int64_t>(0)) {
+      throw std::invalid_argument(fmt::format(
+          "RANK={} is set but WORLD_SIZE is not: a multi-process run needs RANK, WORLD_SIZE, "
+          "MASTER_ADDR and MASTER_PORT (pipebal launch or torchrun set them); unset RANK to run "
+          "one process",
+          rank));
+    }
+    return std::nullopt;
+  }
   LaunchEnv env;
   constexpr int kMaxWorld = 1 << 16;
   env.world_size = integer(getenv, "WORLD_SIZE", 1, kMaxWorld);

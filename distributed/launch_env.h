@@ -29,8 +29,9 @@ constexpr const char* kBindCoresVariable = "PIPEBAL_BIND_CORES";
 
 using GetEnv = std::function<const char*(const char*)>;
 
-// The launch environment, or nullopt when WORLD_SIZE is not set (a single process). Throws
-// std::invalid_argument naming the variable for a missing, malformed or inconsistent value.
+// The launch environment, or nullopt when WORLD_SIZE is not set (a single process; RANK then
+// unset or 0). Throws std::invalid_argument naming the variable for a missing, malformed or
+// inconsistent value.
 std::optional<LaunchEnv> launch_env_from(const GetEnv& getenv);
 std::optional<LaunchEnv> launch_env_from_process();
 

@@ -39,7 +39,21 @@ TEST(LaunchEnv, CoresOfItsOwnOnlyWhenTheLauncherBoundIt) {
 }
 
 TEST(LaunchEnv, NoWorldSizeMeansOneProcess) {
-  EXPECT_FALSE(read({{"RANK", "3"}}).has_value());
+  EXPECT_FALSE(read({}).has_value());
+  EXPECT_FALSE(read({{"RANK", "0"}}).has_value());
+  EXPECT_FALSE(read({{"RANK", ""}}).has_value());
+}
+
+// A rank other than 0 run alone is a launch gone wrong: each such process would train the
+// whole model by itself and write the same output.
+TEST(LaunchEnv, ARankOtherThanZeroWithoutWorldSizeIsRefused) {
+  for (const std::string rank : {"3", "x"}) {
+    EXPECT_EQ(error_of({{"RANK", rank}}),
+              "RANK=" + rank +
+                  " is set but WORLD_SIZE is not: a multi-process run needs RANK, WORLD_SIZE, "
+                  "MASTER_ADDR and MASTER_PORT (pipebal launch or torchrun set them); unset RANK "
+                  "to run one process");
+  }
 }
 
 TEST(LaunchEnv, ReadsTorchrunsVariables) {
