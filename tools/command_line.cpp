@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
+#include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
@@ -53,6 +56,36 @@ void check_not_a_rank(const std::string& command) {
       "or unset RANK and WORLD_SIZE (`train` and `link` run as ranks; `validate --processes N` "
       "starts its own)",
       command, *size));
+}
+
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return false;
+    if (word == "-h" || word == "--help" || word == "--version") return true;
+  }
+  return false;
+}
+
+void check_openmp_threads(const char* value) {
+  if (value == nullptr) return;
+  const std::string text = value;
+  bool valid = true;
+  for (size_t start = 0; valid && start <= text.size();) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    const std::optional<int64_t> count = parse_integer(item);
+    valid = count && *count >= 1 && *count <= std::numeric_limits<int>::max();
+    start = end + 1;
+  }
+  if (!valid) {
+    throw std::invalid_argument(fmt::format(
+        "OMP_NUM_THREADS='{}' is not a number of threads: give a positive integer, e.g. "
+        "OMP_NUM_THREADS=4, or unset it",
+        text));
+  }
 }
 
 std::unique_ptr<CLI::App> make_pipebal_app() {
@@ -173,17 +206,6 @@ std::string unknown_option_text(const CLI::App& app, int argc, char** argv, bool
   return "";
 }
 
-// Whether the command line asks for help or the version, which CLI11 answers wherever the flag
-// stands before a `--` (after it, words are a launched command's).
-bool asks_for_help(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string word = argv[i];
-    if (word == "--") return false;
-    if (word == "-h" || word == "--help" || word == "--version") return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHooks& hooks) {
@@ -212,6 +234,7 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
       if (hooks.prepare) hooks.prepare();
     }
     check_list_items(app, argc, argv);
+    check_input_specs_have_dtypes(argc, argv);
     app.parse(argc, argv);
   } catch (const ExitStatus& exit) {
     return exit.status;

@@ -37,6 +37,16 @@ std::string files_in(const std::string& directory, const std::vector<std::string
 // compete for the machine and write the same output.
 void check_not_a_rank(const std::string& command);
 
+// Whether the command line asks for help or the version, which CLI11 answers wherever the flag
+// stands before a `--` (after it, words are a launched command's).
+bool asks_for_help(int argc, char** argv);
+
+// Throws std::invalid_argument for an OMP_NUM_THREADS (`value`; nullptr: unset) that the OpenMP
+// runtime and LibTorch would not take: they print warnings, LibTorch a stack trace, and go on
+// with a thread count of their own. Taken: positive integers, comma-separated (OpenMP's nesting
+// levels), with blanks around them.
+void check_openmp_threads(const char* value);
+
 // pipebal's application, without commands.
 std::unique_ptr<CLI::App> make_pipebal_app();
 

@@ -4,7 +4,9 @@
 // is to `pipebal-torch` beside it, which replaces this process (same pid, signals and exit
 // status).
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
@@ -45,6 +47,18 @@ int main(int argc, char** argv) {
     pipebal::tools::add_report_command(*app);
     pipebal::tools::enforce_value_syntax(*app);
     return pipebal::tools::run_command_line(*app, argc, argv);
+  }
+  // LibTorch's OpenMP runtime reads OMP_NUM_THREADS as it loads, before pipebal-torch's main: a
+  // value it cannot take would be warnings and a stack trace, then a thread count of its own.
+  // (--help and --version answer whatever the environment says.)
+  if (!pipebal::tools::asks_for_help(argc, argv)) {
+    try {
+      pipebal::tools::check_openmp_threads(std::getenv("OMP_NUM_THREADS"));
+    } catch (const std::invalid_argument& error) {
+      pipebal::tools::print_error_line("pipebal: error: " + pipebal::tools::rank_prefix() +
+                                       error.what());
+      return pipebal::tools::kUserErrorStatus;
+    }
   }
   const std::string directory = own_directory();
   if (directory.empty()) {

@@ -140,6 +140,27 @@ void check_list_items(const CLI::App& app, int argc, char** argv) {
   }
 }
 
+void check_input_specs_have_dtypes(int argc, char** argv) {
+  bool in_input = false;  // the words after --input, up to the next option, are its values
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "--") return;
+    if (word.rfind("--input=", 0) == 0) {
+      word.erase(0, 8);
+      in_input = false;
+    } else if (!word.empty() && word[0] == '-') {
+      in_input = word == "--input";
+      continue;
+    } else if (!in_input) {
+      continue;
+    }
+    if (!word.empty() && word[0] == '[') {
+      throw std::invalid_argument("--input '" + word +
+                                  "': the dtype comes first, DTYPE[SHAPE], e.g. float32" + word);
+    }
+  }
+}
+
 void enforce_value_syntax(CLI::App& app) {
   // The command's option names ("--steps", "-o"): CLI11 gives an option with no value the next
   // word whatever it is, so `--plans -o dir` would read "-o" as a plan and then miss -o.

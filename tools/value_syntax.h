@@ -23,6 +23,11 @@ void enforce_value_syntax(CLI::App& app);
 // Reads `argv` up to a `--`, after which words are a launched command's.
 void check_list_items(const CLI::App& app, int argc, char** argv);
 
+// Throws std::invalid_argument for an --input value that begins with a bracket ("[4,8]", the
+// dtype left out): CLI11 reads a value in brackets as a list, and the error would quote "4".
+// Reads `argv` up to a `--`.
+void check_input_specs_have_dtypes(int argc, char** argv);
+
 // The number rules on one value: "" when `value` is fine (rewritten canonically, e.g.
 // "010" -> "10"), else why not.
 std::string check_integer_text(std::string& value, bool is_unsigned);

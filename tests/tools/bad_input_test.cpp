@@ -255,6 +255,13 @@ const std::vector<BadInput> kTable = {
     {"plan {dir}/sized.json --devices 2 --device-speeds 1,1,1",
      "--device-speeds: 3 values for 2 devices"},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8'", "expected DTYPE[SHAPE]"},
+    // CLI11 reads a bracketed value as a list: the user's word, not its first item, is quoted.
+    {"profile --model mlp:layers=2,width=8 --input '[4,8]'",
+     "--input '[4,8]': the dtype comes first, DTYPE[SHAPE], e.g. float32[4,8]"},
+    {"train --model mlp:layers=2,width=8 --input 'float32[4,8]' '[4,8]' --balance 1,2",
+     "--input '[4,8]': the dtype comes first"},
+    {"train --model mlp:layers=2,width=8 --input='[4,8]' --balance 1,2",
+     "--input '[4,8]': the dtype comes first"},
     {"profile --model mlp:layers=2,width=8 --input 'complex64[4,8]'", "unknown dtype 'complex64'"},
     {"profile --model mlp:layers=2,width=8 --input 'int64[4,8]'",
      "an integer input needs its range"},
@@ -416,6 +423,34 @@ TEST(BadInput, EveryRowIsOneClearLineAndExitStatusTwo) {
     EXPECT_NE(r.err.find(expand(row.fragment, dir)), std::string::npos)
         << args << "\nexpected: " << row.fragment << "\ngot: " << r.err;
   }
+}
+
+// An OMP_NUM_THREADS that LibTorch's OpenMP runtime would warn about (LibTorch adds a stack
+// trace) and replace by a count of its own is one line before LibTorch loads; --help still works.
+TEST(BadInput, AnOpenMpThreadCountItCannotTakeIsOneLine) {
+  const std::string dir = scratch_dir();
+  const std::string train = std::string(PIPEBAL_BINARY) +
+                            " train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 "
+                            "--steps 1 --warmup-steps 0 -q -o " +
+                            dir + "/run.json";
+  for (const char* value : {"abc", "0", "-1", "4,", "", "99999999999", "1e2"}) {
+    const CliResult r = run_shell(fmt::format("env OMP_NUM_THREADS='{}' {}", value, train));
+    EXPECT_EQ(r.status, 2) << value << ": " << r.err;
+    EXPECT_EQ(r.err, fmt::format("pipebal: error: OMP_NUM_THREADS='{}' is not a number of "
+                                 "threads: give a positive integer, e.g. OMP_NUM_THREADS=4, or "
+                                 "unset it\n",
+                                 value));
+    EXPECT_FALSE(std::filesystem::exists(dir + "/run.json")) << value;
+  }
+  for (const char* value : {"1", " 2 ", "+2", "2,1"}) {
+    const CliResult r = run_shell(fmt::format("env OMP_NUM_THREADS='{}' {}", value, train));
+    EXPECT_EQ(r.status, 0) << value << ": " << r.err;
+    EXPECT_EQ(r.err, "") << value;
+  }
+  const CliResult help = run_shell("env OMP_NUM_THREADS=abc " + std::string(PIPEBAL_BINARY) +
+                                   " train --help");
+  EXPECT_EQ(help.status, 0) << help.err;
+  EXPECT_NE(help.out.find("Usage:"), std::string::npos) << help.out;
 }
 
 // A balance that fails leaves no --schedule-plans directory it made (one made before is kept).
