@@ -29,7 +29,7 @@ cmake --build "$build" -j2 >/dev/null
 # Seeds: the documents the tests and the examples read, and sizes as users type them.
 seeds=$build/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{profile_reader,plan_reader,report_data,units}
+mkdir -p "$seeds"/{profile_reader,plan_reader,report_data,units,zip_directory}
 cp reports/examples/demo/profile.json "$seeds/profile_reader/demo_profile.json"
 cp tests/reports/fixtures/validation_dir/profile.json "$seeds/profile_reader/fixture_profile.json"
 # One measured under a CPU quota: environment.machine_load with its quota and how often it held.
@@ -43,13 +43,21 @@ cp tests/reports/fixtures/validation_dir/plan.json "$seeds/plan_reader/fixture_p
 cp tests/reports/fixtures/validation_dir/validation.json "$seeds/report_data/validation.json"
 cp tests/reports/fixtures/validation_dir/run.json "$seeds/report_data/run.json"
 cp tests/reports/fixtures/comparisons/*.json "$seeds/report_data/"
+# TorchScript models as torch.jit.save writes them (zip archives), and a record written as zip64.
+cp tests/fixtures/chain_named_scripted.pt tests/fixtures/chain_two_inputs_scripted.pt \
+  "$seeds/zip_directory/"
+python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as archive:
+    with archive.open("archive/data/0", "w", force_zip64=True) as record:
+        record.write(bytes(100))
+    archive.writestr("archive/data.pkl", b"pickle")' "$seeds/zip_directory/zip64.zip"
 i=0
 for size in 8G 512MiB 1.5GB 10GB/s 1e9 100MB 0 -1 1e400 7TiB 1K; do
   printf '%s' "$size" > "$seeds/units/seed$((i++))"
 done
 
 status=0
-for target in profile_reader plan_reader report_data units; do
+for target in profile_reader plan_reader report_data units zip_directory; do
   corpus=$build/corpus/$target
   crashes=$build/crashes/$target
   mkdir -p "$corpus" "$crashes"

@@ -1,12 +1,9 @@
 // See stored_tensors.h.
 #include "pipebal/pipeline/stored_tensors.h"
 
-#include <caffe2/serialize/in_memory_adapter.h>
-#include <caffe2/serialize/inline_container.h>
-
 #include <algorithm>
 #include <fstream>
-#include <memory>
+#include <limits>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -15,7 +12,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
-#include "pipebal/pipeline/error_text.h"
+#include "pipebal/common/zip_directory.h"
 
 namespace pipebal::pipeline {
 namespace {
@@ -86,14 +83,18 @@ void add_tensors(const c10::IValue& value, const std::string& name, const std::s
   }
 }
 
-// The bytes of the archive's records under `folder` ("data/", "constants/"): one per storage.
-int64_t record_bytes(caffe2::serialize::PyTorchStreamReader& reader, const std::string& folder) {
-  int64_t bytes = 0;
-  for (const std::string& name : reader.getAllRecords()) {
-    if (name.rfind(folder, 0) == 0)
-      bytes += static_cast<int64_t>(std::get<1>(reader.getRecord(name)));
+// The bytes of the archive's records under `folder` ("data/", "constants/"; one record per
+// storage, below the archive's top folder), as the archive's directory gives their sizes.
+int64_t record_bytes(const std::vector<ZipEntry>& entries, const std::string& folder) {
+  constexpr uint64_t kMost = std::numeric_limits<int64_t>::max();
+  uint64_t bytes = 0;
+  for (const ZipEntry& entry : entries) {
+    const size_t slash = entry.name.find('/');
+    if (slash != std::string::npos && entry.name.compare(slash + 1, folder.size(), folder) == 0) {
+      bytes = std::min(kMost, bytes + std::min(kMost, entry.size));
+    }
   }
-  return bytes;
+  return static_cast<int64_t>(bytes);
 }
 
 void compare(const Storages& storages, int64_t held_bytes, const std::string& what) {
@@ -105,18 +106,13 @@ void compare(const Storages& storages, int64_t held_bytes, const std::string& wh
   }
 }
 
-// The sizes of the archive's records under each of `folders`, read from the archive `open`
-// makes, its errors said as `what`'s.
-template <typename Open>
-std::vector<int64_t> read_records(const std::string& what, const Open& open,
-                                  const std::vector<std::string>& folders) {
+// The archive's directory, read by `read`, its errors said as `what`'s.
+template <typename Read>
+std::vector<ZipEntry> directory_of(const std::string& what, const Read& read) {
   try {
-    caffe2::serialize::PyTorchStreamReader reader = open();
-    std::vector<int64_t> bytes;
-    for (const std::string& folder : folders) bytes.push_back(record_bytes(reader, folder));
-    return bytes;
-  } catch (const std::exception& error) {
-    throw std::invalid_argument(fmt::format("{}: {}", what, error_summary(error)));
+    return read();
+  } catch (const std::runtime_error& error) {
+    throw std::invalid_argument(fmt::format("{}: {}", what, error.what()));
   }
 }
 
@@ -148,25 +144,18 @@ void check_stored_tensors(const torch::jit::Module& module, const std::string& p
   char magic[2] = {};
   std::ifstream(path, std::ios::binary).read(magic, sizeof magic);
   if (magic[0] != 'P' || magic[1] != 'K') return;
-  const std::vector<int64_t> held = read_records(
-      what, [&] { return caffe2::serialize::PyTorchStreamReader(path); }, {"data/", "constants/"});
-  compare(attributes, held[0], what);
-  compare(constants, held[1], what);
+  const std::vector<ZipEntry> entries = directory_of(what, [&] { return zip_directory(path); });
+  compare(attributes, record_bytes(entries, "data/"), what);
+  compare(constants, record_bytes(entries, "constants/"), what);
 }
 
 void check_stored_tensors(const c10::IValue& value, const std::vector<char>& archive,
                           const std::string& what) {
   Storages storages;
   add_tensors(value, "", what, storages, 0);
-  const std::vector<int64_t> held =
-      read_records(what,
-                   [&] {
-                     return caffe2::serialize::PyTorchStreamReader(
-                         std::make_shared<caffe2::serialize::MemoryReadAdapter>(
-                             archive.data(), static_cast<off_t>(archive.size())));
-                   },
-                   {"data/"});
-  compare(storages, held[0], what);
+  const std::vector<ZipEntry> entries =
+      directory_of(what, [&] { return zip_directory(archive.data(), archive.size()); });
+  compare(storages, record_bytes(entries, "data/"), what);
 }
 
 }  // namespace pipebal::pipeline

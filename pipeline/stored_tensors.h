@@ -2,7 +2,8 @@
 // torch.save'd dataset) have the bytes their shapes say. An archive cut short or edited can
 // leave a tensor's record shorter than the tensor: LibTorch loads it all the same, with the size
 // its pickle declares, and its clone() or a layer then reads past the end of the record (a
-// crash, or garbage trained on). The records' own sizes are in the archive.
+// crash, or garbage trained on). The records' own sizes are in the archive's directory, read
+// without reading the records (common/zip_directory.h).
 #pragma once
 
 #include <string>
