@@ -15,7 +15,7 @@ bash fuzz/run.sh --seconds "$seconds" || status=$?
 raw=reports/fuzzing-raw.txt
 {
   echo "# fuzz/run.sh --seconds $seconds at $commit on $(date -u +%Y-%m-%d), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-  for target in profile_reader plan_reader report_data units; do
+  for target in profile_reader plan_reader report_data units zip_directory; do
     echo "## $target"
     grep -E '^(stat::|==[0-9]+==ERROR|SUMMARY)' "$build/$target.log" || true
     echo "crash files: $(ls "$build/crashes/$target" | wc -l)"
@@ -37,9 +37,10 @@ raw=reports/fuzzing-raw.txt
       plan_reader) echo "plan.json (\`train --plan\`)" ;;
       report_data) echo "validation.json, run.json and the comparisons of validate --auto and --plans rendered to HTML (\`report\`)" ;;
       units) echo "sizes and bandwidths (\`--memory-cap\`, \`--bandwidth\`)" ;;
+      zip_directory) echo "a zip archive's directory (TorchScript models, torch.save files: the damaged-file check)" ;;
     esac
   }
-  for target in profile_reader plan_reader report_data units; do
+  for target in profile_reader plan_reader report_data units zip_directory; do
     runs=$(grep -m1 'stat::number_of_executed_units' "$build/$target.log" | awk '{print $2}')
     crashes=$(ls "$build/crashes/$target" | wc -l)
     echo "| \`fuzz_$target\` | $(describe $target) | ${runs:-?} | $crashes |"
