@@ -73,23 +73,26 @@ Directory find_directory(uint64_t archive_size, const ReadAt& read_at) {
   }
   if (end == std::string::npos) damaged("no end of central directory");
   const char* record = &tail[end];
-  if (u16(record + 4) != 0 || u16(record + 6) != 0) damaged("it spans several disks");
   Directory directory{u32(record + 16), u32(record + 12), u16(record + 10)};
+  uint32_t disk = u16(record + 4), directory_disk = u16(record + 6);
   const uint64_t end_offset = tail_start + end;
-  // A zip64 archive puts a locator of the zip64 end record just before the end record.
+  // A zip64 archive puts a locator of the zip64 end record just before the end record; one that
+  // leads to no such record is a comment's bytes, as LibTorch's reader (miniz) takes it.
   if (end_offset >= kLocatorSize) {
     const std::string locator = read_exactly(read_at, end_offset - kLocatorSize, kLocatorSize);
-    if (u32(locator.data()) == kLocatorSignature) {
-      const uint64_t end64_offset = u64(locator.data() + 8);
-      if (end64_offset > end_offset - kLocatorSize ||
-          end_offset - kLocatorSize - end64_offset < kEnd64Size) {
-        damaged("its zip64 end of central directory lies outside the archive");
-      }
+    const uint64_t end64_offset = u64(locator.data() + 8);
+    if (u32(locator.data()) == kLocatorSignature && end64_offset <= end_offset - kLocatorSize &&
+        end_offset - kLocatorSize - end64_offset >= kEnd64Size) {
       const std::string end64 = read_exactly(read_at, end64_offset, kEnd64Size);
-      if (u32(end64.data()) != kEnd64Signature) damaged("no zip64 end of central directory");
-      directory = {u64(end64.data() + 48), u64(end64.data() + 40), u64(end64.data() + 32)};
+      if (u32(end64.data()) == kEnd64Signature) {
+        directory = {u64(end64.data() + 48), u64(end64.data() + 40), u64(end64.data() + 32)};
+        disk = u32(end64.data() + 16);
+        directory_disk = u32(end64.data() + 20);
+      }
     }
   }
+  // One disk, numbered 0 (or 1, which some writers use and miniz takes).
+  if (disk != directory_disk || disk > 1) damaged("it spans several disks");
   if (directory.offset > end_offset || directory.size > end_offset - directory.offset) {
     damaged("its central directory lies outside the archive");
   }

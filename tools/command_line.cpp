@@ -71,13 +71,17 @@ void check_openmp_threads(const char* value) {
   if (value == nullptr) return;
   const std::string text = value;
   bool valid = true;
-  for (size_t start = 0; valid && start <= text.size();) {
+  bool first = true;
+  for (size_t start = 0; valid && start <= text.size(); first = false) {
     const size_t end = std::min(text.find(',', start), text.size());
     std::string item = text.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
+    // Blanks around an item, a CRLF file's carriage return among them, as libgomp skips them.
+    constexpr const char* kBlanks = " \t\n\v\f\r";
+    item.erase(0, item.find_first_not_of(kBlanks));
+    item.erase(item.find_last_not_of(kBlanks) + 1);
+    // LibTorch reads the first item as an int; libgomp takes any positive count after it.
     const std::optional<int64_t> count = parse_integer(item);
-    valid = count && *count >= 1 && *count <= std::numeric_limits<int>::max();
+    valid = count && *count >= 1 && (!first || *count <= std::numeric_limits<int>::max());
     start = end + 1;
   }
   if (!valid) {

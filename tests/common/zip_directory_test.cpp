@@ -150,6 +150,21 @@ TEST(ZipDirectory, AnEndRecordInTheCommentIsNotTakenForTheArchives) {
   }
 }
 
+// What stands before the end record is read as a zip64 locator only where it leads to a zip64
+// end record, as LibTorch's reader takes it: here it is the end of the last entry's name.
+TEST(ZipDirectory, BytesLikeALocatorThatLeadNowhereAreNotOne) {
+  std::string name = "archive/x";
+  put(name, 0x07064b50, 4);
+  put(name, 0, 4);
+  put(name, 3, 8);  // "the zip64 end record is at offset 3"
+  put(name, 1, 4);
+  const std::string bytes = archive({{"archive/data/0", "abc"}, {name, "defg"}});
+  const std::vector<ZipEntry> entries = zip_directory(bytes.data(), bytes.size());
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1].name, name);
+  EXPECT_EQ(entries[1].size, 4u);
+}
+
 TEST(ZipDirectory, RefusesWhatIsNoArchiveOrADamagedOne) {
   EXPECT_EQ(error_of(""),
             "not a zip archive it can read: shorter than the end of a central directory");
@@ -172,6 +187,17 @@ TEST(ZipDirectory, RefusesWhatIsNoArchiveOrADamagedOne) {
         << zip64;
     // Entries and directory cut off its end: the end record alone is left.
     EXPECT_NE(error_of(tail), "no error") << zip64;
+  }
+  // An archive on several disks (this the second): refused, where one disk numbered 1 is not.
+  for (const int disk : {1, 2}) {
+    std::string disks = archive(kFiles);
+    disks[disks.size() - 22 + 4] = static_cast<char>(disk);
+    disks[disks.size() - 22 + 6] = 1;
+    if (disk == 1) {
+      expect_files(zip_directory(disks.data(), disks.size()));
+    } else {
+      EXPECT_EQ(error_of(disks), "not a zip archive it can read: it spans several disks");
+    }
   }
   // A zip64 entry whose extra field does not hold the size it says is there.
   std::string no_extra = archive({{"a", "b"}}, {true, ""});

@@ -442,7 +442,7 @@ TEST(BadInput, AnOpenMpThreadCountItCannotTakeIsOneLine) {
                                  value));
     EXPECT_FALSE(std::filesystem::exists(dir + "/run.json")) << value;
   }
-  for (const char* value : {"1", " 2 ", "+2", "2,1"}) {
+  for (const char* value : {"1", " 2 ", "+2", "2,1", "2\r", "1,3000000000"}) {
     const CliResult r = run_shell(fmt::format("env OMP_NUM_THREADS='{}' {}", value, train));
     EXPECT_EQ(r.status, 0) << value << ": " << r.err;
     EXPECT_EQ(r.err, "") << value;
