@@ -18,6 +18,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "pipebal/common/error_text.h"
 #include "pipebal/common/parse_integers.h"
 #include "pipebal/common/remove_tree.h"
 
@@ -146,19 +147,19 @@ fs::path write_target(const std::string& path) {
   // which the walk below could not follow.
   const fs::file_status followed = fs::status(target, error);
   if (fs::exists(followed) && !fs::is_regular_file(followed)) {
-    throw std::runtime_error("cannot write '" + path +
-                             "': it is not a regular file (pipebal writes regular files only)");
+    throw std::runtime_error("cannot write " + quote(path) +
+                             ": it is not a regular file (pipebal writes regular files only)");
   }
   for (int hops = 0; fs::is_symlink(fs::symlink_status(target, error)); ++hops) {
     if (hops == 40)
-      throw std::runtime_error("cannot write '" + path + "': too many symbolic links");
+      throw std::runtime_error("cannot write " + quote(path) + ": too many symbolic links");
     const fs::path link = fs::read_symlink(target, error);
     target = link.is_absolute() ? link : target.parent_path() / link;
   }
   const fs::file_status status = fs::status(target, error);
   if (fs::exists(status) && !fs::is_regular_file(status)) {
-    throw std::runtime_error("cannot write '" + path +
-                             "': it is not a regular file (pipebal writes regular files only)");
+    throw std::runtime_error("cannot write " + quote(path) +
+                             ": it is not a regular file (pipebal writes regular files only)");
   }
   return target;
 }
@@ -202,7 +203,7 @@ void write_all(int fd, const std::string& content, const std::string& path) {
     const ssize_t written = ::write(fd, data, left);
     if (written < 0 && errno == EINTR) continue;
     if (written < 0)
-      throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+      throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
     data += written;
     left -= static_cast<size_t>(written);
   }
@@ -259,11 +260,11 @@ void write_file_atomically_with(const std::string& path,
   if (fd < 0 || ::fsync(fd) != 0) {
     const int error = errno;
     if (fd >= 0) ::close(fd);
-    throw std::runtime_error("cannot write '" + path + "': " + system_error_text(error));
+    throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text(error));
   }
   ::close(fd);
   if (::rename(temporary.path().c_str(), target.c_str()) != 0) {
-    throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+    throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
   }
   temporary.release();
   sync_directory(target);
@@ -274,20 +275,20 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   remove_stale_temporaries(target);
   TemporaryFile temporary(target.string() + temporary_suffix());
   const int fd = ::open(temporary.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+  if (fd < 0) throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
   try {
     write_all(fd, content, path);
     if (::fsync(fd) != 0) {
-      throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+      throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
     }
   } catch (...) {
     ::close(fd);
     throw;
   }
   if (::close(fd) != 0)
-    throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+    throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
   if (::rename(temporary.path().c_str(), target.c_str()) != 0) {
-    throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+    throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
   }
   temporary.release();
   sync_directory(target);
@@ -297,12 +298,12 @@ void check_writable(const std::string& path) {
   const fs::path target = write_target(path);
   TemporaryFile probe(target.string() + temporary_suffix());
   const int fd = ::open(probe.path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + system_error_text());
+  if (fd < 0) throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
   ::close(fd);
 }
 
 int64_t check_regular_file(const std::string& path, const std::string& action) {
-  const std::string prefix = "cannot " + action + " '" + path + "': ";
+  const std::string prefix = "cannot " + action + " " + quote(path) + ": ";
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) throw std::invalid_argument(prefix + system_error_text());
   if (!S_ISREG(info.st_mode)) throw std::invalid_argument(prefix + "not a regular file");
@@ -312,11 +313,12 @@ int64_t check_regular_file(const std::string& path, const std::string& action) {
 std::string read_file(const std::string& path) {
   const int64_t size = check_regular_file(path);
   if (size > kMaxReadBytes) {
-    throw std::invalid_argument("cannot read '" + path + "': larger than 1 GiB (" +
+    throw std::invalid_argument("cannot read " + quote(path) + ": larger than 1 GiB (" +
                                 std::to_string(size) + " bytes)");
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::invalid_argument("cannot read '" + path + "': " + system_error_text());
+  if (fd < 0)
+    throw std::invalid_argument("cannot read " + quote(path) + ": " + system_error_text());
   std::string text;
   std::array<char, 1 << 16> buffer;
   for (;;) {
@@ -325,13 +327,13 @@ std::string read_file(const std::string& path) {
     if (got < 0) {
       const int error = errno;
       ::close(fd);
-      throw std::invalid_argument("cannot read '" + path + "': " + system_error_text(error));
+      throw std::invalid_argument("cannot read " + quote(path) + ": " + system_error_text(error));
     }
     if (got == 0) break;
     text.append(buffer.data(), static_cast<size_t>(got));
     if (static_cast<int64_t>(text.size()) > kMaxReadBytes) {
       ::close(fd);
-      throw std::invalid_argument("cannot read '" + path + "': larger than 1 GiB");
+      throw std::invalid_argument("cannot read " + quote(path) + ": larger than 1 GiB");
     }
   }
   ::close(fd);
@@ -341,30 +343,39 @@ std::string read_file(const std::string& path) {
 StagedDirectory::StagedDirectory(std::string path, const std::vector<std::string>& own_files)
     : path_(std::move(path)) {
   std::error_code error;
-  if (fs::exists(path_, error)) {
-    if (!fs::is_directory(path_, error)) {
-      throw std::runtime_error("cannot write '" + path_ + "': it exists and is not a directory");
+  fs::path target = path_;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, error)); ++hops) {
+    if (hops == 40)
+      throw std::runtime_error("cannot write " + quote(path_) + ": too many symbolic links");
+    const fs::path link = fs::read_symlink(target, error);
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  target_ = target.string();
+  if (fs::exists(target_, error)) {
+    if (!fs::is_directory(target_, error)) {
+      throw std::runtime_error("cannot write " + quote(path_) +
+                               ": it exists and is not a directory");
     }
-    for (const auto& entry : fs::directory_iterator(path_, error)) {
+    for (const auto& entry : fs::directory_iterator(target_, error)) {
       const std::string name = entry.path().filename().string();
       if (std::find(own_files.begin(), own_files.end(), name) == own_files.end()) {
-        throw std::runtime_error("'" + path_ + "' holds " + name +
+        throw std::runtime_error(quote(path_) + " holds " + printable(name) +
                                  ", which this command does not write: give a new or empty "
                                  "directory, or one this command wrote before");
       }
     }
   }
-  const fs::path target = fs::path(path_).lexically_normal();
-  remove_stale_temporaries(target.has_filename() ? target : target.parent_path());
-  staging_ = (target.has_filename() ? target : target.parent_path()).string() + temporary_suffix();
+  const fs::path normal = target.lexically_normal();
+  remove_stale_temporaries(normal.has_filename() ? normal : normal.parent_path());
+  staging_ = (normal.has_filename() ? normal : normal.parent_path()).string() + temporary_suffix();
   // An interrupt removes it and what it holds (documents, at most a folder of them).
   staging_slot_ = register_temporary(staging_, /*depth=*/4);
   remove_tree(staging_);
   // In an existing directory, as every other output: a mistyped parent is not made.
   if (!fs::create_directory(staging_, error)) {
     unregister_temporary(staging_slot_);
-    throw std::runtime_error("cannot create '" + path_ +
-                             "': " + (error ? error.message() : std::string("it exists")));
+    throw std::runtime_error("cannot create " + quote(path_) + ": " +
+                             (error ? error.message() : std::string("it exists")));
   }
 }
 
@@ -380,13 +391,13 @@ void StagedDirectory::commit() {
   staging_slot_ = -1;
   std::error_code error;
   const std::string previous = staging_ + ".previous";
-  const bool replacing = fs::exists(path_, error);
-  if (replacing) fs::rename(path_, previous, error);
-  if (error) throw std::runtime_error("cannot replace '" + path_ + "': " + error.message());
-  fs::rename(staging_, path_, error);
+  const bool replacing = fs::exists(target_, error);
+  if (replacing) fs::rename(target_, previous, error);
+  if (error) throw std::runtime_error("cannot replace " + quote(path_) + ": " + error.message());
+  fs::rename(staging_, target_, error);
   if (error) {
-    if (replacing) fs::rename(previous, path_);
-    throw std::runtime_error("cannot write '" + path_ + "': " + error.message());
+    if (replacing) fs::rename(previous, target_);
+    throw std::runtime_error("cannot write " + quote(path_) + ": " + error.message());
   }
   committed_ = true;
   if (replacing) remove_tree(previous);

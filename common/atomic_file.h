@@ -52,7 +52,10 @@ class StagedDirectory {
  public:
   // Creates the staging directory. An existing `path` is replaced only when it is a directory
   // holding nothing but files named in `own_files` (an earlier run's); otherwise, or when the
-  // staging directory cannot be made, throws std::runtime_error saying why.
+  // staging directory cannot be made, throws std::runtime_error saying why. A `path` that is a
+  // symbolic link is followed (the link kept): its target is what is replaced, or made beside
+  // the staging directory (a link that leads into a missing directory, or in a loop, is refused
+  // here, not after the work).
   StagedDirectory(std::string path, const std::vector<std::string>& own_files);
   ~StagedDirectory();
   StagedDirectory(const StagedDirectory&) = delete;
@@ -60,11 +63,13 @@ class StagedDirectory {
 
   // Where to write the files now.
   const std::string& staging() const { return staging_; }
-  // Puts the directory in place at `path`.
+  // Puts the directory in place at `path` (its link's target).
   void commit();
 
  private:
-  std::string path_;
+  std::string path_;    // as given, for messages
+  std::string target_;  // where it leads
+
   std::string staging_;
   int staging_slot_ = -1;  // registered for the interrupt's cleanup
   bool committed_ = false;

@@ -14,4 +14,12 @@ std::string first_line(const std::string& text);
 // The cause in one line of a message's full text.
 std::string summarize_error_text(const std::string& text);
 
+// `text` with its control characters written as escapes (\n, \t, \x1b): what a user typed (a
+// path with a newline) said in a message of one line, and no escape sequence sent to the
+// terminal.
+std::string printable(const std::string& text);
+
+// A path or name for a message: printable and in single quotes.
+std::string quote(const std::string& text);
+
 }  // namespace pipebal

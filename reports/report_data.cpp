@@ -15,6 +15,7 @@
 #include "pipebal/balance/plan.h"
 #include "pipebal/balance/profile_reader.h"
 #include "pipebal/common/atomic_file.h"
+#include "pipebal/common/error_text.h"
 #include "pipebal/common/schema.h"
 #include "pipebal/reports/run_record.h"
 
@@ -28,8 +29,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 std::optional<json> load_document(const std::filesystem::path& dir, const char* file,
                                   const char* schema) {
   const std::filesystem::path path = dir / file;
-  // A link whose target is gone is a file the user meant to be there: read, it says so.
-  if (!std::filesystem::exists(path) && !std::filesystem::is_symlink(path)) return std::nullopt;
+  // A link whose target is gone (or a loop of links) is a file the user meant to be there:
+  // read, it says why it cannot be.
+  std::error_code error;
+  if (!std::filesystem::exists(path, error) && !std::filesystem::is_symlink(path, error)) {
+    return std::nullopt;
+  }
   const std::string where = path.string();
   json doc = parse_json(read_file(where), where);
   try {
@@ -219,8 +224,10 @@ void check_balances_cover(const balance::CostProfile& profile, const std::string
 
 ReportInputs load_report_inputs(const std::string& dir) {
   const std::filesystem::path root(dir);
-  if (!std::filesystem::is_directory(root)) {
-    throw std::invalid_argument(fmt::format("report: '{}' is not a directory", dir));
+  std::error_code error;
+  if (!std::filesystem::is_directory(root, error)) {
+    throw std::invalid_argument(fmt::format("report: {} is not a directory{}", quote(dir),
+                                            error ? ": " + error.message() : ""));
   }
   ReportInputs inputs;
   inputs.dir = dir;

@@ -206,5 +206,57 @@ TEST(StagedDirectory, NeedsItsParentToExist) {
   EXPECT_FALSE(fs::exists(missing));
 }
 
+// An output directory given as a symbolic link is written where the link leads, as a file's is,
+// and the link is kept; one that leads into a missing directory, or in a loop, is refused when
+// the staging begins (before a command's work), not when it commits.
+TEST(StagedDirectory, FollowsASymbolicLinkAndKeepsIt) {
+  const std::string target = scratch_path("results"), link = scratch_path("latest");
+  fs::create_directory(target);
+  fs::create_symlink("results", link);
+  for (const char* run : {"first", "second"}) {
+    StagedDirectory staged(link, {"a.json"});
+    write_file_atomically(staged.staging() + "/a.json", run);
+    staged.commit();
+    EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link))) << run;
+    EXPECT_EQ(read_file(target + "/a.json"), run);
+  }
+  EXPECT_EQ(names_in(pipebal::testing::scratch_dir()),
+            (std::vector<std::string>{"latest", "results"}));
+
+  const std::string dangling = scratch_path("dangling"), loop = scratch_path("loop");
+  fs::create_symlink("missing/run", dangling);
+  fs::create_symlink("loop", loop);
+  for (const auto& [path, message] :
+       {std::pair{dangling, "cannot create '" + dangling + "': No such file or directory"},
+        std::pair{loop, "cannot write '" + loop + "': too many symbolic links"}}) {
+    try {
+      StagedDirectory staged(path, {"a.json"});
+      ADD_FAILURE() << "staged " << path;
+    } catch (const std::runtime_error& error) {
+      EXPECT_EQ(std::string(error.what()), message);
+    }
+  }
+}
+
+// A path is quoted with its control characters escaped: the message stays one line, whole (the
+// error report keeps the first line of a runtime error's text), and sends no escape sequence.
+TEST(AtomicFile, MessagesEscapeTheControlCharactersOfPaths) {
+  const std::string dir = pipebal::testing::scratch_dir();
+  try {
+    write_file_atomically(dir + "/no\ndir\x1b/x.json", "x");
+    ADD_FAILURE() << "wrote into a missing directory";
+  } catch (const std::runtime_error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "cannot write '" + dir + "/no\\ndir\\x1b/x.json': No such file or directory");
+  }
+  try {
+    StagedDirectory staged(dir + "/no\tdir/run", {"a.json"});
+    ADD_FAILURE() << "staged in a missing directory";
+  } catch (const std::runtime_error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "cannot create '" + dir + "/no\\tdir/run': No such file or directory");
+  }
+}
+
 }  // namespace
 }  // namespace pipebal

@@ -48,6 +48,9 @@ void write_inputs(const std::string& dir) {
   std::ofstream(dir + "/ok.json") << profile(1, 8);
   // Nested far past any document pipebal writes, as a recursive walk of it would overflow.
   std::ofstream(dir + "/deep.json") << std::string(1'000'000, '[') << std::string(1'000'000, ']');
+  // Links that lead nowhere a command could write or read: into a missing directory, in a loop.
+  std::filesystem::create_symlink("missing/run", dir + "/dangling");
+  std::filesystem::create_symlink("loop", dir + "/loop");
   // Measured at micro-batch sizes 4 and 8 of a mini-batch of 8, as `pipebal plan` wants.
   nlohmann::json sized = profile(1, 8);
   sized["input_shape"] = {8, 4};
@@ -255,6 +258,14 @@ const std::vector<BadInput> kTable = {
     {"plan {dir}/sized.json --devices 2 --device-speeds 1,1,1",
      "--device-speeds: 3 values for 2 devices"},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8'", "expected DTYPE[SHAPE]"},
+    // An output directory given as a link into a missing directory is refused before the work,
+    // not after it; a loop of links says so, as a path (not a library's "filesystem error").
+    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --stages 2 --steps 100000 -o "
+     "{dir}/dangling",
+     "cannot create '{dir}/dangling': No such file or directory"},
+    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --stages 2 -o {dir}/loop",
+     "cannot write '{dir}/loop': too many symbolic links"},
+    {"report {dir}/loop", "report: '{dir}/loop' is not a directory: Too many levels of symbolic"},
     // CLI11 reads a bracketed value as a list: the user's word, not its first item, is quoted.
     {"profile --model mlp:layers=2,width=8 --input '[4,8]'",
      "--input '[4,8]': the dtype comes first, DTYPE[SHAPE], e.g. float32[4,8]"},
@@ -447,8 +458,8 @@ TEST(BadInput, AnOpenMpThreadCountItCannotTakeIsOneLine) {
     EXPECT_EQ(r.status, 0) << value << ": " << r.err;
     EXPECT_EQ(r.err, "") << value;
   }
-  const CliResult help = run_shell("env OMP_NUM_THREADS=abc " + std::string(PIPEBAL_BINARY) +
-                                   " train --help");
+  const CliResult help =
+      run_shell("env OMP_NUM_THREADS=abc " + std::string(PIPEBAL_BINARY) + " train --help");
   EXPECT_EQ(help.status, 0) << help.err;
   EXPECT_NE(help.out.find("Usage:"), std::string::npos) << help.out;
 }
