@@ -465,10 +465,12 @@ void add_balance_command(CLI::App& app) {
   add_weight_delays_option(*sub, params->weight_delays);
   add_checkpoint_option(*sub, params->checkpoint);
   add_device_options(*sub, params->devices);
-  sub->add_option("--replicas", params->replicas,
-                  "Pipelines trained data-parallel (train --replicas); each stage then "
-                  "all-reduces its gradients once per step")
-      ->capture_default_str();
+  auto* replicas = sub->add_option("--replicas", params->replicas,
+                                   "Pipelines trained data-parallel (train --replicas); each "
+                                   "stage then all-reduces its gradients once per step")
+                       ->capture_default_str();
+  // Without replicas there is no all-reduce to price: refused, not ignored.
+  sub->get_option("--allreduce-bandwidth")->needs(replicas);
   sub->add_option("--algorithm,-a", params->algorithm, "dp, blockpartition, uniform or parameters")
       ->capture_default_str();
   sub->add_option("--balance", params->balance,

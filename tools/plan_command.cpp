@@ -274,9 +274,12 @@ void add_plan_command(CLI::App& app) {
                   "A profile of the same model and batch made with more threads (profile "
                   "--chunks 1 --threads T): the plain model on T threads, using T devices, is "
                   "then a candidate (on CPUs, the honest alternative to T stages)");
-  sub->add_flag("--data-parallel", params->data_parallel,
-                "Also consider replicas of the pipeline trained data-parallel (one process per "
-                "device: pipebal launch)");
+  auto* data_parallel =
+      sub->add_flag("--data-parallel", params->data_parallel,
+                    "Also consider replicas of the pipeline trained data-parallel (one process per "
+                    "device: pipebal launch)");
+  // Without replicas there is no all-reduce to price: refused, not ignored.
+  sub->get_option("--allreduce-bandwidth")->needs(data_parallel);
   sub->add_option("--min-gain", params->min_gain_percent,
                   "Recommend pipelining only when predicted at least this many percent faster "
                   "than the best configuration that does not pipeline, and the plain model on "

@@ -203,11 +203,13 @@ void add_profile_command(CLI::App& app) {
                   "(e.g. 1,2,4,8) profile each size for `balance` and `plan` to choose from")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--skip-linear", params->skip_linear_percent,
-                  "With several --chunks: sizes between two whose cost per sample agrees within "
-                  "this many percent are interpolated, not measured (0: measure every size)")
-      ->check(CLI::Range(0.0, 1000.0))
-      ->capture_default_str();
+  auto* skip_linear =
+      sub->add_option(
+             "--skip-linear", params->skip_linear_percent,
+             "With several --chunks: sizes between two whose cost per sample agrees within "
+             "this many percent are interpolated, not measured (0: measure every size)")
+          ->check(CLI::Range(0.0, 1000.0))
+          ->capture_default_str();
   sub->add_option("--co-runners", params->co_runners,
                   "Threads training the model alongside, as the other stages will (CPU; "
                   "typically stages - 1)")
@@ -226,8 +228,14 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("-o,--output", params->output_path, "Write the profile here (pipebal.profile/1)");
   sub->add_flag("-q,--quiet", params->quiet, "No progress on stderr");
-  sub->callback([params]() {
+  sub->callback([params, skip_linear]() {
     check_not_a_rank("profile");
+    // Given with one size it would do nothing: refused, not ignored.
+    if (skip_linear->count() > 0 && params->chunks.size() < 2) {
+      throw std::invalid_argument(
+          "--skip-linear goes with several --chunks (e.g. --chunks 1,2,4,8): with one size "
+          "there is nothing to interpolate");
+    }
     run_profile(*params, std::cout, &std::cerr, Progress::mode_for_stderr(params->quiet));
   });
 }

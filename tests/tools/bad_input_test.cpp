@@ -258,6 +258,14 @@ const std::vector<BadInput> kTable = {
     {"plan {dir}/sized.json --devices 2 --device-speeds 1,1,1",
      "--device-speeds: 3 values for 2 devices"},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8'", "expected DTYPE[SHAPE]"},
+    // Options that would do nothing: refused, not ignored.
+    {"balance {dir}/ok.json --stages 2 --allreduce-bandwidth 1GB/s",
+     "--allreduce-bandwidth requires --replicas"},
+    {"plan {dir}/sized.json --devices 2 --allreduce-bandwidth 1GB/s",
+     "--allreduce-bandwidth requires --data-parallel"},
+    {"profile --model mlp:layers=2,width=8 --input-shape 4,8 --skip-linear 7",
+     "--skip-linear goes with several --chunks (e.g. --chunks 1,2,4,8): with one size there is "
+     "nothing to interpolate"},
     // An output directory given as a link into a missing directory is refused before the work,
     // not after it; a loop of links says so, as a path (not a library's "filesystem error").
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --stages 2 --steps 100000 -o "
