@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "pipebal/common/cores.h"
+#include "pipebal/common/error_text.h"
 #include "pipebal/common/parse_integers.h"
 #include "tools/command_line.h"
 
@@ -170,14 +171,14 @@ void warn_if_profiled_busy(const std::optional<MachineLoad>& load, const std::st
              << fmt::format(
                     "{} was measured while the machine was busy ({}): its times, and a "
                     "plan from them, fit that machine; profile again on an idle one\n",
-                    path, describe_load(*load))
+                    printable(path), describe_load(*load))
              << std::flush;
   }
   if (load && load->held_back()) {
     warnings << warning_prefix()
              << fmt::format(
                     "{} was measured while {}: its times, and a plan from them, fit that quota\n",
-                    path, describe_throttling(*load))
+                    printable(path), describe_throttling(*load))
              << std::flush;
   }
 }

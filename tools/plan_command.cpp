@@ -18,6 +18,7 @@
 #include "pipebal/balance/profile_reader.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/error_text.h"
 #include "pipebal/common/format_bytes.h"
 #include "tools/command_line.h"
 #include "tools/common_options.h"
@@ -93,7 +94,7 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
                  const balance::PlanSearchResult& result, std::ostream& out) {
   out << fmt::format(
       "{}{} layers, mini-batch {}, {} device{}: {} configurations searched{}\n",
-      profile.model.empty() ? "" : profile.model + ": ", profile.layers.size(),
+      profile.model.empty() ? "" : printable(profile.model) + ": ", profile.layers.size(),
       profile.mini_batch_size(), params.devices, params.devices > 1 ? "s" : "", result.searched,
       result.over_memory > 0 ? fmt::format(", {} over the memory caps", result.over_memory) : "");
   if (result.one_size) {

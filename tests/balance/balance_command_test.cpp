@@ -74,6 +74,13 @@ TEST(BalanceCommand, WarnsOfAProfileMeasuredOnABusyMachine) {
           "cores pipebal runs on, on average over 4.0 s): its times, and a plan from them, fit "
           "that machine; profile again on an idle one\n");
   EXPECT_EQ(with_load(0.1), "");
+  // A path's control characters are escaped: one warning, one line, no escape sequence.
+  params.profile_path = pipebal::testing::scratch_path("new\nline\x1b.json");
+  EXPECT_EQ(with_load(1.5).rfind("pipebal: warning: " + pipebal::testing::scratch_dir() +
+                                     "/new\\nline\\x1b.json was measured while the machine was "
+                                     "busy",
+                                 0),
+            0u);
 }
 
 // Micro-batches pay the link's latency each: over a slow link, four lose to one, and balance says
