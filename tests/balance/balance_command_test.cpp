@@ -1,4 +1,5 @@
-// `pipebal balance` end to end, in process: the table, --compare, --json, -o and bad input.
+// `pipebal balance` end to end, in process: the table, --compare, --json, -o and bad input (and
+// `pipebal plan`'s table head).
 #include "tools/balance_command.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "tests/support/scratch_dir.h"
 
 #include "pipebal/balance/plan.h"
+#include "tools/plan_command.h"
 
 namespace pipebal::tools {
 namespace {
@@ -194,6 +196,22 @@ TEST(BalanceCommand, WarnsWhenSlowerThanThePlainModelAndSaysWhatIsFaster) {
   EXPECT_NE(warnings.find("`pipebal plan --devices 2` predicts 76.800 ms for 1 stage"),
             std::string::npos)
       << warnings;
+}
+
+// `pipebal plan` prints the model's name, from a file a user may have edited, with its control
+// characters escaped: no escape sequence reaches the terminal, and the table's head is one line.
+TEST(PlanCommand, PrintsTheModelsNameWithItsControlCharactersEscaped) {
+  PlanParams params;
+  params.profile_path = write_sized_profile(0.0, 0.1);
+  json doc = json::parse(std::ifstream(params.profile_path));
+  doc["model"] = "odd\n\x1b[31mname";
+  std::ofstream(params.profile_path) << doc.dump();
+  params.devices = 2;
+  params.quiet = true;
+  std::ostringstream out;
+  run_plan(params, out);
+  EXPECT_EQ(out.str().rfind("odd\\n\\x1b[31mname: 4 layers", 0), 0u) << out.str();
+  EXPECT_EQ(out.str().find('\x1b'), std::string::npos);
 }
 
 // One stage measured at one micro-batch size: checkpointing makes 4 micro-batches slower than 1,

@@ -300,8 +300,8 @@ TEST(LaunchCli, EnvironmentSwitchesAndRankAreReadStrictly) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(r.err, "pipebal: error: RANK=abc: expected an integer from 0 to 1\n");
   // RANK without WORLD_SIZE: not one process of a world, nor silently the only one.
-  const CliResult alone = run_shell(std::string("env -u WORLD_SIZE RANK=1 ") + PIPEBAL_BINARY +
-                                    kTrain);
+  const CliResult alone =
+      run_shell(std::string("env -u WORLD_SIZE RANK=1 ") + PIPEBAL_BINARY + kTrain);
   EXPECT_EQ(alone.status, 2) << alone.err;
   EXPECT_EQ(count_lines(alone.err), 1) << alone.err;
   EXPECT_EQ(alone.err.rfind("pipebal: error: RANK=1 is set but WORLD_SIZE is not", 0), 0u)

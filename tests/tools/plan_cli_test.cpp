@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -25,33 +24,6 @@ std::string profile_at_three_sizes(const std::string& dir) {
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("per sample"), std::string::npos) << r.out;
   return dir + "/profile.json";
-}
-
-// The model's name, from a file a user may have edited, reaches the terminal escaped: no escape
-// sequence from it, and one line for the table's head.
-TEST(PlanCli, TheModelsNameIsPrintedWithItsControlCharactersEscaped) {
-  const std::string dir = fresh_dir("plan_name");
-  json layers = json::array();
-  for (int i = 0; i < 3; ++i) {
-    layers.push_back({{"name", "l" + std::to_string(i)},
-                      {"forward_ms", 1.0},
-                      {"backward_ms", 2.0},
-                      {"param_bytes", 8},
-                      {"activation_bytes", 8},
-                      {"output_bytes", 8}});
-  }
-  std::ofstream(dir + "/profile.json") << json{{"model", "odd\n\x1b[31mname"},
-                                               {"input_shape", {8, 4}},
-                                               {"batch_size", 4},
-                                               {"chunks", 2},
-                                               {"layers", layers},
-                                               {"sizes",
-                                                {{{"micro_batch_size", 4}, {"layers", layers}},
-                                                 {{"micro_batch_size", 8}, {"layers", layers}}}}};
-  const CliResult r = run_pipebal("plan " + dir + "/profile.json --devices 2");
-  EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("odd\\n\\x1b[31mname: 3 layers", 0), 0u) << r.out;
-  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
 }
 
 TEST(PlanCli, ProfileMeasuresEverySizeItIsGiven) {
