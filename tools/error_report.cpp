@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <stdexcept>
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include "pipebal/common/error_text.h"
@@ -15,7 +14,7 @@ ErrorReport report_error(const std::exception& error, const std::string& prefix,
                          Summarize summarize) {
   // c10::Error and friends append a backtrace; users need only the cause, in one line. pipebal's
   // own messages for bad input are one line already, unless they quote what the user typed
-  // (a newline in an argument): those are kept whole, for one_line to escape.
+  // (a newline in an argument): those are kept whole, for print_error_line to escape.
   const bool bad_input = dynamic_cast<const std::invalid_argument*>(&error) != nullptr;
   const std::string raw = error.what();
   const bool traceback = raw.find("(most recent call") != std::string::npos;
@@ -30,12 +29,8 @@ ErrorReport report_error(const std::exception& error, const std::string& prefix,
   return {"pipebal: error: " + prefix + what, kUserErrorStatus};
 }
 
-std::string one_line(const std::string& text) {
-  return printable(text);
-}
-
 void print_error_line(const std::string& line) {
-  const std::string text = one_line(line) + "\n";
+  const std::string text = printable(line) + "\n";  // one line, whatever it quotes
   for (size_t done = 0; done < text.size();) {
     const ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;

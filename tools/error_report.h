@@ -25,12 +25,9 @@ using Summarize = std::string (*)(const std::exception&);
 ErrorReport report_error(const std::exception& error, const std::string& prefix = "",
                          Summarize summarize = nullptr);
 
-// `text` on one line: control characters (a newline in an argument the message quotes) written
-// as escapes, so that a message stays one line and sends nothing to the terminal.
-std::string one_line(const std::string& text);
-
-// Writes `line` and a newline to stderr in one write: lines of processes sharing the terminal
-// (the ranks of a launch) do not interleave mid-line.
+// Writes `line`, its control characters escaped (common/error_text.h's printable), and a newline
+// to stderr in one write: lines of processes sharing the terminal (the ranks of a launch) do not
+// interleave mid-line.
 void print_error_line(const std::string& line);
 
 }  // namespace pipebal::tools

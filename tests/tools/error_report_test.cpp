@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "pipebal/common/error_text.h"
+
 namespace pipebal::tools {
 namespace {
 
@@ -19,8 +21,8 @@ TEST(ErrorReport, BadInputAndFailedRunsAreUserErrors) {
 }
 
 TEST(ErrorReport, ControlCharactersAreWrittenAsEscapes) {
-  EXPECT_EQ(one_line("a\nb\r\tc\x1b[31md\x7f"), "a\\nb\\r\\tc\\x1b[31md\\x7f");
-  EXPECT_EQ(one_line("plain 'text' ü"), "plain 'text' ü");
+  EXPECT_EQ(printable("a\nb\r\tc\x1b[31md\x7f"), "a\\nb\\r\\tc\\x1b[31md\\x7f");
+  EXPECT_EQ(printable("plain 'text' ü"), "plain 'text' ü");
 }
 
 TEST(ErrorReport, BrokenInvariantsAreBugs) {
