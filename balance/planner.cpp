@@ -64,11 +64,14 @@ std::vector<int> candidate_chunks(const CostProfile& profile, int64_t batch, int
   std::vector<int> out;
   if (!given.empty()) {
     for (const int m : given) {
-      if (m < 1 || m > batch || batch % m != 0) {
+      // A count that does not divide the batch is costed at its largest micro-batches, rounded
+      // up, as balance charges it (the engine's scatter makes them differ by at most one).
+      if (m < 1 || m > batch) {
         if (replicas > 1) continue;  // this replica count cannot use it
         throw std::invalid_argument(fmt::format(
-            "--chunks {} does not divide the mini-batch of {} samples into equal micro-batches", m,
-            batch));
+            "--chunks {} is more than the mini-batch of {} samples: at most one micro-batch per "
+            "sample",
+            m, batch));
       }
       out.push_back(m);
     }
@@ -440,7 +443,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
           : search.checkpoints;
   const int layers = static_cast<int>(profile.layers.size());
 
-  result.one_size = measured_sizes(profile).size() <= 1;
+  result.one_size = measured_sizes(profile).size() <= 1 && search.chunks.empty();
 
   bool any_chunks = false;
   std::vector<Configuration> candidates =

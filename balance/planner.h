@@ -35,7 +35,8 @@ struct PlanSearch {
   CostOptions costs;
   // Micro-batch counts to try; empty: every count that divides the (per-replica) mini-batch into
   // micro-batches of a size the profile measured or lies between (no extrapolation), or the
-  // profile's own count when it measured one size.
+  // profile's own count when it measured one size. A given count need not divide the batch (it
+  // is costed at its largest micro-batches, rounded up, as balance charges it).
   std::vector<int> chunks;
   // Empty: gpipe and 1f1b. kInterleaved is searched when listed, with each of
   // `virtual_stages` stages per device (on 2 or more devices, micro-batches in whole rounds),
@@ -108,7 +109,8 @@ struct PlanSearchResult {
   // 1F1B at best): a user who listed them learns why none is ranked.
   int dominated = 0;
   std::vector<pipeline::ScheduleKind> dominated_schedules;
-  // The profile measured one micro-batch size: counts other than its own were not searched.
+  // The profile measured one micro-batch size and no counts were given: counts other than its
+  // own were not searched.
   bool one_size = false;
   // Why interleaving, though listed, was not searched ("" when it was, or was not listed): what
   // it "needs" that no configuration had (devices, whole rounds of micro-batches, layers).

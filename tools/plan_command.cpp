@@ -259,7 +259,8 @@ void add_plan_command(CLI::App& app) {
   add_device_options(*sub, params->device);
   sub->add_option("--chunks,-m", params->chunks,
                   "Micro-batch counts to consider (default: every count dividing the mini-batch "
-                  "into sizes the profile spans)")
+                  "into sizes the profile spans); a count that does not divide it is costed at "
+                  "its micro-batches rounded up, one outside the profiled sizes extrapolated")
       ->delimiter(',');
   sub->add_option(
          "--schedules", params->schedules,

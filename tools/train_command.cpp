@@ -14,6 +14,7 @@
 #include "pipebal/balance/units.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/error_text.h"
 #include "pipebal/common/machine_load.h"
 #include "pipebal/distributed/launch_env.h"
 #include "pipebal/models/input_spec.h"
@@ -116,7 +117,8 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
         plan_warnings += fmt::format(
             "{}{} names its model by a relative path ({}), read from the current directory: "
             "{}; give --model to name the file (plans made now name it by its absolute path)\n",
-            warning_prefix(), p.plan, path, models::model_file_name(path));
+            warning_prefix(), printable(p.plan), printable(path),
+            printable(models::model_file_name(path)));
       }
     } else if (cmd.count("--model") == 0) {
       // A plan balanced from a profile that did not name its model; the default model is not it.
@@ -165,7 +167,7 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       plan_warnings += fmt::format(
           "{}{} does not say what input it was made for: training the model's default input "
           "(give --input-shape to choose)\n",
-          warning_prefix(), p.plan);
+          warning_prefix(), printable(p.plan));
     }
     settings.balance = plan.balance;
     settings.layer_names = plan.layer_names();

@@ -468,6 +468,30 @@ TEST(Planner, AOneSizeProfileSearchesItsOwnChunks) {
   EXPECT_EQ(result.plain.costs, CostSource::kExtrapolated);
 }
 
+// A count the user gives is searched even when it does not divide the batch, as balance and the
+// engine take it: 8 samples in 3 micro-batches (3, 3, 2) charged as three of 3 samples. A one-size
+// profile then says nothing of counts left unsearched: the user chose them.
+TEST(Planner, CostsAGivenCountThatDoesNotDivideTheBatchAtItsRoundedUpSize) {
+  PlanSearch search = on_devices(1);
+  search.chunks = {3};
+  search.schedules = {ScheduleKind::kGPipe};
+  search.checkpoints = {CheckpointMode::kNever};
+  const PlanSearchResult result = search_plans(profile_of({1, 1}, 0, 8), search);
+  ASSERT_FALSE(result.ranked.empty());
+  const auto three = std::find_if(result.ranked.begin(), result.ranked.end(),
+                                  [](const Configuration& c) { return c.chunks == 3; });
+  ASSERT_NE(three, result.ranked.end());
+  EXPECT_EQ(three->micro_batch_size, 3);
+  EXPECT_NEAR(three->step_ms, 3 * 3 * (2 + 4), 1e-9);  // 3 micro-batches x 3 samples x 6 ms
+  EXPECT_FALSE(result.one_size);
+
+  CostProfile one_size = profile_of({1, 1}, 0, 8);
+  one_size.sizes.clear();
+  one_size.batch_size = 2;
+  one_size.chunks = 4;
+  EXPECT_FALSE(search_plans(one_size, search).one_size) << "its counts were given";
+}
+
 // Interleaving listed but never searched is said, with what it needs: devices, whole rounds of
 // micro-batches. With nothing else to search (the plain model only extrapolated), that is the
 // error.
@@ -510,8 +534,15 @@ TEST(Planner, SaysWhyInterleavingWasNotSearched) {
 TEST(Planner, RefusesWhatItCannotSearch) {
   CostProfile profile = profile_of({1, 1}, 0, 8);
   PlanSearch search = on_devices(2);
-  search.chunks = {3};
-  EXPECT_THROW(search_plans(profile, search), std::invalid_argument);
+  search.chunks = {9};
+  try {
+    search_plans(profile, search);
+    ADD_FAILURE() << "searched 9 micro-batches of 8 samples";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "--chunks 9 is more than the mini-batch of 8 samples: at most one micro-batch per "
+              "sample");
+  }
   search.chunks = {};
   search.costs.device_speeds = {1, 1, 1};
   EXPECT_THROW(search_plans(profile, search), std::invalid_argument);

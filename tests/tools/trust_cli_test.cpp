@@ -142,6 +142,14 @@ TEST(TrustCli, APlanTrainsOnlyTheModelItWasMadeFor) {
   EXPECT_EQ(defaulted.err, "pipebal: warning: " + dir +
                                "/unsized.json does not say what input it was made for: training "
                                "the model's default input (give --input-shape to choose)\n");
+  // A path with a newline keeps the warning on one line.
+  std::ofstream(dir + "/un\nsized.json") << unsized.dump();
+  const CliResult escaped =
+      run_pipebal("train --plan \"$(printf '" + dir + "/un\\nsized.json')\"" + train);
+  EXPECT_EQ(escaped.status, 0) << escaped.err;
+  EXPECT_EQ(escaped.err, "pipebal: warning: " + dir +
+                             "/un\\nsized.json does not say what input it was made for: training "
+                             "the model's default input (give --input-shape to choose)\n");
 
   // The same layer count, another layer: fc1 renamed in the plan.
   nlohmann::json renamed = nlohmann::json::parse(read_text(dir + "/plan.json"));
