@@ -6,6 +6,9 @@
 // grows with the end for a fixed start (the stage input depends on the start, so memory is not
 // monotone in the start), hence each start has a furthest end `limit`, fixed for the whole search.
 // A stack of starts sweeps j upward and yields the latest start whose limit still covers j.
+// A probe keeps only which ends each stage count reached, one bit each: that start is a function
+// of them, so the partition is recovered by walking back (k n bits, not k n ints: 25 MB rather than
+// 800 MB at the cost model's 2^28 bound, and half the time there spent filling tables).
 // A feasible probe lowers the upper bound to the bottleneck actually achieved; an infeasible one
 // raises the lower bound to the smallest cost it rejected, as no threshold below that changes any
 // comparison. The two meet at the exact optimum. The search starts from a lower bound (the work
@@ -16,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 
@@ -47,15 +51,15 @@ struct Instance {
   int n = 0;
   int k = 0;
   // limit[s][a]: the furthest end a stage s starting at a may have within its memory cap;
-  // a itself when not even one layer fits.
+  // a itself when not even one layer fits. Empty for a stage without a cap: every end fits
+  // (a table of k x n entries not made for the common case, 800 MB at the 2^28 bound).
   std::vector<std::vector<int>> limit;
 
   Instance(const ExtentMemory& memory, const std::vector<int64_t>& caps_bytes)
-      : model(memory.model),
-        n(model.layer_count()),
-        k(model.stage_count()),
-        limit(k, std::vector<int>(n + 1, 0)) {
+      : model(memory.model), n(model.layer_count()), k(model.stage_count()), limit(k) {
     for (int s = 0; s < k; ++s) {
+      if (caps_bytes[s] == kUnlimitedBytes) continue;
+      limit[s].assign(n + 1, 0);
       // Stage s starts at or after s and leaves a layer for each later stage.
       for (int a = s; a <= n - (k - s); ++a) {
         limit[s][a] = furthest_end(memory, s, a, caps_bytes[s]);
@@ -64,7 +68,6 @@ struct Instance {
   }
 
   int furthest_end(const ExtentMemory& memory, int s, int a, int64_t cap_bytes) const {
-    if (cap_bytes == kUnlimitedBytes) return n;
     int lo = a;  // known to fit (an empty extent always does)
     int hi = n + 1;
     while (hi - lo > 1) {
@@ -74,6 +77,7 @@ struct Instance {
     return lo;
   }
 
+  int limit_of(int s, int a) const { return limit[s].empty() ? n : limit[s][a]; }
   int first_end(int s) const { return s + 1; }
   int last_end(int s) const { return n - (k - 1 - s); }
 };
@@ -112,45 +116,89 @@ struct Probe {
   double next_threshold_ms = kInfinity;  // the smallest stage cost the probe rejected
 };
 
+// Which ends each stage count can reach within a threshold, one bit per end: (k + 1) x (n + 1)
+// bits, where a table of the start chosen for every end would take 32 times as much.
+class ReachedEnds {
+ public:
+  ReachedEnds(int stages, int layers)
+      : words_((static_cast<size_t>(layers) + 1 + 63) / 64),
+        bits_(static_cast<size_t>(stages + 1) * words_, 0) {}
+
+  // After `stages` stages, can the last one end at layer `end`?
+  bool test(int stages, int end) const { return (row(stages)[end / 64] >> (end % 64)) & 1; }
+  void set(int stages, int end) { row(stages)[end / 64] |= uint64_t{1} << (end % 64); }
+  void clear(int stages) { std::fill_n(row(stages), words_, 0); }
+
+ private:
+  uint64_t* row(int stages) { return bits_.data() + static_cast<size_t>(stages) * words_; }
+  const uint64_t* row(int stages) const {
+    return bits_.data() + static_cast<size_t>(stages) * words_;
+  }
+
+  size_t words_;
+  std::vector<uint64_t> bits_;
+};
+
 class BottleneckSearch {
  public:
   explicit BottleneckSearch(const Instance& instance)
-      : in_(instance), choice_(instance.k, std::vector<int>(instance.n + 1, -1)) {}
+      : in_(instance), reached_(instance.k, instance.n) {}
 
   Probe probe(double threshold_ms) {
-    const int n = in_.n;
-    std::vector<char> reach(n + 1, 0);
-    std::vector<char> next_reach(n + 1, 0);
-    reach[0] = 1;
+    reached_.clear(0);
+    reached_.set(0, 0);
     Probe result;
     for (int s = 0; s < in_.k; ++s) {
-      std::fill(next_reach.begin(), next_reach.end(), 0);
-      stack_.clear();
+      reached_.clear(s + 1);
       const std::vector<int>& limit = in_.limit[s];
-      for (int j = in_.first_end(s); j <= in_.last_end(s); ++j) {
-        if (reach[j - 1] && limit[j - 1] >= j) stack_.push_back(j - 1);
-        while (!stack_.empty() && limit[stack_.back()] < j) stack_.pop_back();
-        if (stack_.empty()) continue;
-        const int first = stack_.back();
-        const double cost_ms = in_.model.cost_ms(s, first, j);
-        if (cost_ms <= threshold_ms) {
-          next_reach[j] = 1;
-          choice_[s][j] = first;
-        } else {
-          result.next_threshold_ms = std::min(result.next_threshold_ms, cost_ms);
-        }
+      if (limit.empty()) {
+        sweep(
+            s, threshold_ms, [this](int) { return in_.n; }, result);
+      } else {
+        sweep(
+            s, threshold_ms, [&limit](int a) { return limit[a]; }, result);
       }
-      reach.swap(next_reach);
     }
-    result.feasible = reach[n] != 0;
+    result.feasible = reached_.test(in_.k, in_.n);
     return result;
   }
 
-  std::vector<int> balance() const { return unwind(choice_, in_.n); }
+  // The partition the last feasible probe found: each stage's start is the one its sweep chose,
+  // the latest reached start whose limit covers the end (see sweep), found again walking back.
+  std::vector<int> balance() const {
+    std::vector<int> balance(in_.k);
+    int end = in_.n;
+    for (int s = in_.k - 1; s >= 0; --s) {
+      int first = end - 1;
+      while (!(reached_.test(s, first) && in_.limit_of(s, first) >= end)) --first;
+      balance[s] = end - first;
+      end = first;
+    }
+    return balance;
+  }
 
  private:
+  // Stage s from every reached start: a stack of starts yields, for each end j, the latest
+  // reached start a < j whose limit covers j (one pushed later was popped for a limit below
+  // some end <= j), the cheapest admissible one.
+  template <typename Limit>
+  void sweep(int s, double threshold_ms, const Limit& limit, Probe& result) {
+    stack_.clear();
+    for (int j = in_.first_end(s); j <= in_.last_end(s); ++j) {
+      if (reached_.test(s, j - 1) && limit(j - 1) >= j) stack_.push_back(j - 1);
+      while (!stack_.empty() && limit(stack_.back()) < j) stack_.pop_back();
+      if (stack_.empty()) continue;
+      const double cost_ms = in_.model.cost_ms(s, stack_.back(), j);
+      if (cost_ms <= threshold_ms) {
+        reached_.set(s + 1, j);
+      } else {
+        result.next_threshold_ms = std::min(result.next_threshold_ms, cost_ms);
+      }
+    }
+  }
+
   const Instance& in_;
-  std::vector<std::vector<int>> choice_;
+  ReachedEnds reached_;
   std::vector<int> stack_;
 };
 
@@ -195,13 +243,13 @@ std::vector<int> smallest_sum_partition(const Instance& in, double bottleneck_ms
   sum_ms[0] = 0;
   std::vector<std::vector<int>> choice(in.k, std::vector<int>(n + 1, -1));
   for (int s = 0; s < in.k; ++s) {
-    const std::vector<int>& limit = in.limit[s];
     std::vector<double> value(n, kInfinity);
     std::vector<std::vector<int>> expires(n + 2);
     for (int a = s; a < in.last_end(s); ++a) {
-      if (sum_ms[a] == kInfinity || limit[a] <= a) continue;
+      const int limit = in.limit_of(s, a);
+      if (sum_ms[a] == kInfinity || limit <= a) continue;
       value[a] = sum_ms[a] - model.time_ms(s, 0, a);
-      expires[limit[a] + 1].push_back(a);
+      expires[limit + 1].push_back(a);
     }
     MinTree tree(value);
     std::vector<double> next_sum_ms(n + 1, kInfinity);
@@ -307,13 +355,13 @@ int64_t smallest_feasible_memory_cap(const CostModel& model, const CostModel* al
       for (int j = instance.first_end(s); j <= instance.last_end(s); ++j) {
         const int a = j - 1;
         if (reach[a]) {
-          const int limit = instance.limit[s][a];
-          if (best < 0 || limit > instance.limit[s][best]) best = a;
+          const int limit = instance.limit_of(s, a);
+          if (best < 0 || limit > instance.limit_of(s, best)) best = a;
           if (limit < instance.last_end(s)) {
             next_cap_bytes = std::min(next_cap_bytes, memory(s, a, limit + 1));
           }
         }
-        if (best >= 0 && instance.limit[s][best] >= j) {
+        if (best >= 0 && instance.limit_of(s, best) >= j) {
           next_reach[j] = 1;
           choice[s][j] = best;
         }

@@ -64,6 +64,7 @@ BENCHMARK(BM_DpPartition)
     ->Args({10000, 8, 0})
     ->Args({10000, 64, 0})
     ->Args({10000, 64, 1})
+    ->Args({20000, 2000, 0})
     ->Unit(benchmark::kMillisecond);
 
 // Statistics of bottleneck / optimum over many random instances (n in [8, 128], k in [2, 8],
