@@ -21,9 +21,15 @@ pipeline::Batch forward_naming_layer(const pipeline::LayerSeq& layers, pipeline:
     try {
       batch = layers[i].forward(std::move(batch));
     } catch (const std::exception& error) {
-      throw std::invalid_argument(fmt::format("layer {} ('{}', {}) rejected its input: {}", i,
-                                              layers[i].name(), layers[i].type(),
-                                              pipeline::error_summary(error)));
+      const std::string cause = pipeline::error_summary(error);
+      // Refused by the allocator (workflow/cpu_memory_guard.h, or LibTorch's own): no fault of
+      // the input's. Inside TorchScript the error arrives retyped, with its text kept.
+      const bool out_of_memory = dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr ||
+                                 cause.find("cannot allocate ") != std::string::npos ||
+                                 cause.find("can't allocate memory") != std::string::npos;
+      throw std::invalid_argument(
+          fmt::format("layer {} ('{}', {}) {}: {}", i, layers[i].name(), layers[i].type(),
+                      out_of_memory ? "ran out of memory" : "rejected its input", cause));
     }
   }
   return batch;

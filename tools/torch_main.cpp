@@ -11,6 +11,7 @@
 #include "pipebal/distributed/peer_failure_notice.h"
 #include "pipebal/pipeline/error_text.h"
 #include "pipebal/pipeline/pipeline.h"
+#include "pipebal/workflow/cpu_memory_guard.h"
 #include "pipebal/workflow/denormals.h"
 #include "pipebal/workflow/malloc_tuning.h"
 #include "tools/balance_command.h"
@@ -52,6 +53,7 @@ std::optional<int> end_run(const std::exception& error) {
 
 int main(int argc, char** argv) {
   pipebal::workflow::keep_freed_memory_in_process();
+  pipebal::workflow::guard_cpu_allocations();
   pipebal::install_interrupt_cleanup(rank_prefix().empty());
   const auto app = pipebal::tools::make_pipebal_app();
   pipebal::tools::add_demo_command(*app);

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "pipebal/common/cgroups.h"
 #include "pipebal/common/cores.h"
 #include "tests/tools/cli_support.h"
 
@@ -485,6 +486,36 @@ TEST(Cli, TimeoutEndsARunWhoseLayerNeverReturns) {
             std::string::npos)
       << profile.err;
   EXPECT_FALSE(std::filesystem::exists(profile_out));
+}
+
+// A model that asks for more memory than the machine has ends at once, in one line: jemalloc would
+// hand the memory out (MAP_NORESERVE) and let the process grow until the kernel killed it. Two
+// tensors, never written, of 0.6 x (memory + swap) each: the second is refused.
+TEST(Cli, AModelThatAllocatesPastMemoryEndsAtOnceInOneLine) {
+  double swap_kib = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("SwapTotal:", 0) == 0) swap_kib = std::stod(line.substr(10));
+  }
+  const double most = pipebal::usable_memory_bytes() + swap_kib * 1024;
+  ASSERT_GT(most, 0);
+  const auto mib = static_cast<int64_t>(0.6 * most / (1 << 20));
+  const std::string out = pipebal::testing::scratch_path("p.json");
+  const Result profile = run_pipebal(fmt::format(
+      "profile --model {}/allocates_by_width_scripted.pt --input-shape 1,{} --chunks 1 -q -o {}",
+      PIPEBAL_FIXTURES_DIR, mib, out));
+  EXPECT_EQ(profile.status, 2) << profile.err;
+  EXPECT_EQ(count_lines(profile.err), 1) << profile.err;
+  EXPECT_NE(profile.err.find("layer 1 ('1', AllocatesByWidth) ran out of memory: "),
+            std::string::npos)
+      << profile.err;
+  EXPECT_NE(profile.err.find(fmt::format("cannot allocate {:.2f} GiB for a tensor: with the ",
+                                         static_cast<double>(mib) / 1024)),
+            std::string::npos)
+      << profile.err;
+  EXPECT_NE(profile.err.find(" this process holds already, more than "), std::string::npos)
+      << profile.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace
