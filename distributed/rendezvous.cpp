@@ -1,6 +1,8 @@
 // See rendezvous.h.
 #include "pipebal/distributed/rendezvous.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -48,7 +50,9 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
   options.port = static_cast<uint16_t>(env.master_port);
   options.isServer = env.rank == 0 && !env.agent_store;
   options.waitWorkers = false;  // the process group's connection is the rendezvous
-  options.timeout = timeout;
+  // TCPStore counts its connect timeout in whole seconds, under one second none: rank 0 could
+  // not reach even its own server. The rendezvous's own wait still ends at `timeout`.
+  options.timeout = std::max<std::chrono::milliseconds>(timeout, std::chrono::seconds(1));
   options.multiTenant = true;
   const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
   c10::intrusive_ptr<c10d::Store> store;

@@ -410,6 +410,13 @@ TEST(LaunchCli, MissingRanksAreCountedAtTheTimeout) {
   EXPECT_NE(r.err.find("rank 0: 1 of the 3 processes connected within 2 s (--timeout)"),
             std::string::npos)
       << r.err;
+  // Under a second too (TCPStore counts whole seconds: rank 0 once could not reach itself).
+  train.replace(train.find("--timeout 2"), 11, "--timeout 0.5");
+  const CliResult short_wait = run_shell(as_rank(0, 3, free_loopback_port(), train));
+  EXPECT_EQ(short_wait.status, 2) << short_wait.err;
+  EXPECT_EQ(short_wait.err,
+            "pipebal: error: rank 0: 1 of the 3 processes connected within 0.5 s (--timeout): "
+            "were WORLD_SIZE=3 processes started, with this MASTER_ADDR and MASTER_PORT?\n");
 }
 
 TEST(LaunchCli, UnreachableMasterIsOneLineAtTheTimeout) {
