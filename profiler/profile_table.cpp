@@ -5,14 +5,16 @@
 
 #include <fmt/format.h>
 
+#include "pipebal/common/error_text.h"
+
 namespace pipebal::profiler {
 
 void print_profile_table(const Profile& profile, std::ostream& out) {
   out << fmt::format(
       "{}: {} layers on {} ({} backend), batch size {}, median of {} runs after {} "
       "warm-up\n\n",
-      profile.model, profile.layers.size(), profile.device, profile.backend, profile.batch_size,
-      profile.environment.repeat, profile.environment.warmup);
+      printable(profile.model), profile.layers.size(), profile.device, profile.backend,
+      profile.batch_size, profile.environment.repeat, profile.environment.warmup);
   out << fmt::format("{:>3}  {:<12} {:<14} {:>10} {:>10} {:>11} {:>12} {:>11}\n", "#", "layer",
                      "type", "fwd ms", "bwd ms", "params", "activations", "output");
   double forward_ms = 0, backward_ms = 0;

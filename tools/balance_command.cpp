@@ -24,6 +24,7 @@
 #include "pipebal/balance/units.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/error_text.h"
 #include "tools/command_line.h"
 #include "tools/common_options.h"
 
@@ -331,11 +332,12 @@ void print_schedule_comparison(const balance::CostProfile& profile, const Balanc
   if (!written.empty()) {
     out << fmt::format(
         "\nwrote {}\nmeasure them side by side: pipebal validate --plans {} -o DIR\n",
-        fmt::join(written, ", "), files_in(params.schedule_plans_dir, {"*.json"}));
+        printable(fmt::format("{}", fmt::join(written, ", "))),
+        files_in(params.schedule_plans_dir, {"*.json"}));
   }
   if (!removed.empty()) {
     out << fmt::format("removed {}, an earlier run's plan for a schedule without one now\n",
-                       fmt::join(removed, ", "));
+                       printable(fmt::format("{}", fmt::join(removed, ", "))));
   }
 }
 
@@ -438,7 +440,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   if (params.compare || !params.schedule_plans_dir.empty()) {
     print_schedule_comparison(profile, params, out);
   }
-  if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";
+  if (!params.output_path.empty()) out << "\nwrote " << printable(params.output_path) << "\n";
 }
 
 void add_balance_command(CLI::App& app) {

@@ -43,7 +43,7 @@ std::string files_in(const std::string& directory, const std::vector<std::string
   std::string prefix = directory;
   while (prefix.size() > 1 && prefix.back() == '/') prefix.pop_back();
   if (prefix != "/") prefix += '/';
-  return prefix + fmt::format("{}", fmt::join(names, ", "));
+  return printable(prefix + fmt::format("{}", fmt::join(names, ", ")));
 }
 
 void check_not_a_rank(const std::string& command) {

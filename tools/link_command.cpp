@@ -15,6 +15,7 @@
 #include "pipebal/balance/units.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/error_text.h"
 #include "pipebal/common/git_commit.h"
 #include "pipebal/common/schema.h"
 #include "pipebal/common/time_limit.h"
@@ -115,7 +116,7 @@ void run_link(const LinkParams& p) {
     nlohmann::json document = measured;
     document["schema"] = schema_tag("pipebal.link", 1);
     write_file_atomically(p.output, document.dump(2) + "\n");
-    fmt::print("wrote {}\n", p.output);
+    fmt::print("wrote {}\n", printable(p.output));
   }
 }
 

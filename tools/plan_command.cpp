@@ -241,7 +241,7 @@ void run_plan(const PlanParams& params, std::ostream& out) {
     return;
   }
   print_table(params, profile, result, out);
-  if (!params.output_path.empty()) out << "wrote " << params.output_path << "\n";
+  if (!params.output_path.empty()) out << "wrote " << printable(params.output_path) << "\n";
 }
 
 void add_plan_command(CLI::App& app) {

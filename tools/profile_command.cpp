@@ -14,6 +14,7 @@
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/cores.h"
 #include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/error_text.h"
 #include "pipebal/common/time_limit.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/models/zoo.h"
@@ -176,7 +177,7 @@ void run_profile(const ProfileParams& params, std::ostream& out, std::ostream* p
   if (!params.output_path.empty()) profiler::write_profile(params.output_path, profile);
   profiler::print_profile_table(profile, out);
   print_size_summary(profile, out);
-  if (!params.output_path.empty()) out << "\nwrote " << params.output_path << "\n";
+  if (!params.output_path.empty()) out << "\nwrote " << printable(params.output_path) << "\n";
 }
 
 void add_profile_command(CLI::App& app) {

@@ -61,7 +61,7 @@ void warn_if_diverged(const reports::RunRecord& run) {
 
 void print_summary(const reports::RunRecord& run) {
   fmt::print("model {}, input {}{}, balance [{}], {} micro-batch{}, {} schedule, checkpoint {}\n",
-             run.model,
+             printable(run.model),
              run.inputs.empty() ? fmt::format("[{}]", fmt::join(run.input_shape, ","))
                                 : fmt::format("{}", fmt::join(run.inputs, " ")),
              run.replicas > 1 ? fmt::format(" x {} replicas", run.replicas) : "",
@@ -296,17 +296,18 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   warn_if_machine_busy(machine_load, "training");
   if (!p.output.empty()) {
     write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
-    fmt::print("\nwrote {}\n", p.output);
+    fmt::print("\nwrote {}\n", printable(p.output));
   }
   if (!settings.save.empty()) {
     fmt::print("wrote {} (the model with its trained weights; torch.jit.load reads it)\n",
-               settings.save);
+               printable(settings.save));
   }
   if (!p.trace.empty()) {
     write_file_atomically(
         p.trace,
         reports::chrome_trace(run.timeline, run.model, reports::pipeline_ranks(run)).dump() + "\n");
-    fmt::print("wrote {} (open in https://ui.perfetto.dev or chrome://tracing)\n", p.trace);
+    fmt::print("wrote {} (open in https://ui.perfetto.dev or chrome://tracing)\n",
+               printable(p.trace));
   }
 }
 

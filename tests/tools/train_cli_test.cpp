@@ -40,6 +40,26 @@ TEST(TrainCli, WritesRunDocumentAndTrace) {
   EXPECT_EQ(slices, 2 * (4 + 3 + 4));
 }
 
+// What a run wrote is named on standard output with the paths' control characters escaped: a
+// newline does not break the line, an escape sequence does not reach the terminal.
+TEST(TrainCli, NamesWhatItWroteWithControlCharactersEscaped) {
+  const std::string dir = fresh_dir("train_escaped");
+  const CliResult r =
+      run_pipebal("train " + kModel + " --balance 3,2 --steps 1 -q -o \"$(printf '" + dir +
+                  "/r\\nun.json')\" --trace \"$(printf '" + dir + "/t\\033[7mr.json')\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(
+      r.out.find("\nwrote " + dir + "/r\\nun.json\nwrote " + dir + "/t\\x1b[7mr.json (open in "),
+      std::string::npos)
+      << r.out;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/r\nun.json"));
+  const CliResult profile = run_pipebal("profile " + kModel + " --repeat 1 -q -o \"$(printf '" +
+                                        dir + "/p\\nrofile.json')\"");
+  ASSERT_EQ(profile.status, 0) << profile.err;
+  EXPECT_NE(profile.out.find("\nwrote " + dir + "/p\\nrofile.json\n"), std::string::npos)
+      << profile.out;
+}
+
 TEST(TrainCli, LossDecreasesOnTheSyntheticTask) {
   const std::string dir = fresh_dir("train_learn");
   const CliResult r =
