@@ -47,7 +47,10 @@ LinkModel fit_link(std::vector<LinkSample> samples) {
   }
   const double ms_per_byte = sxy / sxx;
   if (!(ms_per_byte > 0)) {
-    throw std::invalid_argument("the link's times do not grow with the message size: no bandwidth");
+    throw std::invalid_argument(
+        "the link's times do not grow with the message size, so no bandwidth fits them: measure "
+        "sizes further apart (`pipebal link` measures 64K to 64M unless given --sizes) or with "
+        "more --repeats, on an idle machine");
   }
   LinkModel link;
   link.bandwidth_bytes_per_ms = 1.0 / ms_per_byte;

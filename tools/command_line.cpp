@@ -130,6 +130,15 @@ int output_arrived(int status) {
 // option's type ("Could not convert: --steps = 99999999999").
 std::string parse_error_text(const CLI::ParseError& error) {
   const std::string text = first_line(error.what());
+  // An option of one value given more than once (CLI11: "--steps: At Most 1 required but
+  // received 2").
+  const std::string once = ": At Most 1 required but received ";
+  const size_t repeated = text.find(once);
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) != nullptr &&
+      repeated != std::string::npos) {
+    return fmt::format("{} given {} times: give it once", text.substr(0, repeated),
+                       text.substr(repeated + once.size()));
+  }
   const std::string prefix = "Could not convert: ";
   const size_t equals = text.find(" = ");
   if (dynamic_cast<const CLI::ConversionError*>(&error) == nullptr || text.rfind(prefix, 0) != 0 ||

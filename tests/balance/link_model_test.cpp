@@ -3,6 +3,7 @@
 #include "pipebal/balance/link_model.h"
 
 #include <stdexcept>
+#include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -42,7 +43,14 @@ TEST(LinkModel, SmallMessagesStillFixTheLatencyUnderNoise) {
 TEST(LinkModel, RefusesWhatIsNoMeasurement) {
   EXPECT_THROW(fit_link({{1024, 1.0}}), std::invalid_argument);
   EXPECT_THROW(fit_link({{1024, 1.0}, {1024, 2.0}}), std::invalid_argument);
-  EXPECT_THROW(fit_link({{1024, 2.0}, {4096, 1.0}}), std::invalid_argument);  // shrinks
+  try {
+    fit_link({{1024, 2.0}, {4096, 1.0}});  // shrinks
+    ADD_FAILURE() << "fitted a link whose times shrink";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("no bandwidth fits them: measure sizes further apart"),
+              std::string::npos)
+        << error.what();
+  }
   EXPECT_THROW(fit_link({{1024, -1.0}, {4096, 1.0}}), std::invalid_argument);
 }
 

@@ -258,6 +258,8 @@ const std::vector<BadInput> kTable = {
     {"plan {dir}/sized.json --devices 2 --device-speeds 1,1,1",
      "--device-speeds: 3 values for 2 devices"},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8'", "expected DTYPE[SHAPE]"},
+    {"train --model mlp:layers=2,width=8 --balance 2,1 --steps 1 --steps 2",
+     "--steps given 2 times: give it once"},
     // Options that would do nothing: refused, not ignored.
     {"balance {dir}/ok.json --stages 2 --allreduce-bandwidth 1GB/s",
      "--allreduce-bandwidth requires --replicas"},
