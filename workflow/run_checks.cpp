@@ -9,7 +9,9 @@
 #include <torch/torch.h>
 
 #include "pipebal/common/time_limit.h"
+#include "pipebal/pipeline/batch_norm.h"
 #include "pipebal/pipeline/dtype.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::workflow {
 
@@ -100,6 +102,20 @@ std::optional<std::string> nothing_to_train(const pipeline::LayerSeq& layers) {
   }
   return "the model has no parameters to train: its loss stays as it is (the steps still "
          "measure the pipeline)";
+}
+
+void check_batch_norm_to_defer(const pipeline::LayerSeq& layers) {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].has_other_batch_norm()) return;
+    const auto* layer = dynamic_cast<const pipeline::ModuleLayer*>(&layers[l]);
+    if (layer == nullptr) continue;
+    for (const auto& module : layer->module().modules()) {
+      if (module->as<pipeline::BatchNormImpl>() != nullptr) return;
+    }
+  }
+  throw std::invalid_argument(
+      "--deferred-batch-norm: the model holds no batch norm whose statistics to defer (the zoo's "
+      "resnet, unet and amoebanetd do): leave it out");
 }
 
 void check_data_has_no_nan(const models::Dataset& data, bool targets_read,

@@ -45,6 +45,10 @@ std::optional<std::string> left_out_batch(int64_t samples, int64_t batch_size, i
 // A warning when `layers` hold no parameter to train (the loss cannot change); nullopt else.
 std::optional<std::string> nothing_to_train(const pipeline::LayerSeq& layers);
 
+// Throws when --deferred-batch-norm would do nothing: no layer holds a batch norm at all (one
+// other than pipebal's BatchNorm the pipeline refuses itself, naming it).
+void check_batch_norm_to_defer(const pipeline::LayerSeq& layers);
+
 // Throws naming the tensor and the first sample when --data's inputs, or its targets when the
 // loss reads them (`targets_read`), hold a NaN: every loss it reaches would be NaN, and the
 // weights with it, silently unless --check-finite. Infinities pass: an additive attention mask

@@ -153,6 +153,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     if (line && settings.warn) settings.warn(*line);
   };
   warn(nothing_to_train(st.model.layers));
+  if (settings.deferred_batch_norm) check_batch_norm_to_defer(st.model.layers);
   std::optional<c10::ScalarType> dtype;
   if (!settings.dtype.empty()) {
     dtype = profiler::parse_dtype(settings.dtype);

@@ -261,6 +261,8 @@ const std::vector<BadInput> kTable = {
     {"train --model mlp:layers=2,width=8 --balance 2,1 --steps 1 --steps 2",
      "--steps given 2 times: give it once"},
     // Options that would do nothing: refused, not ignored.
+    {"train --model mlp:layers=2,width=8 --balance 2,1 --steps 1 --deferred-batch-norm",
+     "--deferred-batch-norm: the model holds no batch norm whose statistics to defer"},
     {"balance {dir}/ok.json --stages 2 --allreduce-bandwidth 1GB/s",
      "--allreduce-bandwidth requires --replicas"},
     {"plan {dir}/sized.json --devices 2 --allreduce-bandwidth 1GB/s",

@@ -60,6 +60,16 @@ TEST(TrainCli, NamesWhatItWroteWithControlCharactersEscaped) {
       << profile.out;
 }
 
+// --deferred-batch-norm takes a model with pipebal's batch norm (the zoo's ResNet); one without
+// any is refused (tests/tools/bad_input_test.cpp).
+TEST(TrainCli, DefersTheBatchNormOfAModelThatHasOne) {
+  const CliResult r = run_pipebal(
+      "train --model resnet:depth=18,width=4 --input-shape 4,3,16,16 --balance 5,5 --chunks 2 "
+      "--steps 1 --warmup-steps 0 -q --deferred-batch-norm");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
 TEST(TrainCli, LossDecreasesOnTheSyntheticTask) {
   const std::string dir = fresh_dir("train_learn");
   const CliResult r =
