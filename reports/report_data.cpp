@@ -220,6 +220,27 @@ void check_balances_cover(const balance::CostProfile& profile, const std::string
   }
 }
 
+// A model's documents name it alike: plan.json or run.json of another model (with as many layers)
+// would be drawn as this one's.
+struct ModelAt {
+  std::string file;
+  const std::string* model;  // null: the document is absent
+};
+
+void check_same_model(const std::vector<ModelAt>& documents) {
+  const ModelAt* first = nullptr;
+  for (const ModelAt& at : documents) {
+    if (at.model == nullptr || at.model->empty()) continue;
+    if (first == nullptr) {
+      first = &at;
+    } else if (*at.model != *first->model) {
+      throw std::invalid_argument(
+          fmt::format("{}: model {}, but {} is of {}: are they of the same model and run?", at.file,
+                      quote(*at.model), first->file, quote(*first->model)));
+    }
+  }
+}
+
 }  // namespace
 
 ReportInputs load_report_inputs(const std::string& dir) {
@@ -298,6 +319,10 @@ ReportData make_report_data(const ReportInputs& inputs) {
   if (inputs.validation)
     validation = validation_from_json(*inputs.validation, file("validation.json"));
 
+  check_same_model({{file(inputs.profile_file.c_str()), inputs.profile ? &profile.model : nullptr},
+                    {file("validation.json"), validation ? &validation->model : nullptr},
+                    {file("plan.json"), plan ? &plan->model : nullptr},
+                    {file("run.json"), run ? &run->model : nullptr}});
   if (inputs.profile) {
     check_balances_cover(profile, file(inputs.profile_file.c_str()),
                          {{file("plan.json"), "balance", plan ? &plan->balance : nullptr},

@@ -124,7 +124,9 @@ TEST(HtmlReport, IsSelfContained) {
 TEST(HtmlReport, EscapesTextFromJson) {
   ReportInputs inputs = load_report_inputs(kFixtureDir);
   const std::string evil = "<script>alert(\"x&y\")</script>";
-  (*inputs.validation)["model"] = evil;
+  for (auto* document : {&*inputs.validation, &*inputs.profile, &*inputs.plan, &*inputs.run}) {
+    (*document)["model"] = evil;  // each names the model alike
+  }
   (*inputs.profile)["layers"][0]["name"] = "<img src=x onerror=alert(1)>";
   (*inputs.validation)["environment"]["host"] = "a&b<c>";
   const std::string html = render_html_report(inputs);
@@ -303,6 +305,27 @@ TEST(HtmlReport, BalancesThatDoNotCoverTheProfilesLayersAreRefused) {
   dir.write("run.json", run);
   EXPECT_NE(error_of(rendering).find(dir.file("run.json") + ": balance [4,5,4] covers 13 layers"),
             std::string::npos);
+}
+
+// Documents of another model with as many layers are refused too: they name their model.
+TEST(HtmlReport, DocumentsOfAnotherModelAreRefused) {
+  ScratchDir dir("other_model_named");
+  const auto rendering = [&] { render_html_report(load_report_inputs(dir.path())); };
+  const std::string model = dir.read("profile.json")["model"];
+  ASSERT_FALSE(model.empty());
+  EXPECT_NO_THROW(rendering());
+  for (const char* name : {"plan.json", "run.json", "validation.json"}) {
+    json document = dir.read(name);
+    const json kept = document;
+    document["model"] = "mlp:layers=9,width=64";
+    dir.write(name, document);
+    EXPECT_EQ(error_of(rendering),
+              fmt::format("{}: model 'mlp:layers=9,width=64', but {} is of '{}': are they of the "
+                          "same model and run?",
+                          dir.file(name), dir.file("profile.json"), model))
+        << name;
+    dir.write(name, kept);
+  }
 }
 
 // A validation.json that is a link to a file no longer there was meant to be read: the report
