@@ -1,8 +1,11 @@
 // See error_text.h.
 #include "pipebal/common/error_text.h"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
+
+#include <fmt/format.h>
 
 namespace pipebal {
 namespace {
@@ -67,6 +70,23 @@ std::string printable(const std::string& text) {
 
 std::string quote(const std::string& text) {
   return "'" + printable(text) + "'";
+}
+
+std::string shortened(const std::string& text, size_t most) {
+  most = std::max<size_t>(most, 64);
+  if (text.size() <= most) return text;
+  const auto continues = [&](size_t i) {
+    return (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
+  };
+  // Two thirds of the room before the cut, one third after it, less the note between (at most 48
+  // bytes).
+  const size_t room = most - 48;
+  size_t head = room * 2 / 3;
+  while (head > 0 && continues(head)) --head;  // not inside a character
+  size_t tail = text.size() - (room - room * 2 / 3);
+  while (tail < text.size() && continues(tail)) ++tail;
+  return text.substr(0, head) + fmt::format(" [... {} bytes left out ...] ", tail - head) +
+         text.substr(tail);
 }
 
 }  // namespace pipebal

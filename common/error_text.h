@@ -22,4 +22,9 @@ std::string printable(const std::string& text);
 // A path or name for a message: printable and in single quotes.
 std::string quote(const std::string& text);
 
+// `text` if at most `most` bytes long (at least 64), else its beginning and its end with what was
+// left out between them said ("[... 98000 bytes left out ...]"), whole UTF-8 characters kept:
+// a message that echoes a huge value stays readable, and keeps the advice at its end.
+std::string shortened(const std::string& text, size_t most);
+
 }  // namespace pipebal

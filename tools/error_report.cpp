@@ -30,7 +30,8 @@ ErrorReport report_error(const std::exception& error, const std::string& prefix,
 }
 
 void print_error_line(const std::string& line) {
-  const std::string text = printable(line) + "\n";  // one line, whatever it quotes
+  // One line, whatever it quotes, and of a size to read.
+  const std::string text = shortened(printable(line), kMostErrorLineBytes) + "\n";
   for (size_t done = 0; done < text.size();) {
     const ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;

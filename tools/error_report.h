@@ -3,6 +3,7 @@
 // sysexits' EX_SOFTWARE: an internal invariant broke, which no input should cause).
 #pragma once
 
+#include <cstddef>
 #include <exception>
 #include <string>
 
@@ -25,9 +26,13 @@ using Summarize = std::string (*)(const std::exception&);
 ErrorReport report_error(const std::exception& error, const std::string& prefix = "",
                          Summarize summarize = nullptr);
 
-// Writes `line`, its control characters escaped (common/error_text.h's printable), and a newline
-// to stderr in one write: lines of processes sharing the terminal (the ranks of a launch) do not
-// interleave mid-line.
+// An error line longer than this is shortened in its middle (common/error_text.h): one that
+// echoes a 100 KB model name says so in a few lines of a terminal.
+constexpr size_t kMostErrorLineBytes = 2000;
+
+// Writes `line`, its control characters escaped (common/error_text.h's printable) and shortened
+// past kMostErrorLineBytes, and a newline to stderr in one write: lines of processes sharing the
+// terminal (the ranks of a launch) do not interleave mid-line.
 void print_error_line(const std::string& line);
 
 }  // namespace pipebal::tools

@@ -2,7 +2,9 @@
 #include "tools/error_report.h"
 
 #include <stdexcept>
+#include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "pipebal/common/error_text.h"
@@ -23,6 +25,37 @@ TEST(ErrorReport, BadInputAndFailedRunsAreUserErrors) {
 TEST(ErrorReport, ControlCharactersAreWrittenAsEscapes) {
   EXPECT_EQ(printable("a\nb\r\tc\x1b[31md\x7f"), "a\\nb\\r\\tc\\x1b[31md\\x7f");
   EXPECT_EQ(printable("plain 'text' ü"), "plain 'text' ü");
+}
+
+// A huge echoed value is cut in the middle, its start and its end (the advice) kept, and what was
+// left out said; never inside a UTF-8 character.
+TEST(ErrorReport, LongLinesAreShortenedInTheMiddle) {
+  const std::string line =
+      "pipebal: error: unknown model '" + std::string(100000, 'x') + "' (valid: mlp, gpt)";
+  const std::string cut = shortened(line, 2000);
+  EXPECT_LE(cut.size(), 2000u);
+  EXPECT_GT(cut.size(), 1900u);
+  EXPECT_EQ(cut.rfind("pipebal: error: unknown model 'xxx", 0), 0u) << cut;
+  EXPECT_EQ(cut.substr(cut.size() - 19), "' (valid: mlp, gpt)") << cut;
+  const size_t note = cut.find(" [... ");
+  ASSERT_NE(note, std::string::npos);
+  const size_t left_out = std::stoul(cut.substr(note + 6));
+  EXPECT_EQ(cut.find(fmt::format(" [... {} bytes left out ...] ", left_out)), note);
+  EXPECT_EQ(cut.size() - fmt::format(" [... {} bytes left out ...] ", left_out).size() + left_out,
+            line.size())
+      << "what is kept and what is left out make the whole";
+  EXPECT_EQ(shortened("short", 2000), "short");
+  EXPECT_EQ(shortened(std::string(2000, 'y'), 2000), std::string(2000, 'y'));
+
+  std::string accents;
+  for (int i = 0; i < 1000; ++i) accents += "\xc3\xa9";  // é, two bytes each
+  for (size_t most : {100u, 101u, 102u, 103u}) {
+    const std::string kept = shortened(accents, most);
+    const size_t cut_at = kept.find(" [");
+    ASSERT_NE(cut_at, std::string::npos);
+    EXPECT_EQ(cut_at % 2, 0u) << "cut inside a character at " << most;
+    EXPECT_EQ((kept.size() - kept.find("] ") - 2) % 2, 0u) << most;
+  }
 }
 
 TEST(ErrorReport, BrokenInvariantsAreBugs) {
