@@ -27,9 +27,14 @@ pipeline::Batch forward_naming_layer(const pipeline::LayerSeq& layers, pipeline:
       const bool out_of_memory = dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr ||
                                  cause.find("cannot allocate ") != std::string::npos ||
                                  cause.find("can't allocate memory") != std::string::npos;
-      throw std::invalid_argument(
-          fmt::format("layer {} ('{}', {}) {}: {}", i, layers[i].name(), layers[i].type(),
-                      out_of_memory ? "ran out of memory" : "rejected its input", cause));
+      // LibTorch 1.x has few float16 kernels on CPUs, 2.x more: the dtype is not refused ahead.
+      const bool half = cause.find("not implemented for 'Half'") != std::string::npos;
+      throw std::invalid_argument(fmt::format(
+          "layer {} ('{}', {}) {}: {}{}", i, layers[i].name(), layers[i].type(),
+          out_of_memory ? "ran out of memory" : "rejected its input", cause,
+          half ? " (this LibTorch lacks that float16 kernel on this device: use --dtype bfloat16 "
+                 "or float32)"
+               : ""));
     }
   }
   return batch;

@@ -79,6 +79,18 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
         "as int64 (ids.long())",
         path, pipeline::dtype_name(data.inputs[0].scalar_type()), first_type));
   }
+  // A linear or convolutional layer multiplies its input with its floating-point weights:
+  // integers (ids, or pixels saved as bytes) are the wrong data, or for another model.
+  const bool multiplies = first_type.find("Linear") != std::string::npos ||
+                          first_type.find("Conv") != std::string::npos;
+  if (multiplies && !data.inputs.empty() && !data.inputs[0].is_floating_point() &&
+      !data.inputs[0].is_complex() && dtype_of(layers[0])) {
+    const std::string want = pipeline::dtype_name(*dtype_of(layers[0]));
+    throw std::invalid_argument(fmt::format(
+        "--data {}'s inputs are {}, but the model's first layer ({}) multiplies them with its {} "
+        "weights: save them as {} (x.float(); pixels scaled to [0, 1] as the model was trained)",
+        path, pipeline::dtype_name(data.inputs[0].scalar_type()), first_type, want, want));
+  }
   for (const at::Tensor& input : data.inputs) check(input, "inputs", dtype_of(layers[0]), "first");
   check(data.targets, "targets", dtype_of(layers[layers.size() - 1]), "last");
 }

@@ -2,11 +2,14 @@
 #include "pipebal/models/zoo.h"
 
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "pipebal/models/synthetic.h"
+#include "pipebal/pipeline/module_layer.h"
 
 namespace pipebal::models {
 namespace {
@@ -148,6 +151,48 @@ TEST(Zoo, ShapeMismatchNamesTheLayer) {
   EXPECT_THROW(parse_shape("4,,3"), std::invalid_argument);
   EXPECT_THROW(parse_shape("4,-3"), std::invalid_argument);
   EXPECT_EQ(parse_shape("32,3,64,64"), (std::vector<int64_t>{32, 3, 64, 64}));
+}
+
+// A layer that fails with a given LibTorch error, as an allocator or a missing kernel does.
+struct FailsImpl : torch::nn::Module {
+  explicit FailsImpl(std::string message, bool out_of_memory)
+      : message(std::move(message)), out_of_memory(out_of_memory) {}
+  at::Tensor forward(const at::Tensor&) {
+    if (out_of_memory) C10_THROW_ERROR(OutOfMemoryError, message);
+    C10_THROW_ERROR(Error, message);
+  }
+  std::string message;
+  bool out_of_memory;
+};
+TORCH_MODULE(Fails);
+
+std::string failure_on_sample(const std::string& message, bool out_of_memory) {
+  Model model;
+  model.layers.add(pipeline::make_layer("boom", "Fails", Fails(message, out_of_memory)));
+  try {
+    check_model_on(model, pipeline::Batch(at::zeros({2, 4})));
+    return "(no error)";
+  } catch (const std::invalid_argument& error) {
+    return error.what();
+  }
+}
+
+// What failed is said as what it is: memory the allocator refused (ours, LibTorch's, or through
+// TorchScript by its text), a float16 kernel this LibTorch lacks (with the dtypes to use), or
+// else the input the layer rejected.
+TEST(Zoo, ALayersFailureSaysWhetherMemoryOrAKernelOrTheInput) {
+  EXPECT_EQ(failure_on_sample("cannot allocate 4.00 TiB for one tensor", true),
+            "layer 0 ('boom', Fails) ran out of memory: cannot allocate 4.00 TiB for one tensor");
+  EXPECT_EQ(failure_on_sample("RuntimeError: cannot allocate 9.00 GiB for a tensor", false),
+            "layer 0 ('boom', Fails) ran out of memory: RuntimeError: cannot allocate 9.00 GiB for "
+            "a tensor");
+  EXPECT_EQ(failure_on_sample("\"addmm_impl_cpu_\" not implemented for 'Half'", false),
+            "layer 0 ('boom', Fails) rejected its input: \"addmm_impl_cpu_\" not implemented for "
+            "'Half' (this LibTorch lacks that float16 kernel on this device: use --dtype bfloat16 "
+            "or float32)");
+  EXPECT_EQ(failure_on_sample("mat1 and mat2 shapes cannot be multiplied (2x4 and 8x8)", false),
+            "layer 0 ('boom', Fails) rejected its input: mat1 and mat2 shapes cannot be multiplied "
+            "(2x4 and 8x8)");
 }
 
 }  // namespace

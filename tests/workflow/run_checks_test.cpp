@@ -56,6 +56,21 @@ TEST(CheckDataDtype, FloatingIdsForAnEmbeddingAskForIntegers) {
   EXPECT_EQ(dtype_error_of(data, gpt.layers), "(no error)");
 }
 
+// Integers into a linear or convolutional first layer (pixels saved as bytes, ids for another
+// model): refused with the dtype to save them as; into an embedding they are its ids.
+TEST(CheckDataDtype, IntegerDataForALinearFirstLayerAsksForFloatingPoint) {
+  const models::Model mlp = models::build_model("mlp:layers=2,width=8", 0);
+  models::Dataset data;
+  data.inputs = {torch::zeros({4, 8}, torch::kLong)};
+  data.targets = torch::zeros({4}, torch::kLong);
+  EXPECT_EQ(dtype_error_of(data, mlp.layers),
+            "--data t.pt's inputs are int64, but the model's first layer (LinearReLU) multiplies "
+            "them with its float32 weights: save them as float32 (x.float(); pixels scaled to "
+            "[0, 1] as the model was trained)");
+  const models::Model gpt = models::build_model("gpt:layers=1,dim=8,heads=2,seq=8,vocab=16", 0);
+  EXPECT_EQ(dtype_error_of(data, gpt.layers), "(no error)") << "ids into an embedding";
+}
+
 // Complex data meets real weights: no --dtype makes it real, so the advice is to save it so.
 TEST(CheckDataDtype, ComplexDataForARealModelAsksForRealData) {
   const models::Model mlp = models::build_model("mlp:layers=2,width=8", 0);
