@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -18,8 +19,8 @@
 namespace pipebal::workflow {
 namespace {
 
-// Below this a tensor is not weighed against those held: asking the allocator what it holds
-// costs more than small tensors should pay, and they cannot outgrow memory unnoticed.
+// Below this a tensor is weighed against memory alone, not with those held: asking the allocator
+// what it holds (a refresh of its statistics) costs more than every small tensor should pay.
 constexpr size_t kWeighedBytes = size_t{256} << 20;
 
 double swap_bytes() {

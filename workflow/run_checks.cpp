@@ -88,8 +88,8 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
     const std::string want = pipeline::dtype_name(*dtype_of(layers[0]));
     throw std::invalid_argument(fmt::format(
         "--data {}'s inputs are {}, but the model's first layer ({}) multiplies them with its {} "
-        "weights: save them as {} (x.float(); pixels scaled to [0, 1] as the model was trained)",
-        path, pipeline::dtype_name(data.inputs[0].scalar_type()), first_type, want, want));
+        "weights: save them as {} (x.to(torch.{}), scaled as the model was trained on)",
+        path, pipeline::dtype_name(data.inputs[0].scalar_type()), first_type, want, want, want));
   }
   for (const at::Tensor& input : data.inputs) check(input, "inputs", dtype_of(layers[0]), "first");
   check(data.targets, "targets", dtype_of(layers[layers.size() - 1]), "last");

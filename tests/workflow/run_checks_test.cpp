@@ -65,8 +65,8 @@ TEST(CheckDataDtype, IntegerDataForALinearFirstLayerAsksForFloatingPoint) {
   data.targets = torch::zeros({4}, torch::kLong);
   EXPECT_EQ(dtype_error_of(data, mlp.layers),
             "--data t.pt's inputs are int64, but the model's first layer (LinearReLU) multiplies "
-            "them with its float32 weights: save them as float32 (x.float(); pixels scaled to "
-            "[0, 1] as the model was trained)");
+            "them with its float32 weights: save them as float32 (x.to(torch.float32), scaled as "
+            "the model was trained on)");
   const models::Model gpt = models::build_model("gpt:layers=1,dim=8,heads=2,seq=8,vocab=16", 0);
   EXPECT_EQ(dtype_error_of(data, gpt.layers), "(no error)") << "ids into an embedding";
 }
