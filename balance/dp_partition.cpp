@@ -7,8 +7,9 @@
 // monotone in the start), hence each start has a furthest end `limit`, fixed for the whole search.
 // A stack of starts sweeps j upward and yields the latest start whose limit still covers j.
 // A probe keeps only which ends each stage count reached, one bit each: that start is a function
-// of them, so the partition is recovered by walking back (k n bits, not k n ints: 25 MB rather than
-// 800 MB at the cost model's 2^28 bound, and half the time there spent filling tables).
+// of them, so the partition is recovered by walking back (k n bits, not k n ints: 32 MiB rather
+// than 1 GiB at the cost model's 2^28 bound). The tie-break on unequal devices or links
+// (smallest_sum_partition) still keeps a table of starts, and capped stages their limits.
 // A feasible probe lowers the upper bound to the bottleneck actually achieved; an infeasible one
 // raises the lower bound to the smallest cost it rejected, as no threshold below that changes any
 // comparison. The two meet at the exact optimum. The search starts from a lower bound (the work
@@ -51,8 +52,8 @@ struct Instance {
   int n = 0;
   int k = 0;
   // limit[s][a]: the furthest end a stage s starting at a may have within its memory cap;
-  // a itself when not even one layer fits. Empty for a stage without a cap: every end fits
-  // (a table of k x n entries not made for the common case, 800 MB at the 2^28 bound).
+  // a itself when not even one layer fits. Empty for a stage without a cap: every end fits (the
+  // common case then makes no table of k x n entries, 1 GiB at the 2^28 bound).
   std::vector<std::vector<int>> limit;
 
   Instance(const ExtentMemory& memory, const std::vector<int64_t>& caps_bytes)

@@ -66,7 +66,8 @@ std::vector<int> candidate_chunks(const CostProfile& profile, int64_t batch, int
     for (const int m : given) {
       // A count that does not divide the batch is costed at its largest micro-batches, rounded
       // up, as balance charges it (the engine's scatter makes them differ by at most one).
-      if (m < 1 || m > batch) {
+      if (m < 1) throw std::invalid_argument(fmt::format("--chunks must be at least 1, got {}", m));
+      if (m > batch) {
         if (replicas > 1) continue;  // this replica count cannot use it
         throw std::invalid_argument(fmt::format(
             "--chunks {} is more than the mini-batch of {} samples: at most one micro-batch per "

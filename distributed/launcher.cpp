@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +13,6 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -138,10 +136,10 @@ int last_interrupt() {
 
 int launch(const LaunchOptions& options, std::ostream& log) {
   check(options);
+  const LauncherSignals signals;  // its notes cleared before anything can fail
   std::string why;
   const std::string program = *resolve_program(options.command[0], why);  // check() found it
   const int port = options.master_port == 0 ? free_port() : options.master_port;
-  const LauncherSignals signals;
   const int first_rank = options.node_rank * options.nproc_per_node;
   StderrRelay relay(options.nproc_per_node, first_rank,
                     std::chrono::duration_cast<LineFolder::Clock::duration>(

@@ -221,11 +221,17 @@ void check_balances_cover(const balance::CostProfile& profile, const std::string
 }
 
 // A model's documents name it alike: plan.json or run.json of another model (with as many layers)
-// would be drawn as this one's.
+// would be drawn as this one's. A TorchScript model is named by its path, which may differ where
+// the file was moved (`train --plan ... --model NEWPATH`): its file name counts.
 struct ModelAt {
   std::string file;
   const std::string* model;  // null: the document is absent
 };
+
+std::string model_identity(const std::string& model) {
+  const size_t slash = model.rfind('/');
+  return slash == std::string::npos ? model : model.substr(slash + 1);
+}
 
 void check_same_model(const std::vector<ModelAt>& documents) {
   const ModelAt* first = nullptr;
@@ -233,7 +239,7 @@ void check_same_model(const std::vector<ModelAt>& documents) {
     if (at.model == nullptr || at.model->empty()) continue;
     if (first == nullptr) {
       first = &at;
-    } else if (*at.model != *first->model) {
+    } else if (model_identity(*at.model) != model_identity(*first->model)) {
       throw std::invalid_argument(
           fmt::format("{}: model {}, but {} is of {}: are they of the same model and run?", at.file,
                       quote(*at.model), first->file, quote(*first->model)));

@@ -69,9 +69,9 @@ std::string layer_range(const balance::StagePlan& stage) {
 void print_table(const Plan& plan, const balance::CostModel& model, std::ostream& out) {
   const auto& layers = model.layers();
   out << fmt::format("{}{} layers into {} stage{}: {} schedule, {} micro-batch{}, checkpoint {}\n",
-                     plan.model.empty() ? "" : plan.model + ": ", layers.size(), plan.stages.size(),
-                     plan.stages.size() == 1 ? "" : "s", pipeline::to_string(plan.schedule),
-                     plan.chunks, plan.chunks == 1 ? "" : "es",
+                     plan.model.empty() ? "" : printable(plan.model) + ": ", layers.size(),
+                     plan.stages.size(), plan.stages.size() == 1 ? "" : "s",
+                     pipeline::to_string(plan.schedule), plan.chunks, plan.chunks == 1 ? "" : "es",
                      pipeline::to_string(plan.checkpoint));
   if (plan.virtual_stages > 1) {
     out << fmt::format("{} devices of {} stages each: device d holds stages d, d + {}, ...\n",

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <torch/torch.h>
 
+#include "pipebal/common/error_text.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/models/zoo.h"
 #include "tools/command_line.h"
@@ -21,7 +22,7 @@ void print_layer_table(const ValidateParams& params) {
                                          ? model.info.default_input_shape
                                          : models::parse_shape(params.input_shape);
   const models::SyntheticData data = models::make_synthetic_data(model, shape, params.seed);
-  fmt::print("model {} ({} layers, {} parameters), input [{}]\n\n", model.layers.name(),
+  fmt::print("model {} ({} layers, {} parameters), input [{}]\n\n", printable(model.layers.name()),
              model.layers.size(), model.layers.parameter_count(), fmt::join(shape, ", "));
   fmt::print("{:>3}  {:<10} {:<14} {:>12}  {}\n", "#", "layer", "type", "parameters",
              "output shape");

@@ -107,9 +107,10 @@ std::optional<std::string> allocation_refusal(size_t bytes, std::optional<size_t
 }
 
 void guard_cpu_allocations() {
-  // Static: LibTorch keeps the pointer for the life of the process.
-  static GuardedCpuAllocator guard(c10::GetCPUAllocator());
-  c10::SetCPUAllocator(&guard);
+  // Never destroyed: LibTorch keeps the pointer to the end, its own static destructors and any
+  // thread still running at exit included.
+  static auto* const guard = new GuardedCpuAllocator(c10::GetCPUAllocator());
+  c10::SetCPUAllocator(guard);
 }
 
 }  // namespace pipebal::workflow

@@ -79,10 +79,12 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
         "as int64 (ids.long())",
         path, pipeline::dtype_name(data.inputs[0].scalar_type()), first_type));
   }
-  // A linear or convolutional layer multiplies its input with its floating-point weights:
-  // integers (ids, or pixels saved as bytes) are the wrong data, or for another model.
-  const bool multiplies = first_type.find("Linear") != std::string::npos ||
-                          first_type.find("Conv") != std::string::npos;
+  // A linear or convolutional layer (torch.nn's, or the zoo MLP's) multiplies its input with its
+  // floating-point weights: integers (ids, or pixels saved as bytes) are the wrong data, or for
+  // another model. Only these exact types: a module of the user's may convert its input itself.
+  const bool multiplies = first_type == "Linear" || first_type == "LinearReLU" ||
+                          first_type == "Conv1d" || first_type == "Conv2d" ||
+                          first_type == "Conv3d";
   if (multiplies && !data.inputs.empty() && !data.inputs[0].is_floating_point() &&
       !data.inputs[0].is_complex() && dtype_of(layers[0])) {
     const std::string want = pipeline::dtype_name(*dtype_of(layers[0]));

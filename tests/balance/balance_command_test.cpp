@@ -198,8 +198,19 @@ TEST(BalanceCommand, WarnsWhenSlowerThanThePlainModelAndSaysWhatIsFaster) {
       << warnings;
 }
 
-// `pipebal plan` prints the model's name, from a file a user may have edited, with its control
-// characters escaped: no escape sequence reaches the terminal, and the table's head is one line.
+// `pipebal balance` and `plan` print the model's name, from a file a user may have edited, with
+// its control characters escaped: no escape sequence reaches the terminal, and the table's head is
+// one line.
+TEST(BalanceCommand, PrintsTheModelsNameWithItsControlCharactersEscaped) {
+  BalanceParams params = params_for(2);
+  json doc = json::parse(std::ifstream(params.profile_path));
+  doc["model"] = "odd\n\x1b[31mname";
+  std::ofstream(params.profile_path) << doc.dump();
+  const std::string out = run(params);
+  EXPECT_EQ(out.rfind("odd\\n\\x1b[31mname: 8 layers into 2 stages", 0), 0u) << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos);
+}
+
 TEST(PlanCommand, PrintsTheModelsNameWithItsControlCharactersEscaped) {
   PlanParams params;
   params.profile_path = write_sized_profile(0.0, 0.1);

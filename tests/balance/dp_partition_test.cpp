@@ -55,8 +55,10 @@ void compare_with_brute_force(uint32_t seed, int instances, bool caps, bool spee
       if (rng() % 2) {
         options.memory_caps_bytes = {static_cast<int64_t>(smallest * factor(rng)) + 1};
       } else {
+        // Some stages without a cap: dp skips their limit tables, the rest keep theirs.
         for (int s = 0; s < k; ++s) {
-          options.memory_caps_bytes.push_back(static_cast<int64_t>(smallest * factor(rng)) + 1);
+          options.memory_caps_bytes.push_back(
+              rng() % 3 == 0 ? kUnlimitedBytes : static_cast<int64_t>(smallest * factor(rng)) + 1);
         }
       }
     }

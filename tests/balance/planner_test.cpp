@@ -543,6 +543,13 @@ TEST(Planner, RefusesWhatItCannotSearch) {
               "--chunks 9 is more than the mini-batch of 8 samples: at most one micro-batch per "
               "sample");
   }
+  search.chunks = {0};
+  try {
+    search_plans(profile, search);
+    ADD_FAILURE() << "searched no micro-batches";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_EQ(std::string(error.what()), "--chunks must be at least 1, got 0");
+  }
   search.chunks = {};
   search.costs.device_speeds = {1, 1, 1};
   EXPECT_THROW(search_plans(profile, search), std::invalid_argument);

@@ -326,6 +326,17 @@ TEST(HtmlReport, DocumentsOfAnotherModelAreRefused) {
         << name;
     dir.write(name, kept);
   }
+  // A TorchScript model moved since the profile keeps its file name: the same model.
+  for (const char* name : {"profile.json", "plan.json", "run.json", "validation.json"}) {
+    json document = dir.read(name);
+    document["model"] = std::string(name) == "run.json" ? "/moved/here/lm.pt" : "/first/lm.pt";
+    dir.write(name, document);
+  }
+  EXPECT_NO_THROW(rendering());
+  json run = dir.read("run.json");
+  run["model"] = "/first/other.pt";
+  dir.write("run.json", run);
+  EXPECT_NE(error_of(rendering).find("model '/first/other.pt', but "), std::string::npos);
 }
 
 // A validation.json that is a link to a file no longer there was meant to be read: the report
