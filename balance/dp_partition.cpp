@@ -151,13 +151,13 @@ class BottleneckSearch {
     Probe result;
     for (int s = 0; s < in_.k; ++s) {
       reached_.clear(s + 1);
-      const std::vector<int>& limit = in_.limit[s];
-      if (limit.empty()) {
-        sweep(
-            s, threshold_ms, [this](int) { return in_.n; }, result);
+      const std::vector<int>& limits = in_.limit[s];
+      const auto uncapped = [this](int) { return in_.n; };
+      const auto capped = [&limits](int a) { return limits[a]; };
+      if (limits.empty()) {
+        sweep(s, threshold_ms, uncapped, result);
       } else {
-        sweep(
-            s, threshold_ms, [&limit](int a) { return limit[a]; }, result);
+        sweep(s, threshold_ms, capped, result);
       }
     }
     result.feasible = reached_.test(in_.k, in_.n);
