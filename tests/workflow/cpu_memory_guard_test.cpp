@@ -6,6 +6,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -56,6 +57,13 @@ TEST(CpuMemoryGuard, LibTorchAllocatesThroughIt) {
   }
   const at::Tensor fits = at::ones({1024}, at::kFloat);
   EXPECT_EQ(fits.sum().item<float>(), 1024.0f);
+  // The raw interface (a pointer and the allocator's own deleter) passes through to LibTorch's.
+  c10::Allocator* allocator = c10::GetCPUAllocator();
+  ASSERT_NE(allocator->raw_deleter(), nullptr);
+  void* raw = allocator->raw_allocate(4096);
+  ASSERT_NE(raw, nullptr);
+  static_cast<char*>(raw)[4095] = 1;
+  allocator->raw_deallocate(raw);
 }
 
 }  // namespace
