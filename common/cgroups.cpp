@@ -146,6 +146,17 @@ double usable_memory_bytes() {
   return physical > 0 ? physical : 0;
 }
 
+double swap_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("SwapTotal:", 0) != 0) continue;
+    std::istringstream fields(line.substr(10));
+    double kib = 0;
+    return fields >> kib ? kib * 1024 : 0;
+  }
+  return 0;
+}
+
 std::string usable_memory_text() {
   const double bytes = usable_memory_bytes();
   const std::optional<double> limit = cgroup_memory_limit();

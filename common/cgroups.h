@@ -35,6 +35,10 @@ std::optional<double> cgroup_memory_limit(const std::string& root = "");
 // limit it; 0 where not known.
 double usable_memory_bytes();
 
+// The machine's swap in bytes (/proc/meminfo's SwapTotal); 0 where it has none or it cannot be
+// read.
+double swap_bytes();
+
 // "this machine's memory (62.8 GiB)", or where a cgroup limits it "the memory pipebal's control
 // group may use (4.0 GiB)": for messages.
 std::string usable_memory_text();

@@ -5,8 +5,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -22,18 +20,6 @@ namespace {
 // Below this a tensor is weighed against memory alone, not with those held: asking the allocator
 // what it holds (a refresh of its statistics) costs more than every small tensor should pay.
 constexpr size_t kWeighedBytes = size_t{256} << 20;
-
-double swap_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    if (line.rfind("SwapTotal:", 0) != 0) continue;
-    std::istringstream fields(line.substr(10));
-    double kib = 0;
-    return fields >> kib ? kib * 1024 : 0;
-  }
-  return 0;
-}
 
 // The bytes the process's allocations hold now, where jemalloc can say (stats.allocated).
 std::optional<size_t> held_bytes() {

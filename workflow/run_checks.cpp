@@ -85,15 +85,16 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
   const bool multiplies = first_type == "Linear" || first_type == "LinearReLU" ||
                           first_type == "Conv1d" || first_type == "Conv2d" ||
                           first_type == "Conv3d";
-  if (multiplies && !data.inputs.empty() && !data.inputs[0].is_floating_point() &&
-      !data.inputs[0].is_complex() && dtype_of(layers[0])) {
-    const std::string want = pipeline::dtype_name(*dtype_of(layers[0]));
+  const std::optional<c10::ScalarType> first_dtype = dtype_of(layers[0]);
+  if (multiplies && first_dtype && !data.inputs.empty() && !data.inputs[0].is_floating_point() &&
+      !data.inputs[0].is_complex()) {
+    const std::string want = pipeline::dtype_name(*first_dtype);
     throw std::invalid_argument(fmt::format(
         "--data {}'s inputs are {}, but the model's first layer ({}) multiplies them with its {} "
         "weights: save them as {} (x.to(torch.{}), scaled as the model was trained on)",
         path, pipeline::dtype_name(data.inputs[0].scalar_type()), first_type, want, want, want));
   }
-  for (const at::Tensor& input : data.inputs) check(input, "inputs", dtype_of(layers[0]), "first");
+  for (const at::Tensor& input : data.inputs) check(input, "inputs", first_dtype, "first");
   check(data.targets, "targets", dtype_of(layers[layers.size() - 1]), "last");
 }
 

@@ -498,12 +498,7 @@ TEST(Cli, AModelThatAllocatesPastMemoryEndsAtOnceInOneLine) {
   if (std::ifstream("/proc/sys/vm/overcommit_memory").get() == '2') {
     GTEST_SKIP() << "the kernel overcommits nothing here: it refuses the first tensor itself";
   }
-  double swap_kib = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string line; std::getline(meminfo, line);) {
-    if (line.rfind("SwapTotal:", 0) == 0) swap_kib = std::stod(line.substr(10));
-  }
-  const double most = pipebal::usable_memory_bytes() + swap_kib * 1024;
+  const double most = pipebal::usable_memory_bytes() + pipebal::swap_bytes();
   ASSERT_GT(most, 0);
   const auto mib = static_cast<int64_t>(0.6 * most / (1 << 20));
   const std::string out = pipebal::testing::scratch_path("p.json");
