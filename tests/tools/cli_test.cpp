@@ -19,6 +19,7 @@
 
 #include "pipebal/common/cgroups.h"
 #include "pipebal/common/cores.h"
+#include "pipebal/common/format_bytes.h"
 #include "tests/tools/cli_support.h"
 
 namespace {
@@ -510,8 +511,9 @@ TEST(Cli, AModelThatAllocatesPastMemoryEndsAtOnceInOneLine) {
   EXPECT_NE(profile.err.find("layer 1 ('1', AllocatesByWidth) ran out of memory: "),
             std::string::npos)
       << profile.err;
-  EXPECT_NE(profile.err.find(fmt::format("cannot allocate {:.2f} GiB for a tensor: with the ",
-                                         static_cast<double>(mib) / 1024)),
+  EXPECT_NE(profile.err.find("cannot allocate " +
+                             pipebal::format_bytes(static_cast<double>(mib) * (1 << 20)) +
+                             " for a tensor: with the "),
             std::string::npos)
       << profile.err;
   EXPECT_NE(profile.err.find(" this process holds already, more than "), std::string::npos)
