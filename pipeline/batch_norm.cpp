@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -104,6 +105,12 @@ void BatchNormImpl::set_pending_statistics(const at::Tensor& statistics) {
   const at::Tensor values = statistics.to(running_mean.options().dtype(torch::kDouble));
   sum_ = values.narrow(0, 0, features_).clone();
   sum_squares_ = values.narrow(0, features_, features_).clone();
+}
+
+void BatchNormImpl::restore_pending(Pending pending) {
+  sum_ = std::move(pending.sum);
+  sum_squares_ = std::move(pending.sum_squares);
+  count_ = pending.count;
 }
 
 }  // namespace pipebal::pipeline

@@ -29,6 +29,15 @@ struct BatchNormImpl : torch::nn::Cloneable<BatchNormImpl> {
   at::Tensor pending_statistics() const;
   void set_pending_statistics(const at::Tensor& statistics);
 
+  // The pending sums as they stand, to be put back after a forward whose run is discarded (a
+  // probe of the generator run again, a write to an input refused): each micro-batch counts once.
+  struct Pending {
+    at::Tensor sum, sum_squares;  // never written in place: a later micro-batch adds new ones
+    int64_t count = 0;
+  };
+  Pending pending() const { return {sum_, sum_squares_, count_}; }
+  void restore_pending(Pending pending);
+
   int64_t features_;
   double momentum_;
   double eps_;

@@ -234,11 +234,12 @@ struct Pipeline::ParallelRun {
 
 // The first failure of a run is the one its step throws; every local channel is cancelled and
 // the other processes are told.
-void Pipeline::record_failure(ParallelRun& run, Links& links, const std::string& what) {
+void Pipeline::record_failure(ParallelRun& run, Links& links, const std::string& what,
+                              std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(run.error_mutex);
     if (run.first_error) return;
-    run.first_error = std::current_exception();
+    run.first_error = std::move(error);
   }
   links.cancel();
   run.transport->report_failure(what);
@@ -263,13 +264,22 @@ void Pipeline::run_parallel(std::function<void(size_t, int&)> job) {
       } catch (const ChannelCancelled&) {
         // A neighbour failed; its error is the one to report.
       } catch (const std::exception& error) {
-        // The stage's own errors already begin with "stage N"; others get it.
+        // The stage's own errors already begin with "stage N"; others get it. The step rethrows
+        // a runtime_error (another process's failure, a timeout) or logic_error (a bug) as it
+        // is, for its type; anything else (LibTorch's c10::Error, bad_alloc) as a runtime_error
+        // that says where it happened.
         const std::string what = error_summary(error);
         const std::string stage = fmt::format("stage {}", s);
-        record_failure(*run, *links,
-                       what.rfind(stage, 0) == 0 ? what : fmt::format("{}: {}", stage, what));
+        const bool named = what.rfind(stage, 0) == 0;
+        const std::string message = named ? what : fmt::format("{}: {}", stage, what);
+        const bool typed = dynamic_cast<const std::runtime_error*>(&error) != nullptr ||
+                           dynamic_cast<const std::logic_error*>(&error) != nullptr;
+        record_failure(*run, *links, message,
+                       named || typed ? std::current_exception()
+                                      : std::make_exception_ptr(std::runtime_error(message)));
       } catch (...) {
-        record_failure(*run, *links, fmt::format("stage {}: unknown error", s));
+        const std::string message = fmt::format("stage {}: unknown error", s);
+        record_failure(*run, *links, message, std::make_exception_ptr(std::runtime_error(message)));
       }
     }));
   }
@@ -506,7 +516,9 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
     transport_->share_losses(work.losses, stages() - 1);
     if (options_.deferred_batch_norm && options_.sum_over_replicas) sum_batch_norm_statistics();
   } catch (...) {
-    if (options_.deferred_batch_norm) set_deferred_batch_norm(false, false);
+    // After a timeout a stage may still be inside a batch norm: its sums are left to it (the
+    // pipeline is abandoned); otherwise every stage has stopped, and the failed step's sums go.
+    if (options_.deferred_batch_norm && !abandoned_) set_deferred_batch_norm(false, false);
     ++steps_;
     throw;
   }
@@ -573,7 +585,7 @@ Batch Pipeline::forward(const Batch& input) {
       CurrentStream on_stage_stream(stage.stream());
       Parcel in = s == 0 ? Parcel(work->inputs[i]) : work->links->forward[s - 1]->take(i);
       work->activity[s] = computing(ActionKind::kForward, i);
-      Batch out = stage.infer(unpack(std::move(in), stage.device(), stage.stream()));
+      Batch out = stage.infer(i, unpack(std::move(in), stage.device(), stage.stream()));
       work->activity[s] = 0;
       if (s + 1 < stages) {
         work->links->forward[s]->post(i, pack(std::move(out), stage.stream()));

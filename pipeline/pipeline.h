@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <functional>
 #include <future>
 #include <memory>
@@ -135,7 +136,8 @@ class Pipeline {
   };
   static void run_worker(const WorkerPlan& plan, StepWork& work, int& current);
   static void run_action(int s, const Action& action, StepWork& work);
-  static void record_failure(ParallelRun& run, Links& links, const std::string& what);
+  static void record_failure(ParallelRun& run, Links& links, const std::string& what,
+                             std::exception_ptr error);
   // Runs job(w, current) on every worker w and waits for all. The job keeps `current` at the
   // stage it works for: a failure is reported as that stage's.
   void run_parallel(std::function<void(size_t worker, int& current)> job);

@@ -6,6 +6,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "pipebal/pipeline/module_layer.h"
+
 namespace pipebal::pipeline {
 
 BufferSnapshot::BufferSnapshot(const LayerSeq& layers, bool any) {
@@ -16,12 +18,18 @@ BufferSnapshot::BufferSnapshot(const LayerSeq& layers, bool any) {
       buffers_.push_back(b);
       values_.push_back(b.clone());
     }
+    const auto* layer = dynamic_cast<const ModuleLayer*>(&layers[i]);
+    if (layer == nullptr) continue;
+    for (const auto& module : layer->module().modules()) {
+      if (auto* bn = module->as<BatchNormImpl>()) pending_.emplace_back(bn, bn->pending());
+    }
   }
 }
 
 void BufferSnapshot::restore() const {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].variable_data().copy_(values_[i]);
+  for (const auto& [bn, pending] : pending_) bn->restore_pending(pending);
 }
 
 at::Tensor default_generator_state() {

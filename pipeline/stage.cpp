@@ -331,20 +331,26 @@ Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const
   at::Tensor weighted;
   try {
     weighted = loss_fn(mb.output.value(), target.to(device_)) * weight;
+    if (weighted.numel() != 1) {
+      throw std::invalid_argument(
+          fmt::format("the loss function returned {} values (shape {}), not one (a loss with "
+                      "reduction 'none'?)",
+                      weighted.numel(), c10::str(weighted.sizes())));
+    }
+    if (loss != nullptr) *loss = weighted.item<double>();
   } catch (const std::exception& error) {
     throw std::runtime_error(fmt::format("stage {}, loss of micro-batch {}: {}", index_,
                                          micro_batch, error_summary(error)));
   }
-  if (loss != nullptr) *loss = weighted.item<double>();
   if (!weighted.requires_grad()) return run_backward(micro_batch, {}, {}, defer_weights);
   at::Tensor seed = at::ones_like(weighted);
   return run_backward(micro_batch, {std::move(weighted)}, {std::move(seed)}, defer_weights);
 }
 
-Batch Stage::infer(Batch input) {
+Batch Stage::infer(int micro_batch, Batch input) {
   action_ = "forward";
   input = input.to(device_);
-  return run_layers(std::move(input), 0);
+  return run_layers(std::move(input), micro_batch);
 }
 
 }  // namespace pipebal::pipeline

@@ -62,8 +62,8 @@ class Stage {
   // gradients from what B kept (split_backward.h), then drops the micro-batch's state.
   void weight(int micro_batch);
 
-  // Inference forward without keeping state.
-  Batch infer(Batch input);
+  // Inference forward of micro-batch `micro_batch` (named by errors) without keeping state.
+  Batch infer(int micro_batch, Batch input);
 
   // Reads again whether the stage's layers draw random numbers, which they do in training mode
   // only: before every run, since the model may have changed mode since the last.

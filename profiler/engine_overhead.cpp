@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "pipebal/common/cores.h"
 #include "pipebal/pipeline/module_layer.h"
 #include "pipebal/pipeline/pipeline.h"
 #include "pipebal/profiler/keep_default_generator.h"
@@ -51,7 +52,9 @@ balance::EngineCost measure_engine_cost(int rounds, std::optional<double> autogr
 
   pipeline::PipelineOptions options;
   options.checkpoint = pipeline::CheckpointMode::kNever;
-  options.threads_per_stage = at::get_num_threads();
+  // The layers' thread count, within the cores a stage may use: OMP_NUM_THREADS may ask for
+  // more than the machine (or its CPU quota) has, which a pipeline refuses.
+  options.threads_per_stage = std::min(at::get_num_threads(), usable_cores());
   options.chunks = 1;
   pipeline::Pipeline single(trivial_model(), {1}, {}, options);
   pipeline::Pipeline several(trivial_model(), {1}, {}, with_chunks(options, kChunks));

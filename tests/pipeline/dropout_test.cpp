@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "pipebal/pipeline/batch_norm.h"
 #include "pipebal/pipeline/module_layer.h"
 #include "pipebal/pipeline/pipeline.h"
+#include "pipebal/pipeline/run_state.h"
 #include "pipebal/pipeline/stage.h"
 
 namespace pipebal::pipeline {
@@ -238,6 +240,59 @@ TEST(Dropout, RecomputationReproducesTheForwardMasks) {
     torch::mse_loss(plain.forward(input).value(), target).backward();
     EXPECT_FALSE(torch::allclose(plain.parameters()[0].grad(), grads[0][0]));
   }
+}
+
+// A stage found drawing by its probe runs its first forward again; a deferred batch norm before
+// the noise counts that micro-batch once, so the running statistics equal the plain model's on
+// the whole batch (the noise comes after the batch norm and does not change what it sees).
+TEST(Dropout, AProbedStageCountsADeferredBatchNormsMicroBatchOnce) {
+  const auto make = [] {
+    torch::manual_seed(4);
+    LayerSeq seq("bn and noise");
+    seq.add(make_layer("fc0", "Linear", nn::Linear(5, 4)));
+    seq.add(make_layer("bn", "BatchNorm", BatchNorm(4)));
+    seq.add(make_layer("noise", "Noise", Noise()));
+    seq.add(make_layer("fc1", "Linear", nn::Linear(4, 4)));
+    seq.to(torch::kDouble);
+    return seq;
+  };
+  const Batch input(torch::randn({12, 5}, torch::kDouble) * 3 + 1);
+  const at::Tensor target = torch::randn({12, 4}, torch::kDouble);
+  LayerSeq plain = make();
+  plain.forward(input);
+  for (auto checkpoint : {CheckpointMode::kNever, CheckpointMode::kAlways}) {
+    SCOPED_TRACE(to_string(checkpoint));
+    LayerSeq piped = make();
+    PipelineOptions options;
+    options.chunks = 3;
+    options.checkpoint = checkpoint;
+    options.deferred_batch_norm = true;
+    Pipeline pipeline(piped, {3, 1}, {}, options);
+    pipeline.step(input, target, [](const at::Tensor& out, const at::Tensor& t) {
+      return torch::mse_loss(out, t);
+    });
+    const auto expected = plain.buffers(), actual = piped.buffers();
+    ASSERT_EQ(expected.size(), actual.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(actual[i], expected[i], 1e-10, 1e-12))
+          << "buffer " << i << ": " << actual[i] << " vs " << expected[i];
+    }
+  }
+}
+
+// A snapshot puts back what a deferred batch norm gathered since it was taken, with the buffers.
+TEST(Dropout, ABufferSnapshotPutsBackADeferredBatchNormsSums) {
+  LayerSeq seq("bn");
+  BatchNorm bn(3);
+  seq.add(make_layer("bn", "BatchNorm", bn));
+  bn->set_deferred(true);
+  bn->forward(torch::randn({4, 3}));
+  const at::Tensor gathered = bn->pending_statistics();
+  const BufferSnapshot snapshot(seq);
+  bn->forward(torch::randn({4, 3}));
+  EXPECT_FALSE(torch::equal(bn->pending_statistics(), gathered));
+  snapshot.restore();
+  EXPECT_TRUE(torch::equal(bn->pending_statistics(), gathered));
 }
 
 }  // namespace

@@ -136,6 +136,9 @@ TEST(Pipeline, StepTimeoutNamesTheStageAndActionStillRunning) {
   seq.add(make_layer("fc", "Linear", nn::Linear(kWidth, kWidth)));
   seq.add(make_layer("block", "Block", Block(&forever)));
   seq.add(make_layer("head", "Linear", nn::Linear(kWidth, 3)));
+  // In training mode the stuck stage would be inside its first run's probe of the generator,
+  // holding a share of the lock that later tests in this process (run as one) would wait for.
+  seq.train(false);
   PipelineOptions options;
   options.chunks = 2;
   options.step_timeout_s = 0.2;
@@ -415,6 +418,41 @@ TEST(Pipeline, FailuresInRecomputeBackwardAndLossNameTheirActionAndLeaveThePipel
   EXPECT_NE(what.find("stage 1, loss of micro-batch"), std::string::npos) << what;
   EXPECT_NE(what.find("injected loss failure"), std::string::npos) << what;
   EXPECT_NO_THROW(pipeline.step(input, target, mse));
+
+  // A loss that is not one value (reduction 'none') is named as such, not as LibTorch's failed
+  // conversion to a number.
+  what = error_of([](const at::Tensor& out, const at::Tensor& t) {
+    return torch::mse_loss(out, t, at::Reduction::None);
+  });
+  EXPECT_NE(what.find("stage 1, loss of micro-batch "), std::string::npos) << what;
+  EXPECT_NE(what.find(": the loss function returned 8 values (shape [2, 4]), not one"),
+            std::string::npos)
+      << what;
+  EXPECT_NO_THROW(pipeline.step(input, target, mse));
+}
+
+// Inference names the micro-batch a layer failed on.
+TEST(Pipeline, AFailureInForwardNamesItsMicroBatch) {
+  LayerSeq seq("fail-on-large");
+  seq.add(make_layer("fc0", "Linear", nn::Linear(4, 4)));
+  seq.add(make_layer("check", "Functional", nn::Functional([](const at::Tensor& x) {
+                       if (x.abs().max().item<double>() > 1e6)
+                         throw std::runtime_error("too large");
+                       return x;
+                     })));
+  Pipeline pipeline(seq, {1, 1}, {}, PipelineOptions{});
+  at::Tensor input = torch::zeros({8, 4});
+  input[5][0] = 1e9;  // micro-batch 2 of 4
+  try {
+    pipeline.forward(Batch(input));
+    FAIL() << "expected the layer's failure";
+  } catch (const std::runtime_error& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("stage 1, layer 1 ('check', Functional), forward of micro-batch 2: too "
+                        "large"),
+              std::string::npos)
+        << what;
+  }
 }
 
 TEST(Pipeline, FailureInAnyStageIsOneErrorAndThePipelineStaysUsable) {

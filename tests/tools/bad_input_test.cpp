@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pipebal/common/cores.h"
 #include "tests/tools/cli_support.h"
 
 namespace pipebal::testing {
@@ -474,6 +475,22 @@ TEST(BadInput, AnOpenMpThreadCountItCannotTakeIsOneLine) {
       run_shell("env OMP_NUM_THREADS=abc " + std::string(PIPEBAL_BINARY) + " train --help");
   EXPECT_EQ(help.status, 0) << help.err;
   EXPECT_NE(help.out.find("Usage:"), std::string::npos) << help.out;
+}
+
+// More OpenMP threads than the machine has cores is the user's choice for the layers; the
+// profile's own calibration of the engine (pipelines, which refuse more threads per stage than
+// cores) stays within the cores rather than failing after every layer was profiled.
+TEST(BadInput, AnOpenMpThreadCountAboveTheCoresStillProfiles) {
+  const std::string dir = scratch_dir();
+  const CliResult r = run_shell(fmt::format(
+      "env OMP_NUM_THREADS={} {} profile --model mlp:layers=2,width=8 --input-shape 4,8 "
+      "--chunks 1 --repeat 3 -q -o {}/profile.json",
+      pipebal::usable_cores() + 2, PIPEBAL_BINARY, dir));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const nlohmann::json profile = nlohmann::json::parse(read_text(dir + "/profile.json"));
+  EXPECT_EQ(profile["environment"]["intra_op_threads"], pipebal::usable_cores() + 2);
+  EXPECT_GT(profile["engine"]["action_ms"].get<double>(), 0);
 }
 
 // A balance that fails leaves no --schedule-plans directory it made (one made before is kept).
