@@ -97,6 +97,13 @@ void remove_in_handler(int parent, const char* name, int depth) {
   ::unlinkat(parent, name, AT_REMOVEDIR);
 }
 
+// What install_interrupt_cleanup's handler ends the process on, and what it ignores (as the
+// process found them, for the programs it starts).
+constexpr std::array<int, 5> kStoppingSignals{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXCPU};
+constexpr std::array<int, 2> kIgnoredSignals{SIGPIPE, SIGXFSZ};
+std::array<struct sigaction, kIgnoredSignals.size()> found_dispositions{};
+bool found_recorded = false;
+
 // Set by the first handler to run. A signal can arrive twice (`timeout` sends it to the process
 // and then to its group) and the second can land on another thread while the first is still
 // handling it: only the first cleans up, speaks and exits.
@@ -109,9 +116,11 @@ extern "C" void remove_temporaries_and_exit(int signal_number) {
   for (int i = 0; i < kSlots; ++i) {
     if (slot_state[i] == kReady) remove_in_handler(AT_FDCWD, slot_path[i].data(), slot_depth[i]);
   }
-  const char* message = signal_number == SIGINT   ? "pipebal: interrupted\n"
-                        : signal_number == SIGHUP ? "pipebal: hung up\n"
-                                                  : "pipebal: terminated\n";
+  const char* message = signal_number == SIGINT    ? "pipebal: interrupted\n"
+                        : signal_number == SIGHUP  ? "pipebal: hung up\n"
+                        : signal_number == SIGQUIT ? "pipebal: quit\n"
+                        : signal_number == SIGXCPU ? "pipebal: CPU time limit reached (ulimit -t)\n"
+                                                   : "pipebal: terminated\n";
   if (announce_interrupt) {
     const ssize_t ignored = ::write(STDERR_FILENO, message, std::strlen(message));
     (void)ignored;
@@ -224,7 +233,7 @@ void remove_temporaries_and_exit_now(int status) {
   // let another thread take it (and wait) while this one ends the process.
   sigset_t signals;
   sigemptyset(&signals);
-  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, signal_number);
+  for (const int signal_number : kStoppingSignals) sigaddset(&signals, signal_number);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (handling_signal.test_and_set()) {
     for (;;) ::pause();  // a signal handler is cleaning up and ends the process
@@ -240,12 +249,30 @@ void install_interrupt_cleanup(bool announce) {
   struct sigaction action {};
   action.sa_handler = remove_temporaries_and_exit;
   sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-  // A closed terminal too, unless the process was started to outlive it (nohup ignores it).
-  struct sigaction hangup {};
-  if (::sigaction(SIGHUP, nullptr, &hangup) == 0 && hangup.sa_handler != SIG_IGN) {
-    ::sigaction(SIGHUP, &action, nullptr);
+  for (const int signal_number : kStoppingSignals) {
+    // A closed terminal too, unless the process was started to outlive it (nohup ignores it).
+    struct sigaction current {};
+    if (signal_number == SIGHUP &&
+        (::sigaction(SIGHUP, nullptr, &current) != 0 || current.sa_handler == SIG_IGN)) {
+      continue;
+    }
+    ::sigaction(signal_number, &action, nullptr);
+  }
+  // A write past a closed pipe (`| head`) or the file size limit (ulimit -f) then fails like any
+  // other, with one line and no file half-written, rather than killing the process silently.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (size_t i = 0; i < kIgnoredSignals.size(); ++i) {
+    ::sigaction(kIgnoredSignals[i], &ignore, &found_dispositions[i]);
+    found_recorded = true;
+  }
+}
+
+void restore_ignored_signals_for_exec() {
+  if (!found_recorded) return;
+  for (size_t i = 0; i < kIgnoredSignals.size(); ++i) {
+    ::sigaction(kIgnoredSignals[i], &found_dispositions[i], nullptr);
   }
 }
 

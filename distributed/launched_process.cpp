@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "pipebal/common/atomic_file.h"
 #include "pipebal/distributed/launch_env.h"
 #include "pipebal/distributed/peer_failure_notice.h"
 
@@ -140,6 +141,7 @@ void make_child_image(const LaunchOptions& options, const std::string& program, 
       sigaction(caught, &action, nullptr);
     }
   }
+  pipebal::restore_ignored_signals_for_exec();
   // In its own group it is in the terminal's background, where a read (or, under `stty tostop`,
   // a write) would stop it for good: ignored, the signals let the write through and make the
   // read an error (launch() names a process stopped so nevertheless).

@@ -1,6 +1,10 @@
 // See command_line.h.
 #include "tools/command_line.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -67,7 +71,7 @@ bool asks_for_help(int argc, char** argv) {
   return false;
 }
 
-void check_openmp_threads(const char* value) {
+void check_thread_count_variable(const char* name, const char* value) {
   if (value == nullptr) return;
   const std::string text = value;
   bool valid = true;
@@ -86,9 +90,8 @@ void check_openmp_threads(const char* value) {
   }
   if (!valid) {
     throw std::invalid_argument(fmt::format(
-        "OMP_NUM_THREADS='{}' is not a number of threads: give a positive integer, e.g. "
-        "OMP_NUM_THREADS=4, or unset it",
-        text));
+        "{}='{}' is not a number of threads: give a positive integer, e.g. {}=4, or unset it", name,
+        text, name));
   }
 }
 
@@ -111,16 +114,30 @@ std::unique_ptr<CLI::App> make_pipebal_app() {
 
 namespace {
 
-// `status`, unless what the command printed did not arrive: a full disk or a closed stdout is
-// an error, not success.
+// Why a write to standard output that failed earlier in the command did, as far as can be told
+// now: errno has moved on since (a file written after, say).
+int earlier_stdout_failure() {
+  if (::fcntl(STDOUT_FILENO, F_GETFD) < 0) return EBADF;
+  pollfd out{STDOUT_FILENO, POLLOUT, 0};
+  // A pipe (or socket) whose reader is gone: `pipebal profile ... | head -1`.
+  if (::poll(&out, 1, 0) == 1 && (out.revents & POLLERR) != 0) return EPIPE;
+  return 0;
+}
+
+// `status`, unless what the command printed did not arrive: a full disk, a closed stdout or a
+// pipe closed by its reader is an error, not success (the files the command wrote stay).
 int output_arrived(int status) {
   if (status != 0) return status;
+  int cause = 0;
   if (std::cout) {
-    errno = 0;  // the cause this flush finds; a write that failed before left its own
+    errno = 0;  // the cause this flush finds
     std::cout.flush();
+    cause = errno;
+  } else {
+    cause = earlier_stdout_failure();
   }
   if (std::cout && std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
-  const int cause = errno;
+  if (cause == 0) cause = errno;
   print_error_line("pipebal: error: " + rank_prefix() + "cannot write to standard output (" +
                    (cause != 0 ? std::strerror(cause) : "the write failed") + ")");
   return kUserErrorStatus;

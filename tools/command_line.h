@@ -41,11 +41,11 @@ void check_not_a_rank(const std::string& command);
 // stands before a `--` (after it, words are a launched command's).
 bool asks_for_help(int argc, char** argv);
 
-// Throws std::invalid_argument for an OMP_NUM_THREADS (`value`; nullptr: unset) that the OpenMP
-// runtime and LibTorch would not take: they print warnings, LibTorch a stack trace, and go on
-// with a thread count of their own. Taken: positive integers, comma-separated (OpenMP's nesting
-// levels), with blanks around them.
-void check_openmp_threads(const char* value);
+// Throws std::invalid_argument for an OMP_NUM_THREADS or MKL_NUM_THREADS (`name`, `value`;
+// nullptr: unset) that the OpenMP runtime and LibTorch would not take: they print warnings,
+// LibTorch a stack trace, and go on with a thread count of their own. Taken: positive integers,
+// comma-separated (OpenMP's nesting levels; LibTorch reads the first), with blanks around them.
+void check_thread_count_variable(const char* name, const char* value);
 
 // pipebal's application, without commands.
 std::unique_ptr<CLI::App> make_pipebal_app();

@@ -48,12 +48,14 @@ int main(int argc, char** argv) {
     pipebal::tools::enforce_value_syntax(*app);
     return pipebal::tools::run_command_line(*app, argc, argv);
   }
-  // LibTorch's OpenMP runtime reads OMP_NUM_THREADS as it loads, before pipebal-torch's main: a
-  // value it cannot take would be warnings and a stack trace, then a thread count of its own.
-  // (--help and --version answer whatever the environment says.)
+  // LibTorch's OpenMP runtime reads OMP_NUM_THREADS (LibTorch MKL_NUM_THREADS too) as it loads,
+  // before pipebal-torch's main: a value it cannot take would be warnings and a stack trace, then
+  // a thread count of its own. (--help and --version answer whatever the environment says.)
   if (!pipebal::tools::asks_for_help(argc, argv)) {
     try {
-      pipebal::tools::check_openmp_threads(std::getenv("OMP_NUM_THREADS"));
+      for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
+        pipebal::tools::check_thread_count_variable(name, std::getenv(name));
+      }
     } catch (const std::invalid_argument& error) {
       pipebal::tools::print_error_line("pipebal: error: " + pipebal::tools::rank_prefix() +
                                        error.what());

@@ -475,6 +475,18 @@ TEST(BadInput, AnOpenMpThreadCountItCannotTakeIsOneLine) {
       run_shell("env OMP_NUM_THREADS=abc " + std::string(PIPEBAL_BINARY) + " train --help");
   EXPECT_EQ(help.status, 0) << help.err;
   EXPECT_NE(help.out.find("Usage:"), std::string::npos) << help.out;
+  // LibTorch reads MKL_NUM_THREADS as well, and says the same of a value it cannot take.
+  for (const char* value : {"abc", "0"}) {
+    const CliResult r = run_shell(fmt::format("env MKL_NUM_THREADS='{}' {}", value, train));
+    EXPECT_EQ(r.status, 2) << value << ": " << r.err;
+    EXPECT_EQ(r.err, fmt::format("pipebal: error: MKL_NUM_THREADS='{}' is not a number of "
+                                 "threads: give a positive integer, e.g. MKL_NUM_THREADS=4, or "
+                                 "unset it\n",
+                                 value));
+  }
+  const CliResult mkl = run_shell("env MKL_NUM_THREADS=1 " + train);
+  EXPECT_EQ(mkl.status, 0) << mkl.err;
+  EXPECT_EQ(mkl.err, "");
 }
 
 // More OpenMP threads than the machine has cores is the user's choice for the layers; the

@@ -120,6 +120,52 @@ TEST(Cli, OutputThatCannotBeWrittenIsAnError) {
             "pipebal: error: cannot write to standard output (Bad file descriptor)\n");
 }
 
+// A pipe whose reader is gone (`pipebal profile ... | head -1`) is the same: one line, not a
+// silent death by SIGPIPE; the profile the command wrote before it printed stays whole.
+TEST(Cli, AClosedPipeIsAnErrorNotASilentDeath) {
+  const std::string dir = pipebal::testing::scratch_dir();
+  const std::string profile = PIPEBAL_FIXTURES_DIR "/../../reports/examples/demo/profile.json";
+  for (const std::string& args :
+       {"balance " + profile + " --stages 2",
+        "profile --model mlp:layers=2,width=8 --input-shape 4,8 --chunks 1 --repeat 3 -q -o " +
+            dir + "/profile.json"}) {
+    int ends[2];
+    ASSERT_EQ(::pipe(ends), 0);
+    ::close(ends[0]);  // no reader: the first write fails
+    const int raw =
+        std::system(fmt::format("{} {} >&{} 2>{}/err", PIPEBAL_BINARY, args, ends[1], dir).c_str());
+    ::close(ends[1]);
+    ASSERT_TRUE(WIFEXITED(raw)) << args << ": killed by signal " << WTERMSIG(raw);
+    EXPECT_EQ(WEXITSTATUS(raw), 2) << args;
+    const std::string err = pipebal::testing::read_text(dir + "/err");
+    EXPECT_NE(err.find("pipebal: error: cannot write to standard output (Broken pipe)\n"),
+              std::string::npos)
+        << args << ": " << err;
+    EXPECT_EQ(count_lines(err), err.find("warning") == std::string::npos ? 1 : 2) << err;
+  }
+  EXPECT_NO_THROW(nlohmann::json::parse(pipebal::testing::read_text(dir + "/profile.json")));
+}
+
+// An output past the file size limit (ulimit -f) fails its write in one line and leaves no
+// temporary file, rather than SIGXFSZ ending the process with the file half-written.
+TEST(Cli, TheFileSizeLimitIsOneLineAndLeavesNoFile) {
+  const std::string dir = pipebal::testing::scratch_path("outputs");
+  std::filesystem::create_directories(dir);
+  const std::string profile = PIPEBAL_FIXTURES_DIR "/../../reports/examples/demo/profile.json";
+  for (const std::string& args :
+       {"balance " + profile + " --stages 2 -o " + dir + "/plan.json",
+        "profile --model mlp:layers=2,width=8 --input-shape 4,8 --chunks 1 --repeat 3 -q -o " +
+            dir + "/profile.json"}) {
+    // The limit holds for the files the command writes (512 bytes), not for /dev/null.
+    const Result r = pipebal::testing::run_shell(
+        fmt::format("ulimit -f 1 && {} {} >/dev/null", PIPEBAL_BINARY, args));
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("': File too large\n"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << args;
+  }
+}
+
 TEST(Cli, ModelsListsTheZooWithDefaults) {
   const Result r = run_pipebal("models");
   EXPECT_EQ(r.status, 0);
@@ -429,7 +475,8 @@ TEST(Cli, InterruptIsOneLineAndLeavesNothingHalfWritten) {
   const bool hangup_ignored = hangup.sa_handler == SIG_IGN;  // under nohup: pipebal keeps it so
   for (const auto& [signal, status, line] :
        {std::tuple<std::string, int, std::string>{"INT", 130, "pipebal: interrupted\n"},
-        {"HUP", 129, "pipebal: hung up\n"}}) {
+        {"HUP", 129, "pipebal: hung up\n"},
+        {"QUIT", 131, "pipebal: quit\n"}}) {
     if (signal == "HUP" && hangup_ignored) continue;
     const std::string dir = pipebal::testing::fresh_dir(signal);
     const std::string command =

@@ -1,6 +1,7 @@
 // What `pipebal launch` gives each of its processes and how it keeps them: torchrun's
 // environment, a terminal they run in the background of, and their process groups, which stay
 // theirs until the launcher has finished signalling them.
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -41,6 +42,21 @@ std::vector<std::map<std::string, std::string>> launched_environments(
     environments.push_back(variables(read_text(fmt::format("{}/env{}", dir, local))));
   }
   return environments;
+}
+
+// The launcher ignores SIGPIPE and SIGXFSZ for itself (a closed pipe is an error it reports),
+// not for the programs it starts: they get the dispositions the launcher found.
+TEST(LaunchCli, ProcessesDoNotInheritTheLaunchersIgnoredSignals) {
+  const std::string dir = scratch_dir();
+  const CliResult r = run_shell(fmt::format(
+      "{} launch --nproc-per-node 1 -- sh -c \"awk '/^SigIgn/ {{print \\$2}}' /proc/self/status "
+      "> {}/ignored\"",
+      PIPEBAL_BINARY, dir));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const uint64_t ignored = std::stoull(read_text(dir + "/ignored"), nullptr, 16);
+  EXPECT_EQ(ignored & (uint64_t{1} << (SIGPIPE - 1)), 0u) << std::hex << ignored;
+  EXPECT_EQ(ignored & (uint64_t{1} << (SIGXFSZ - 1)), 0u) << std::hex << ignored;
+  EXPECT_NE(ignored & (uint64_t{1} << (SIGTTIN - 1)), 0u) << "read wrong: " << std::hex << ignored;
 }
 
 // Every variable torchrun sets for a worker (but its agent's store), as a program written for
