@@ -31,6 +31,11 @@ void quiet_c10d_logging() {
 #endif
 }
 
+std::string& client_address() {
+  static std::string address;
+  return address;
+}
+
 }  // namespace
 
 std::shared_ptr<::gloo::transport::Device> gloo_device(const LaunchEnv& env) {
@@ -41,6 +46,10 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const LaunchEnv& env) {
     return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
   }
   return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+const std::string& store_client_address() {
+  return client_address();
 }
 
 c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
@@ -56,6 +65,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
   options.multiTenant = true;
   const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
   c10::intrusive_ptr<c10d::Store> store;
+  // Before the store's threads start: they may read it when they fail.
+  if (!options.isServer) client_address() = where;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::exception& error) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include <c10/util/intrusive_ptr.h>
 
@@ -23,6 +24,11 @@ namespace pipebal::distributed {
 // (rank 0), or a master that cannot be reached within `timeout`.
 c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
                                               std::chrono::milliseconds timeout);
+
+// The rendezvous store this process connected to as a client ("127.0.0.1:29500"), once
+// connect_store has begun to; empty before. For messages about a failure in a thread LibTorch
+// runs for that connection (something other than a store answering there).
+const std::string& store_client_address();
 
 // Loopback for a run on one host, else the interface named by GLOO_SOCKET_IFNAME (as in
 // PyTorch), else the address this host's name resolves to.

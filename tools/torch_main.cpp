@@ -1,14 +1,20 @@
 // `pipebal-torch`: every pipebal command, with LibTorch. The `pipebal` executable
 // (front_main.cpp) runs the commands that need no LibTorch itself and hands every other command
 // line to this one.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <exception>
 #include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/distributed/group.h"
 #include "pipebal/distributed/launcher.h"
 #include "pipebal/distributed/peer_failure_notice.h"
+#include "pipebal/distributed/rendezvous.h"
 #include "pipebal/pipeline/error_text.h"
 #include "pipebal/pipeline/pipeline.h"
 #include "pipebal/workflow/cpu_memory_guard.h"
@@ -49,9 +55,36 @@ std::optional<int> end_run(const std::exception& error) {
   return std::nullopt;
 }
 
+// An exception no code caught: in a thread LibTorch runs (its rendezvous store's connection
+// reading what something other than a store sent) nothing of pipebal's can catch it. One line
+// and exit status 2, the temporary files removed, instead of std::terminate's abort.
+[[noreturn]] void end_on_uncaught_exception() {
+  std::string what = "an unknown error";
+  if (const std::exception_ptr error = std::current_exception()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = pipebal::pipeline::error_summary(e);
+    } catch (...) {
+    }
+  }
+  const std::string& store = pipebal::distributed::store_client_address();
+  const bool background = ::gettid() != ::getpid();
+  print_error_line(fmt::format(
+      "pipebal: error: {}{}{}{}", rank_prefix(),
+      background ? "a thread of LibTorch's failed: " : "uncaught: ", what,
+      store.empty() || !background
+          ? ""
+          : fmt::format(" (connected to the rendezvous store at {}: is something other than the "
+                        "run's rank 0 listening there?)",
+                        store)));
+  pipebal::remove_temporaries_and_exit_now(pipebal::tools::kUserErrorStatus);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::set_terminate(end_on_uncaught_exception);
   pipebal::workflow::keep_freed_memory_in_process();
   pipebal::workflow::guard_cpu_allocations();
   pipebal::install_interrupt_cleanup(rank_prefix().empty());

@@ -1,15 +1,20 @@
 // `pipebal launch` and its ranks when something goes wrong: bad rendezvous settings, ranks
 // started differently, a rank or command that fails, interrupts and suspension, a port in use or
 // an unreachable master. Each is one line and a bounded wait; nothing is left running or written.
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -430,6 +435,36 @@ TEST(LaunchCli, UnreachableMasterIsOneLineAtTheTimeout) {
                                    port)),
             std::string::npos)
       << r.err;
+}
+
+// Something other than a rendezvous store on MASTER_PORT: it accepts every connection and answers
+// it with bytes no store sends. LibTorch's thread reading the store's connection throws where
+// nothing catches it; the rank still ends with one line, exit 2, not std::terminate's abort.
+TEST(LaunchCli, AMasterPortAnsweredByAnotherServerIsOneLine) {
+  const BusyPort server;
+  std::atomic<bool> done{false};
+  std::thread answering([&] {
+    std::vector<int> clients;
+    while (!done) {
+      pollfd incoming{server.fd, POLLIN, 0};
+      if (::poll(&incoming, 1, 50) != 1) continue;
+      const int client = ::accept(server.fd, nullptr, nullptr);
+      if (client < 0) continue;
+      const std::string garbage(4096, '\xff');
+      const ssize_t sent = ::send(client, garbage.data(), garbage.size(), MSG_NOSIGNAL);
+      (void)sent;
+      clients.push_back(client);
+    }
+    for (const int client : clients) ::close(client);
+  });
+  const std::string train = kTrain;
+  const CliResult r = run_shell(
+      as_rank(1, 2, server.port, train.substr(0, train.find("--timeout")) + "--timeout 5 -q"));
+  done = true;
+  answering.join();
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("pipebal: error: rank 1: ", 0), 0u) << r.err;
 }
 
 }  // namespace
