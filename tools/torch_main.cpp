@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "pipebal/common/address_space.h"
 #include "pipebal/common/atomic_file.h"
+#include "pipebal/common/cores.h"
 #include "pipebal/distributed/group.h"
 #include "pipebal/distributed/launcher.h"
 #include "pipebal/distributed/peer_failure_notice.h"
@@ -102,7 +104,11 @@ int main(int argc, char** argv) {
   pipebal::tools::enforce_value_syntax(*app);
   pipebal::tools::CommandLineHooks hooks;
   // Before any thread starts (workflow/denormals.h).
-  hooks.prepare = [] { pipebal::workflow::flush_denormals_unless_kept(); };
+  hooks.prepare = [] {
+    pipebal::workflow::flush_denormals_unless_kept();
+    // A thread on every core may run matrix products.
+    pipebal::check_address_space_room(pipebal::usable_cores());
+  };
   hooks.summarize = pipebal::pipeline::error_summary;
   hooks.special = end_run;
   return pipebal::tools::run_command_line(*app, argc, argv, hooks);
