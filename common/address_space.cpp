@@ -1,6 +1,7 @@
 // See address_space.h.
 #include "pipebal/common/address_space.h"
 
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -33,11 +34,22 @@ int64_t mapped_bytes() {
   return 0;
 }
 
+bool openblas_loaded() {
+  for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {
+    if (void* library = ::dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
+      ::dlclose(library);
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void check_address_space_room(int threads) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  if (!openblas_loaded()) return;
   const auto needed = static_cast<size_t>(blas_buffer_bytes(threads));
   // A reservation of no memory, only addresses: it counts against the limit as the buffers will.
   void* room =

@@ -12,7 +12,7 @@ int64_t blas_buffer_bytes(int threads);
 
 // Throws std::invalid_argument, in one line naming the limit and what to raise it to, when the
 // address-space limit leaves less than blas_buffer_bytes(threads) beyond what the process maps
-// now. Nothing to check without a limit.
+// now. Nothing to check without a limit, or without OpenBLAS loaded (LibTorch with MKL).
 void check_address_space_room(int threads);
 
 }  // namespace pipebal

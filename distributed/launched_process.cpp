@@ -134,7 +134,7 @@ void make_child_image(const LaunchOptions& options, const std::string& program, 
   setpgid(0, 0);
   struct sigaction action {};
   sigemptyset(&action.sa_mask);
-  for (const int caught : {SIGINT, SIGTERM, SIGHUP, SIGTSTP}) {
+  for (const int caught : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXCPU, SIGTSTP}) {
     struct sigaction current {};
     action.sa_handler = SIG_DFL;
     if (sigaction(caught, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) {

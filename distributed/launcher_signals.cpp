@@ -34,6 +34,7 @@ LauncherSignals::LauncherSignals() {
   action.sa_handler = on_interrupt;
   sigaction(SIGINT, &action, &old_int_);
   sigaction(SIGTERM, &action, &old_term_);
+  sigaction(SIGQUIT, &action, &old_quit_);
   // A closed terminal stops the processes as Ctrl-C does, unless ignored (nohup).
   sigaction(SIGHUP, nullptr, &old_hup_);
   if (old_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
@@ -50,6 +51,7 @@ LauncherSignals::LauncherSignals() {
 LauncherSignals::~LauncherSignals() {
   sigaction(SIGINT, &old_int_, nullptr);
   sigaction(SIGTERM, &old_term_, nullptr);
+  sigaction(SIGQUIT, &old_quit_, nullptr);
   sigaction(SIGHUP, &old_hup_, nullptr);
   sigaction(SIGTSTP, &old_tstp_, nullptr);
   sigaction(SIGCHLD, &old_chld_, nullptr);

@@ -1,6 +1,6 @@
-// The signals `pipebal launch` acts on while it runs: SIGINT, SIGTERM and SIGHUP (passed on to its
-// processes), SIGTSTP (they stop with it) and SIGCHLD (when to look at them). The handlers only
-// note what came; the launch's loop (supervisor.h) reads the notes. Torch-free.
+// The signals `pipebal launch` acts on while it runs: SIGINT, SIGTERM, SIGQUIT and SIGHUP (passed
+// on to its processes), SIGTSTP (they stop with it) and SIGCHLD (when to look at them). The
+// handlers only note what came; the launch's loop (supervisor.h) reads the notes. Torch-free.
 #pragma once
 
 #include <signal.h>
@@ -18,13 +18,14 @@ class LauncherSignals {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_quit_ {};
   struct sigaction old_hup_ {};
   struct sigaction old_tstp_ {};
   struct sigaction old_chld_ {};
 };
 
-// The last of SIGINT, SIGTERM and SIGHUP that came since the handlers were installed (0: none),
-// and how many came in all (a second one kills at once).
+// The last of SIGINT, SIGTERM, SIGQUIT and SIGHUP that came since the handlers were installed (0:
+// none), and how many came in all (a second one kills at once).
 int interrupt_signal();
 int interrupts_received();
 

@@ -150,9 +150,10 @@ class Supervisor {
       if (!stopping_) {
         result_ = 128 + forwarded_;
         relay_.say(fmt::format("{}: {}; stopping {}", options_.log_prefix,
-                               forwarded_ == SIGINT   ? "interrupted"
-                               : forwarded_ == SIGHUP ? "hung up"
-                                                      : "terminated",
+                               forwarded_ == SIGINT    ? "interrupted"
+                               : forwarded_ == SIGHUP  ? "hung up"
+                               : forwarded_ == SIGQUIT ? "quit"
+                                                       : "terminated",
                                processes(running_)));
       }
       stopping_ = true;

@@ -264,10 +264,10 @@ void Pipeline::run_parallel(std::function<void(size_t, int&)> job) {
       } catch (const ChannelCancelled&) {
         // A neighbour failed; its error is the one to report.
       } catch (const std::exception& error) {
-        // The stage's own errors already begin with "stage N"; others get it. The step rethrows
-        // a runtime_error (another process's failure, a timeout) or logic_error (a bug) as it
-        // is, for its type; anything else (LibTorch's c10::Error, bad_alloc) as a runtime_error
-        // that says where it happened.
+        // The stage's own errors already begin with "stage N"; others get it in the message the
+        // other processes are told. The step rethrows a runtime_error (another process's
+        // failure) or logic_error (a bug; invalid_argument: bad input) as it is, for its type;
+        // anything else (LibTorch's c10::Error, bad_alloc) as a runtime_error naming the stage.
         const std::string what = error_summary(error);
         const std::string stage = fmt::format("stage {}", s);
         const bool named = what.rfind(stage, 0) == 0;

@@ -121,6 +121,11 @@ int earlier_stdout_failure() {
   pollfd out{STDOUT_FILENO, POLLOUT, 0};
   // A pipe (or socket) whose reader is gone: `pipebal profile ... | head -1`.
   if (::poll(&out, 1, 0) == 1 && (out.revents & POLLERR) != 0) return EPIPE;
+  // Else errno, if nothing since has changed it to a cause no write has (a file not found).
+  const int last = errno;
+  for (const int cause : {ENOSPC, EDQUOT, EFBIG, EIO, EPIPE}) {
+    if (last == cause) return cause;
+  }
   return 0;
 }
 
@@ -128,16 +133,16 @@ int earlier_stdout_failure() {
 // pipe closed by its reader is an error, not success (the files the command wrote stay).
 int output_arrived(int status) {
   if (status != 0) return status;
-  int cause = 0;
-  if (std::cout) {
-    errno = 0;  // the cause this flush finds
+  // errno tells the cause of a failure only right after it: an earlier one's is gone.
+  const bool failed_before = !std::cout;
+  int cause = failed_before ? earlier_stdout_failure() : 0;
+  if (!failed_before) {
+    errno = 0;
     std::cout.flush();
     cause = errno;
-  } else {
-    cause = earlier_stdout_failure();
   }
   if (std::cout && std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
-  if (cause == 0) cause = errno;
+  if (cause == 0 && !failed_before) cause = errno;  // the fflush's
   print_error_line("pipebal: error: " + rank_prefix() + "cannot write to standard output (" +
                    (cause != 0 ? std::strerror(cause) : "the write failed") + ")");
   return kUserErrorStatus;

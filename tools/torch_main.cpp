@@ -3,11 +3,13 @@
 // line to this one.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <optional>
 #include <string>
 
+#include <ATen/Parallel.h>
 #include <fmt/format.h>
 
 #include "pipebal/common/address_space.h"
@@ -57,29 +59,35 @@ std::optional<int> end_run(const std::exception& error) {
   return std::nullopt;
 }
 
-// An exception no code caught: in a thread LibTorch runs (its rendezvous store's connection
-// reading what something other than a store sent) nothing of pipebal's can catch it. One line
-// and exit status 2, the temporary files removed, instead of std::terminate's abort.
+// std::terminate: an exception no code caught. One thrown in a thread LibTorch runs (its
+// rendezvous store's connection reading what something other than a store sent) nothing of
+// pipebal's can catch: one line and exit status 2, the temporary files removed, instead of an
+// abort. On the main thread, or without an exception, it is a bug of pipebal's: said as one.
 [[noreturn]] void end_on_uncaught_exception() {
-  std::string what = "an unknown error";
+  std::string what;
   if (const std::exception_ptr error = std::current_exception()) {
     try {
       std::rethrow_exception(error);
     } catch (const std::exception& e) {
       what = pipebal::pipeline::error_summary(e);
     } catch (...) {
+      what = "an exception of unknown type";
     }
   }
+  if (what.empty() || ::gettid() == ::getpid()) {
+    print_error_line(fmt::format(
+        "pipebal: internal error (a bug in pipebal; please report it with the command line): "
+        "{}std::terminate: {}",
+        rank_prefix(), what.empty() ? "no exception" : what));
+    pipebal::remove_temporaries_and_exit_now(pipebal::tools::kInternalErrorStatus);
+  }
   const std::string& store = pipebal::distributed::store_client_address();
-  const bool background = ::gettid() != ::getpid();
   print_error_line(fmt::format(
-      "pipebal: error: {}{}{}{}", rank_prefix(),
-      background ? "a thread of LibTorch's failed: " : "uncaught: ", what,
-      store.empty() || !background
-          ? ""
-          : fmt::format(" (connected to the rendezvous store at {}: is something other than the "
-                        "run's rank 0 listening there?)",
-                        store)));
+      "pipebal: error: {}a background thread failed: {}{}", rank_prefix(), what,
+      store.empty() ? ""
+                    : fmt::format(" (connected to the rendezvous store at {}: is something other "
+                                  "than the run's rank 0 listening there?)",
+                                  store)));
   pipebal::remove_temporaries_and_exit_now(pipebal::tools::kUserErrorStatus);
 }
 
@@ -104,10 +112,16 @@ int main(int argc, char** argv) {
   pipebal::tools::enforce_value_syntax(*app);
   pipebal::tools::CommandLineHooks hooks;
   // Before any thread starts (workflow/denormals.h).
-  hooks.prepare = [] {
+  hooks.prepare = [argv] {
     pipebal::workflow::flush_denormals_unless_kept();
-    // A thread on every core may run matrix products.
-    pipebal::check_address_space_room(pipebal::usable_cores());
+    // The threads that may run matrix products: LibTorch's intra-op pool, or in one process of
+    // several stages a thread on every core. A launcher runs none.
+    const bool launched = !rank_prefix().empty();
+    if (std::string(argv[1]) != "launch") {
+      pipebal::check_address_space_room(
+          launched ? at::get_num_threads()
+                   : std::max(at::get_num_threads(), pipebal::usable_cores()));
+    }
   };
   hooks.summarize = pipebal::pipeline::error_summary;
   hooks.special = end_run;
