@@ -21,9 +21,6 @@ int64_t blas_buffer_bytes(int threads) {
   return kBufferBytes * threads;
 }
 
-namespace {
-
-// The bytes the process maps now (/proc/self/status's VmSize); 0 when it cannot be read.
 int64_t mapped_bytes() {
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -33,6 +30,8 @@ int64_t mapped_bytes() {
   }
   return 0;
 }
+
+namespace {
 
 bool openblas_loaded() {
   for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {

@@ -7,6 +7,9 @@
 
 namespace pipebal {
 
+// The bytes the process maps now (/proc/self/status's VmSize); 0 when it cannot be read.
+int64_t mapped_bytes();
+
 // The bytes OpenBLAS maps for `threads` threads running matrix products.
 int64_t blas_buffer_bytes(int threads);
 

@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "pipebal/pipeline/layer_batch_norms.h"
+#include "pipebal/pipeline/module_layer.h"
+
 namespace pipebal::pipeline {
 namespace {
 thread_local bool recomputing = false;
@@ -105,6 +108,16 @@ void BatchNormImpl::set_pending_statistics(const at::Tensor& statistics) {
   const at::Tensor values = statistics.to(running_mean.options().dtype(torch::kDouble));
   sum_ = values.narrow(0, 0, features_).clone();
   sum_squares_ = values.narrow(0, features_, features_).clone();
+}
+
+std::vector<BatchNormImpl*> batch_norms_in(const Layer& layer) {
+  std::vector<BatchNormImpl*> norms;
+  const auto* module_layer = dynamic_cast<const ModuleLayer*>(&layer);
+  if (module_layer == nullptr) return norms;
+  for (const auto& module : module_layer->module().modules()) {
+    if (auto* bn = module->as<BatchNormImpl>()) norms.push_back(bn);
+  }
+  return norms;
 }
 
 void BatchNormImpl::restore_pending(Pending pending) {

@@ -16,9 +16,7 @@
 
 #include "pipebal/common/cores.h"
 #include "pipebal/common/time_limit.h"
-#include "pipebal/pipeline/batch_norm.h"
 #include "pipebal/pipeline/error_text.h"
-#include "pipebal/pipeline/module_layer.h"
 #include "pipebal/pipeline/stage_turner.h"
 #include "pipebal/pipeline/transfer.h"
 #include "pipebal/pipeline/worker.h"
@@ -265,18 +263,19 @@ void Pipeline::run_parallel(std::function<void(size_t, int&)> job) {
         // A neighbour failed; its error is the one to report.
       } catch (const std::exception& error) {
         // The stage's own errors already begin with "stage N"; others get it in the message the
-        // other processes are told. The step rethrows a runtime_error (another process's
-        // failure) or logic_error (a bug; invalid_argument: bad input) as it is, for its type;
-        // anything else (LibTorch's c10::Error, bad_alloc) as a runtime_error naming the stage.
+        // other processes are told. The step rethrows a runtime_error (the stage's own, another
+        // process's failure) or logic_error (a bug; invalid_argument: bad input) as it is, for
+        // its type; anything else (LibTorch's c10::Error, bad_alloc) as a runtime_error naming
+        // the stage.
         const std::string what = error_summary(error);
         const std::string stage = fmt::format("stage {}", s);
-        const bool named = what.rfind(stage, 0) == 0;
-        const std::string message = named ? what : fmt::format("{}: {}", stage, what);
+        const std::string message =
+            what.rfind(stage, 0) == 0 ? what : fmt::format("{}: {}", stage, what);
         const bool typed = dynamic_cast<const std::runtime_error*>(&error) != nullptr ||
                            dynamic_cast<const std::logic_error*>(&error) != nullptr;
         record_failure(*run, *links, message,
-                       named || typed ? std::current_exception()
-                                      : std::make_exception_ptr(std::runtime_error(message)));
+                       typed ? std::current_exception()
+                             : std::make_exception_ptr(std::runtime_error(message)));
       } catch (...) {
         const std::string message = fmt::format("stage {}: unknown error", s);
         record_failure(*run, *links, message, std::make_exception_ptr(std::runtime_error(message)));
@@ -441,44 +440,6 @@ void Pipeline::run_action(int s, const Action& action, StepWork& work) {
     links.forward[s]->post(i, pack(std::move(outgoing), stage.stream()));
   if (action.kind == ActionKind::kBackward && s > 0)
     links.backward[s - 1]->post(i, pack(std::move(outgoing), stage.stream()));
-}
-
-std::vector<BatchNormImpl*> Pipeline::batch_norms(bool local_only) const {
-  std::vector<BatchNormImpl*> norms;
-  size_t first = 0;
-  for (size_t s = 0; s < balance_.size(); ++s) {
-    const size_t end = first + static_cast<size_t>(balance_[s]);
-    for (size_t l = first; l < end && (stages_[s] || !local_only); ++l) {
-      const auto* layer = dynamic_cast<const ModuleLayer*>(&layers_[l]);
-      if (layer == nullptr) continue;
-      for (const auto& module : layer->module().modules()) {
-        if (auto* bn = module->as<BatchNormImpl>()) norms.push_back(bn);
-      }
-    }
-    first = end;
-  }
-  return norms;
-}
-
-void Pipeline::set_deferred_batch_norm(bool on, bool commit) {
-  for (BatchNormImpl* bn : batch_norms(/*local_only=*/false)) {
-    if (commit) bn->commit();
-    bn->set_deferred(on);
-  }
-}
-
-void Pipeline::sum_batch_norm_statistics() {
-  const std::vector<BatchNormImpl*> norms = batch_norms(/*local_only=*/true);
-  if (norms.empty()) return;  // alike on every replica: they hold the same stages
-  std::vector<at::Tensor> pending;
-  for (const BatchNormImpl* bn : norms) pending.push_back(bn->pending_statistics());
-  at::Tensor all = at::cat(pending).cpu();  // a process's stages share its device
-  options_.sum_over_replicas(all);
-  int64_t offset = 0;
-  for (size_t i = 0; i < norms.size(); ++i) {
-    norms[i]->set_pending_statistics(all.narrow(0, offset, pending[i].numel()));
-    offset += pending[i].numel();
-  }
 }
 
 StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn) {

@@ -6,7 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/pipeline/layer_batch_norms.h"
 
 namespace pipebal::pipeline {
 
@@ -18,11 +18,7 @@ BufferSnapshot::BufferSnapshot(const LayerSeq& layers, bool any) {
       buffers_.push_back(b);
       values_.push_back(b.clone());
     }
-    const auto* layer = dynamic_cast<const ModuleLayer*>(&layers[i]);
-    if (layer == nullptr) continue;
-    for (const auto& module : layer->module().modules()) {
-      if (auto* bn = module->as<BatchNormImpl>()) pending_.emplace_back(bn, bn->pending());
-    }
+    for (BatchNormImpl* bn : batch_norms_in(layers[i])) pending_.emplace_back(bn, bn->pending());
   }
 }
 

@@ -9,9 +9,8 @@
 #include <torch/torch.h>
 
 #include "pipebal/common/time_limit.h"
-#include "pipebal/pipeline/batch_norm.h"
 #include "pipebal/pipeline/dtype.h"
-#include "pipebal/pipeline/module_layer.h"
+#include "pipebal/pipeline/layer_batch_norms.h"
 
 namespace pipebal::workflow {
 
@@ -121,12 +120,7 @@ std::optional<std::string> nothing_to_train(const pipeline::LayerSeq& layers) {
 
 void check_batch_norm_to_defer(const pipeline::LayerSeq& layers) {
   for (size_t l = 0; l < layers.size(); ++l) {
-    if (layers[l].has_other_batch_norm()) return;
-    const auto* layer = dynamic_cast<const pipeline::ModuleLayer*>(&layers[l]);
-    if (layer == nullptr) continue;
-    for (const auto& module : layer->module().modules()) {
-      if (module->as<pipeline::BatchNormImpl>() != nullptr) return;
-    }
+    if (layers[l].has_other_batch_norm() || !pipeline::batch_norms_in(layers[l]).empty()) return;
   }
   throw std::invalid_argument(
       "--deferred-batch-norm: the model holds no batch norm whose statistics to defer (the zoo's "

@@ -7,8 +7,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -17,22 +15,12 @@
 namespace pipebal {
 namespace {
 
-int64_t mapped_now() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    long long kib = 0;
-    if (std::sscanf(line.c_str(), "VmSize: %lld kB", &kib) == 1) return kib * 1024;
-  }
-  return 0;
-}
-
 // In a child under a limit of what it maps now plus `room`: 0 when the check passes, 1 when it
 // refuses in the words expected, 2 otherwise.
 int check_under_limit(int64_t room, int threads) {
   const pid_t child = ::fork();
   if (child == 0) {
-    const auto bytes = static_cast<rlim_t>(mapped_now() + room);
+    const auto bytes = static_cast<rlim_t>(mapped_bytes() + room);
     const rlimit limit{bytes, bytes};
     if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
     try {
