@@ -61,13 +61,25 @@ def same_work(c):
             tuple(c["balance"]))
 
 
+def median_ratio_by_round(a, b):
+    """How much slower a stepped than b, round by round: the median over rounds of a's step over
+    b's in the same round (reports::median_ratio_by_round). A slow spell of the machine slows
+    both steps of a round alike, so this moves far less than the ratio of their medians."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
 def summary_row(name, spec, shape, doc):
     configs = doc["configurations"]
-    # Runs of the same work are samples of one thing: each is measured as their median.
-    groups = {}
+    # Runs of the same work are samples of one thing: each is measured as their median, and round
+    # by round as the median of their steps in each round.
+    groups, group_steps = {}, {}
     for c in configs:
         groups.setdefault(same_work(c), []).append(c["measured_step_ms"])
+        group_steps.setdefault(same_work(c), []).append(c.get("measured_steps_ms"))
     measured = {k: statistics.median(v) for k, v in groups.items()}
+    by_round = all(all(s) for s in group_steps.values())  # raw data from before 2026-12-07: no
+    rounds = {k: [statistics.median(steps) for steps in zip(*v)]
+              for k, v in group_steps.items()} if by_round else {}
 
     def measured_ms(c):
         return measured[same_work(c)]
@@ -104,6 +116,20 @@ def summary_row(name, spec, shape, doc):
     slow, fast = max(((max(v), min(v)) for v in groups.values() if len(v) > 1),
                      key=lambda pair: pair[0] / pair[1], default=(0, 0))
     apart = f"{slow / fast:.2f} ({fast:.1f}-{slow:.1f})" if fast else "-"
+    if by_round:
+        # The pick against each configuration, round by round, and the one it lost most to; and
+        # the largest such ratio between two runs of the same work.
+        pick_steps = rounds[same_work(pick)]
+        lost_to = max(rounds, key=lambda k: median_ratio_by_round(pick_steps, rounds[k]))
+        behind = median_ratio_by_round(pick_steps, rounds[lost_to])
+        lost_to_config = next(c for c in configs if same_work(c) == lost_to)
+        pick_vs_best = f"{100 * (behind - 1):.1f}% ({describe(lost_to_config)})"
+        apart_by_round = max((median_ratio_by_round(a, b) for v in group_steps.values()
+                              for a in v for b in v if a is not b), default=None)
+        apart += f" / {apart_by_round:.2f}" if apart_by_round else " / -"
+    else:
+        pick_vs_best = "-"
+        apart += " / -"
 
     return (f"| {name} | {len(groups)} | {describe(pick)} | {passed_over} | "
             f"{pick['predicted_step_ms']:.1f} | "
@@ -111,7 +137,7 @@ def summary_row(name, spec, shape, doc):
             f"{in_turns_of(pick)} | "
             f"{median_abs('step_error')} / {median_abs('step_error_in_turns')} | "
             f"{describe(best)} | {ms(best)} | "
-            f"{100 * (measured_ms(pick) / measured_ms(best) - 1):.1f}% | "
+            f"{100 * (measured_ms(pick) / measured_ms(best) - 1):.1f}% | {pick_vs_best} | "
             f"{ms(default)} | {ms(chunks8)} | {ms(plain)} | {apart} |")
 
 
@@ -155,7 +181,13 @@ def summary(raw):
         "taken on the thread of its own run, with that run's pool): \"in turns\" below, and the median absolute error of "
         "those configurations both ways; the difference between the two predictions is what the "
         "machine changed between the profile and the runs. \"Same work apart\": the largest ratio "
-        "between runs of one such group (and their ms), the noise the comparisons sit in. The "
+        "between runs of one such group (and their ms), the noise the comparisons sit in, and the same "
+        "round by round. \"Round by round\" (raw data since 2026-12-07, which has every "
+        "measured step): the median over rounds of the ratio of two steps of the same round, "
+        "which a slow spell of the machine moves far less than the ratio of medians from "
+        "different rounds; the pick is set against every configuration so and the one it lost "
+        "most to is named (a group of the same work steps as the median of its runs' steps in "
+        "each round). The "
         "pick is the plan's recommendation: the fastest prediction, unless one that asks less of "
         "the machine is predicted within 5% of it (`--min-gain`; since 2026-12-04 also the plain "
         "model on one device over it on 2 threads, before only one that does not pipeline over "
@@ -165,10 +197,11 @@ def summary(raw):
         "| model | distinct configurations | planner's pick | fastest predicted, passed over "
         "(--min-gain 5%) | predicted ms | measured ms | prediction error "
         "| predicted in turns ms | its error | median abs error (up front / in turns) "
-        "| fastest measured | its ms | pick vs fastest | default (2 st, 4 mb) ms | chunks 8 ms "
-        "| plain (1 thread) ms | same work apart |",
-        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: "
-        "| ---: | ---: | ---: |",
+        "| fastest measured | its ms | pick vs fastest | pick vs fastest, round by round "
+        "| default (2 st, 4 mb) ms | chunks 8 ms "
+        "| plain (1 thread) ms | same work apart (medians / round by round) |",
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: "
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for entry in raw["models"]:
         lines.append(summary_row(entry["name"], entry["spec"], entry["input_shape"],

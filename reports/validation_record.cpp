@@ -63,6 +63,18 @@ std::vector<int> ranks_by_time(const std::vector<double>& step_ms) {
   return rank;
 }
 
+double median_ratio_by_round(const std::vector<double>& a_steps_ms,
+                             const std::vector<double>& b_steps_ms) {
+  std::vector<double> ratios;
+  for (size_t k = 0; k < std::min(a_steps_ms.size(), b_steps_ms.size()); ++k) {
+    if (a_steps_ms[k] > 0 && b_steps_ms[k] > 0) ratios.push_back(a_steps_ms[k] / b_steps_ms[k]);
+  }
+  if (ratios.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(ratios.begin(), ratios.end());
+  const size_t half = ratios.size() / 2;
+  return ratios.size() % 2 ? ratios[half] : (ratios[half - 1] + ratios[half]) / 2;
+}
+
 double Candidate::step_error() const {
   return relative_error(predicted.step_ms, measured.step_ms);
 }

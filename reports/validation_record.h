@@ -32,6 +32,14 @@ double relative_error(double predicted, double measured);
 // must not rank a later entry above an earlier one.
 std::vector<int> ranks_by_time(const std::vector<double>& step_ms);
 
+// How much slower run a stepped than run b, measured in turns (workflow/interleaved_runs.h): the
+// median over rounds of a's step over b's step of the same round. A machine that slows down for a
+// while slows both steps of a round alike, so this ratio moves far less than the ratio of their
+// median steps, which may come from different rounds. Rounds are paired by index, up to the
+// shorter list; NaN when there is no round with both steps positive.
+double median_ratio_by_round(const std::vector<double>& a_steps_ms,
+                             const std::vector<double>& b_steps_ms);
+
 struct Candidate {
   std::vector<std::string> algorithms;  // every partitioner that chose this balance
   std::vector<int> balance;

@@ -56,9 +56,13 @@ void print_auto_table(const workflow::AutoValidation& v) {
     fmt::print("\nthe plan's pick measured fastest of the {} configurations trained\n",
                v.configurations.size());
   } else {
-    fmt::print("\nthe plan's pick measured {:.1f}% slower than the fastest trained ({}: {})\n",
-               100 * (pick.measured_step_ms / fastest->measured_step_ms - 1),
-               fmt::join(fastest->labels, ", "), balance::describe(fastest->config));
+    fmt::print(
+        "\nthe plan's pick measured {:.1f}% slower than the fastest trained ({}: {}); "
+        "round by round {:+.1f}% (the median of the rounds' ratios)\n",
+        100 * (pick.measured_step_ms / fastest->measured_step_ms - 1),
+        fmt::join(fastest->labels, ", "), balance::describe(fastest->config),
+        100 * (reports::median_ratio_by_round(pick.measured_steps_ms, fastest->measured_steps_ms) -
+               1));
   }
   if (pick.predicted_in_turns_ms > 0) {  // when profiled in turns
     fmt::print(

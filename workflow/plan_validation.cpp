@@ -86,7 +86,10 @@ void add(std::vector<CheckedConfiguration>& list, const balance::Configuration& 
       return;
     }
   }
-  list.push_back({{label}, config, 0, 0, 0, 0});
+  CheckedConfiguration added;
+  added.labels = {label};
+  added.config = config;
+  list.push_back(std::move(added));
 }
 
 TrainSettings train_settings(const AutoValidateSettings& p,
@@ -123,6 +126,7 @@ nlohmann::json configuration_json(const CheckedConfiguration& c) {
                          {"balance", x.plan.balance},
                          {"predicted_step_ms", x.step_ms},
                          {"measured_step_ms", c.measured_step_ms},
+                         {"measured_steps_ms", c.measured_steps_ms},
                          {"step_error", reports::relative_error(x.step_ms, c.measured_step_ms)},
                          {"predicted_rank", c.predicted_rank},
                          {"measured_rank", c.measured_rank}};
@@ -343,6 +347,9 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   }
   std::vector<double> predicted_ms, measured_ms;
   for (size_t k = 0; k < list.size(); ++k) {
+    for (const reports::StepSample& step : measured[k].steps) {
+      list[k].measured_steps_ms.push_back(step.ms);
+    }
     list[k].measured_step_ms = measured[k].median_step_ms;
     predicted_ms.push_back(list[k].config.step_ms);
     measured_ms.push_back(list[k].measured_step_ms);

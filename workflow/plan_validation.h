@@ -67,7 +67,10 @@ struct AutoValidateSettings {
 struct CheckedConfiguration {
   std::vector<std::string> labels;  // "recommended", "plan 1", "plain", "yours"
   balance::Configuration config;
-  double measured_step_ms = 0;
+  // Every measured step, one a round in round order: all configurations were measured in the
+  // same rounds (reports::median_ratio_by_round compares two of them round by round).
+  std::vector<double> measured_steps_ms;
+  double measured_step_ms = 0;  // their median
   // Predicted from the profile taken in turns with the runs (profile_in_turns); 0: not taken, or
   // the plain model on several threads.
   double predicted_in_turns_ms = 0;

@@ -169,6 +169,20 @@ TEST(ValidationRecord, RanksByTimeWithTiesInTheGivenOrder) {
   EXPECT_TRUE(ranks_by_time({}).empty());
 }
 
+TEST(ValidationRecord, MedianRatioByRoundPairsTheStepsOfOneRound) {
+  // a is 10% or 20% slower than b in two of three rounds; its median step (120) is below b's (125)
+  // only because b's one slow step fell in the round the machine was fastest.
+  const std::vector<double> a = {120, 220, 100};
+  const std::vector<double> b = {100, 200, 125};
+  EXPECT_NEAR(median_ratio_by_round(a, b), 1.1, 1e-12);
+  EXPECT_NEAR(median_ratio_by_round(b, a), 1 / 1.1, 1e-12);
+  // An even count of rounds takes the mean of the middle two; rounds past the shorter list and
+  // steps that were not measured (0) are left out.
+  EXPECT_NEAR(median_ratio_by_round({2, 3, 0, 9}, {1, 1, 1}), 2.5, 1e-12);
+  EXPECT_TRUE(std::isnan(median_ratio_by_round({}, {1})));
+  EXPECT_TRUE(std::isnan(median_ratio_by_round({0}, {1})));
+}
+
 TEST(RunRecord, ReadsBackWhatItWroteAndOlderDocumentsWithDefaults) {
   const RunRecord read = run_from_json(json::parse(run_to_json(run_example()).dump()));
   EXPECT_EQ(read.balance, (std::vector<int>{3, 1}));

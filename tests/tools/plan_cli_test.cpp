@@ -501,6 +501,10 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
     predicted_ranks.insert(c["predicted_rank"].get<int>());
     measured_ranks.insert(c["measured_rank"].get<int>());
     EXPECT_GT(c["measured_step_ms"].get<double>(), 0);
+    // Every measured step, one a round; two rounds: their median is their mean.
+    const auto steps = c["measured_steps_ms"].get<std::vector<double>>();
+    ASSERT_EQ(steps.size(), 2u) << c.dump();
+    EXPECT_NEAR(c["measured_step_ms"].get<double>(), (steps[0] + steps[1]) / 2, 1e-9) << c.dump();
     // Predicted again from the profiles taken after each round (other samples, other times),
     // the plain model on several threads from the one taken on its own run's thread.
     EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
