@@ -1,8 +1,8 @@
 # `cmake --install BUILD --prefix P`: headers under P/include/pipebal/, the libraries, the
-# `pipebal` and `pipebal-torch` executables, a CMake package (find_package(pipebal CONFIG) with targets
-# pipebal::balance, pipebal::reports, pipebal::schedule — torch-free — and pipebal::pipeline,
-# pipebal::launch, pipebal::distributed, pipebal::models, pipebal::profiler, pipebal::workflow, which bring
-# LibTorch) and pkg-config files for the
+# `pipebal` and `pipebal-torch` executables, a CMake package (find_package(pipebal CONFIG) with
+# targets pipebal::balance, pipebal::reports, pipebal::schedule, pipebal::launch,
+# pipebal::common — torch-free — and pipebal::pipeline, pipebal::distributed, pipebal::models,
+# pipebal::profiler, pipebal::workflow, which bring LibTorch) and pkg-config files for the
 # torch-free balancer.
 include(CMakePackageConfigHelpers)
 
@@ -13,12 +13,14 @@ foreach(module common schedule reports balance pipeline launch distributed model
   set_target_properties(pipebal_${module} PROPERTIES EXPORT_NAME ${module})
 endforeach()
 
-# The torch-free balancer stands alone: a user without LibTorch asks for COMPONENTS balance.
-install(TARGETS pipebal_common pipebal_schedule pipebal_reports pipebal_balance
+# The torch-free libraries stand alone: a user without LibTorch asks for COMPONENTS balance (or
+# reports, schedule, launch, common).
+install(TARGETS pipebal_common pipebal_schedule pipebal_reports pipebal_balance pipebal_launch
+                pipebal_git_commit
         EXPORT pipebalBalanceTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS pipebal_pipeline pipebal_launch pipebal_distributed pipebal_models pipebal_profiler
-                pipebal_workflow pipebal_git_commit
+install(TARGETS pipebal_pipeline pipebal_distributed pipebal_models pipebal_profiler
+                pipebal_workflow
         EXPORT pipebalTorchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # pipebal-torch keeps the path to a LibTorch outside the system's directories (a pip wheel's).
@@ -28,10 +30,15 @@ install(TARGETS pipebal pipebal_torch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR
 install(EXPORT pipebalBalanceTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
 install(EXPORT pipebalTorchTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
 
+# Every module's headers, but not the CUPTI wrapper (it includes cupti.h, which only the
+# profiler's own build sees) nor the folders of reports/ that hold results, not code.
 foreach(module pipeline distributed balance profiler models reports workflow common)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipebal/${module}
-          FILES_MATCHING PATTERN "*.h")
+          FILES_MATCHING PATTERN "*.h"
+          PATTERN "cupti_check.h" EXCLUDE
+          PATTERN "examples" EXCLUDE
+          PATTERN "validation-accuracy" EXCLUDE)
 endforeach()
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/pipebalConfig.cmake.in

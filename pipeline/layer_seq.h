@@ -9,6 +9,9 @@
 
 namespace pipebal::pipeline {
 
+// A handle on the layers: copies and slices share the layer objects, and const methods such as
+// to() and train() change those shared layers, as a const std::shared_ptr leaves its object
+// mutable. clone() makes layers of its own.
 class LayerSeq {
  public:
   LayerSeq() = default;

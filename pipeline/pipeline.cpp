@@ -143,6 +143,18 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
   }
   schedule_ = make_schedule(options_.schedule, stages, options_.chunks, options_.checkpoint,
                             options_.virtual_stages, options_.weight_delays);
+  // A device's stages (interleaved: d, d + devices, ...) run on its one thread, so on one device.
+  for (const auto& device_order : schedule_.device_order) {
+    for (const DeviceStep& step : device_order) {
+      const int first = device_order.front().stage;
+      if (devices[step.stage] == devices[first]) continue;
+      throw std::invalid_argument(fmt::format(
+          "stages {} and {} run on one device's thread ({} stages per device) but were given "
+          "devices {} and {}: give every stage of a device the same one",
+          first, step.stage, options_.virtual_stages, devices[first].str(),
+          devices[step.stage].str()));
+    }
+  }
   size_t first = 0;
   for (int s = 0; s < stages; ++s) {
     if (transport_->runs_stage(s, stages)) {

@@ -117,11 +117,14 @@ class Pipeline {
   void run_on_stage_thread(int s, const std::function<void()>& job);
 
   int stages() const { return static_cast<int>(stages_.size()); }
-  // Whether this process runs stage `s`.
-  bool runs_stage(int s) const { return stages_[s] != nullptr; }
+  // Whether this process runs stage `s`; std::out_of_range past the stages.
+  bool runs_stage(int s) const { return stages_.at(static_cast<size_t>(s)) != nullptr; }
   const std::vector<int>& balance() const { return balance_; }
   const PipelineOptions& options() const { return options_; }
   const Schedule& schedule() const { return schedule_; }
+  // The model's layers, shared with the stages that run them (a LayerSeq is a handle: its const
+  // methods to() and train() change the layers): move or convert them only before the pipeline
+  // is made, or make it anew.
   const LayerSeq& layers() const { return layers_; }
 
  private:

@@ -8,7 +8,7 @@ packages=(
   cmake g++ make ccache git pkg-config
   libtorch-dev            # LibTorch 1.13 (CPU)
   libopenblas0-openmp     # without it LibTorch falls back to reference BLAS, ~18x slower
-  libjemalloc-dev         # the allocator of pipebal's executables (tools/malloc_tuning.h)
+  libjemalloc-dev         # the allocator of pipebal's programs (workflow/malloc_tuning.h)
   nlohmann-json3-dev libfmt-dev libcli11-dev
   libgloo-dev             # headers of the Gloo library inside LibTorch (distributed/: c10d process groups)
   libgtest-dev libbenchmark-dev

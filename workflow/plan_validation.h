@@ -60,6 +60,8 @@ struct AutoValidateSettings {
   bool profile_in_turns = false;
   int threads = 1;
   uint64_t seed = 0;
+  // As ValidateSettings::step_timeout_s: a training step over it throws; profiling without
+  // progress for that long ends the process (watchdog.h). 0: no limit.
   double step_timeout_s = 0;
   std::string output;  // the directory
 };

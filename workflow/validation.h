@@ -39,7 +39,10 @@ struct ValidateSettings {
   int profile_repeat = 10;
   int threads = 1;
   uint64_t seed = 0;
-  double step_timeout_s = 0;  // per training step, and without progress while profiling; 0: none
+  // Per training step (pipeline::StepTimeout, thrown), and without progress while profiling: a
+  // layer stuck there cannot be interrupted, so the watchdog (watchdog.h) ends the whole process
+  // with one line on stderr and status 2. 0: no limit.
+  double step_timeout_s = 0;
   // Train each candidate as this many processes, one per stage (0: as threads of this process),
   // by launching `executable train` (the pipebal binary) like `pipebal launch`. The pipelined
   // and the one-micro-batch runs then follow each other instead of alternating step by step.

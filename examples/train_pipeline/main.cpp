@@ -10,12 +10,15 @@
 #include <torch/torch.h>
 
 #include "pipebal/balance/cost_model.h"
+#include "pipebal/balance/micro_batch_costs.h"
 #include "pipebal/balance/partition.h"
+#include "pipebal/balance/profile_options.h"
 #include "pipebal/pipeline/module_layer.h"
 #include "pipebal/pipeline/pipeline.h"
 #include "pipebal/profiler/profile_json.h"
 #include "pipebal/profiler/profiler.h"
 #include "pipebal/workflow/denormals.h"
+#include "pipebal/workflow/malloc_tuning.h"
 
 namespace {
 
@@ -53,6 +56,8 @@ int main(int argc, char** argv) {
   const int stages = argc > 1 ? std::stoi(argv[1]) : 2;
   const int epochs = argc > 2 ? std::stoi(argv[2]) : 8;
   const int64_t features = 16, hidden = 64, classes = 4, batch = 64, chunks = 4;
+  // Before any tensor: each step reuses the memory the last one freed (workflow/malloc_tuning.h).
+  pipebal::workflow::keep_freed_memory_in_process();
   // Before any thread starts: a layer's time must not depend on how small its numbers are.
   pipebal::workflow::flush_denormals_unless_kept();
   torch::manual_seed(0);
@@ -68,11 +73,12 @@ int main(int argc, char** argv) {
 
   // 2. Balance: the exact optimum for this profile, stage count and schedule.
   namespace balance = pipebal::balance;
-  balance::CostOptions cost_options;
-  cost_options.chunks = chunks;
+  // The engine costs the profile measured too, as `pipebal balance` plans with them.
+  const balance::CostProfile costs = pipebal::profiler::cost_profile(profile);
+  balance::CostOptions cost_options = balance::profile_cost_options(costs, chunks);
   cost_options.schedule = pipebal::pipeline::ScheduleKind::kOneFOneB;
-  const balance::CostModel cost_model(pipebal::profiler::cost_profile(profile).layers, stages,
-                                      cost_options);
+  const balance::CostModel cost_model(balance::layers_for_chunks(costs, cost_options.chunks),
+                                      stages, cost_options);
   const balance::Plan plan = balance::partition(cost_model, balance::Algorithm::kDp);
   std::cout << "balance";
   for (int layers : plan.balance) std::cout << ' ' << layers;

@@ -48,6 +48,37 @@ assert abs(step - cli["prediction"]["step_ms"]) <= 1e-6 * cli["prediction"]["ste
 PY
 "$scratch/examples/train_pipeline" 2 6
 
+# The torch-free components where LibTorch cannot be found: the package is found with them, and a
+# component that needs LibTorch, asked for as optional, is not found rather than failing it.
+mkdir -p "$scratch/torch_free"
+cat >"$scratch/torch_free/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.18)
+project(torch_free CXX)
+set(CMAKE_CXX_STANDARD 17)
+find_package(pipebal CONFIG REQUIRED COMPONENTS balance launch common
+             OPTIONAL_COMPONENTS pipeline)
+if(pipebal_pipeline_FOUND OR TARGET pipebal::pipeline)
+  message(FATAL_ERROR "pipebal::pipeline found where LibTorch cannot be")
+endif()
+add_executable(balance_profile $source_dir/examples/balance_profile/main.cpp)
+target_link_libraries(balance_profile PRIVATE pipebal::balance pipebal::launch)
+CMAKE
+cmake -S "$scratch/torch_free" -B "$scratch/torch_free/build" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Torch=TRUE >/dev/null
+cmake --build "$scratch/torch_free/build" -j2 >/dev/null
+"$scratch/torch_free/build/balance_profile" "$demo_profile" 2 >/dev/null
+# A torch component that is required fails the search there, with CMake's reason.
+sed -i 's/OPTIONAL_COMPONENTS pipeline/pipeline/' "$scratch/torch_free/CMakeLists.txt"
+if cmake -S "$scratch/torch_free" -B "$scratch/torch_free/required" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Torch=TRUE >"$scratch/required.txt" 2>&1; then
+  echo "check-install: a required torch component was found without LibTorch" >&2
+  exit 1
+fi
+grep -q "Torch" "$scratch/required.txt"
+# Only the headers: the CUPTI wrapper (cupti.h) and the report results stay out.
+test ! -e "$prefix/include/pipebal/profiler/cupti_check.h"
+test ! -e "$prefix/include/pipebal/reports/examples"
+
 # The balancer without LibTorch or CMake: pkg-config only.
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig
 flags=$(pkg-config --cflags --libs pipebal-balance)

@@ -179,6 +179,25 @@ TEST(Pipeline, ForwardEqualsPlainModelOutput) {
   }
 }
 
+// A device's interleaved stages share its thread: given different devices, they are refused before
+// any layer moves (no CUDA is touched here).
+TEST(Pipeline, InterleavedStagesOfADeviceMustShareItsDevice) {
+  PipelineOptions options;
+  options.chunks = 4;
+  options.schedule = ScheduleKind::kInterleaved;
+  options.virtual_stages = 2;
+  const c10::Device cpu(c10::kCPU);
+  try {
+    Pipeline pipeline(make_model(2), {2, 2, 2, 2}, {cpu, cpu, c10::Device("cuda:0"), cpu}, options);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_STREQ(error.what(),
+                 "stages 0 and 2 run on one device's thread (2 stages per device) but were given "
+                 "devices cpu and cuda:0: give every stage of a device the same one");
+  }
+  EXPECT_NO_THROW(Pipeline(make_model(2), {2, 2, 2, 2}, {cpu, cpu, cpu, cpu}, options));
+}
+
 // Interleaved, a device's stages share one thread, as the simulator assumes: it runs their
 // actions in the device's order, telling on_stage_enter each time it turns to another stage.
 TEST(Pipeline, InterleavedStagesOfADeviceShareItsThread) {
