@@ -64,8 +64,10 @@ def same_work(c):
 def median_ratio_by_round(a, b):
     """How much slower a stepped than b, round by round: the median over rounds of a's step over
     b's in the same round (reports::median_ratio_by_round). A slow spell of the machine slows
-    both steps of a round alike, so this moves far less than the ratio of their medians."""
-    return statistics.median(x / y for x, y in zip(a, b))
+    both steps of a round alike, so this moves far less than the ratio of their medians. Rounds
+    where either step is not positive are left out; NaN when none is left."""
+    ratios = [x / y for x, y in zip(a, b) if x > 0 and y > 0]
+    return statistics.median(ratios) if ratios else float("nan")
 
 
 def summary_row(name, spec, shape, doc):

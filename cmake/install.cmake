@@ -30,13 +30,14 @@ install(TARGETS pipebal pipebal_torch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR
 install(EXPORT pipebalBalanceTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
 install(EXPORT pipebalTorchTargets NAMESPACE pipebal:: DESTINATION ${PIPEBAL_CMAKE_DIR})
 
-# Every module's headers, but not the CUPTI wrapper (it includes cupti.h, which only the
-# profiler's own build sees) nor the folders of reports/ that hold results, not code.
+# Every module's headers, but not the CUPTI backend's (cupti.h, which only the profiler's own
+# build sees, under a macro private to it) nor the folders of reports/ that hold results.
 foreach(module pipeline distributed balance profiler models reports workflow common)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipebal/${module}
           FILES_MATCHING PATTERN "*.h"
           PATTERN "cupti_check.h" EXCLUDE
+          PATTERN "cupti_timer.h" EXCLUDE
           PATTERN "examples" EXCLUDE
           PATTERN "validation-accuracy" EXCLUDE)
 endforeach()

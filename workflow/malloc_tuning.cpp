@@ -3,19 +3,54 @@
 
 #include <dlfcn.h>
 #include <malloc.h>
+#include <sys/types.h>
 
 #include <climits>
+#include <string>
 
 namespace pipebal::workflow {
+namespace {
+
+using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
+
+// jemalloc exports mallctl(); asking the process (not a header) also covers LD_PRELOAD.
+Mallctl find_mallctl() {
+  return reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"));
+}
+
+// Freed pages are never handed back: the default for arenas made from now on, and each existing
+// arena's own setting (an arena not yet initialised refuses, and takes the default when it is).
+void never_decay(Mallctl mallctl) {
+  ssize_t never = -1;
+  for (const char* kind : {"dirty", "muzzy"}) {
+    mallctl((std::string("arenas.") + kind + "_decay_ms").c_str(), nullptr, nullptr, &never,
+            sizeof(never));
+  }
+  unsigned arenas = 0;
+  size_t size = sizeof(arenas);
+  if (mallctl("arenas.narenas", &arenas, &size, nullptr, 0) != 0) return;
+  for (unsigned a = 0; a < arenas; ++a) {
+    for (const char* kind : {"dirty", "muzzy"}) {
+      const std::string name = "arena." + std::to_string(a) + "." + kind + "_decay_ms";
+      mallctl(name.c_str(), nullptr, nullptr, &never, sizeof(never));
+    }
+  }
+}
+
+}  // namespace
 
 bool jemalloc_serves_this_process() {
-  // jemalloc exports mallctl(); asking the process (not a header) also covers LD_PRELOAD.
-  return dlsym(RTLD_DEFAULT, "mallctl") != nullptr;
+  return find_mallctl() != nullptr;
 }
 
 void keep_freed_memory_in_process() {
-  // jemalloc took its settings from the program (jemalloc_conf.cpp) or MALLOC_CONF at start-up.
-  if (jemalloc_serves_this_process()) return;
+  if (const Mallctl mallctl = find_mallctl()) {
+    // pipebal's programs set this at start-up (jemalloc_conf.cpp); a program of a user's that
+    // links or preloads jemalloc gets it here (the block-reuse setting can only be given at
+    // start-up, in MALLOC_CONF).
+    never_decay(mallctl);
+    return;
+  }
   // glibc: serve large blocks from the heap, not from fresh mmaps, and never trim the heap.
   mallopt(M_MMAP_THRESHOLD, INT_MAX);
   mallopt(M_TRIM_THRESHOLD, INT_MAX);

@@ -9,9 +9,10 @@
 // (AmoebaNet-D, 2 stages: 2-3x slower actions, reports/validation-accuracy.md). pipebal's
 // programs therefore allocate through jemalloc when it is installed — per-thread arenas, freed
 // pages kept (no decay): workflow/jemalloc_conf.cpp — and fall back to that glibc tuning where it
-// is not. The installed libraries do not link jemalloc: a program of yours gets the glibc tuning,
-// or jemalloc's if it links or preloads jemalloc with the same settings (MALLOC_CONF=
-// dirty_decay_ms:-1,muzzy_decay_ms:-1,lg_extent_max_active_fit:20 with LD_PRELOAD=libjemalloc.so.2).
+// is not. The installed libraries do not link jemalloc: a program of yours that calls
+// keep_freed_memory_in_process() gets the glibc tuning, or, where it links or preloads jemalloc,
+// freed pages kept (the block reuse too with MALLOC_CONF=lg_extent_max_active_fit:20, which
+// jemalloc reads only at start-up).
 #pragma once
 
 namespace pipebal::workflow {
@@ -19,8 +20,7 @@ namespace pipebal::workflow {
 // Whether jemalloc is this process's malloc (linked or preloaded).
 bool jemalloc_serves_this_process();
 
-// Call once at start-up, before the first tensor is allocated. Under jemalloc it changes
-// nothing: jemalloc read its settings when the process started.
+// Call once at start-up, before the first tensor is allocated.
 void keep_freed_memory_in_process();
 
 }  // namespace pipebal::workflow

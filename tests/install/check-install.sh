@@ -48,36 +48,63 @@ assert abs(step - cli["prediction"]["step_ms"]) <= 1e-6 * cli["prediction"]["ste
 PY
 "$scratch/examples/train_pipeline" 2 6
 
-# The torch-free components where LibTorch cannot be found: the package is found with them, and a
-# component that needs LibTorch, asked for as optional, is not found rather than failing it.
-mkdir -p "$scratch/torch_free"
-cat >"$scratch/torch_free/CMakeLists.txt" <<CMAKE
+# The package's components with and without LibTorch. A consumer asks for the torch-free ones and
+# the engine as optional: where LibTorch cannot be found (CMAKE_DISABLE_FIND_PACKAGE_Torch) the
+# package is found without pipebal::pipeline, where it can, with it.
+mkdir -p "$scratch/optional" "$scratch/required"
+cat >"$scratch/optional/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.18)
-project(torch_free CXX)
+project(optional CXX)
 set(CMAKE_CXX_STANDARD 17)
 find_package(pipebal CONFIG REQUIRED COMPONENTS balance launch common
              OPTIONAL_COMPONENTS pipeline)
-if(pipebal_pipeline_FOUND OR TARGET pipebal::pipeline)
+if(EXPECT_PIPELINE AND NOT (pipebal_pipeline_FOUND AND TARGET pipebal::pipeline))
+  message(FATAL_ERROR "pipebal::pipeline not found where LibTorch is")
+elseif(NOT EXPECT_PIPELINE AND (pipebal_pipeline_FOUND OR TARGET pipebal::pipeline))
   message(FATAL_ERROR "pipebal::pipeline found where LibTorch cannot be")
 endif()
 add_executable(balance_profile $source_dir/examples/balance_profile/main.cpp)
 target_link_libraries(balance_profile PRIVATE pipebal::balance pipebal::launch)
 CMAKE
-cmake -S "$scratch/torch_free" -B "$scratch/torch_free/build" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Torch=TRUE >/dev/null
-cmake --build "$scratch/torch_free/build" -j2 >/dev/null
-"$scratch/torch_free/build/balance_profile" "$demo_profile" 2 >/dev/null
-# A torch component that is required fails the search there, with CMake's reason.
-sed -i 's/OPTIONAL_COMPONENTS pipeline/pipeline/' "$scratch/torch_free/CMakeLists.txt"
-if cmake -S "$scratch/torch_free" -B "$scratch/torch_free/required" \
-  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Torch=TRUE >"$scratch/required.txt" 2>&1; then
+cmake -S "$scratch/optional" -B "$scratch/optional/without" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Torch=TRUE -DEXPECT_PIPELINE=FALSE \
+  >/dev/null
+cmake --build "$scratch/optional/without" -j2 >/dev/null
+"$scratch/optional/without/balance_profile" "$demo_profile" 2 >/dev/null
+cmake -S "$scratch/optional" -B "$scratch/optional/with" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DTorch_DIR="$torch_prefix" -DEXPECT_PIPELINE=TRUE >/dev/null
+# A torch component that is required makes the package require LibTorch: with it disabled, CMake
+# refuses (it cannot disable a REQUIRED package), which only a required find_dependency meets.
+cat >"$scratch/required/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.18)
+project(required CXX)
+find_package(pipebal CONFIG REQUIRED COMPONENTS balance pipeline)
+CMAKE
+if cmake -S "$scratch/required" -B "$scratch/required/build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_DISABLE_FIND_PACKAGE_Torch=TRUE >"$scratch/required.txt" 2>&1; then
   echo "check-install: a required torch component was found without LibTorch" >&2
   exit 1
 fi
-grep -q "Torch" "$scratch/required.txt"
-# Only the headers: the CUPTI wrapper (cupti.h) and the report results stay out.
+if ! grep -q "called with REQUIRED, but" "$scratch/required.txt"; then
+  cat "$scratch/required.txt" >&2
+  echo "check-install: a required torch component failed for another reason than LibTorch" >&2
+  exit 1
+fi
+# Only the headers: the CUPTI backend's (cupti.h) and the report results stay out.
 test ! -e "$prefix/include/pipebal/profiler/cupti_check.h"
+test ! -e "$prefix/include/pipebal/profiler/cupti_timer.h"
 test ! -e "$prefix/include/pipebal/reports/examples"
+# The libraries leave a user's allocator alone: neither the package nor a program built with it
+# names jemalloc; pipebal's own program allocates through it where the build found it.
+if grep -rq jemalloc "$prefix"/lib*/cmake/pipebal/ "$prefix"/lib/*/cmake/pipebal/ 2>/dev/null ||
+  readelf -d "$scratch/examples/train_pipeline" | grep -q jemalloc; then
+  echo "check-install: the installed package links jemalloc into a user's program" >&2
+  exit 1
+fi
+if grep -q '^PIPEBAL_WITH_JEMALLOC:BOOL=ON' "$build/CMakeCache.txt" &&
+  grep -q '^PIPEBAL_JEMALLOC_LIBRARY:FILEPATH=/' "$build/CMakeCache.txt"; then
+  readelf -d "$prefix/bin/pipebal-torch" | grep -q jemalloc
+fi
 
 # The balancer without LibTorch or CMake: pkg-config only.
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig

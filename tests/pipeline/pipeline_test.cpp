@@ -195,7 +195,9 @@ TEST(Pipeline, InterleavedStagesOfADeviceMustShareItsDevice) {
                  "stages 0 and 2 run on one device's thread (2 stages per device) but were given "
                  "devices cpu and cuda:0: give every stage of a device the same one");
   }
-  EXPECT_NO_THROW(Pipeline(make_model(2), {2, 2, 2, 2}, {cpu, cpu, cpu, cpu}, options));
+  const Pipeline pipeline(make_model(2), {2, 2, 2, 2}, {cpu, cpu, cpu, cpu}, options);
+  EXPECT_TRUE(pipeline.runs_stage(3));
+  EXPECT_THROW((void)pipeline.runs_stage(4), std::out_of_range);
 }
 
 // Interleaved, a device's stages share one thread, as the simulator assumes: it runs their

@@ -488,6 +488,9 @@ TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
                                   dir + "/out");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("the plan's pick measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("round by round (the median of the rounds' ratios) it ran "),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("(round 2 of 2)"), std::string::npos) << r.out;
   const json v = json::parse(read_text(dir + "/out/plan-validation.json"));
   EXPECT_EQ(v["schema"], "pipebal.plan-validation/1");
