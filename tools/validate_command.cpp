@@ -77,7 +77,9 @@ void print_auto_table(const workflow::AutoValidation& v) {
         "round by round (the median of the rounds' ratios) it ran {:.1f}% slower than {}: {}\n",
         100 * (behind - 1), fmt::join(lost_to->labels, ", "), balance::describe(lost_to->config));
   } else {
-    fmt::print("round by round (the median of the rounds' ratios) it ran slower than none\n");
+    fmt::print(
+        "round by round (the median of the rounds' ratios) it ran slower than no other "
+        "configuration\n");
   }
   if (pick.predicted_in_turns_ms > 0) {  // when profiled in turns
     fmt::print(
