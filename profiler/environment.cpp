@@ -1,7 +1,6 @@
 // See environment.h.
 #include "pipebal/profiler/environment.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,6 +14,7 @@
 
 #include "pipebal/common/aligned_stack.h"
 #include "pipebal/common/git_commit.h"
+#include "pipebal/common/jemalloc_control.h"
 
 #ifdef PIPEBAL_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -71,9 +71,7 @@ bool denormals_flushed() {
 }
 
 std::string malloc_name() {
-  // jemalloc exports mallctl(); asking the process (not a header) also covers LD_PRELOAD.
-  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-  if (auto mallctl = reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"))) {
+  if (const Mallctl mallctl = jemalloc_mallctl()) {
     const char* version = nullptr;
     size_t size = sizeof(version);
     if (mallctl("version", &version, &size, nullptr, 0) == 0 && version != nullptr)

@@ -65,9 +65,10 @@ void print_auto_table(const workflow::AutoValidation& v) {
   const workflow::CheckedConfiguration* lost_to = nullptr;
   double behind = 1;
   for (const auto& c : v.configurations) {
+    if (&c == &pick) continue;
     const double ratio =
         reports::median_ratio_by_round(pick.measured_steps_ms, c.measured_steps_ms);
-    if (&c != &pick && ratio > behind) {
+    if (ratio > behind) {
       behind = ratio;
       lost_to = &c;
     }

@@ -1,8 +1,6 @@
 // See cpu_memory_guard.h.
 #include "pipebal/workflow/cpu_memory_guard.h"
 
-#include <dlfcn.h>
-
 #include <cstdint>
 #include <cstring>
 
@@ -13,6 +11,7 @@
 
 #include "pipebal/common/cgroups.h"
 #include "pipebal/common/format_bytes.h"
+#include "pipebal/common/jemalloc_control.h"
 
 namespace pipebal::workflow {
 namespace {
@@ -23,8 +22,7 @@ constexpr size_t kWeighedBytes = size_t{256} << 20;
 
 // The bytes the process's allocations hold now, where jemalloc can say (stats.allocated).
 std::optional<size_t> held_bytes() {
-  using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-  static const auto mallctl = reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"));
+  const Mallctl mallctl = jemalloc_mallctl();
   if (mallctl == nullptr) return std::nullopt;
   uint64_t epoch = 1;
   size_t size = sizeof(epoch);

@@ -1,22 +1,16 @@
 // See malloc_tuning.h.
 #include "pipebal/workflow/malloc_tuning.h"
 
-#include <dlfcn.h>
 #include <malloc.h>
 #include <sys/types.h>
 
 #include <climits>
 #include <string>
 
+#include "pipebal/common/jemalloc_control.h"
+
 namespace pipebal::workflow {
 namespace {
-
-using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
-
-// jemalloc exports mallctl(); asking the process (not a header) also covers LD_PRELOAD.
-Mallctl find_mallctl() {
-  return reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"));
-}
 
 // Freed pages are never handed back: the default for arenas made from now on, and each existing
 // arena's own setting (an arena not yet initialised refuses, and takes the default when it is).
@@ -39,12 +33,8 @@ void never_decay(Mallctl mallctl) {
 
 }  // namespace
 
-bool jemalloc_serves_this_process() {
-  return find_mallctl() != nullptr;
-}
-
 void keep_freed_memory_in_process() {
-  if (const Mallctl mallctl = find_mallctl()) {
+  if (const Mallctl mallctl = jemalloc_mallctl()) {
     // pipebal's programs set this at start-up (jemalloc_conf.cpp); a program of a user's that
     // links or preloads jemalloc gets it here (the block-reuse setting can only be given at
     // start-up, in MALLOC_CONF).

@@ -17,9 +17,6 @@
 
 namespace pipebal::workflow {
 
-// Whether jemalloc is this process's malloc (linked or preloaded).
-bool jemalloc_serves_this_process();
-
 // Call once at start-up, before the first tensor is allocated.
 void keep_freed_memory_in_process();
 

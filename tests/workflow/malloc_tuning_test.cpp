@@ -2,15 +2,14 @@
 // pipebal_jemalloc as the programs do), and keep_freed_memory_in_process's setting under it.
 #include "pipebal/workflow/malloc_tuning.h"
 
-#include <dlfcn.h>
 #include <sys/types.h>
 
 #include <gtest/gtest.h>
 
+#include "pipebal/common/jemalloc_control.h"
+
 namespace pipebal::workflow {
 namespace {
-
-using Mallctl = int (*)(const char*, void*, size_t*, void*, size_t);
 
 ssize_t read_decay(Mallctl mallctl, const char* name) {
   ssize_t value = 0;
@@ -25,9 +24,9 @@ void write_decay(Mallctl mallctl, const char* name, ssize_t value) {
 
 TEST(MallocTuning, ThisProgramAllocatesWithWhatTheBuildFound) {
 #ifdef PIPEBAL_WITH_JEMALLOC
-  EXPECT_TRUE(jemalloc_serves_this_process());
+  EXPECT_NE(jemalloc_mallctl(), nullptr);
 #else
-  EXPECT_FALSE(jemalloc_serves_this_process());
+  EXPECT_EQ(jemalloc_mallctl(), nullptr);
 #endif
 }
 
@@ -35,7 +34,7 @@ TEST(MallocTuning, ThisProgramAllocatesWithWhatTheBuildFound) {
 // preloading it) keeps freed pages once it asks: the decay goes to "never" for the arenas that
 // exist and for those made later.
 TEST(MallocTuning, UnderJemallocFreedPagesAreKept) {
-  const auto mallctl = reinterpret_cast<Mallctl>(dlsym(RTLD_DEFAULT, "mallctl"));
+  const Mallctl mallctl = jemalloc_mallctl();
   if (mallctl == nullptr) GTEST_SKIP() << "not running on jemalloc";
   for (const char* name : {"arena.0.dirty_decay_ms", "arena.0.muzzy_decay_ms",
                            "arenas.dirty_decay_ms", "arenas.muzzy_decay_ms"}) {
