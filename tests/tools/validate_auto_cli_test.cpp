@@ -1,0 +1,140 @@
+// `pipebal validate --auto`: the plan's best configurations, the plain model and the user's own
+// trained side by side, and validate's warning when a configuration is predicted to lose.
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "pipebal/common/cores.h"
+#include "tests/tools/cli_support.h"
+
+namespace pipebal::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kModel = "--model mlp:layers=4,width=32 --input-shape 16,32";
+
+TEST(PlanCli, ValidateAutoTrainsThePlansBestThePlainModelAndYours) {
+  const std::string dir = fresh_dir("plan_validate_auto");
+  const CliResult r = run_pipebal("validate " + kModel +
+                                  " --auto --devices 2 --top 2 --stages 2 --chunks 4 "
+                                  "--steps 2 --warmup-steps 1 --profile-repeat 3 "
+                                  "--profile-rounds 2 --profile-in-turns -o " +
+                                  dir + "/out");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("the plan's pick measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("round by round (the median of the rounds' ratios) it ran "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(round 2 of 2)"), std::string::npos) << r.out;
+  const json v = json::parse(read_text(dir + "/out/plan-validation.json"));
+  EXPECT_EQ(v["schema"], "pipebal.plan-validation/1");
+  EXPECT_EQ(v["devices"], 2);
+  const json& configs = v["configurations"];
+  std::set<std::string> labels;
+  std::set<int> predicted_ranks, measured_ranks;
+  double wide_in_turns_ms = 0;
+  for (const json& c : configs) {
+    for (const json& label : c["labels"]) labels.insert(label.get<std::string>());
+    predicted_ranks.insert(c["predicted_rank"].get<int>());
+    measured_ranks.insert(c["measured_rank"].get<int>());
+    EXPECT_GT(c["measured_step_ms"].get<double>(), 0);
+    // Every measured step, one a round; two rounds: their median is their mean.
+    const auto steps = c["measured_steps_ms"].get<std::vector<double>>();
+    ASSERT_EQ(steps.size(), 2u) << c.dump();
+    EXPECT_NEAR(c["measured_step_ms"].get<double>(), (steps[0] + steps[1]) / 2, 1e-9) << c.dump();
+    // Predicted again from the profiles taken after each round (other samples, other times),
+    // the plain model on several threads from the one taken on its own run's thread.
+    EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
+    EXPECT_NE(c["predicted_in_turns_step_ms"], c["predicted_step_ms"]) << c.dump();
+    EXPECT_TRUE(c.contains("step_error_in_turns")) << c.dump();
+    if (c["threads_per_stage"].get<int>() > 1) {
+      wide_in_turns_ms = c["predicted_in_turns_step_ms"].get<double>();
+    }
+    int layers = 0;
+    for (const json& n : c["balance"]) layers += n.get<int>();
+    EXPECT_EQ(layers, 5);
+  }
+  EXPECT_TRUE(labels.count("plan 1") && labels.count("plan 2") && labels.count("plain") &&
+              labels.count("yours"))
+      << configs.dump();
+  if (pipebal::usable_cores() >= 2) {  // the plain model on both devices' threads
+    EXPECT_TRUE(labels.count("plain, 2 threads")) << configs.dump();
+  }
+  // Ranks are a permutation of 1..N, the predicted one in the planner's order.
+  std::set<int> all;
+  for (int k = 1; k <= static_cast<int>(configs.size()); ++k) all.insert(k);
+  EXPECT_EQ(predicted_ranks, all);
+  EXPECT_EQ(measured_ranks, all);
+  // The recommendation comes first (the plan's pick), then the plan's best by predicted time.
+  EXPECT_EQ(configs[0]["labels"][0], "recommended");
+  for (const json& c : configs) {
+    for (const json& label : c["labels"]) {
+      if (label == "plan 1") {
+        EXPECT_EQ(c["predicted_rank"], 1) << c.dump();
+      }
+    }
+  }
+  // The plan written is the plan's pick, and the profile holds the sizes it was chosen from.
+  EXPECT_EQ(json::parse(read_text(dir + "/out/plan.json"))["balance"], configs[0]["balance"]);
+  const json profile = json::parse(read_text(dir + "/out/profile.json"));
+  EXPECT_EQ(profile["sizes"].size(), 5u);  // 1..16
+  // Two rounds of ceil(3 / 2) passes each, pooled: 4 samples per layer where one round has 3
+  // (profile.json keeps the samples of the profile's own size).
+  const auto expect_pooled = [](const json& layers) {
+    for (const json& layer : layers) {
+      EXPECT_EQ(layer["forward_samples_ms"].size(), 4u) << layer.dump();
+      EXPECT_EQ(layer["backward_samples_ms"].size(), 4u) << layer.dump();
+    }
+  };
+  expect_pooled(profile["layers"]);
+  if (pipebal::usable_cores() < 2) return;
+  expect_pooled(json::parse(read_text(dir + "/out/profile-threads.json"))["layers"]);
+  // The plain model on 2 threads profiled after each of the 2 measured rounds, 2 passes each, on
+  // its run's 2-thread pool; its prediction in turns is what `balance` predicts from that profile.
+  const std::string wide = dir + "/out/profile-threads-in-turns.json";
+  const json wide_profile = json::parse(read_text(wide));
+  EXPECT_EQ(wide_profile["environment"]["intra_op_threads"], 2);
+  for (const json& layer : wide_profile["layers"]) {
+    EXPECT_EQ(layer["forward_samples_ms"].size(), 4u) << layer.dump();
+  }
+  EXPECT_TRUE(wide_profile.contains("engine")) << "kept from the profile taken up front";
+  const CliResult priced = run_pipebal("balance " + wide + " --stages 1 --chunks 1 --json");
+  ASSERT_EQ(priced.status, 0) << priced.err;
+  EXPECT_DOUBLE_EQ(wide_in_turns_ms,
+                   json::parse(priced.out)["prediction"]["step_ms"].get<double>());
+}
+
+// 32 micro-batches of 2 samples through a tiny model: each call's fixed cost dwarfs its work, so
+// the prediction says one micro-batch is faster, and validate says so on stderr.
+TEST(PlanCli, ValidateWarnsWhenItsConfigurationIsPredictedToLose) {
+  const std::string dir = fresh_dir("plan_validate_warns");
+  const CliResult r = run_pipebal(
+      "validate --model mlp:layers=2,width=8 --input-shape 64,8 --stages 2 --chunks 32 "
+      "--steps 1 --warmup-steps 1 --profile-repeat 2 -o " +
+      dir + "/out");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("is predicted slower with 32 micro-batches than with 1"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("`pipebal validate --auto`"), std::string::npos) << r.err;
+}
+
+TEST(PlanCli, ValidateAutoRefusesWhatDoesNotGoTogether) {
+  const std::string dir = fresh_dir("plan_validate_bad");
+  CliResult r = run_pipebal("validate " + kModel + " --devices 2 -o " + dir + "/a");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(
+      r.err.find("--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds and "
+                 "--profile-in-turns go with --auto"),
+      std::string::npos)
+      << r.err;
+  r = run_pipebal("validate " + kModel + " --auto --processes 2 -o " + dir + "/b");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--auto trains as threads"), std::string::npos) << r.err;
+  r = run_pipebal("validate " + kModel + " --auto --devices 2 --stages 3 -o " + dir + "/c");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("your configuration's 3 stages need 3 devices"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace pipebal::testing
