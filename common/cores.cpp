@@ -23,9 +23,11 @@ std::optional<std::vector<int>>& remembered() {
   return cpus;
 }
 
-// The calling thread's affinity, in a set as large as the kernel's CPU count needs (more than
-// CPU_SETSIZE on machines of over 1024 possible CPUs).
-std::vector<int> thread_affinity() {
+}  // namespace
+
+// In a set as large as the kernel's CPU count needs (more than CPU_SETSIZE on machines of over
+// 1024 possible CPUs).
+std::vector<int> this_thread_cpus() {
   for (int size = CPU_SETSIZE; size <= (1 << 20); size *= 2) {
     const std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> set(
         CPU_ALLOC(size), [](cpu_set_t* s) { CPU_FREE(s); });  // CPU_FREE is a macro
@@ -41,6 +43,8 @@ std::vector<int> thread_affinity() {
   }
   return {};
 }
+
+namespace {
 
 // The quota set on one cgroup's directory, in cores.
 std::optional<double> quota_in(const std::string& dir, bool v2) {
@@ -83,7 +87,7 @@ int cores_within_quota(int affinity, std::optional<double> quota_cores) {
 
 std::vector<int> allowed_cpus() {
   if (remembered()) return *remembered();
-  return thread_affinity();
+  return this_thread_cpus();
 }
 
 namespace {
@@ -141,7 +145,7 @@ std::vector<std::vector<int>> physical_cores(const std::vector<int>& cpus,
 }
 
 void remember_startup_cores() {
-  remembered() = thread_affinity();
+  remembered() = this_thread_cpus();
 }
 
 }  // namespace pipebal

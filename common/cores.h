@@ -47,6 +47,9 @@ std::string usable_cores_text();
 std::vector<std::vector<int>> physical_cores(const std::vector<int>& cpus,
                                              const std::string& root = "");
 
+// The CPUs the calling thread may run on now (its affinity).
+std::vector<int> this_thread_cpus();
+
 // Remembers the calling thread's affinity as the process's, for allowed_cpus() from then on.
 // For a command's start: OpenMP binds a thread that has run a parallel region to one core
 // (OMP_PROC_BIND), and the main thread's affinity would then say one core.

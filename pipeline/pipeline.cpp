@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "pipebal/common/cores.h"
+#include "pipebal/common/thread_pinning.h"
 #include "pipebal/common/time_limit.h"
 #include "pipebal/pipeline/error_text.h"
 #include "pipebal/pipeline/stage_turner.h"
@@ -125,6 +126,10 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
     throw std::invalid_argument(
         fmt::format("{} devices given for {} stages", devices.size(), stages));
   }
+  if (!options_.stage_cpus.empty() && static_cast<int>(options_.stage_cpus.size()) != stages) {
+    throw std::invalid_argument(
+        fmt::format("CPUs given for {} stages of {}", options_.stage_cpus.size(), stages));
+  }
   if (stages > kMaxStages) {
     throw std::invalid_argument(
         fmt::format("{} stages: at most {} in one process", stages, kMaxStages));
@@ -189,8 +194,12 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
   plans_ = plans;
   const int threads = options_.threads_per_stage;
   for (const WorkerPlan& plan : *plans_) {
-    workers_.push_back(
-        std::make_unique<Worker>([threads, stages = plan.stages, enter = options_.on_stage_enter] {
+    std::vector<int> cpus;
+    if (!options_.stage_cpus.empty()) cpus = options_.stage_cpus[plan.stages.front()];
+    workers_.push_back(std::make_unique<Worker>(
+        [threads, cpus, stages = plan.stages, enter = options_.on_stage_enter] {
+          // Pinned before its intra-op pool exists, whose threads inherit the CPUs.
+          if (!cpus.empty()) pin_this_thread(cpus);
           // Initialise this thread's intra-op settings first, so that ATen's lazy per-thread
           // initialisation cannot later reset them to the process-wide value.
           at::internal::lazy_init_num_threads();

@@ -5,15 +5,17 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include "pipebal/common/thread_pinning.h"
 #include "pipebal/pipeline/in_place.h"
 
 namespace pipebal::profiler {
 
 CoRunners::CoRunners(const pipeline::LayerSeq& model, const pipeline::Batch& sample, int count,
-                     int threads) {
+                     int threads, const std::vector<std::vector<int>>& cpus) {
   try {
     for (int i = 0; i < count; ++i) {
-      threads_.emplace_back(&CoRunners::run, this, model.clone(), sample, threads);
+      std::vector<int> own = i < static_cast<int>(cpus.size()) ? cpus[i] : std::vector<int>{};
+      threads_.emplace_back(&CoRunners::run, this, model.clone(), sample, threads, std::move(own));
     }
   } catch (...) {
     stop();  // the runners already started, before the error leaves the constructor
@@ -50,7 +52,15 @@ void CoRunners::resume() {
   changed_.notify_all();
 }
 
-void CoRunners::run(pipeline::LayerSeq model, pipeline::Batch sample, int threads) {
+void CoRunners::run(pipeline::LayerSeq model, pipeline::Batch sample, int threads,
+                    std::vector<int> cpus) {
+  if (!cpus.empty()) {
+    try {
+      pin_this_thread(cpus);  // before its intra-op pool starts, which inherits them
+    } catch (const std::exception&) {
+      // Left where the scheduler puts it: it still loads the machine as a stage would.
+    }
+  }
   at::internal::lazy_init_num_threads();
   at::set_num_threads(threads);
   model.train(true);

@@ -16,11 +16,13 @@
 namespace pipebal::profiler {
 
 // Each co-runner trains its own clone of the model on the sample (forward, backward, drop the
-// gradients) in a loop, with `threads` intra-op threads, until destroyed. Created and
-// controlled by one thread.
+// gradients) in a loop, with `threads` intra-op threads, until destroyed; runner i pinned to
+// `cpus[i]` where given (where the stage it stands in for will run). Created and controlled by
+// one thread.
 class CoRunners {
  public:
-  CoRunners(const pipeline::LayerSeq& model, const pipeline::Batch& sample, int count, int threads);
+  CoRunners(const pipeline::LayerSeq& model, const pipeline::Batch& sample, int count, int threads,
+            const std::vector<std::vector<int>>& cpus = {});
   // Stops and joins every runner.
   ~CoRunners();
   CoRunners(const CoRunners&) = delete;
@@ -32,7 +34,7 @@ class CoRunners {
   void resume();
 
  private:
-  void run(pipeline::LayerSeq model, pipeline::Batch sample, int threads);
+  void run(pipeline::LayerSeq model, pipeline::Batch sample, int threads, std::vector<int> cpus);
   void stop();
 
   std::mutex mutex_;

@@ -387,8 +387,8 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
   std::unique_ptr<CoRunners> co_runners;
   if (options.co_runners > 0) {
-    co_runners =
-        std::make_unique<CoRunners>(layers, current, options.co_runners, at::get_num_threads());
+    co_runners = std::make_unique<CoRunners>(layers, current, options.co_runners,
+                                             at::get_num_threads(), options.co_runner_cpus);
   }
 
   for (size_t i = 0; i < layers.size(); ++i) {

@@ -38,6 +38,9 @@ struct ProfileOptions {
   // layers are timed with the cores as busy as the other pipeline stages will keep them; on a
   // CPU, typically stages - 1. Memory is measured while they pause. CPU only.
   int co_runners = 0;
+  // The CPUs co-runner i is pinned to (those of the stage it stands in for); empty, or fewer
+  // lists than co-runners: the scheduler places them.
+  std::vector<std::vector<int>> co_runner_cpus;
   // The training loss of the model's output (against the sample's target), as the pipeline's
   // last stage computes it per micro-batch inside its backward action. When set, the last
   // layer's backward time and backward peak include the loss and its gradient; unset, the

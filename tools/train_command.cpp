@@ -16,6 +16,7 @@
 #include "pipebal/common/distinct_paths.h"
 #include "pipebal/common/error_text.h"
 #include "pipebal/common/machine_load.h"
+#include "pipebal/common/thread_pinning.h"
 #include "pipebal/distributed/launch_env.h"
 #include "pipebal/models/input_spec.h"
 #include "pipebal/models/synthetic.h"
@@ -41,6 +42,7 @@ struct TrainParams {
   std::string weight_delays;
   std::string output;
   std::string trace;
+  bool bind_cores = false;
   bool quiet = false;
 };
 
@@ -232,6 +234,20 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   // Under torchrun or `pipebal launch`, this process is one rank; rank 0 reports the run.
   settings.launch = distributed::launch_env_from_process();
   if (!settings.data.empty()) settings.warmup_steps = 0;  // every step trains on the data
+  if (p.bind_cores) {
+    if (settings.launch && settings.launch->world_size > 1) {
+      throw std::invalid_argument(
+          "--bind-cores pins the stages of one process; one process of several is pinned by "
+          "pipebal launch --bind-cores");
+    }
+    const int devices =
+        static_cast<int>(settings.balance.size()) / std::max(1, settings.virtual_stages);
+    try {
+      settings.device_cpus = cores_for_groups(devices, settings.threads_per_stage);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--bind-cores: ") + e.what());
+    }
+  }
   const bool reports = !settings.launch || settings.launch->rank == 0;
   // An output that would replace an input, or cannot be written, is refused before the run.
   check_outputs_apart({{"--model", settings.model}, {"--data", settings.data}, {"--plan", p.plan}},
@@ -338,6 +354,10 @@ void add_train_command(CLI::App& app) {
   add_weight_delays_option(*cmd, p->weight_delays);
   add_checkpoint_option(*cmd, p->settings.checkpoint);
   add_threads_option(*cmd, p->settings.threads_per_stage);
+  cmd->add_flag("--bind-cores", p->bind_cores,
+                "pin each device's stage thread and its --threads to cores of their own (the "
+                "first cores this process may run on, in order), so that no stage changes speed "
+                "with the core the scheduler gives it");
   cmd->add_option("--replicas", p->settings.replicas,
                   "pipelines trained data-parallel, one process per stage and replica (each "
                   "replica trains on its own --input-shape batch)")

@@ -164,11 +164,13 @@ void run_plans_comparison(const workflow::PlansComparisonSettings& settings) {
 }
 
 // Options that --plans takes from the plans, or that belong to the other modes.
-const char* const kNotWithPlans[] = {
-    "--auto",       "--model",         "--input-shape",    "--input",         "--dtype",
-    "--virtual",    "--weight-delays", "--stages",         "--chunks",        "--schedule",
-    "--checkpoint", "--processes",     "--devices",        "--top",           "--min-gain",
-    "--schedules",  "--checkpoints",   "--profile-rounds", "--profile-repeat"};
+const char* const kNotWithPlans[] = {"--auto",           "--model",       "--input-shape",
+                                     "--input",          "--dtype",       "--virtual",
+                                     "--weight-delays",  "--stages",      "--chunks",
+                                     "--schedule",       "--checkpoint",  "--processes",
+                                     "--devices",        "--top",         "--min-gain",
+                                     "--schedules",      "--checkpoints", "--profile-rounds",
+                                     "--profile-repeat", "--bind-cores"};
 
 }  // namespace
 
@@ -238,6 +240,10 @@ void add_validate_command(CLI::App& app) {
   cmd->add_flag("--profile-in-turns", automatic->profile_in_turns,
                 "--auto: also profile after each round of measured steps and predict every "
                 "configuration again from that profile (how much the machine changed)");
+  cmd->add_flag("--bind-cores", automatic->bind_cores,
+                "--auto: pin each device's stage to --threads cores of its own, time the plain "
+                "model on each, and plan with their speeds (the cores of a shared VM can differ "
+                "for minutes on end); the plain model runs on the fastest");
   cmd->add_option("--top", automatic->top,
                   "--auto: the plan's best configurations trained (0: every one searched)")
       ->capture_default_str();
@@ -341,11 +347,13 @@ void add_validate_command(CLI::App& app) {
         }
         if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
                 cmd->count("--checkpoints") + cmd->count("--profile-rounds") +
-                cmd->count("--profile-in-turns") + cmd->count("--min-gain") >
+                cmd->count("--profile-in-turns") + cmd->count("--min-gain") +
+                cmd->count("--bind-cores") >
             0) {
           throw std::invalid_argument(
-              "--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds and "
-              "--profile-in-turns go with --auto (--profile-in-turns also with --plans)");
+              "--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds, "
+              "--bind-cores and --profile-in-turns go with --auto (--profile-in-turns also with "
+              "--plans)");
         }
         ValidateParams params = *p;
         params.virtual_stages = stages_per_device(params.schedule, *virtual_given);

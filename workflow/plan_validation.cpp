@@ -16,12 +16,15 @@
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/cores.h"
 #include "pipebal/common/schema.h"
+#include "pipebal/common/thread_pinning.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/pipeline/pipeline.h"
 #include "pipebal/profiler/device.h"
 #include "pipebal/profiler/profile_json.h"
 #include "pipebal/profiler/profile_merge.h"
+#include "pipebal/profiler/statistics.h"
 #include "pipebal/reports/validation_record.h"
+#include "pipebal/workflow/core_speeds.h"
 #include "pipebal/workflow/interleaved_runs.h"
 #include "pipebal/workflow/profiling.h"
 #include "pipebal/workflow/run_checks.h"
@@ -30,6 +33,9 @@
 
 namespace pipebal::workflow {
 namespace {
+
+// Rounds of timing the plain model on each block of cores (bind_cores), interleaved.
+constexpr int kCoreSpeedRounds = 3;
 
 constexpr int kMaxDefaultChunks = 16;
 
@@ -61,6 +67,13 @@ void check(const AutoValidateSettings& p) {
   }
   check_run_limits(p.steps, p.warmup_steps, p.step_timeout_s);
   pipeline::check_threads_per_stage(p.threads);
+  if (p.bind_cores) {
+    try {
+      cores_for_groups(p.devices, p.threads);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("--bind-cores: ") + e.what());
+    }
+  }
   if (p.user && p.user->schedule == pipeline::ScheduleKind::kInterleaved) {
     throw std::invalid_argument(
         "--auto compares gpipe and 1f1b configurations; validate an interleaved one without "
@@ -92,9 +105,11 @@ void add(std::vector<CheckedConfiguration>& list, const balance::Configuration& 
   list.push_back(std::move(added));
 }
 
+// `device_cpus`: each device's cores, in the plan's device order; empty: not pinned.
 TrainSettings train_settings(const AutoValidateSettings& p,
                              const std::vector<models::InputSpec>& inputs,
-                             const balance::Configuration& config) {
+                             const balance::Configuration& config,
+                             const std::vector<std::vector<int>>& device_cpus) {
   TrainSettings s;
   s.model = p.model;
   s.inputs = models::to_strings(inputs);
@@ -110,6 +125,20 @@ TrainSettings train_settings(const AutoValidateSettings& p,
   s.warmup_steps = p.warmup_steps;
   s.seed = p.seed;
   s.step_timeout_s = p.step_timeout_s;
+  if (!device_cpus.empty()) {
+    if (s.threads_per_stage > p.threads) {  // the plain model on every device's threads
+      s.device_cpus.emplace_back();
+      for (const std::vector<int>& cpus : device_cpus) {
+        s.device_cpus.front().insert(s.device_cpus.front().end(), cpus.begin(), cpus.end());
+      }
+    } else {
+      const size_t per_device =
+          s.schedule == pipeline::ScheduleKind::kInterleaved ? size_t(s.virtual_stages) : 1;
+      s.device_cpus.assign(
+          device_cpus.begin(),
+          device_cpus.begin() + static_cast<std::ptrdiff_t>(s.balance.size() / per_device));
+    }
+  }
   return s;
 }
 
@@ -187,6 +216,8 @@ nlohmann::json auto_validation_to_json(const AutoValidation& v) {
           {"model", v.model},
           {"input_shape", v.input_shape},
           {"devices", v.devices},
+          {"device_cpus", v.device_cpus},
+          {"device_speeds", v.device_speeds},
           {"searched", v.searched},
           {"configurations", std::move(configurations)}};
 }
@@ -231,6 +262,66 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     at.co_runners = 0;
     return profile_at_sizes(model, inputs, {1}, p.seed, at, {}, beat);
   };
+  // `job` on a thread of its own, pinned to `cpus` (none: where the scheduler puts it) with
+  // `threads` intra-op threads. The thread takes its OpenMP pool with it when it ends. A pool
+  // outliving its use counts against the cores: once a process's pools hold more threads than
+  // there are cores, libgomp's idle threads sleep almost at once instead of polling, and every
+  // parallel region must wake them (the 2-thread run measured at 2.5x its profile on the 2-core
+  // VM).
+  const auto on_own_thread = [&](const std::vector<int>& cpus, int threads, const auto& job) {
+    auto result = std::async(std::launch::async, [&] {
+                    if (!cpus.empty()) pin_this_thread(cpus);
+                    at::internal::lazy_init_num_threads();
+                    at::set_num_threads(threads);
+                    return job();
+                  }).get();
+    at::set_num_threads(p.threads);  // ATen's default for new threads, which the pool set
+    return result;
+  };
+
+  // 0. With bind_cores, each device's stage thread gets cores of its own, and the plan each
+  // block's speed: the plain model's pass timed on every block in turn, rounds interleaved. The
+  // fastest block is the first device (the plain model's), where this thread then profiles,
+  // pinned, with each co-runner on the block of the stage it stands in for.
+  // The plain model's pass (forward and backward, its layers summed) on the block `cpus`.
+  profiler::ProfileOptions calibrate;
+  calibrate.warmup = 1;
+  calibrate.repeat = 2;
+  calibrate.measure_engine = false;
+  const auto time_on = [&](const std::vector<int>& cpus) {
+    const profiler::Profile pass =
+        on_own_thread(cpus, p.threads, [&] { return profile_plain(calibrate); });
+    double ms = 0;
+    for (const profiler::LayerProfile& layer : pass.layers)
+      ms += layer.forward_ms + layer.backward_ms;
+    return ms;
+  };
+  std::optional<CoreSpeeds> device_cores;
+  std::optional<ThreadPin> on_first_device;
+  std::vector<int> every_device_cpu;
+  if (p.bind_cores) {
+    const std::vector<std::vector<int>> blocks = cores_for_groups(p.devices, p.threads);
+    say(fmt::format("timing the plain model on each of the {} blocks of {} core{} ...",
+                    blocks.size(), p.threads, p.threads == 1 ? "" : "s"));
+    std::vector<std::vector<double>> times(blocks.size());
+    for (int round = 0; round < kCoreSpeedRounds; ++round) {
+      for (size_t d = 0; d < blocks.size(); ++d) times[d].push_back(time_on(blocks[d]));
+    }
+    device_cores = rank_cores(blocks, times);
+    std::vector<std::string> named;
+    for (size_t d = 0; d < device_cores->cpus.size(); ++d) {
+      named.push_back(fmt::format("device {}: CPU {} ({:.1f} ms, speed {:.2f})", d,
+                                  fmt::join(device_cores->cpus[d], ","), device_cores->ms[d],
+                                  device_cores->speeds[d]));
+    }
+    say(fmt::format("planning with {}", fmt::join(named, "; ")));
+    for (const std::vector<int>& block : device_cores->cpus) {
+      every_device_cpu.insert(every_device_cpu.end(), block.begin(), block.end());
+    }
+    on_first_device.emplace(device_cores->cpus.front());
+    options.co_runner_cpus.assign(device_cores->cpus.begin() + 1, device_cores->cpus.end());
+  }
+
   std::vector<profiler::Profile> sized_rounds, wide_rounds;
   // One round: every size into `sized`, then (`wide` given) the plain model on every device's
   // threads.
@@ -239,16 +330,8 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                                  std::vector<profiler::Profile>* wide) {
     sized.push_back(profile_at_sizes(model, inputs, chunks, p.seed, at, co_runners, beat));
     if (!wide) return;
-    // On a thread of its own, which takes its OpenMP pool with it when it ends. A pool outliving
-    // its use counts against the cores: once a process's pools hold more threads than there are
-    // cores, libgomp's idle threads sleep almost at once instead of polling, and every parallel
-    // region must wake them (the 2-thread run measured at 2.5x its profile on the 2-core VM).
-    wide->push_back(std::async(std::launch::async, [&] {
-                      at::internal::lazy_init_num_threads();
-                      at::set_num_threads(wide_threads);
-                      return profile_plain(at);
-                    }).get());
-    at::set_num_threads(p.threads);  // ATen's default for new threads, which the pool set
+    wide->push_back(
+        on_own_thread(every_device_cpu, wide_threads, [&] { return profile_plain(at); }));
   };
   for (int round = 1; round <= rounds; ++round) {
     say(fmt::format("profiling {} at micro-batch sizes for {} chunks{}{} ...", p.model,
@@ -277,6 +360,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   search.checkpoints = p.checkpoints;
   search.keep_dominated = p.top == 0;
   search.min_gain = p.min_gain;
+  if (device_cores) search.costs.device_speeds = device_cores->speeds;
   if (wide) search.plain_profiles.push_back(profiler::cost_profile(*wide));
   const balance::PlanSearchResult result = balance::search_plans(costs, search);
   balance::write_plan(output.staging() + "/plan.json", result.recommendation().plan);
@@ -306,7 +390,10 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
 
   // 3. Train them all side by side.
   std::vector<TrainSettings> runs;
-  for (const CheckedConfiguration& c : list) runs.push_back(train_settings(p, inputs, c.config));
+  for (const CheckedConfiguration& c : list) {
+    runs.push_back(train_settings(
+        p, inputs, c.config, device_cores ? device_cores->cpus : std::vector<std::vector<int>>{}));
+  }
   say(fmt::format("training {} configurations, step by step in turns{} ...", runs.size(),
                   p.profile_in_turns ? ", profiling after each round" : ""));
   // Each round in turns starts where the other runs' turns left caches, pools and threads cold:
@@ -323,9 +410,15 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   profiler::ProfileOptions wide_in_turns = in_turns;
   wide_in_turns.measure_engine = false;
   AfterRound profile_in_turns;
+  std::vector<std::vector<double>> times_in_turns(device_cores ? device_cores->cpus.size() : 0);
   if (p.profile_in_turns) {
     profile_in_turns = [&](int, const std::vector<TrainingRun*>& alive) {
       profile_round(in_turns, in_turns_rounds, nullptr);
+      if (device_cores) {  // the cores' speeds may have changed too
+        for (size_t d = 0; d < device_cores->cpus.size(); ++d) {
+          times_in_turns[d].push_back(time_on(device_cores->cpus[d]));
+        }
+      }
       if (wide_run < 0) return;
       alive[static_cast<size_t>(wide_run)]->run_on_stage_thread(
           0, [&] { wide_in_turns_rounds.push_back(profile_plain(wide_in_turns)); });
@@ -343,7 +436,15 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
       write_file_atomically(output.staging() + "/profile-threads-in-turns.json",
                             profiler::profile_to_json(*wide_pooled).dump(2) + "\n");
     }
-    predict_in_turns(list, sized, wide_pooled, search.costs);
+    balance::CostOptions costs_in_turns = search.costs;
+    if (device_cores) {  // each device's speed over the first's, from the same rounds
+      const double first = profiler::median(times_in_turns.front());
+      costs_in_turns.device_speeds.clear();
+      for (const std::vector<double>& times : times_in_turns) {
+        costs_in_turns.device_speeds.push_back(first / profiler::median(times));
+      }
+    }
+    predict_in_turns(list, sized, wide_pooled, costs_in_turns);
   }
   std::vector<double> predicted_ms, measured_ms;
   for (size_t k = 0; k < list.size(); ++k) {
@@ -365,6 +466,10 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   validation.model = model.layers.name();
   validation.input_shape = shape;
   validation.devices = p.devices;
+  if (device_cores) {
+    validation.device_cpus = device_cores->cpus;
+    validation.device_speeds = device_cores->speeds;
+  }
   validation.searched = result.searched;
   validation.configurations = std::move(list);
   write_file_atomically(output.staging() + "/plan-validation.json",

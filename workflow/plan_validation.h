@@ -59,6 +59,11 @@ struct AutoValidateSettings {
   // on several threads: the runs' own pools would slow its profile.
   bool profile_in_turns = false;
   int threads = 1;
+  // Pin each device's stage thread to `threads` cores of its own (common/thread_pinning.h), time
+  // the plain model on each block, and plan with their speeds (the fastest first, where the plain
+  // model runs); profile on the first block, co-runners on the others. Without it, the scheduler
+  // places the threads, and cores that differ in speed make the runs differ from the profile.
+  bool bind_cores = false;
   uint64_t seed = 0;
   // As ValidateSettings::step_timeout_s: a training step over it throws; profiling without
   // progress for that long ends the process (watchdog.h). 0: no limit.
@@ -84,6 +89,10 @@ struct AutoValidation {
   std::string model;
   std::vector<int64_t> input_shape;
   int devices = 0;
+  // With bind_cores: each device's CPUs, fastest first, and its speed relative to the first
+  // (the plan's device speeds); empty otherwise.
+  std::vector<std::vector<int>> device_cpus;
+  std::vector<double> device_speeds;
   int searched = 0;
   std::vector<CheckedConfiguration> configurations;  // in the planner's order
 };

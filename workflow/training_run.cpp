@@ -247,6 +247,24 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   options.weight_delays = settings.weight_delays;
   options.checkpoint = settings.checkpoint;
   options.threads_per_stage = settings.threads_per_stage;
+  if (!settings.device_cpus.empty()) {
+    if (settings.launch && settings.launch->world_size > 1) {
+      throw std::invalid_argument(
+          "stage threads are pinned in one process; pin processes with pipebal launch "
+          "--bind-cores");
+    }
+    const size_t devices = settings.device_cpus.size();
+    const size_t per_device = settings.schedule == pipeline::ScheduleKind::kInterleaved
+                                  ? static_cast<size_t>(settings.virtual_stages)
+                                  : 1;
+    if (settings.balance.size() != devices * per_device) {
+      throw std::invalid_argument(fmt::format("CPUs given for {} devices, the balance has {}",
+                                              devices, settings.balance.size()));
+    }
+    for (size_t s = 0; s < settings.balance.size(); ++s) {
+      options.stage_cpus.push_back(settings.device_cpus[s % devices]);
+    }
+  }
   options.deferred_batch_norm = settings.deferred_batch_norm;
   options.check_finite = settings.check_finite;
   options.step_timeout_s = settings.step_timeout_s;

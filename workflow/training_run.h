@@ -28,6 +28,9 @@ struct TrainSettings {
   std::vector<int> weight_delays;  // zb-h1: W delay per stage; empty: H1's (pipeline/schedule.h)
   pipeline::CheckpointMode checkpoint = pipeline::CheckpointMode::kExceptLast;
   int threads_per_stage = 1;
+  // The CPUs each device's stage thread and its intra-op threads are pinned to, one list per
+  // device (common/thread_pinning.h: cores_for_groups gives each its own); empty: not pinned.
+  std::vector<std::vector<int>> device_cpus;
   // float32, float64, float16 or bfloat16: the model's parameters and floating inputs (and
   // data) are converted to it; empty: trained as loaded.
   std::string dtype;

@@ -4,12 +4,14 @@
 #include "pipebal/pipeline/pipeline.h"
 
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "pipebal/common/cores.h"
 #include "pipebal/pipeline/batch_norm.h"
 #include "pipebal/pipeline/module_layer.h"
 #include "tests/support/skip_model.h"
@@ -254,6 +256,27 @@ TEST(Pipeline, AWorkerStartThatThrowsFailsTheConstruction) {
     if (stage == 1) throw std::runtime_error("start failed");
   };
   EXPECT_THROW(Pipeline(seq, {4, 4}, {}, options), std::runtime_error);
+}
+
+// stage_cpus pins each stage's worker before it starts (the kernel's view of its affinity, read
+// on the worker), and one list per stage is required.
+TEST(Pipeline, EachStagesWorkerRunsOnTheCpusGivenIt) {
+  LayerSeq seq = make_model(2);
+  const std::vector<int> cpus = pipebal::allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  PipelineOptions options;
+  options.stage_cpus = {{cpus.back()}, {cpus.front()}};
+  std::mutex mutex;
+  std::map<int, std::vector<int>> seen;
+  options.on_stage_enter = [&](int stage) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen[stage] = pipebal::this_thread_cpus();
+  };
+  Pipeline pipeline(seq, {4, 4}, {}, options);
+  EXPECT_EQ(seen[0], std::vector<int>{cpus.back()});
+  EXPECT_EQ(seen[1], std::vector<int>{cpus.front()});
+  options.stage_cpus = {{cpus.front()}};
+  EXPECT_THROW(Pipeline(seq, {4, 4}, {}, options), std::invalid_argument);
 }
 
 // Throws on the chosen stage when armed.

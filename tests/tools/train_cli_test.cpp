@@ -14,6 +14,42 @@ namespace {
 
 const std::string kModel = "--model mlp:layers=4,width=8 --input-shape 8,8";
 
+// --bind-cores gives each device's stage thread cores of its own, as many as it has threads, and
+// trains as without it; more than this process may run on is one line and status 2, before any
+// work.
+TEST(TrainCli, BindCoresTrainsOnCoresOfTheirOwnOrSaysThereAreTooFew) {
+  const std::string dir = fresh_dir("train_bind");
+  const int cpus = static_cast<int>(pipebal::allowed_cpus().size());
+  const CliResult plain =
+      run_pipebal("train " + kModel + " --balance 3,2 --steps 2 -o " + dir + "/plain.json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const CliResult bound = run_pipebal(
+      "train " + kModel + " --balance 3,2 --steps 2 --bind-cores -o " + dir + "/bound.json");
+  if (cpus >= 2) {
+    ASSERT_EQ(bound.status, 0) << bound.err;
+    const auto losses = [&](const std::string& file) {
+      std::vector<double> l;
+      for (const auto& step : nlohmann::json::parse(read_text(dir + file))["steps"]) {
+        l.push_back(step["loss"].get<double>());
+      }
+      return l;
+    };
+    EXPECT_EQ(losses("/bound.json"), losses("/plain.json"));  // where it runs, not what
+  }
+  const CliResult too_many = run_pipebal(fmt::format(
+      "train --model mlp:layers={},width=8 --input-shape 8,8 --balance {} --bind-cores -o "
+      "{}/x.json",
+      cpus + 1, fmt::join(std::vector<int>(static_cast<size_t>(cpus) + 2, 1), ","), dir));
+  EXPECT_EQ(too_many.status, 2) << too_many.err;
+  EXPECT_NE(too_many.err.find(fmt::format(
+                "--bind-cores: {} stages of 1 thread each need {} cores of their own; this "
+                "process may run on {}",
+                cpus + 2, cpus + 2, cpus)),
+            std::string::npos)
+      << too_many.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.json"));
+}
+
 TEST(TrainCli, WritesRunDocumentAndTrace) {
   const std::string dir = fresh_dir("train_ok");
   const CliResult r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 4 --steps 3 " +

@@ -119,13 +119,55 @@ TEST(PlanCli, ValidateWarnsWhenItsConfigurationIsPredictedToLose) {
   EXPECT_NE(r.err.find("`pipebal validate --auto`"), std::string::npos) << r.err;
 }
 
+// --bind-cores: each device's stage pinned to a core of its own, the plain model timed on each,
+// the plan made with their speeds (the fastest first), and the runs pinned so.
+TEST(PlanCli, ValidateAutoBindCoresPlansWithEachCoresSpeed) {
+  const std::string dir = fresh_dir("plan_validate_bind");
+  const std::string command = "validate " + kModel +
+                              " --auto --devices 2 --top 2 --bind-cores --steps 1 "
+                              "--warmup-steps 1 --profile-repeat 2 --profile-in-turns -o " +
+                              dir + "/out";
+  const CliResult r = run_pipebal(command);
+  if (pipebal::allowed_cpus().size() < 2) {
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("--bind-cores: 2 stages of 1 thread each need 2 cores of their own"),
+              std::string::npos)
+        << r.err;
+    return;
+  }
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("planning with device 0: CPU "), std::string::npos) << r.out;
+  const json v = json::parse(read_text(dir + "/out/plan-validation.json"));
+  const auto cpus = v["device_cpus"].get<std::vector<std::vector<int>>>();
+  const auto speeds = v["device_speeds"].get<std::vector<double>>();
+  ASSERT_EQ(cpus.size(), 2u);
+  ASSERT_EQ(speeds.size(), 2u);
+  EXPECT_EQ(cpus[0].size(), 1u);
+  EXPECT_EQ(cpus[1].size(), 1u);
+  EXPECT_NE(cpus[0], cpus[1]);
+  EXPECT_EQ(speeds[0], 1.0);  // relative to the fastest, which comes first
+  EXPECT_GT(speeds[1], 0.0);
+  EXPECT_LE(speeds[1], 1.0);
+  // Every pipelined configuration was planned with those speeds: its stages' speeds are theirs.
+  bool pipelined = false;
+  for (const json& c : v["configurations"]) {
+    EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
+    pipelined = pipelined || c["stages"].get<int>() == 2;
+  }
+  EXPECT_TRUE(pipelined) << v.dump();
+  const json plan = json::parse(read_text(dir + "/out/plan.json"));
+  for (size_t s = 0; s < plan["stages"].size(); ++s) {
+    EXPECT_DOUBLE_EQ(plan["stages"][s]["speed"].get<double>(), speeds[s]) << plan.dump();
+  }
+}
+
 TEST(PlanCli, ValidateAutoRefusesWhatDoesNotGoTogether) {
   const std::string dir = fresh_dir("plan_validate_bad");
   CliResult r = run_pipebal("validate " + kModel + " --devices 2 -o " + dir + "/a");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(
-      r.err.find("--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds and "
-                 "--profile-in-turns go with --auto"),
+      r.err.find("--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds, "
+                 "--bind-cores and --profile-in-turns go with --auto"),
       std::string::npos)
       << r.err;
   r = run_pipebal("validate " + kModel + " --auto --processes 2 -o " + dir + "/b");

@@ -1,0 +1,25 @@
+// How fast each core (or block of cores) runs the model, relative to the fastest: the device
+// speeds to plan with when the stages are pinned to them. The cores of a cloud VM can differ for
+// long spells (on the machine of reports/planner-grid.md one ran AmoebaNet-D 1.4x slower than
+// the other, for minutes on end), and a plan that assumes them equal puts too much on the slow
+// one and predicts it wrong.
+#pragma once
+
+#include <vector>
+
+namespace pipebal::workflow {
+
+struct CoreSpeeds {
+  std::vector<std::vector<int>> cpus;  // each device's CPUs, fastest first
+  std::vector<double> speeds;          // relative to the fastest (1), in the same order
+  std::vector<double> ms;              // the median time each took for the same work
+};
+
+// From the times each block of `cpus` took for the same work, round after round (`times_ms[d]`
+// for block d, at least one each): the blocks ordered by their median time, fastest first (ties
+// keep their order), and their speeds relative to it. Throws std::invalid_argument for counts
+// that differ or times that are not positive.
+CoreSpeeds rank_cores(const std::vector<std::vector<int>>& cpus,
+                      const std::vector<std::vector<double>>& times_ms);
+
+}  // namespace pipebal::workflow
