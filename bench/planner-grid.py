@@ -9,7 +9,10 @@ default configuration (2 stages, 4 micro-batches, gpipe, except_last) and the us
 "chunks 8" (2 stages, 8 micro-batches, same schedule).
 
 Writes the raw plan-validation documents (JSON) and the markdown summary made from them.
-Usage: bench/planner-grid.py [--build build] [--steps 5] [--models unet,gpt] [--from-raw]
+Since 2026-12-07 it passes `--bind-cores` (each device's stage on a core of its own, planned
+with the cores' measured speeds); `--unpinned` leaves the threads to the scheduler, as before.
+Usage: bench/planner-grid.py [--build build] [--steps 5] [--models unet,gpt] [--unpinned]
+       [--from-raw]
 (--from-raw writes the summary again from the committed raw data, measuring nothing.)
 Run it on an otherwise idle machine, from a clean checkout (the summary names the commit)."""
 import argparse
@@ -118,6 +121,9 @@ def summary_row(name, spec, shape, doc):
     slow, fast = max(((max(v), min(v)) for v in groups.values() if len(v) > 1),
                      key=lambda pair: pair[0] / pair[1], default=(0, 0))
     apart = f"{slow / fast:.2f} ({fast:.1f}-{slow:.1f})" if fast else "-"
+    speeds = (", ".join(f"CPU {','.join(map(str, cpus))}: {speed:.2f}"
+                        for cpus, speed in zip(doc["device_cpus"], doc["device_speeds"]))
+              if doc.get("device_speeds") else "-")
     if by_round:
         # The pick against each configuration, round by round, and the one it lost most to; and
         # the largest such ratio between two runs of the same work.
@@ -140,13 +146,14 @@ def summary_row(name, spec, shape, doc):
             f"{median_abs('step_error')} / {median_abs('step_error_in_turns')} | "
             f"{describe(best)} | {ms(best)} | "
             f"{100 * (measured_ms(pick) / measured_ms(best) - 1):.1f}% | {pick_vs_best} | "
-            f"{ms(default)} | {ms(chunks8)} | {ms(plain)} | {apart} |")
+            f"{ms(default)} | {ms(chunks8)} | {ms(plain)} | {apart} | {speeds} |")
 
 
 def measure(pipebal, args, work, save):
     version = run([pipebal, "--version"]).strip()
     chosen = args.models.split(",")
-    raw = {"pipebal": version, "steps": args.steps, "models": []}
+    raw = {"pipebal": version, "steps": args.steps, "bind_cores": not args.unpinned,
+           "models": []}
     for name, spec, shape in MODELS:
         if name not in chosen:
             continue
@@ -155,7 +162,8 @@ def measure(pipebal, args, work, save):
         run([pipebal, "validate", "--model", spec, "--input-shape", shape, "--auto",
              "--devices", "2", "--top", "0", "--schedules", "gpipe,1f1b",
              "--checkpoints", "never,except_last", "--stages", "2", "--chunks", "4",
-             "--steps", str(args.steps), "--warmup-steps", "2", "--profile-in-turns", "-o", out])
+             "--steps", str(args.steps), "--warmup-steps", "2", "--profile-in-turns", "-o", out]
+            + ([] if args.unpinned else ["--bind-cores"]))
         doc = json.load(open(os.path.join(out, "plan-validation.json")))
         raw["models"].append({"name": name, "spec": spec, "input_shape": shape, "result": doc})
         save(raw)  # after every model: a long run keeps what it measured
@@ -194,16 +202,23 @@ def summary(raw):
         "the machine is predicted within 5% of it (`--min-gain`; since 2026-12-04 also the plain "
         "model on one device over it on 2 threads, before only one that does not pipeline over "
         "one that does), which is then picked; the fastest prediction passed over is shown "
-        "beside it.",
+        "beside it." + (
+            " Pinned (`--bind-cores`, since 2026-12-07): each device's stage ran on a core of its "
+            "own, the plain model on one device on the fastest; the plan used the cores' speeds, "
+            "timed on the plain model before profiling (\"device speeds\", relative to the "
+            "fastest), and the in-turns predictions the speeds timed again after each round. "
+            "Unpinned (raw data before 2026-12-07), the scheduler decided which runs landed on "
+            "the slower core."
+            if raw.get("bind_cores") else ""),
         "",
         "| model | distinct configurations | planner's pick | fastest predicted, passed over "
         "(--min-gain 5%) | predicted ms | measured ms | prediction error "
         "| predicted in turns ms | its error | median abs error (up front / in turns) "
         "| fastest measured | its ms | pick vs fastest | pick vs fastest, round by round "
         "| default (2 st, 4 mb) ms | chunks 8 ms "
-        "| plain (1 thread) ms | same work apart (medians / round by round) |",
+        "| plain (1 thread) ms | same work apart (medians / round by round) | device speeds |",
         "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: "
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for entry in raw["models"]:
         lines.append(summary_row(entry["name"], entry["spec"], entry["input_shape"],
@@ -217,5 +232,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--models", default=",".join(m[0] for m in MODELS))
+    ap.add_argument("--unpinned", action="store_true",
+                    help="leave the stage threads to the scheduler (no --bind-cores)")
     bench_support.report_main(ap, "reports/planner-grid-raw.json", "reports/planner-grid.md",
                               measure, summary, keep_partial=True)

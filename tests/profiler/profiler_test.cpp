@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -13,6 +14,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "pipebal/common/cores.h"
 #include "pipebal/models/zoo.h"
 #include "pipebal/pipeline/module_layer.h"
 #include "pipebal/profiler/engine_overhead.h"
@@ -408,6 +410,43 @@ TEST(Profiler, FailingCoRunnerNeitherHangsNorHidesTheError) {
         << error.what();
     EXPECT_NE(std::string(error.what()).find("thrower failed"), std::string::npos);
   }
+}
+
+// On a co-runner's thread, records the CPUs it may run on; on the profiling thread, waits until
+// a co-runner has.
+std::mutex co_runner_mutex;
+std::vector<int> co_runner_cpus_seen;
+struct RecordCpusImpl : nn::Cloneable<RecordCpusImpl> {
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    if (std::this_thread::get_id() != profiling_thread) {
+      std::lock_guard<std::mutex> lock(co_runner_mutex);
+      co_runner_cpus_seen = pipebal::this_thread_cpus();
+    } else {
+      for (;;) {
+        std::lock_guard<std::mutex> lock(co_runner_mutex);
+        if (!co_runner_cpus_seen.empty()) break;
+      }
+    }
+    return x * 1.0;
+  }
+};
+TORCH_MODULE(RecordCpus);
+
+// A co-runner stands in for another stage: it runs pinned where that stage will
+// (ProfileOptions::co_runner_cpus).
+TEST(Profiler, CoRunnersRunOnTheCpusGivenThem) {
+  LayerSeq seq("records");
+  seq.add(pipeline::make_layer("record", "RecordCpus", RecordCpus()));
+  const std::vector<int> cpus = pipebal::allowed_cpus();
+  ProfileOptions options = quick();
+  options.co_runners = 1;
+  options.co_runner_cpus = {{cpus.back()}};
+  profiling_thread = std::this_thread::get_id();
+  co_runner_cpus_seen.clear();
+  profile_model(seq, Batch(torch::randn({2, 8})), options);
+  std::lock_guard<std::mutex> lock(co_runner_mutex);
+  EXPECT_EQ(co_runner_cpus_seen, std::vector<int>{cpus.back()});
 }
 
 TEST(Profiler, BadOptionsAndMissingDevicesAreClearErrors) {

@@ -207,7 +207,12 @@ const std::vector<BadInput> kTable = {
      "-o {dir}/v",
      "--profile-rounds must be at least 1, got 0"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --profile-rounds 2 -o {dir}/v",
-     "--profile-rounds and --profile-in-turns go with --auto"},
+     "--profile-rounds, --bind-cores and --profile-in-turns go with --auto"},
+    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --bind-cores -o {dir}/v",
+     "--profile-rounds, --bind-cores and --profile-in-turns go with --auto"},
+    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --auto --threads 1 --devices 64 "
+     "--bind-cores -o {dir}/v",
+     "--bind-cores: 64 stages of 1 thread each need 64 cores of their own"},
     {"validate --plans {dir}/missing.json -o {dir}/v", "{dir}/missing.json"},
     {"validate --plans {dir}/malformed.json -o {dir}/v", "malformed.json"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_overlap.json",

@@ -2,6 +2,8 @@
 // trained side by side, and validate's warning when a configuration is predicted to lose.
 #include <set>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "pipebal/common/cores.h"
@@ -124,7 +126,8 @@ TEST(PlanCli, ValidateWarnsWhenItsConfigurationIsPredictedToLose) {
 TEST(PlanCli, ValidateAutoBindCoresPlansWithEachCoresSpeed) {
   const std::string dir = fresh_dir("plan_validate_bind");
   const std::string command = "validate " + kModel +
-                              " --auto --devices 2 --top 2 --bind-cores --steps 1 "
+                              " --auto --devices 2 --top 2 --bind-cores --stages 2 --chunks 2 "
+                              "--steps 1 "
                               "--warmup-steps 1 --profile-repeat 2 --profile-in-turns -o " +
                               dir + "/out";
   const CliResult r = run_pipebal(command);
@@ -148,13 +151,24 @@ TEST(PlanCli, ValidateAutoBindCoresPlansWithEachCoresSpeed) {
   EXPECT_EQ(speeds[0], 1.0);  // relative to the fastest, which comes first
   EXPECT_GT(speeds[1], 0.0);
   EXPECT_LE(speeds[1], 1.0);
-  // Every pipelined configuration was planned with those speeds: its stages' speeds are theirs.
-  bool pipelined = false;
+  // Your 2 stages were costed with those speeds: as `balance` prices them given the speeds.
+  const json* yours = nullptr;
   for (const json& c : v["configurations"]) {
     EXPECT_GT(c["predicted_in_turns_step_ms"].get<double>(), 0) << c.dump();
-    pipelined = pipelined || c["stages"].get<int>() == 2;
+    for (const json& label : c["labels"]) {
+      if (label == "yours") yours = &c;
+    }
   }
-  EXPECT_TRUE(pipelined) << v.dump();
+  ASSERT_NE(yours, nullptr) << v.dump();
+  const std::string price = fmt::format(
+      "balance {}/out/profile.json --stages 2 --chunks 2 --schedule gpipe --checkpoint "
+      "except_last --balance {} --json",
+      dir, fmt::join((*yours)["balance"].get<std::vector<int>>(), ","));
+  const CliResult with_speeds =
+      run_pipebal(price + fmt::format(" --device-speeds 1,{:.17g}", speeds[1]));
+  ASSERT_EQ(with_speeds.status, 0) << with_speeds.err;
+  EXPECT_DOUBLE_EQ((*yours)["predicted_step_ms"].get<double>(),
+                   json::parse(with_speeds.out)["prediction"]["step_ms"].get<double>());
   const json plan = json::parse(read_text(dir + "/out/plan.json"));
   for (size_t s = 0; s < plan["stages"].size(); ++s) {
     EXPECT_DOUBLE_EQ(plan["stages"][s]["speed"].get<double>(), speeds[s]) << plan.dump();
