@@ -15,10 +15,20 @@
 #include "pipebal/common/cores.h"
 
 namespace pipebal {
+namespace {
+
+// Beyond any kernel's CPU numbers (Linux's NR_CPUS is at most 8192).
+constexpr int kMaxCpu = 1 << 20;
+
+}  // namespace
 
 void pin_this_thread(const std::vector<int>& cpus) {
   if (cpus.empty()) throw std::invalid_argument("pinning a thread to no CPU");
-  const int size = std::max(CPU_SETSIZE, *std::max_element(cpus.begin(), cpus.end()) + 1);
+  const int highest = *std::max_element(cpus.begin(), cpus.end());
+  if (highest >= kMaxCpu) {
+    throw std::invalid_argument(fmt::format("pinning a thread to CPU {}", highest));
+  }
+  const int size = std::max(CPU_SETSIZE, highest + 1);
   const std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> set(
       CPU_ALLOC(size), [](cpu_set_t* s) { CPU_FREE(s); });  // CPU_FREE is a macro
   if (set == nullptr) throw std::bad_alloc();
@@ -54,7 +64,7 @@ std::vector<std::vector<int>> cores_for_groups(int groups, int per_group) {
   }
   if (static_cast<int64_t>(groups) * per_group > static_cast<int64_t>(cpus.size())) {
     throw std::invalid_argument(fmt::format(
-        "{} stage{} of {} thread{} each need {} cores of their own; this process may run on {}",
+        "{} device{} of {} thread{} each need {} cores of their own; this process may run on {}",
         groups, groups == 1 ? "" : "s", per_group, per_group == 1 ? "" : "s",
         static_cast<int64_t>(groups) * per_group, cpus.size()));
   }

@@ -9,8 +9,8 @@
 namespace pipebal {
 
 // Restricts the calling thread to `cpus` (threads it starts from then on inherit them). Throws
-// std::invalid_argument for an empty list and std::system_error where the kernel refuses (a
-// CPU outside the process's cpuset).
+// std::invalid_argument for an empty list or a negative CPU, and std::system_error where the
+// kernel refuses (none of the CPUs is in the process's cpuset or online).
 void pin_this_thread(const std::vector<int>& cpus);
 
 // Pins the calling thread to `cpus` for its lifetime, then gives the thread its CPUs back.
@@ -25,7 +25,7 @@ class ThreadPin {
   std::vector<int> before_;
 };
 
-// Cores of their own for `groups` groups of `per_group` threads each (pipeline devices and
+// Cores of their own for `groups` devices of `per_group` threads each (a pipeline's devices and
 // their intra-op threads): consecutive blocks of the CPUs this process may run on
 // (allowed_cpus(), cores.h). Throws std::invalid_argument, naming the counts, when there are
 // fewer CPUs than groups x per_group.

@@ -159,6 +159,18 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
           first, step.stage, options_.virtual_stages, devices[first].str(),
           devices[step.stage].str()));
     }
+    for (const DeviceStep& step : device_order) {
+      const int first = device_order.front().stage;
+      if (options_.stage_cpus.empty() ||
+          options_.stage_cpus[step.stage] == options_.stage_cpus[first]) {
+        continue;
+      }
+      throw std::invalid_argument(fmt::format(
+          "stages {} and {} run on one device's thread ({} stages per device) but were given "
+          "CPUs {} and {}: give every stage of a device the same ones",
+          first, step.stage, options_.virtual_stages, fmt::join(options_.stage_cpus[first], ","),
+          fmt::join(options_.stage_cpus[step.stage], ",")));
+    }
   }
   size_t first = 0;
   for (int s = 0; s < stages; ++s) {

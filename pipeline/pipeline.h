@@ -43,10 +43,10 @@ struct PipelineOptions {
   std::vector<int> weight_delays;
   CheckpointMode checkpoint = CheckpointMode::kExceptLast;
   int threads_per_stage = 1;  // intra-op threads of each CPU stage's worker
-  // The CPUs each stage's worker thread is pinned to, with the intra-op threads it starts (a
-  // worker running several stages, interleaved, takes its first stage's); one list per stage, or
-  // empty: the scheduler places them. Stages that share a core's speed as the profile measured
-  // it keep it for the whole run (common/thread_pinning.h).
+  // The CPUs each stage's worker thread is pinned to, with the intra-op threads it starts; one
+  // list per stage (a device's stages, interleaved, share its worker: the same list), or empty:
+  // the scheduler places them. Pinned, a stage keeps the core the plan priced for the whole run
+  // (common/thread_pinning.h).
   std::vector<std::vector<int>> stage_cpus;
   bool deferred_batch_norm = false;  // running statistics once per mini-batch (batch_norm.h)
   bool check_finite = false;         // a non-finite micro-batch loss fails the step

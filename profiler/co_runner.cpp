@@ -1,6 +1,8 @@
 // See co_runner.h.
 #include "pipebal/profiler/co_runner.h"
 
+#include <optional>
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -14,8 +16,11 @@ CoRunners::CoRunners(const pipeline::LayerSeq& model, const pipeline::Batch& sam
                      int threads, const std::vector<std::vector<int>>& cpus) {
   try {
     for (int i = 0; i < count; ++i) {
-      std::vector<int> own = i < static_cast<int>(cpus.size()) ? cpus[i] : std::vector<int>{};
-      threads_.emplace_back(&CoRunners::run, this, model.clone(), sample, threads, std::move(own));
+      // A new thread starts on its creator's CPUs: pinned here, a pin that fails fails the
+      // constructor, and the runner's pool (started on it) inherits them.
+      std::optional<ThreadPin> pin;
+      if (i < static_cast<int>(cpus.size())) pin.emplace(cpus[static_cast<size_t>(i)]);
+      threads_.emplace_back(&CoRunners::run, this, model.clone(), sample, threads);
     }
   } catch (...) {
     stop();  // the runners already started, before the error leaves the constructor
@@ -52,15 +57,7 @@ void CoRunners::resume() {
   changed_.notify_all();
 }
 
-void CoRunners::run(pipeline::LayerSeq model, pipeline::Batch sample, int threads,
-                    std::vector<int> cpus) {
-  if (!cpus.empty()) {
-    try {
-      pin_this_thread(cpus);  // before its intra-op pool starts, which inherits them
-    } catch (const std::exception&) {
-      // Left where the scheduler puts it: it still loads the machine as a stage would.
-    }
-  }
+void CoRunners::run(pipeline::LayerSeq model, pipeline::Batch sample, int threads) {
   at::internal::lazy_init_num_threads();
   at::set_num_threads(threads);
   model.train(true);

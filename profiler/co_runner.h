@@ -17,8 +17,8 @@ namespace pipebal::profiler {
 
 // Each co-runner trains its own clone of the model on the sample (forward, backward, drop the
 // gradients) in a loop, with `threads` intra-op threads, until destroyed; runner i pinned to
-// `cpus[i]` where given (where the stage it stands in for will run). Created and controlled by
-// one thread.
+// `cpus[i]` where given (where the stage it stands in for will run; a pin the kernel refuses
+// throws), else on its creator's CPUs. Created and controlled by one thread.
 class CoRunners {
  public:
   CoRunners(const pipeline::LayerSeq& model, const pipeline::Batch& sample, int count, int threads,
@@ -34,7 +34,7 @@ class CoRunners {
   void resume();
 
  private:
-  void run(pipeline::LayerSeq model, pipeline::Batch sample, int threads, std::vector<int> cpus);
+  void run(pipeline::LayerSeq model, pipeline::Batch sample, int threads);
   void stop();
 
   std::mutex mutex_;

@@ -41,7 +41,8 @@ pipeline::PipelineOptions with_chunks(pipeline::PipelineOptions options, int chu
 
 }  // namespace
 
-balance::EngineCost measure_engine_cost(int rounds, std::optional<double> autograd_run_ms) {
+balance::EngineCost measure_engine_cost(int rounds, std::optional<double> autograd_run_ms,
+                                        const std::vector<std::vector<int>>& device_cpus) {
   // The calibration's weights and data draw from the default generator.
   const KeepDefaultGenerator keep;
   rounds = std::max(rounds, 3);
@@ -56,10 +57,16 @@ balance::EngineCost measure_engine_cost(int rounds, std::optional<double> autogr
   // more than the machine (or its CPU quota) has, which a pipeline refuses.
   options.threads_per_stage = std::min(at::get_num_threads(), usable_cores());
   options.chunks = 1;
+  pipeline::PipelineOptions second = options;
+  if (!device_cpus.empty()) {
+    options.stage_cpus = {device_cpus.front()};
+    second.stage_cpus = {device_cpus.front(),
+                         device_cpus[std::min<size_t>(1, device_cpus.size() - 1)]};
+  }
   pipeline::Pipeline single(trivial_model(), {1}, {}, options);
   pipeline::Pipeline several(trivial_model(), {1}, {}, with_chunks(options, kChunks));
   pipeline::Pipeline one_stage(trivial_model(2), {2}, {}, options);
-  pipeline::Pipeline two_stages(trivial_model(2), {1, 1}, {}, options);
+  pipeline::Pipeline two_stages(trivial_model(2), {1, 1}, {}, second);
 
   // Steps of a trivial model take a tenth of a millisecond: many rounds cost little, and the
   // differences sought are a few microseconds. Each difference is taken within its round.

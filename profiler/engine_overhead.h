@@ -15,6 +15,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "pipebal/balance/layer_cost.h"
 
@@ -23,8 +24,11 @@ namespace pipebal::profiler {
 // On the CPU, with the calling thread's intra-op thread count for the stage; `rounds` profiled
 // passes of the layer and ten times as many rounds of the four steps (medians of each). The
 // layer's profile takes `autograd_run_ms` off its backward (autograd_run_cost.h) as the model's
-// did, so that the engine's costs charge back what was taken off; unset, it measures it.
+// did, so that the engine's costs charge back what was taken off; unset, it measures it. With
+// `device_cpus` (ProfileOptions::device_cpus) the one-stage pipelines run on the first device's
+// CPUs and the two-stage one on the first two's, as a pinned run's stages do.
 balance::EngineCost measure_engine_cost(int rounds = 20,
-                                        std::optional<double> autograd_run_ms = std::nullopt);
+                                        std::optional<double> autograd_run_ms = std::nullopt,
+                                        const std::vector<std::vector<int>>& device_cpus = {});
 
 }  // namespace pipebal::profiler

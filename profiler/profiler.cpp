@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -16,6 +17,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "pipebal/common/machine_load.h"
+#include "pipebal/common/thread_pinning.h"
 #include "pipebal/common/time_limit.h"
 #include "pipebal/pipeline/error_text.h"
 #include "pipebal/pipeline/handed_backward.h"
@@ -354,6 +356,8 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   // after the profile as if there had been none (a CUDA device's generator is not kept).
   const KeepDefaultGenerator keep;
   const MachineLoadMeter load;
+  std::optional<ThreadPin> pinned;
+  if (!options.device_cpus.empty()) pinned.emplace(options.device_cpus.front());
 
   // Clones, so that the caller's model keeps its values, buffers, gradients and mode.
   pipeline::LayerSeq layers = model.clone();
@@ -387,8 +391,14 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   std::unique_ptr<MemoryMeter> meter = make_memory_meter(options.device);
   std::unique_ptr<CoRunners> co_runners;
   if (options.co_runners > 0) {
+    std::vector<std::vector<int>> co_runner_cpus;
+    for (int i = 0; i < options.co_runners && !options.device_cpus.empty(); ++i) {
+      const size_t device = static_cast<size_t>(i) + 1;
+      co_runner_cpus.push_back(device < options.device_cpus.size() ? options.device_cpus[device]
+                                                                   : options.device_cpus.front());
+    }
     co_runners = std::make_unique<CoRunners>(layers, current, options.co_runners,
-                                             at::get_num_threads(), options.co_runner_cpus);
+                                             at::get_num_threads(), co_runner_cpus);
   }
 
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -453,8 +463,8 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
   if (split_passes == 0) passes.run(timer.get(), &profile.layers, /*split=*/true);
   summarise_passes(profile.layers);
   if (options.measure_engine && options.device.is_cpu()) {
-    profile.engine =
-        measure_engine_cost(std::max(20, options.repeat), profile.environment.autograd_run_ms);
+    profile.engine = measure_engine_cost(std::max(20, options.repeat),
+                                         profile.environment.autograd_run_ms, options.device_cpus);
   }
   profile.environment.machine_load = load.load();
   return profile;

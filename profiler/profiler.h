@@ -38,9 +38,12 @@ struct ProfileOptions {
   // layers are timed with the cores as busy as the other pipeline stages will keep them; on a
   // CPU, typically stages - 1. Memory is measured while they pause. CPU only.
   int co_runners = 0;
-  // The CPUs co-runner i is pinned to (those of the stage it stands in for); empty, or fewer
-  // lists than co-runners: the scheduler places them.
-  std::vector<std::vector<int>> co_runner_cpus;
+  // With stages pinned to cores (common/thread_pinning.h): each device's CPUs, the profiled one's
+  // first. The calling thread is pinned to the first for the profile (call from a thread whose
+  // intra-op pool is yet to start, which then inherits them), co-runner i to device i + 1's (one
+  // with no list left: the first's), and the engine's calibration pipelines' stages to the first
+  // two. Empty: the scheduler places them all.
+  std::vector<std::vector<int>> device_cpus;
   // The training loss of the model's output (against the sample's target), as the pipeline's
   // last stage computes it per micro-batch inside its backward action. When set, the last
   // layer's backward time and backward peak include the loss and its gradient; unset, the

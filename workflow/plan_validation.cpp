@@ -218,6 +218,7 @@ nlohmann::json auto_validation_to_json(const AutoValidation& v) {
           {"devices", v.devices},
           {"device_cpus", v.device_cpus},
           {"device_speeds", v.device_speeds},
+          {"device_speeds_in_turns", v.device_speeds_in_turns},
           {"searched", v.searched},
           {"configurations", std::move(configurations)}};
 }
@@ -242,9 +243,6 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   micro_batch_sizes(chunks, shape[0]);  // checks them before any work
   StagedDirectory output(p.output, plan_validation_files());
 
-  // 1. Profile every size, in rounds spread over time; micro-batches that overlap run beside the
-  // other stages' work. The honest alternative on CPUs, the plain model with every device's
-  // threads, is profiled in each round too.
   const int wide_threads = p.devices * p.threads;
   const int cores = usable_cores();
   const bool profile_wide = p.devices > 1 && wide_threads <= cores;
@@ -257,17 +255,18 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     watchdog.beat(fmt::format("profiling at micro-batch size {}, {} of {}", size, progress.done,
                               progress.total));
   };
-  // The plain model on the calling thread's intra-op threads: every device's, where it is called.
+  // The plain model on the calling thread's intra-op threads and CPUs.
   const auto profile_plain = [&](profiler::ProfileOptions at) {
     at.co_runners = 0;
+    at.device_cpus.clear();
     return profile_at_sizes(model, inputs, {1}, p.seed, at, {}, beat);
   };
   // `job` on a thread of its own, pinned to `cpus` (none: where the scheduler puts it) with
-  // `threads` intra-op threads. The thread takes its OpenMP pool with it when it ends. A pool
-  // outliving its use counts against the cores: once a process's pools hold more threads than
-  // there are cores, libgomp's idle threads sleep almost at once instead of polling, and every
-  // parallel region must wake them (the 2-thread run measured at 2.5x its profile on the 2-core
-  // VM).
+  // `threads` intra-op threads: its OpenMP pool starts there, on those CPUs, and ends with it. A
+  // pool outliving its use counts against the cores: once a process's pools hold more threads
+  // than there are cores, libgomp's idle threads sleep almost at once instead of polling, and
+  // every parallel region must wake them (the 2-thread run measured at 2.5x its profile on the
+  // 2-core VM).
   const auto on_own_thread = [&](const std::vector<int>& cpus, int threads, const auto& job) {
     auto result = std::async(std::launch::async, [&] {
                     if (!cpus.empty()) pin_this_thread(cpus);
@@ -279,11 +278,9 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     return result;
   };
 
-  // 0. With bind_cores, each device's stage thread gets cores of its own, and the plan each
-  // block's speed: the plain model's pass timed on every block in turn, rounds interleaved. The
-  // fastest block is the first device (the plain model's), where this thread then profiles,
-  // pinned, with each co-runner on the block of the stage it stands in for.
-  // The plain model's pass (forward and backward, its layers summed) on the block `cpus`.
+  // 0. With bind_cores, each device gets cores of its own, and the plan each block's speed: the
+  // plain model's pass (its layers' forward and backward summed) timed on every block in turn,
+  // rounds interleaved. The fastest block is the first device, the plain model's.
   profiler::ProfileOptions calibrate;
   calibrate.warmup = 1;
   calibrate.repeat = 2;
@@ -292,13 +289,13 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     const profiler::Profile pass =
         on_own_thread(cpus, p.threads, [&] { return profile_plain(calibrate); });
     double ms = 0;
-    for (const profiler::LayerProfile& layer : pass.layers)
+    for (const profiler::LayerProfile& layer : pass.layers) {
       ms += layer.forward_ms + layer.backward_ms;
+    }
     return ms;
   };
   std::optional<CoreSpeeds> device_cores;
-  std::optional<ThreadPin> on_first_device;
-  std::vector<int> every_device_cpu;
+  std::vector<int> first_device_cpus, every_device_cpu;  // empty: not pinned
   if (p.bind_cores) {
     const std::vector<std::vector<int>> blocks = cores_for_groups(p.devices, p.threads);
     say(fmt::format("timing the plain model on each of the {} blocks of {} core{} ...",
@@ -315,20 +312,30 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                                   device_cores->speeds[d]));
     }
     say(fmt::format("planning with {}", fmt::join(named, "; ")));
+    first_device_cpus = device_cores->cpus.front();
     for (const std::vector<int>& block : device_cores->cpus) {
       every_device_cpu.insert(every_device_cpu.end(), block.begin(), block.end());
     }
-    on_first_device.emplace(device_cores->cpus.front());
-    options.co_runner_cpus.assign(device_cores->cpus.begin() + 1, device_cores->cpus.end());
+    // The profiled layers on the first device, each co-runner on the device of the stage it
+    // stands in for, the engine's calibration stages on the first two.
+    options.device_cpus = device_cores->cpus;
   }
 
+  // 1. Profile every size, in rounds spread over time; micro-batches that overlap run beside the
+  // other stages' work. The honest alternative on CPUs, the plain model with every device's
+  // threads, is profiled in each round too.
   std::vector<profiler::Profile> sized_rounds, wide_rounds;
-  // One round: every size into `sized`, then (`wide` given) the plain model on every device's
-  // threads.
+  // One round: every size into `sized` (pinned: on a thread of the first device's), then (`wide`
+  // given) the plain model on every device's threads.
   const auto profile_round = [&](const profiler::ProfileOptions& at,
                                  std::vector<profiler::Profile>& sized,
                                  std::vector<profiler::Profile>* wide) {
-    sized.push_back(profile_at_sizes(model, inputs, chunks, p.seed, at, co_runners, beat));
+    const auto every_size = [&] {
+      return profile_at_sizes(model, inputs, chunks, p.seed, at, co_runners, beat);
+    };
+    sized.push_back(first_device_cpus.empty()
+                        ? every_size()
+                        : on_own_thread(first_device_cpus, p.threads, every_size));
     if (!wide) return;
     wide->push_back(
         on_own_thread(every_device_cpu, wide_threads, [&] { return profile_plain(at); }));
@@ -411,6 +418,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   wide_in_turns.measure_engine = false;
   AfterRound profile_in_turns;
   std::vector<std::vector<double>> times_in_turns(device_cores ? device_cores->cpus.size() : 0);
+  std::vector<double> speeds_in_turns;
   if (p.profile_in_turns) {
     profile_in_turns = [&](int, const std::vector<TrainingRun*>& alive) {
       profile_round(in_turns, in_turns_rounds, nullptr);
@@ -439,10 +447,10 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     balance::CostOptions costs_in_turns = search.costs;
     if (device_cores) {  // each device's speed over the first's, from the same rounds
       const double first = profiler::median(times_in_turns.front());
-      costs_in_turns.device_speeds.clear();
       for (const std::vector<double>& times : times_in_turns) {
-        costs_in_turns.device_speeds.push_back(first / profiler::median(times));
+        speeds_in_turns.push_back(first / profiler::median(times));
       }
+      costs_in_turns.device_speeds = speeds_in_turns;
     }
     predict_in_turns(list, sized, wide_pooled, costs_in_turns);
   }
@@ -463,6 +471,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   }
 
   AutoValidation validation;
+  validation.device_speeds_in_turns = speeds_in_turns;
   validation.model = model.layers.name();
   validation.input_shape = shape;
   validation.devices = p.devices;

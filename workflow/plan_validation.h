@@ -93,6 +93,9 @@ struct AutoValidation {
   // (the plan's device speeds); empty otherwise.
   std::vector<std::vector<int>> device_cpus;
   std::vector<double> device_speeds;
+  // With bind_cores and profile_in_turns: the speeds timed after each round (relative to the
+  // first device, pooled), which the predictions in turns used.
+  std::vector<double> device_speeds_in_turns;
   int searched = 0;
   std::vector<CheckedConfiguration> configurations;  // in the planner's order
 };

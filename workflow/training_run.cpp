@@ -257,12 +257,17 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     const size_t per_device = settings.schedule == pipeline::ScheduleKind::kInterleaved
                                   ? static_cast<size_t>(settings.virtual_stages)
                                   : 1;
-    if (settings.balance.size() != devices * per_device) {
-      throw std::invalid_argument(fmt::format("CPUs given for {} devices, the balance has {}",
-                                              devices, settings.balance.size()));
+    // A balance that does not divide into devices is the schedule's to refuse, in its words.
+    if (settings.balance.size() % per_device == 0 &&
+        settings.balance.size() != devices * per_device) {
+      throw std::invalid_argument(fmt::format(
+          "CPUs given for {} devices, the balance's {} stages make {} ({} per device)", devices,
+          settings.balance.size(), settings.balance.size() / per_device, per_device));
     }
-    for (size_t s = 0; s < settings.balance.size(); ++s) {
-      options.stage_cpus.push_back(settings.device_cpus[s % devices]);
+    if (settings.balance.size() == devices * per_device) {
+      for (size_t s = 0; s < settings.balance.size(); ++s) {
+        options.stage_cpus.push_back(settings.device_cpus[s % devices]);
+      }
     }
   }
   options.deferred_batch_norm = settings.deferred_batch_norm;

@@ -422,10 +422,14 @@ struct RecordCpusImpl : nn::Cloneable<RecordCpusImpl> {
     if (std::this_thread::get_id() != profiling_thread) {
       std::lock_guard<std::mutex> lock(co_runner_mutex);
       co_runner_cpus_seen = pipebal::this_thread_cpus();
-    } else {
-      for (;;) {
-        std::lock_guard<std::mutex> lock(co_runner_mutex);
-        if (!co_runner_cpus_seen.empty()) break;
+    } else {  // at most a minute: a co-runner that never runs fails the test, not hangs it
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+      while (std::chrono::steady_clock::now() < deadline) {
+        {
+          std::lock_guard<std::mutex> lock(co_runner_mutex);
+          if (!co_runner_cpus_seen.empty()) break;
+        }
+        std::this_thread::yield();
       }
     }
     return x * 1.0;
@@ -434,14 +438,14 @@ struct RecordCpusImpl : nn::Cloneable<RecordCpusImpl> {
 TORCH_MODULE(RecordCpus);
 
 // A co-runner stands in for another stage: it runs pinned where that stage will
-// (ProfileOptions::co_runner_cpus).
+// (ProfileOptions::device_cpus).
 TEST(Profiler, CoRunnersRunOnTheCpusGivenThem) {
   LayerSeq seq("records");
   seq.add(pipeline::make_layer("record", "RecordCpus", RecordCpus()));
   const std::vector<int> cpus = pipebal::allowed_cpus();
   ProfileOptions options = quick();
   options.co_runners = 1;
-  options.co_runner_cpus = {{cpus.back()}};
+  options.device_cpus = {{cpus.front()}, {cpus.back()}};  // the co-runner on the second
   profiling_thread = std::this_thread::get_id();
   co_runner_cpus_seen.clear();
   profile_model(seq, Batch(torch::randn({2, 8})), options);

@@ -210,9 +210,6 @@ const std::vector<BadInput> kTable = {
      "--profile-rounds, --bind-cores and --profile-in-turns go with --auto"},
     {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --bind-cores -o {dir}/v",
      "--profile-rounds, --bind-cores and --profile-in-turns go with --auto"},
-    {"validate --model mlp:layers=2,width=8 --input-shape 4,8 --auto --threads 1 --devices 64 "
-     "--bind-cores -o {dir}/v",
-     "--bind-cores: 64 stages of 1 thread each need 64 cores of their own"},
     {"validate --plans {dir}/missing.json -o {dir}/v", "{dir}/missing.json"},
     {"validate --plans {dir}/malformed.json -o {dir}/v", "malformed.json"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --plan {dir}/plan_overlap.json",

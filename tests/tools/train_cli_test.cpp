@@ -42,7 +42,7 @@ TEST(TrainCli, BindCoresTrainsOnCoresOfTheirOwnOrSaysThereAreTooFew) {
       cpus + 1, fmt::join(std::vector<int>(static_cast<size_t>(cpus) + 2, 1), ","), dir));
   EXPECT_EQ(too_many.status, 2) << too_many.err;
   EXPECT_NE(too_many.err.find(fmt::format(
-                "--bind-cores: {} stages of 1 thread each need {} cores of their own; this "
+                "--bind-cores: {} devices of 1 thread each need {} cores of their own; this "
                 "process may run on {}",
                 cpus + 2, cpus + 2, cpus)),
             std::string::npos)

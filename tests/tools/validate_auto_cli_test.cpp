@@ -1,5 +1,6 @@
 // `pipebal validate --auto`: the plan's best configurations, the plain model and the user's own
 // trained side by side, and validate's warning when a configuration is predicted to lose.
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -133,7 +134,7 @@ TEST(PlanCli, ValidateAutoBindCoresPlansWithEachCoresSpeed) {
   const CliResult r = run_pipebal(command);
   if (pipebal::allowed_cpus().size() < 2) {
     EXPECT_EQ(r.status, 2) << r.err;
-    EXPECT_NE(r.err.find("--bind-cores: 2 stages of 1 thread each need 2 cores of their own"),
+    EXPECT_NE(r.err.find("--bind-cores: 2 devices of 1 thread each need 2 cores of their own"),
               std::string::npos)
         << r.err;
     return;
@@ -151,6 +152,11 @@ TEST(PlanCli, ValidateAutoBindCoresPlansWithEachCoresSpeed) {
   EXPECT_EQ(speeds[0], 1.0);  // relative to the fastest, which comes first
   EXPECT_GT(speeds[1], 0.0);
   EXPECT_LE(speeds[1], 1.0);
+  // Timed again after each round in turns, relative to the first device.
+  const auto in_turns = v["device_speeds_in_turns"].get<std::vector<double>>();
+  ASSERT_EQ(in_turns.size(), 2u);
+  EXPECT_EQ(in_turns[0], 1.0);
+  EXPECT_GT(in_turns[1], 0.0);
   // Your 2 stages were costed with those speeds: as `balance` prices them given the speeds.
   const json* yours = nullptr;
   for (const json& c : v["configurations"]) {
@@ -173,6 +179,18 @@ TEST(PlanCli, ValidateAutoBindCoresPlansWithEachCoresSpeed) {
   for (size_t s = 0; s < plan["stages"].size(); ++s) {
     EXPECT_DOUBLE_EQ(plan["stages"][s]["speed"].get<double>(), speeds[s]) << plan.dump();
   }
+  // More devices than CPUs: one line, status 2, before any work.
+  const size_t cpus_here = pipebal::allowed_cpus().size();
+  if (cpus_here >= 64) return;  // --devices goes to 64
+  const CliResult too_many = run_pipebal(fmt::format(
+      "validate {} --auto --devices {} --bind-cores -o {}/refused", kModel, cpus_here + 1, dir));
+  EXPECT_EQ(too_many.status, 2) << too_many.err;
+  EXPECT_NE(too_many.err.find(
+                fmt::format("--bind-cores: {} devices of 1 thread each need {} cores of their own",
+                            cpus_here + 1, cpus_here + 1)),
+            std::string::npos)
+      << too_many.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/refused"));
 }
 
 TEST(PlanCli, ValidateAutoRefusesWhatDoesNotGoTogether) {

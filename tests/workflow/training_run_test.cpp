@@ -1,6 +1,7 @@
 // workflow::TrainingRun: its rehearsal (what run_interleaved turns on) leaves the training as it
 // was, and it does run; a stage's memory counts its weights; the constructing thread gives the
-// cores to the stages while a run lives, also with several runs alive at once.
+// cores to the stages while a run lives, also with several runs alive at once; each device's
+// stages run on the CPUs given it.
 #include "pipebal/workflow/training_run.h"
 
 #include <ATen/Parallel.h>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipebal/common/cores.h"
 #include "pipebal/workflow/interleaved_runs.h"
 
 namespace pipebal::workflow {
@@ -93,6 +95,25 @@ TEST(TrainingRun, TheConstructingThreadRunsOneIntraOpThreadWhileTheRunLives) {
   settings.balance = {2, 3};
   EXPECT_THROW(TrainingRun{settings}, std::invalid_argument);
   EXPECT_EQ(at::get_num_threads(), 2);
+}
+
+// Each device's stage thread runs on the CPUs given the device: interleaved, stages d and
+// d + devices on device d's. A list per device that the balance does not make is refused.
+TEST(TrainingRun, EachDevicesStagesRunOnTheCpusGivenTheDevice) {
+  const std::vector<int> cpus = allowed_cpus();
+  TrainSettings settings = two_stages("mlp:layers=3,width=16", {16, 16}, {1, 1, 1, 1});
+  settings.schedule = pipeline::ScheduleKind::kInterleaved;
+  settings.virtual_stages = 2;
+  settings.device_cpus = {{cpus.back()}, {cpus.front()}};
+  TrainingRun run(settings);
+  for (int stage = 0; stage < 4; ++stage) {
+    std::vector<int> seen;
+    run.run_on_stage_thread(stage, [&] { seen = this_thread_cpus(); });
+    EXPECT_EQ(seen, settings.device_cpus[static_cast<size_t>(stage % 2)]) << "stage " << stage;
+  }
+  while (!run.done()) run.step();
+  settings.device_cpus = {{cpus.front()}};
+  EXPECT_THROW(TrainingRun{settings}, std::invalid_argument);
 }
 
 }  // namespace
