@@ -18,9 +18,8 @@ namespace {
 
 void print_layer_table(const ValidateParams& params) {
   const models::Model model = models::build_model(params.model, params.seed);
-  const std::vector<int64_t> shape = params.input_shape.empty()
-                                         ? model.info.default_input_shape
-                                         : models::parse_shape(params.input_shape);
+  const std::vector<int64_t> shape =
+      params.input_shape.empty() ? model.info.default_input_shape : params.input_shape;
   const models::SyntheticData data = models::make_synthetic_data(model, shape, params.seed);
   fmt::print("model {} ({} layers, {} parameters), input [{}]\n\n", printable(model.layers.name()),
              model.layers.size(), model.layers.parameter_count(), fmt::join(shape, ", "));
@@ -45,7 +44,8 @@ void add_demo_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "demo", "Profile, balance, train and validate the default model; write an HTML report");
   add_model_option(*cmd, params->model)->capture_default_str();
-  add_input_shape_option(*cmd, params->input_shape);
+  const auto input_shape = std::make_shared<std::string>();
+  add_input_shape_option(*cmd, *input_shape);
   cmd->add_option("--stages", params->stages, "pipeline stages")->capture_default_str();
   add_chunks_option(*cmd, params->chunks);
   cmd->add_option("--steps", params->steps, "measured steps per run")->capture_default_str();
@@ -54,8 +54,9 @@ void add_demo_command(CLI::App& app) {
       "Example:\n"
       "  pipebal demo                      # writes pipebal-demo/report.html\n"
       "  pipebal demo --model mlp:layers=8,width=256 --stages 4 -o mlp-demo");
-  cmd->callback([params] {
+  cmd->callback([params, input_shape] {
     check_not_a_rank("demo");
+    if (!input_shape->empty()) params->input_shape = models::parse_shape(*input_shape);
     print_layer_table(*params);
     run_validate(*params);
   });

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "pipebal/common/format_bytes.h"
+#include "pipebal/models/synthetic.h"
 #include "pipebal/reports/validation_record.h"
 #include "pipebal/workflow/plan_validation.h"
 #include "pipebal/workflow/plans_comparison.h"
@@ -204,7 +205,8 @@ void add_validate_command(CLI::App& app) {
       "validate",
       "Profile, balance (dp vs baselines), train each balance, compare prediction and measurement");
   add_model_option(*cmd, p->model)->capture_default_str();
-  add_input_options(*cmd, p->input_shape, p->inputs);
+  const auto input_shape = std::make_shared<std::string>();
+  add_input_options(*cmd, *input_shape, p->inputs);
   add_dtype_option(*cmd, p->dtype);
   const auto virtual_given = std::make_shared<int>(0);
   add_virtual_stages_option(*cmd, *virtual_given);
@@ -285,85 +287,85 @@ void add_validate_command(CLI::App& app) {
       "  pipebal validate --plans gpipe.json 1f1b.json zb-h1.json --steps 10 "
       "--profile-in-turns -o plans/\n"
       "  pipebal report resnet/");
-  cmd->callback(
-      [p, automatic, searched, cmd, virtual_given, weight_delays, min_gain_percent, plans] {
-        check_not_a_rank("validate");
-        // Over the whole validation: its profile, and the runs it compares with the prediction.
-        const MachineLoadMeter load;
-        const auto warn_if_busy = [&load] { warn_if_machine_busy(load.load(), "validating"); };
-        if (cmd->count("--plans") > 0) {
-          for (const char* option : kNotWithPlans) {
-            if (cmd->count(option) > 0) {
-              throw std::invalid_argument(fmt::format(
-                  "--plans takes the model and its configuration from the plans: drop {}", option));
-            }
-          }
-          workflow::PlansComparisonSettings settings;
-          settings.plans = *plans;
-          settings.steps = p->steps;
-          settings.warmup_steps = p->warmup_steps;
-          settings.threads = cmd->count("--threads") > 0 ? p->threads : 0;
-          settings.profile_in_turns = automatic->profile_in_turns;
-          settings.seed = p->seed;
-          settings.step_timeout_s = p->step_timeout_s;
-          settings.output = p->output;
-          run_plans_comparison(settings);
-          warn_if_busy();
-          return;
+  cmd->callback([p, automatic, searched, cmd, virtual_given, weight_delays, min_gain_percent, plans,
+                 input_shape] {
+    check_not_a_rank("validate");
+    if (!input_shape->empty()) p->input_shape = models::parse_shape(*input_shape);
+    // Over the whole validation: its profile, and the runs it compares with the prediction.
+    const MachineLoadMeter load;
+    const auto warn_if_busy = [&load] { warn_if_machine_busy(load.load(), "validating"); };
+    if (cmd->count("--plans") > 0) {
+      for (const char* option : kNotWithPlans) {
+        if (cmd->count(option) > 0) {
+          throw std::invalid_argument(fmt::format(
+              "--plans takes the model and its configuration from the plans: drop {}", option));
         }
-        if (cmd->count("--auto") > 0) {
-          if (p->processes > 0)
-            throw std::invalid_argument("--auto trains as threads: drop --processes");
-          if (*virtual_given > 0) throw std::invalid_argument("--virtual goes without --auto");
-          if (!weight_delays->empty()) {
-            throw std::invalid_argument("--weight-delays goes without --auto");
-          }
-          workflow::AutoValidateSettings settings = *automatic;
-          settings.min_gain = *min_gain_percent / 100;
-          for (const std::string& name : searched->first) {
-            settings.schedules.push_back(pipeline::parse_schedule_kind(name));
-          }
-          for (const std::string& name : searched->second) {
-            settings.checkpoints.push_back(pipeline::parse_checkpoint_mode(name));
-          }
-          settings.model = p->model;
-          settings.input_shape = p->input_shape;
-          settings.inputs = p->inputs;
-          settings.dtype = p->dtype;
-          settings.steps = p->steps;
-          settings.warmup_steps = p->warmup_steps;
-          settings.profile_repeat = p->profile_repeat;
-          settings.threads = p->threads;
-          settings.seed = p->seed;
-          settings.step_timeout_s = p->step_timeout_s;
-          settings.output = p->output;
-          const bool yours = cmd->count("--stages") + cmd->count("--chunks") +
-                                 cmd->count("--schedule") + cmd->count("--checkpoint") >
-                             0;
-          if (yours) settings.user = {p->stages, p->chunks, p->schedule, p->checkpoint};
-          run_auto_validate(settings);
-          warn_if_busy();
-          return;
-        }
-        if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
-                cmd->count("--checkpoints") + cmd->count("--profile-rounds") +
-                cmd->count("--profile-in-turns") + cmd->count("--min-gain") +
-                cmd->count("--bind-cores") >
-            0) {
-          throw std::invalid_argument(
-              "--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds, "
-              "--bind-cores and --profile-in-turns go with --auto (--profile-in-turns also with "
-              "--plans)");
-        }
-        ValidateParams params = *p;
-        params.virtual_stages = stages_per_device(params.schedule, *virtual_given);
-        if (!weight_delays->empty()) params.weight_delays = parse_weight_delays(*weight_delays);
-        // Candidates trained as processes run this very binary's `train`.
-        if (params.processes > 0)
-          params.executable = std::filesystem::read_symlink("/proc/self/exe");
-        run_validate(params);
-        warn_if_busy();
-      });
+      }
+      workflow::PlansComparisonSettings settings;
+      settings.plans = *plans;
+      settings.steps = p->steps;
+      settings.warmup_steps = p->warmup_steps;
+      settings.threads = cmd->count("--threads") > 0 ? p->threads : 0;
+      settings.profile_in_turns = automatic->profile_in_turns;
+      settings.seed = p->seed;
+      settings.step_timeout_s = p->step_timeout_s;
+      settings.output = p->output;
+      run_plans_comparison(settings);
+      warn_if_busy();
+      return;
+    }
+    if (cmd->count("--auto") > 0) {
+      if (p->processes > 0)
+        throw std::invalid_argument("--auto trains as threads: drop --processes");
+      if (*virtual_given > 0) throw std::invalid_argument("--virtual goes without --auto");
+      if (!weight_delays->empty()) {
+        throw std::invalid_argument("--weight-delays goes without --auto");
+      }
+      workflow::AutoValidateSettings settings = *automatic;
+      settings.min_gain = *min_gain_percent / 100;
+      for (const std::string& name : searched->first) {
+        settings.schedules.push_back(pipeline::parse_schedule_kind(name));
+      }
+      for (const std::string& name : searched->second) {
+        settings.checkpoints.push_back(pipeline::parse_checkpoint_mode(name));
+      }
+      settings.model = p->model;
+      settings.input_shape = p->input_shape;
+      settings.inputs = p->inputs;
+      settings.dtype = p->dtype;
+      settings.steps = p->steps;
+      settings.warmup_steps = p->warmup_steps;
+      settings.profile_repeat = p->profile_repeat;
+      settings.threads = p->threads;
+      settings.seed = p->seed;
+      settings.step_timeout_s = p->step_timeout_s;
+      settings.output = p->output;
+      const bool yours = cmd->count("--stages") + cmd->count("--chunks") +
+                             cmd->count("--schedule") + cmd->count("--checkpoint") >
+                         0;
+      if (yours) settings.user = {p->stages, p->chunks, p->schedule, p->checkpoint};
+      run_auto_validate(settings);
+      warn_if_busy();
+      return;
+    }
+    if (cmd->count("--devices") + cmd->count("--top") + cmd->count("--schedules") +
+            cmd->count("--checkpoints") + cmd->count("--profile-rounds") +
+            cmd->count("--profile-in-turns") + cmd->count("--min-gain") +
+            cmd->count("--bind-cores") >
+        0) {
+      throw std::invalid_argument(
+          "--devices, --top, --min-gain, --schedules, --checkpoints, --profile-rounds, "
+          "--bind-cores and --profile-in-turns go with --auto (--profile-in-turns also with "
+          "--plans)");
+    }
+    ValidateParams params = *p;
+    params.virtual_stages = stages_per_device(params.schedule, *virtual_given);
+    if (!weight_delays->empty()) params.weight_delays = parse_weight_delays(*weight_delays);
+    // Candidates trained as processes run this very binary's `train`.
+    if (params.processes > 0) params.executable = std::filesystem::read_symlink("/proc/self/exe");
+    run_validate(params);
+    warn_if_busy();
+  });
 }
 
 }  // namespace pipebal::tools

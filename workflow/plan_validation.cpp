@@ -230,9 +230,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   };
   at::set_num_threads(p.threads);  // profile with the stages' thread count
   const models::Model model = models::build_model(p.model, p.seed);
-  std::vector<models::InputSpec> inputs = models::model_inputs(
-      model, p.inputs,
-      p.input_shape.empty() ? std::vector<int64_t>{} : models::parse_shape(p.input_shape));
+  std::vector<models::InputSpec> inputs = models::model_inputs(model, p.inputs, p.input_shape);
   if (!p.dtype.empty()) {
     const c10::ScalarType dtype = profiler::parse_dtype(p.dtype);
     model.layers.to(dtype);  // the layers are shared: const Model, mutable parameters

@@ -35,10 +35,10 @@ struct UserConfiguration {
 
 struct AutoValidateSettings {
   std::string model = models::default_model_spec();
-  std::string input_shape;          // empty: the model's default
-  std::vector<std::string> inputs;  // --input specs instead, one per forward argument
-  std::string dtype;                // the model and its floating inputs converted; empty: as is
-  int devices = 2;                  // CPU stages of `threads` threads each
+  std::vector<int64_t> input_shape;  // batch first; empty: the model's default
+  std::vector<std::string> inputs;   // --input specs instead, one per forward argument
+  std::string dtype;                 // the model and its floating inputs converted; empty: as is
+  int devices = 2;                   // CPU stages of `threads` threads each
   // Micro-batch counts to profile; empty: 1, 2, 4, ... up to 16 that divide the batch.
   std::vector<int> chunks;
   int top = 3;  // the plan's best configurations trained; 0: every configuration searched

@@ -306,9 +306,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   Run run{p, models::build_model(p.model, p.seed), {}, {}, {}, [&status](const std::string& line) {
             if (status) status(line);
           }};
-  run.inputs = models::model_inputs(
-      run.model, p.inputs,
-      p.input_shape.empty() ? std::vector<int64_t>{} : models::parse_shape(p.input_shape));
+  run.inputs = models::model_inputs(run.model, p.inputs, p.input_shape);
   if (!p.dtype.empty()) {
     const c10::ScalarType dtype = profiler::parse_dtype(p.dtype);
     run.model.layers.to(dtype);

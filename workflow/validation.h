@@ -23,9 +23,9 @@ namespace pipebal::workflow {
 
 struct ValidateSettings {
   std::string model = models::default_model_spec();
-  std::string input_shape;          // empty: the model's default
-  std::vector<std::string> inputs;  // --input specs instead, one per forward argument
-  std::string dtype;                // the model and its floating inputs converted; empty: as is
+  std::vector<int64_t> input_shape;  // batch first; empty: the model's default
+  std::vector<std::string> inputs;   // --input specs instead, one per forward argument
+  std::string dtype;                 // the model and its floating inputs converted; empty: as is
   int stages = 2;
   int chunks = pipeline::kDefaultChunks;
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kGPipe;
