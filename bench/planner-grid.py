@@ -203,11 +203,11 @@ def summary(raw):
         "model on one device over it on 2 threads, before only one that does not pipeline over "
         "one that does), which is then picked; the fastest prediction passed over is shown "
         "beside it." + (
-            " Pinned (`--bind-cores`, since 2026-12-07): each device's stage ran on a core of its "
+            " Pinned (`--bind-cores`, since da62e0e): each device's stage ran on a core of its "
             "own, the plain model on one device on the fastest; the plan used the cores' speeds, "
             "timed on the plain model before profiling (\"device speeds\", relative to the "
             "fastest), and the in-turns predictions the speeds timed again after each round. "
-            "Unpinned (raw data before 2026-12-07), the scheduler decided which runs landed on "
+            "Unpinned (raw data before da62e0e), the scheduler decided which runs landed on "
             "the slower core."
             if raw.get("bind_cores") else ""),
         "",

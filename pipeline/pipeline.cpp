@@ -150,26 +150,20 @@ Pipeline::Pipeline(LayerSeq layers, std::vector<int> balance, std::vector<c10::D
                             options_.virtual_stages, options_.weight_delays);
   // A device's stages (interleaved: d, d + devices, ...) run on its one thread, so on one device.
   for (const auto& device_order : schedule_.device_order) {
+    const int first = device_order.front().stage;
     for (const DeviceStep& step : device_order) {
-      const int first = device_order.front().stage;
-      if (devices[step.stage] == devices[first]) continue;
+      const int s = step.stage;
+      const std::vector<std::vector<int>>& cpus = options_.stage_cpus;
+      const bool same_cpus = cpus.empty() || cpus[s] == cpus[first];
+      if (devices[s] == devices[first] && same_cpus) continue;
       throw std::invalid_argument(fmt::format(
-          "stages {} and {} run on one device's thread ({} stages per device) but were given "
-          "devices {} and {}: give every stage of a device the same one",
-          first, step.stage, options_.virtual_stages, devices[first].str(),
-          devices[step.stage].str()));
-    }
-    for (const DeviceStep& step : device_order) {
-      const int first = device_order.front().stage;
-      if (options_.stage_cpus.empty() ||
-          options_.stage_cpus[step.stage] == options_.stage_cpus[first]) {
-        continue;
-      }
-      throw std::invalid_argument(fmt::format(
-          "stages {} and {} run on one device's thread ({} stages per device) but were given "
-          "CPUs {} and {}: give every stage of a device the same ones",
-          first, step.stage, options_.virtual_stages, fmt::join(options_.stage_cpus[first], ","),
-          fmt::join(options_.stage_cpus[step.stage], ",")));
+          "stages {} and {} run on one device's thread ({} stages per device) but were given {}: "
+          "give every stage of a device the same {}",
+          first, s, options_.virtual_stages,
+          devices[s] != devices[first]
+              ? fmt::format("devices {} and {}", devices[first].str(), devices[s].str())
+              : fmt::format("CPUs {} and {}", fmt::join(cpus[first], ","), fmt::join(cpus[s], ",")),
+          devices[s] != devices[first] ? "one" : "ones"));
     }
   }
   size_t first = 0;

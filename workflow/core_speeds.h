@@ -1,7 +1,7 @@
 // How fast each core (or block of cores) runs the model, relative to the fastest: the device
 // speeds to plan with when the stages are pinned to them. The cores of a cloud VM can differ for
-// long spells (on the machine of reports/planner-grid.md one ran AmoebaNet-D 1.4x slower than
-// the other, for minutes on end), and a plan that assumes them equal puts too much on the slow
+// long spells (reports/core-speeds.md: on its 2-core VM one took 1.35x as long as the other for
+// AmoebaNet-D's step, round after round), and a plan that assumes them equal puts too much on the slow
 // one and predicts it wrong.
 #pragma once
 

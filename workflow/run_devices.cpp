@@ -29,4 +29,17 @@ std::vector<c10::Device> resolve_devices(const std::vector<std::string>& names, 
   return devices;
 }
 
+std::vector<std::vector<int>> stage_cpus(const std::vector<std::vector<int>>& device_cpus,
+                                         size_t stages, size_t stages_per_device) {
+  const size_t devices = device_cpus.size();
+  if (stages != devices * stages_per_device) {
+    throw std::invalid_argument(fmt::format(
+        "CPUs given for {} devices, but the balance's {} stages, {} per device, do not make {}",
+        devices, stages, stages_per_device, devices));
+  }
+  std::vector<std::vector<int>> cpus;
+  for (size_t s = 0; s < stages; ++s) cpus.push_back(device_cpus[s % devices]);
+  return cpus;
+}
+
 }  // namespace pipebal::workflow

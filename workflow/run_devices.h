@@ -21,4 +21,10 @@ namespace pipebal::workflow {
 std::vector<c10::Device> resolve_devices(const std::vector<std::string>& names, int64_t cuda_count,
                                          std::optional<int> local_rank = std::nullopt);
 
+// Each of `stages` stages' CPUs (pipeline::PipelineOptions::stage_cpus) from its device's:
+// stage s runs on device s % devices, `stages_per_device` stages each (interleaved: d,
+// d + devices, ...). Throws std::invalid_argument when the stages do not make that many devices.
+std::vector<std::vector<int>> stage_cpus(const std::vector<std::vector<int>>& device_cpus,
+                                         size_t stages, size_t stages_per_device);
+
 }  // namespace pipebal::workflow

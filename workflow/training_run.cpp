@@ -253,22 +253,10 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
           "stage threads are pinned in one process; pin processes with pipebal launch "
           "--bind-cores");
     }
-    const size_t devices = settings.device_cpus.size();
-    const size_t per_device = settings.schedule == pipeline::ScheduleKind::kInterleaved
-                                  ? static_cast<size_t>(settings.virtual_stages)
-                                  : 1;
-    // A balance that does not divide into devices is the schedule's to refuse, in its words.
-    if (settings.balance.size() % per_device == 0 &&
-        settings.balance.size() != devices * per_device) {
-      throw std::invalid_argument(fmt::format(
-          "CPUs given for {} devices, the balance's {} stages make {} ({} per device)", devices,
-          settings.balance.size(), settings.balance.size() / per_device, per_device));
-    }
-    if (settings.balance.size() == devices * per_device) {
-      for (size_t s = 0; s < settings.balance.size(); ++s) {
-        options.stage_cpus.push_back(settings.device_cpus[s % devices]);
-      }
-    }
+    options.stage_cpus = stage_cpus(settings.device_cpus, settings.balance.size(),
+                                    settings.schedule == pipeline::ScheduleKind::kInterleaved
+                                        ? static_cast<size_t>(settings.virtual_stages)
+                                        : 1);
   }
   options.deferred_batch_norm = settings.deferred_batch_norm;
   options.check_finite = settings.check_finite;

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -59,6 +60,22 @@ TEST(RunDevices, ThisHostIsWhatLibTorchSees) {
   } else {
     EXPECT_EQ(refusal({"cuda:" + std::to_string(count - 1)}, count), "");
   }
+}
+
+// Each stage takes its device's CPUs: interleaved, stages d and d + devices share device d's.
+TEST(StageCpus, EachStageOnItsDevicesCpus) {
+  EXPECT_EQ(stage_cpus({{3}, {1, 2}}, 2, 1), (std::vector<std::vector<int>>{{3}, {1, 2}}));
+  EXPECT_EQ(stage_cpus({{3}, {1, 2}}, 4, 2),
+            (std::vector<std::vector<int>>{{3}, {1, 2}, {3}, {1, 2}}));
+  try {
+    stage_cpus({{3}, {1}}, 3, 1);
+    FAIL() << "3 stages were given 2 devices' CPUs";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_STREQ(error.what(),
+                 "CPUs given for 2 devices, but the balance's 3 stages, 1 per device, do not "
+                 "make 2");
+  }
+  EXPECT_THROW(stage_cpus({{3}, {1}}, 5, 2), std::invalid_argument);
 }
 
 }  // namespace
