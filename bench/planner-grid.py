@@ -172,6 +172,7 @@ def measure(pipebal, args, work, save):
 
 def summary(raw):
     commit = raw["commit"]
+    timed_twice = any(m["result"].get("device_times_ms") for m in raw["models"])
     lines = [
         "# The planner against the grid it searched",
         "",
@@ -205,8 +206,14 @@ def summary(raw):
         "beside it." + (
             " Pinned (`--bind-cores`, since da62e0e): each device's stage ran on a core of its "
             "own, the plain model on one device on the fastest; the plan used the cores' speeds, "
-            "timed on the plain model before profiling (\"device speeds\", relative to the "
-            "fastest), and the in-turns predictions the speeds timed again after each round. "
+            + ("timed on the plain model in 3 rounds before profiling (which ordered them) and 3 "
+               "after it, each device's speed 1 over the mean of its time's ratio to the first "
+               "device's in the same round (\"device speeds\"; since 2026-12-07, before from "
+               "the rounds before profiling alone, as the ratio of medians)"
+               if timed_twice else
+               "timed on the plain model before profiling (\"device speeds\", relative to the "
+               "fastest)")
+            + ", and the in-turns predictions the speeds timed again after each round. "
             "Unpinned (raw data before da62e0e), the scheduler decided which runs landed on "
             "the slower core."
             if raw.get("bind_cores") else ""),

@@ -22,7 +22,6 @@
 #include "pipebal/profiler/device.h"
 #include "pipebal/profiler/profile_json.h"
 #include "pipebal/profiler/profile_merge.h"
-#include "pipebal/profiler/statistics.h"
 #include "pipebal/reports/validation_record.h"
 #include "pipebal/workflow/core_speeds.h"
 #include "pipebal/workflow/interleaved_runs.h"
@@ -218,6 +217,7 @@ nlohmann::json auto_validation_to_json(const AutoValidation& v) {
           {"devices", v.devices},
           {"device_cpus", v.device_cpus},
           {"device_speeds", v.device_speeds},
+          {"device_times_ms", v.device_times_ms},
           {"device_speeds_in_turns", v.device_speeds_in_turns},
           {"searched", v.searched},
           {"configurations", std::move(configurations)}};
@@ -278,7 +278,9 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
 
   // 0. With bind_cores, each device gets cores of its own, and the plan each block's speed: the
   // plain model's pass (its layers' forward and backward summed) timed on every block in turn,
-  // rounds interleaved. The fastest block is the first device, the plain model's.
+  // rounds interleaved. The fastest block is the first device, the plain model's, and profiles.
+  // The blocks are timed again once the profile is taken, nearer the runs, and the plan uses
+  // every round (speeds_round_by_round): a core's speed can change within a minute.
   profiler::ProfileOptions calibrate;
   calibrate.warmup = 1;
   calibrate.repeat = 2;
@@ -292,24 +294,29 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     }
     return ms;
   };
+  // kCoreSpeedRounds more rounds of every block in `blocks`, appended to `times`.
+  const auto time_blocks = [&](const std::vector<std::vector<int>>& blocks,
+                               std::vector<std::vector<double>>& times) {
+    times.resize(blocks.size());
+    for (int round = 0; round < kCoreSpeedRounds; ++round) {
+      for (size_t d = 0; d < blocks.size(); ++d) times[d].push_back(time_on(blocks[d]));
+    }
+  };
   std::optional<CoreSpeeds> device_cores;
   std::vector<int> first_device_cpus, every_device_cpu;  // empty: not pinned
   if (p.bind_cores) {
     const std::vector<std::vector<int>> blocks = cores_for_groups(p.devices, p.threads);
     say(fmt::format("timing the plain model on each of the {} blocks of {} core{} ...",
                     blocks.size(), p.threads, p.threads == 1 ? "" : "s"));
-    std::vector<std::vector<double>> times(blocks.size());
-    for (int round = 0; round < kCoreSpeedRounds; ++round) {
-      for (size_t d = 0; d < blocks.size(); ++d) times[d].push_back(time_on(blocks[d]));
-    }
+    std::vector<std::vector<double>> times;
+    time_blocks(blocks, times);
     device_cores = rank_cores(blocks, times);
     std::vector<std::string> named;
     for (size_t d = 0; d < device_cores->cpus.size(); ++d) {
-      named.push_back(fmt::format("device {}: CPU {} ({:.1f} ms, speed {:.2f})", d,
-                                  fmt::join(device_cores->cpus[d], ","), device_cores->ms[d],
-                                  device_cores->speeds[d]));
+      named.push_back(fmt::format("device {}: CPU {} ({:.1f} ms)", d,
+                                  fmt::join(device_cores->cpus[d], ","), device_cores->ms[d]));
     }
-    say(fmt::format("planning with {}", fmt::join(named, "; ")));
+    say(fmt::format("fastest first: {}", fmt::join(named, "; ")));
     first_device_cpus = device_cores->cpus.front();
     for (const std::vector<int>& block : device_cores->cpus) {
       every_device_cpu.insert(every_device_cpu.end(), block.begin(), block.end());
@@ -355,6 +362,20 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     wide = profiler::merge_profiles(wide_rounds);
     write_file_atomically(output.staging() + "/profile-threads.json",
                           profiler::profile_to_json(*wide).dump(2) + "\n");
+  }
+
+  // The devices' speeds from their rounds before the profile and after it.
+  if (device_cores) {
+    say("timing the blocks again ...");
+    time_blocks(device_cores->cpus, device_cores->times_ms);
+    device_cores->speeds = speeds_round_by_round(device_cores->times_ms);
+    std::vector<std::string> named;
+    for (size_t d = 0; d < device_cores->cpus.size(); ++d) {
+      named.push_back(fmt::format("device {}: CPU {} (speed {:.2f})", d,
+                                  fmt::join(device_cores->cpus[d], ","), device_cores->speeds[d]));
+    }
+    say(fmt::format("planning with {}, from {} rounds", fmt::join(named, "; "),
+                    device_cores->times_ms.front().size()));
   }
 
   // 2. Plan, and cost the user's own configuration the same way.
@@ -444,10 +465,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     }
     balance::CostOptions costs_in_turns = search.costs;
     if (device_cores) {  // each device's speed over the first's, from the same rounds
-      const double first = profiler::median(times_in_turns.front());
-      for (const std::vector<double>& times : times_in_turns) {
-        speeds_in_turns.push_back(first / profiler::median(times));
-      }
+      speeds_in_turns = speeds_round_by_round(times_in_turns);
       costs_in_turns.device_speeds = speeds_in_turns;
     }
     predict_in_turns(list, sized, wide_pooled, costs_in_turns);
@@ -476,6 +494,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   if (device_cores) {
     validation.device_cpus = device_cores->cpus;
     validation.device_speeds = device_cores->speeds;
+    validation.device_times_ms = device_cores->times_ms;
   }
   validation.searched = result.searched;
   validation.configurations = std::move(list);

@@ -89,12 +89,15 @@ struct AutoValidation {
   std::string model;
   std::vector<int64_t> input_shape;
   int devices = 0;
-  // With bind_cores: each device's CPUs, fastest first, and its speed relative to the first
-  // (the plan's device speeds); empty otherwise.
+  // With bind_cores: each device's CPUs, fastest first (by the rounds before the profile); the
+  // plain model's pass timed on them, round by round, before the profile and after it; and their
+  // speeds relative to the first from all those rounds (speeds_round_by_round: the plan's device
+  // speeds). Empty otherwise.
   std::vector<std::vector<int>> device_cpus;
+  std::vector<std::vector<double>> device_times_ms;
   std::vector<double> device_speeds;
   // With bind_cores and profile_in_turns: the speeds timed after each round (relative to the
-  // first device, pooled), which the predictions in turns used.
+  // first device, round by round), which the predictions in turns used.
   std::vector<double> device_speeds_in_turns;
   int searched = 0;
   std::vector<CheckedConfiguration> configurations;  // in the planner's order
