@@ -54,11 +54,6 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tenso
 // (and floating dtype). What the profiler times as the last stage's loss.
 std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target);
 
-// "cross_entropy", "mse", "nll", "none" and back; the parser throws std::invalid_argument listing
-// them.
-std::string to_string(LossKind kind);
-LossKind parse_loss_kind(const std::string& name);
-
 // Parses "32,3,64,64"; throws std::invalid_argument for an empty, non-positive or malformed shape.
 std::vector<int64_t> parse_shape(const std::string& text);
 

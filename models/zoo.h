@@ -9,21 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "pipebal/models/loss_kind.h"
 #include "pipebal/pipeline/layer_seq.h"
 #include "pipebal/pipeline/script_layer.h"
 
 namespace pipebal::models {
 
-// What the synthetic data for a model looks like and which loss trains it.
+// What the synthetic data for a model looks like (the loss that trains it: loss_kind.h).
 enum class InputKind {
   kFloat,   // normal(0, 1) values of the input shape
   kTokens,  // int64 token ids in [0, vocab)
-};
-enum class LossKind {
-  kCrossEntropy,  // output [N, classes] (or [N, T, vocab]) against class ids
-  kMse,           // output of any shape against a target of the same shape
-  kNll,           // log-probabilities [N, classes] (or [N, T, classes]) against class ids
-  kNone,          // the model's output is the loss (a scalar per micro-batch)
 };
 
 struct ModelKnob {

@@ -19,8 +19,10 @@
 #include "pipebal/common/thread_pinning.h"
 #include "pipebal/distributed/launch_env.h"
 #include "pipebal/models/input_spec.h"
+#include "pipebal/models/loss_kind.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/models/zoo.h"
+#include "pipebal/workflow/optimizer_kind.h"
 #include "pipebal/workflow/training_run.h"
 #include "tools/command_line.h"
 #include "tools/common_options.h"
@@ -37,6 +39,8 @@ using workflow::TrainSettings;
 struct TrainParams {
   TrainSettings settings;
   std::string input_shape;
+  std::string optimizer = to_string(settings.optimizer);
+  std::string loss;
   std::string plan;
   std::string balance;
   std::string weight_delays;
@@ -96,6 +100,8 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   std::string plan_warnings;  // said with the others once the run is made
   TrainSettings settings = p.settings;
   if (!p.input_shape.empty()) settings.input_shape = models::parse_shape(p.input_shape);
+  settings.optimizer = workflow::parse_optimizer_kind(p.optimizer);
+  if (!p.loss.empty()) settings.loss = models::parse_loss_kind(p.loss);
   if (!p.plan.empty()) {
     // The plan's options apply unless given on the command line; its model and input are the
     // ones it was made for, and no other.
@@ -369,7 +375,7 @@ void add_train_command(CLI::App& app) {
                       "steps run before measuring, which also measure the peak memory (the first "
                       "allocates the gradients: 2 reach the steady state)")
           ->capture_default_str();
-  cmd->add_option("--optimizer", p->settings.optimizer, "sgd or adam")->capture_default_str();
+  cmd->add_option("--optimizer", p->optimizer, "sgd or adam")->capture_default_str();
   cmd->add_option("--lr", p->settings.lr, "learning rate")->capture_default_str();
   add_seed_option(*cmd, p->settings.seed);
   cmd->add_flag("--deferred-batch-norm", p->settings.deferred_batch_norm,
@@ -393,7 +399,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--shuffle", p->settings.shuffle,
                 "visit --data in a new random order each epoch (from --seed); default: file order")
       ->needs(data);
-  cmd->add_option("--loss", p->settings.loss,
+  cmd->add_option("--loss", p->loss,
                   "with --data: cross_entropy, mse, nll or none (the model's output is the loss); "
                   "default cross_entropy for integer targets, mse for floating ones. Without "
                   "--data the synthetic targets follow the model's own loss (MSE for a .pt)");

@@ -177,7 +177,7 @@ const char* const kNotWithPlans[] = {"--auto",           "--model",       "--inp
 
 void run_validate(const ValidateParams& params) {
   // Said with the first status line, once the settings passed their checks.
-  std::string warning = oversubscription_warning(params.stages, params.threads);
+  std::string warning = oversubscription_warning(params.stages, params.threads_per_stage);
   const reports::ValidationRecord record =
       workflow::validate(params, [&warning](const std::string& line) {
         fmt::print(stderr, "{}", warning);
@@ -222,7 +222,7 @@ void add_validate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--profile-repeat", p->profile_repeat, "timed repetitions per layer")
       ->capture_default_str();
-  add_threads_option(*cmd, p->threads);
+  add_threads_option(*cmd, p->threads_per_stage);
   add_seed_option(*cmd, p->seed);
   add_step_timeout_option(*cmd, p->step_timeout_s);
   cmd->add_option("--processes", p->processes,
@@ -305,7 +305,7 @@ void add_validate_command(CLI::App& app) {
       settings.plans = *plans;
       settings.steps = p->steps;
       settings.warmup_steps = p->warmup_steps;
-      settings.threads = cmd->count("--threads") > 0 ? p->threads : 0;
+      settings.threads_per_stage = cmd->count("--threads") > 0 ? p->threads_per_stage : 0;
       settings.profile_in_turns = automatic->profile_in_turns;
       settings.seed = p->seed;
       settings.step_timeout_s = p->step_timeout_s;
@@ -336,7 +336,7 @@ void add_validate_command(CLI::App& app) {
       settings.steps = p->steps;
       settings.warmup_steps = p->warmup_steps;
       settings.profile_repeat = p->profile_repeat;
-      settings.threads = p->threads;
+      settings.threads_per_stage = p->threads_per_stage;
       settings.seed = p->seed;
       settings.step_timeout_s = p->step_timeout_s;
       settings.output = p->output;

@@ -65,10 +65,10 @@ void check(const AutoValidateSettings& p) {
     throw std::invalid_argument(fmt::format("--top must be at least 0, got {}", p.top));
   }
   check_run_limits(p.steps, p.warmup_steps, p.step_timeout_s);
-  pipeline::check_threads_per_stage(p.threads);
+  pipeline::check_threads_per_stage(p.threads_per_stage);
   if (p.bind_cores) {
     try {
-      cores_for_groups(p.devices, p.threads);
+      cores_for_groups(p.devices, p.threads_per_stage);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string("--bind-cores: ") + e.what());
     }
@@ -119,13 +119,14 @@ TrainSettings train_settings(const AutoValidateSettings& p,
   s.virtual_stages = config.virtual_stages;
   s.weight_delays = config.plan.weight_delays;
   s.checkpoint = config.checkpoint;
-  s.threads_per_stage = config.threads_per_stage > 0 ? config.threads_per_stage : p.threads;
+  s.threads_per_stage =
+      config.threads_per_stage > 0 ? config.threads_per_stage : p.threads_per_stage;
   s.steps = p.steps;
   s.warmup_steps = p.warmup_steps;
   s.seed = p.seed;
   s.step_timeout_s = p.step_timeout_s;
   if (!device_cpus.empty()) {
-    if (s.threads_per_stage > p.threads) {  // the plain model on every device's threads
+    if (s.threads_per_stage > p.threads_per_stage) {  // the plain model on every device's threads
       s.device_cpus.emplace_back();
       for (const std::vector<int>& cpus : device_cpus) {
         s.device_cpus.front().insert(s.device_cpus.front().end(), cpus.begin(), cpus.end());
@@ -228,7 +229,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   const auto say = [&status](const std::string& line) {
     if (status) status(line);
   };
-  at::set_num_threads(p.threads);  // profile with the stages' thread count
+  at::set_num_threads(p.threads_per_stage);  // profile with the stages' thread count
   const models::Model model = models::build_model(p.model, p.seed);
   std::vector<models::InputSpec> inputs = models::model_inputs(model, p.inputs, p.input_shape);
   if (!p.dtype.empty()) {
@@ -241,7 +242,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   micro_batch_sizes(chunks, shape[0]);  // checks them before any work
   StagedDirectory output(p.output, plan_validation_files());
 
-  const int wide_threads = p.devices * p.threads;
+  const int wide_threads = p.devices * p.threads_per_stage;
   const int cores = usable_cores();
   const bool profile_wide = p.devices > 1 && wide_threads <= cores;
   const int rounds = std::min(p.profile_rounds, p.profile_repeat);  // a pass each at least
@@ -272,7 +273,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
                     at::set_num_threads(threads);
                     return job();
                   }).get();
-    at::set_num_threads(p.threads);  // ATen's default for new threads, which the pool set
+    at::set_num_threads(p.threads_per_stage);  // ATen's default for new threads, which the pool set
     return result;
   };
 
@@ -287,7 +288,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   calibrate.measure_engine = false;
   const auto time_on = [&](const std::vector<int>& cpus) {
     const profiler::Profile pass =
-        on_own_thread(cpus, p.threads, [&] { return profile_plain(calibrate); });
+        on_own_thread(cpus, p.threads_per_stage, [&] { return profile_plain(calibrate); });
     double ms = 0;
     for (const profiler::LayerProfile& layer : pass.layers) {
       ms += layer.forward_ms + layer.backward_ms;
@@ -305,9 +306,9 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   std::optional<CoreSpeeds> device_cores;
   std::vector<int> first_device_cpus, every_device_cpu;  // empty: not pinned
   if (p.bind_cores) {
-    const std::vector<std::vector<int>> blocks = cores_for_groups(p.devices, p.threads);
+    const std::vector<std::vector<int>> blocks = cores_for_groups(p.devices, p.threads_per_stage);
     say(fmt::format("timing the plain model on each of the {} blocks of {} core{} ...",
-                    blocks.size(), p.threads, p.threads == 1 ? "" : "s"));
+                    blocks.size(), p.threads_per_stage, p.threads_per_stage == 1 ? "" : "s"));
     std::vector<std::vector<double>> times;
     time_blocks(blocks, times);
     device_cores = rank_cores(blocks, times);
@@ -340,7 +341,7 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
     };
     sized.push_back(first_device_cpus.empty()
                         ? every_size()
-                        : on_own_thread(first_device_cpus, p.threads, every_size));
+                        : on_own_thread(first_device_cpus, p.threads_per_stage, every_size));
     if (!wide) return;
     wide->push_back(
         on_own_thread(every_device_cpu, wide_threads, [&] { return profile_plain(at); }));

@@ -38,7 +38,7 @@ struct AutoValidateSettings {
   std::vector<int64_t> input_shape;  // batch first; empty: the model's default
   std::vector<std::string> inputs;   // --input specs instead, one per forward argument
   std::string dtype;                 // the model and its floating inputs converted; empty: as is
-  int devices = 2;                   // CPU stages of `threads` threads each
+  int devices = 2;                   // CPU stages of threads_per_stage threads each
   // Micro-batch counts to profile; empty: 1, 2, 4, ... up to 16 that divide the batch.
   std::vector<int> chunks;
   int top = 3;  // the plan's best configurations trained; 0: every configuration searched
@@ -58,10 +58,11 @@ struct AutoValidateSettings {
   // prediction was off because the machine changed between profile and runs. Not the plain model
   // on several threads: the runs' own pools would slow its profile.
   bool profile_in_turns = false;
-  int threads = 1;
-  // Pin each device's stage thread to `threads` cores of its own (common/thread_pinning.h), time
-  // the plain model on each block, and plan with their speeds (the fastest first, where the plain
-  // model runs); profile on the first block, co-runners on the others. Without it, the scheduler
+  int threads_per_stage = 1;  // intra-op threads (`--threads`)
+  // Pin each device's stage thread to threads_per_stage cores of its own
+  // (common/thread_pinning.h), time the plain model on each block before the profile and after
+  // it, and plan with their speeds (the fastest first, where the plain model runs); profile on
+  // the first block, co-runners on the others. Without it, the scheduler
   // places the threads, and cores that differ in speed make the runs differ from the profile.
   bool bind_cores = false;
   uint64_t seed = 0;

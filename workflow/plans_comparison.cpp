@@ -83,13 +83,14 @@ void check(const PlansComparisonSettings& s) {
     throw std::invalid_argument(
         fmt::format("--warmup-steps must be at least 0, got {}", s.warmup_steps));
   }
-  if (s.threads < 0) {
-    throw std::invalid_argument(fmt::format("--threads must be at least 0, got {}", s.threads));
+  if (s.threads_per_stage < 0) {
+    throw std::invalid_argument(
+        fmt::format("--threads must be at least 0, got {}", s.threads_per_stage));
   }
 }
 
 int threads_of(const PlansComparisonSettings& s, const balance::Plan& plan) {
-  if (s.threads > 0) return s.threads;
+  if (s.threads_per_stage > 0) return s.threads_per_stage;
   return plan.threads_per_stage > 0 ? plan.threads_per_stage : 1;
 }
 

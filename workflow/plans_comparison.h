@@ -26,7 +26,7 @@ struct PlansComparisonSettings {
   std::vector<std::string> plans;  // pipebal.plan/1 files of one model and input
   int steps = 5;                   // measured steps per plan
   int warmup_steps = 2;
-  int threads = 0;  // intra-op threads per stage; 0: each plan's own (1 where it does not say)
+  int threads_per_stage = 0;  // intra-op threads; 0: each plan's own (1 where it does not say)
   // Profile after each round of measured steps (at the plans' micro-batch sizes, one thread, the
   // other devices' work beside it) and predict every plan again from the pooled profiles. Not for
   // plans of several threads per stage.

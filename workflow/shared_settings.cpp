@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "pipebal/common/git_commit.h"
+#include "pipebal/models/loss_kind.h"
 #include "pipebal/pipeline/schedule.h"
+#include "pipebal/workflow/optimizer_kind.h"
 
 namespace pipebal::workflow {
 namespace {
@@ -82,7 +84,7 @@ distributed::SharedSettings shared_settings(const TrainSettings& settings,
       {"--replicas", std::to_string(settings.replicas)},
       {"--steps", std::to_string(settings.steps)},
       {"--warmup-steps", std::to_string(settings.warmup_steps)},
-      {"--optimizer", settings.optimizer},
+      {"--optimizer", to_string(settings.optimizer)},
       {"--lr", fmt::format("{}", settings.lr)},
       {"--seed", std::to_string(settings.seed)},
       {"--deferred-batch-norm", on_off(settings.deferred_batch_norm)},
@@ -90,7 +92,7 @@ distributed::SharedSettings shared_settings(const TrainSettings& settings,
       {"--epochs", std::to_string(settings.epochs)},
       {"--batch-size", std::to_string(settings.batch_size)},
       {"--shuffle", on_off(settings.shuffle)},
-      {"--loss", settings.loss.empty() ? "the default" : settings.loss},
+      {"--loss", settings.loss ? models::to_string(*settings.loss) : "the default"},
       {"--save", settings.save.empty() ? "none" : "given"},
       {"rehearsal", on_off(settings.rehearse)},
       {"model weights", digest_text(state), true},

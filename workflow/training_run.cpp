@@ -39,21 +39,19 @@
 namespace pipebal::workflow {
 namespace {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(OptimizerKind kind,
                                                         const std::vector<at::Tensor>& params,
                                                         double lr) {
   // Past float32's largest value, LibTorch's optimizers fail converting it inside the step; Adam's
   // first step divides it by 1 - beta1 (0.1) first.
-  const double most = name == "adam" ? 3.4e37 : 3.4e38;
+  const bool adam = kind == OptimizerKind::kAdam;
+  const double most = adam ? 3.4e37 : 3.4e38;
   if (!(lr > 0) || lr > most) {
     throw std::invalid_argument(fmt::format("--lr must be positive and at most {:g}{}, got {:g}",
-                                            most, name == "adam" ? " for adam" : "", lr));
+                                            most, adam ? " for adam" : "", lr));
   }
-  if (name == "sgd")
-    return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
-  if (name == "adam")
-    return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
-  throw std::invalid_argument("unknown optimizer '" + name + "' (valid: sgd, adam)");
+  if (adam) return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+  return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
 }
 
 // This process's peak resident set.
@@ -104,7 +102,7 @@ int64_t stage_weight_bytes(const pipeline::LayerSeq& stage) {
 // class ids; else the model's own.
 models::LossKind loss_of(const TrainSettings& settings, const models::Model& model,
                          const std::optional<models::Dataset>& dataset) {
-  if (!settings.loss.empty()) return models::parse_loss_kind(settings.loss);
+  if (settings.loss) return *settings.loss;
   if (!dataset) return model.info.loss;
   return dataset->targets.is_floating_point() ? models::LossKind::kMse
                                               : models::LossKind::kCrossEntropy;
@@ -173,7 +171,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     } else {
       check_data_dtype(*st.dataset, st.model.layers, settings.data);
     }
-    check_data_has_no_nan(*st.dataset, settings.loss != "none", settings.data);
+    check_data_has_no_nan(*st.dataset, settings.loss != models::LossKind::kNone, settings.data);
     // Every replica's slice needs a sample per micro-batch.
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
                                    settings.shuffle, settings.seed,
@@ -185,7 +183,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     st.settings.input_shape = st.dataset->inputs[0].sizes().vec();
     st.settings.input_shape[0] =  // one replica's
         std::min(settings.batch_size, st.dataset->size()) / std::max(settings.replicas, 1);
-  } else if (!settings.loss.empty()) {
+  } else if (settings.loss) {
     throw std::invalid_argument(
         "--loss applies to --data (synthetic targets follow the model's own loss)");
   }
@@ -363,7 +361,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   }
   run.checkpoint = pipeline::to_string(settings.checkpoint);
   run.threads_per_stage = settings.threads_per_stage;
-  run.optimizer = settings.optimizer;
+  run.optimizer = to_string(settings.optimizer);
   run.lr = settings.lr;
   run.seed = settings.seed;
   run.warmup_steps = st.settings.warmup_steps;

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "pipebal/distributed/launch_env.h"
+#include "pipebal/models/loss_kind.h"
 #include "pipebal/pipeline/schedule.h"
 #include "pipebal/reports/run_record.h"
+#include "pipebal/workflow/optimizer_kind.h"
 
 namespace pipebal::workflow {
 
@@ -32,11 +34,12 @@ struct TrainSettings {
   // device (common/thread_pinning.h: cores_for_groups gives each its own); empty: not pinned.
   std::vector<std::vector<int>> device_cpus;
   // float32, float64, float16 or bfloat16: the model's parameters and floating inputs (and
-  // data) are converted to it; empty: trained as loaded.
+  // data) are converted to it; empty: trained as loaded. A name, as a plan.json carries it
+  // (balance::Plan, which needs no LibTorch, nor do these settings).
   std::string dtype;
   int steps = 10;
   int warmup_steps = 2;
-  std::string optimizer = "sgd";
+  OptimizerKind optimizer = OptimizerKind::kSgd;
   double lr = 0.01;
   uint64_t seed = 0;
   bool deferred_batch_norm = false;
@@ -63,9 +66,9 @@ struct TrainSettings {
   int epochs = 1;
   int64_t batch_size = 32;
   bool shuffle = false;
-  // cross_entropy, mse, nll or none; empty: the model's for synthetic data, and for user data
-  // cross_entropy with integer targets, mse with floating ones.
-  std::string loss;
+  // With `data` only; unset: cross entropy for integer targets, mse for floating ones (synthetic
+  // data trains the model's own loss, models::ModelInfo::loss).
+  std::optional<models::LossKind> loss;
   // After the run, a TorchScript model is written here with its trained parameters.
   std::string save;
   // A plan's layers (balance::Plan::layer_names), when training one: the model must have

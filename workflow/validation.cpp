@@ -212,7 +212,7 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   settings.virtual_stages = p.virtual_stages;
   settings.weight_delays = plan.weight_delays;
   settings.checkpoint = p.checkpoint;
-  settings.threads_per_stage = p.threads;
+  settings.threads_per_stage = p.threads_per_stage;
   settings.steps = p.steps;
   settings.warmup_steps = p.warmup_steps;
   settings.seed = p.seed;
@@ -292,7 +292,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   }
   // Options first: a typo should not cost a profile.
   check_run_limits(p.steps, p.warmup_steps, p.step_timeout_s);
-  pipeline::check_threads_per_stage(p.threads);
+  pipeline::check_threads_per_stage(p.threads_per_stage);
   // The model's stages: the devices' (--stages) times the stages each holds.
   const int stages = p.stages * p.virtual_stages;
   balance::CostOptions cost_options;
@@ -302,7 +302,7 @@ reports::ValidationRecord validate(const ValidateSettings& p, const StatusFn& st
   cost_options.checkpoint = p.checkpoint;
   cost_options.chunks = p.chunks;
 
-  at::set_num_threads(p.threads);  // profile with the stages' thread count
+  at::set_num_threads(p.threads_per_stage);  // profile with the stages' thread count
   Run run{p, models::build_model(p.model, p.seed), {}, {}, {}, [&status](const std::string& line) {
             if (status) status(line);
           }};

@@ -37,7 +37,7 @@ struct ValidateSettings {
   int steps = 5;
   int warmup_steps = 2;  // the second step is the first at steady-state memory
   int profile_repeat = 10;
-  int threads = 1;
+  int threads_per_stage = 1;
   uint64_t seed = 0;
   // Per training step (pipeline::StepTimeout, thrown), and without progress while profiling: a
   // layer stuck there cannot be interrupted, so the watchdog (watchdog.h) ends the whole process

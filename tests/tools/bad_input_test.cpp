@@ -144,6 +144,8 @@ const std::vector<BadInput> kTable = {
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 --optimizer adam --lr "
      "1e38",
      "--lr must be positive and at most 3.4e+37 for adam, got 1e+38"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 --loss hinge",
+     "unknown loss 'hinge' (valid: cross_entropy, mse, nll, none)"},
     // A newline in an argument the message quotes stays one line.
     {"balance \"$(printf '{dir}/missing\\nx.json')\" --stages 2", "{dir}/missing\\nx.json"},
     // Larger than any machine's memory: refused, not filled until the kernel kills the process.

@@ -221,7 +221,8 @@ TEST(TrainCli, BadInputIsOneLineExitTwoAndNoOutputFile) {
       {"train --model mlp:layers=4,width=8 --input-shape 8,9 --balance 2,3", "layer 0 ('fc0'"},
       {"train " + kModel + " --balance 2,3 --schedule zigzag", "gpipe, 1f1b"},
       {"train " + kModel + " --balance 2,3 --devices cpu,cpu,cpu", "3 devices given for 2 stages"},
-      {"train " + kModel + " --balance 2,3 --optimizer lbfgs", "sgd, adam"},
+      {"train " + kModel + " --balance 2,3 --optimizer lbfgs",
+       "unknown optimizer 'lbfgs' (valid: sgd, adam)"},
   };
   for (const auto& [args, fragment] : cases) {
     const CliResult r = run_pipebal(args + out);
