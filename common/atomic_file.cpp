@@ -250,10 +250,12 @@ void install_interrupt_cleanup(bool announce) {
   action.sa_handler = remove_temporaries_and_exit;
   sigemptyset(&action.sa_mask);
   for (const int signal_number : kStoppingSignals) {
-    // A closed terminal too, unless the process was started to outlive it (nohup ignores it).
+    // Not the terminal's signals found ignored: a process started to outlive its terminal
+    // (nohup ignores SIGHUP) or run in the background of a shell without job control (which
+    // ignores SIGINT and SIGQUIT for it, so that Ctrl-C stops only the foreground) keeps them so.
     struct sigaction current {};
-    if (signal_number == SIGHUP &&
-        (::sigaction(SIGHUP, nullptr, &current) != 0 || current.sa_handler == SIG_IGN)) {
+    if (signal_number != SIGTERM && signal_number != SIGXCPU &&
+        (::sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler == SIG_IGN)) {
       continue;
     }
     ::sigaction(signal_number, &action, nullptr);

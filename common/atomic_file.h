@@ -33,12 +33,12 @@ void write_file_atomically_with(const std::string& path,
 // throws std::runtime_error with the text write_file_atomically would.
 void check_writable(const std::string& path);
 
-// Makes SIGINT, SIGTERM, SIGQUIT, SIGXCPU and SIGHUP (unless ignored, as under nohup) remove the
-// temporary files being written and the staging directories of StagedDirectory not yet committed,
-// print one line ("pipebal: interrupted") unless `announce` is false (a process of a launched run,
-// whose launcher says it), and exit with status 128 + the signal. Ignores SIGPIPE and SIGXFSZ, so
-// that a closed pipe or the file size limit fails a write as an error the command reports. For
-// executables.
+// Makes SIGTERM, SIGXCPU, and SIGINT, SIGQUIT and SIGHUP unless found ignored (a job a shell
+// started in the background, a process under nohup), remove the temporary files being written and
+// the staging directories of StagedDirectory not yet committed, print one line ("pipebal:
+// interrupted") unless `announce` is false (a process of a launched run, whose launcher says it),
+// and exit with status 128 + the signal. Ignores SIGPIPE and SIGXFSZ, so that a closed pipe or the
+// file size limit fails a write as an error the command reports. For executables.
 void install_interrupt_cleanup(bool announce = true);
 
 // In a child between fork and exec (async-signal-safe): gives SIGPIPE and SIGXFSZ back the

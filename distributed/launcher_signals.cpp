@@ -32,12 +32,16 @@ LauncherSignals::LauncherSignals() {
   struct sigaction action {};
   sigemptyset(&action.sa_mask);
   action.sa_handler = on_interrupt;
-  sigaction(SIGINT, &action, &old_int_);
   sigaction(SIGTERM, &action, &old_term_);
-  sigaction(SIGQUIT, &action, &old_quit_);
-  // A closed terminal stops the processes as Ctrl-C does, unless ignored (nohup).
-  sigaction(SIGHUP, nullptr, &old_hup_);
-  if (old_hup_.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
+  // The terminal's signals, unless found ignored (nohup ignores SIGHUP; a shell without job
+  // control, SIGINT and SIGQUIT for a job in its background): the processes inherit them so.
+  const auto unless_ignored = [&action](int signal_number, struct sigaction& old) {
+    sigaction(signal_number, nullptr, &old);
+    if (old.sa_handler != SIG_IGN) sigaction(signal_number, &action, nullptr);
+  };
+  unless_ignored(SIGINT, old_int_);
+  unless_ignored(SIGQUIT, old_quit_);
+  unless_ignored(SIGHUP, old_hup_);
   action.sa_handler = on_suspend;
   sigaction(SIGTSTP, &action, &old_tstp_);
   // Tells the launcher when to look at its processes. (Inherited as ignored, by a parent that

@@ -1,5 +1,6 @@
-// The signals `pipebal launch` acts on while it runs: SIGINT, SIGTERM, SIGQUIT and SIGHUP (passed
-// on to its processes), SIGTSTP (they stop with it) and SIGCHLD (when to look at them). The
+// The signals `pipebal launch` acts on while it runs: SIGTERM, and SIGINT, SIGQUIT and SIGHUP
+// unless found ignored (passed on to its processes), SIGTSTP (they stop with it) and SIGCHLD
+// (when to look at them). The
 // handlers only note what came; the launch's loop (supervisor.h) reads the notes. Torch-free.
 #pragma once
 

@@ -78,11 +78,16 @@ inline std::string without_engine_costs(const std::string& profile) {
   return copy;
 }
 
-// Shell text, to follow a command started in the background as `... & pid=$!; `: it waits until
-// `count` of the processes that `pids` (shell text printing PIDs) names train — their SIGINT
-// handler installed (SigCgt bit 2) and 3 threads or more — then sends $pid SIGINT (or
-// `signal`) a second later, and waits for it. Not ready within 120 s, $pid is killed (status 137)
-// rather than left to ignore the SIGINT a background job starts with. Waiting for the run to train,
+// Starts a command in the tests' shell with SIGINT and SIGQUIT at their defaults, as a command
+// typed at a terminal gets them: the shell, without job control, starts a job in its background
+// (`... &`) with both ignored, and pipebal keeps signals it finds ignored.
+inline constexpr const char* kTerminalSignals = "env --default-signal=INT,QUIT ";
+
+// Shell text, to follow a command started in the background as `... & pid=$!; ` (with
+// kTerminalSignals): it waits until `count` of the processes that `pids` (shell text printing
+// PIDs) names train — their SIGINT handler installed (SigCgt bit 2) and 3 threads or more — then
+// sends $pid SIGINT (or `signal`) a second later, and waits for it. Not ready within 120 s, $pid
+// is killed (status 137). Waiting for the run to train,
 // not a fixed delay: a slow start (a large CUDA LibTorch to load) would meet the signal before
 // main() and test nothing of pipebal.
 inline std::string interrupt_once_training(const std::string& pids, int count,

@@ -480,7 +480,7 @@ TEST(Cli, InterruptIsOneLineAndLeavesNothingHalfWritten) {
     if (signal == "HUP" && hangup_ignored) continue;
     const std::string dir = pipebal::testing::fresh_dir(signal);
     const std::string command =
-        std::string(PIPEBAL_BINARY) +
+        pipebal::testing::kTerminalSignals + std::string(PIPEBAL_BINARY) +
         " train --model mlp:layers=4,width=64 --input-shape 64,64 --balance 3,2 --steps 1000000 "
         "-q -o " +
         dir + "/run.json >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
@@ -494,6 +494,33 @@ TEST(Cli, InterruptIsOneLineAndLeavesNothingHalfWritten) {
       EXPECT_TRUE(name == "out" || name == "err") << signal << ": " << name;
     }
   }
+}
+
+// A run a shell without job control started in its background finds SIGINT and SIGQUIT ignored,
+// so that Ctrl-C stops only the foreground, and keeps them so; SIGTERM still ends it cleanly.
+// The SIGINT is sent first: caught, it would have ended the run (status 130) before the SIGTERM.
+TEST(Cli, ABackgroundJobKeepsSigintIgnored) {
+  const std::string dir = pipebal::testing::fresh_dir("background");
+  const std::string command =
+      std::string(PIPEBAL_BINARY) +
+      " train --model mlp:layers=4,width=64 --input-shape 64,64 --balance 3,2 --steps 1000000 "
+      "-q -o " +
+      dir + "/run.json >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
+      "for i in $(seq 1200); do "
+      "  threads=$(awk '/^Threads/ {print $2}' /proc/$pid/status 2>/dev/null); "
+      "  [ \"${threads:-0}\" -ge 3 ] && break; sleep 0.1; "
+      "done; "
+      "awk '/^SigIgn/ {print substr($2, 16)}' /proc/$pid/status > " +
+      dir + "/ignored; kill -INT $pid; kill -TERM $pid; wait $pid";
+  const int raw = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 128 + SIGTERM) << pipebal::testing::read_text(dir + "/err");
+  EXPECT_EQ(pipebal::testing::read_text(dir + "/err"), "pipebal: terminated\n");
+  // SIGINT is ignored: signal 2, the value 2 in the mask's last hex digit.
+  const std::string ignored = pipebal::testing::read_text(dir + "/ignored");
+  ASSERT_FALSE(ignored.empty());
+  EXPECT_TRUE(std::stoi(ignored.substr(0, 1), nullptr, 16) & 2) << ignored;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run.json"));
 }
 
 // A layer that never returns (in training mode only, so the checks on the sample pass): the run

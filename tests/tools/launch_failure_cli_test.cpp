@@ -37,7 +37,7 @@ TEST(LaunchCli, InterruptingValidateAsProcessesIsAnInterrupt) {
     if (signal == "HUP" && hangup.sa_handler == SIG_IGN) continue;  // kept ignored, as nohup asks
     const std::string dir = fresh_dir(signal);
     const std::string command =
-        std::string(PIPEBAL_BINARY) +
+        kTerminalSignals + std::string(PIPEBAL_BINARY) +
         " validate --model mlp:layers=4,width=64 --input-shape 64,64 --stages 2 --processes 2 "
         "--steps 1000000 --profile-repeat 2 -o " +
         dir + "/v >" + dir + "/out 2>" + dir + "/err & pid=$!; " +
@@ -348,12 +348,12 @@ TEST(LaunchCli, ASecondInterruptKillsAndAStoppedProcessIsWokenToStop) {
   const std::string dir = scratch_dir();
   const std::string ready = dir + "/ready";
   const CliResult ignoring = run_shell(fmt::format(
-      "{{ {} launch --nproc-per-node 1 --master-port 0 --grace 600 -- sh -c "
+      "{{ {}{} launch --nproc-per-node 1 --master-port 0 --grace 600 -- sh -c "
       "'trap \"\" INT TERM; touch {}; while :; do sleep 0.1; done' & pid=$!; "
       "while [ ! -e {} ]; do sleep 0.05; done; sleep 0.2; kill -INT $pid; sleep 1.5; "
       "kill -INT $pid; timeout 60 tail --pid=$pid -f /dev/null; kill -KILL $pid 2>/dev/null; "
       "wait $pid; }}",
-      PIPEBAL_BINARY, ready, ready));
+      kTerminalSignals, PIPEBAL_BINARY, ready, ready));
   EXPECT_EQ(ignoring.status, 130) << ignoring.err;
   EXPECT_NE(ignoring.err.find("pipebal launch: interrupted; stopping 1 process"), std::string::npos)
       << ignoring.err;
@@ -368,13 +368,30 @@ TEST(LaunchCli, ASecondInterruptKillsAndAStoppedProcessIsWokenToStop) {
       << stopped.err;
 }
 
+// A launch a shell without job control started in its background finds SIGINT and SIGQUIT
+// ignored and leaves them so, for its processes too (Ctrl-C stops only the foreground); started
+// with them at their defaults, it catches them and its processes get them at their defaults.
+TEST(LaunchCli, ABackgroundLaunchKeepsSigintIgnoredForItsProcesses) {
+  for (const std::string prefix : {"", kTerminalSignals}) {
+    const CliResult r = run_shell(fmt::format(
+        "{{ {}{} launch --nproc-per-node 1 --master-port 0 -- grep ^SigIgn: /proc/self/status & "
+        "wait $!; }}",
+        prefix, PIPEBAL_BINARY));
+    ASSERT_EQ(r.status, 0) << prefix << r.err;
+    ASSERT_EQ(r.out.rfind("SigIgn:", 0), 0u) << r.out;
+    const std::string mask = r.out.substr(0, r.out.find('\n'));
+    const bool interrupt_ignored = std::stoi(mask.substr(mask.size() - 1), nullptr, 16) & 2;
+    EXPECT_EQ(interrupt_ignored, prefix.empty()) << prefix << mask;
+  }
+}
+
 // Ctrl-Z stops the processes with the launcher (they run in process groups of their own, which
 // the terminal's signal does not reach), and `fg` or `bg` (SIGCONT) wakes them with it.
 TEST(LaunchCli, SuspendingTheLauncherStopsAndResumesItsProcesses) {
   const std::string dir = scratch_dir();
   const std::string state = "awk '{print $3}' /proc/$child/stat";
   const CliResult r = run_shell(fmt::format(
-      "{{ {0} launch --nproc-per-node 1 --master-port 0 -- sh -c "
+      "{{ {3}{0} launch --nproc-per-node 1 --master-port 0 -- sh -c "
       "'echo $$ > {1}/child.partial; mv {1}/child.partial {1}/child; while :; do sleep 0.1; done' "
       "& pid=$!; while [ ! -s {1}/child ]; do sleep 0.05; done; child=$(cat {1}/child); "
       "kill -TSTP $pid; "
@@ -383,7 +400,7 @@ TEST(LaunchCli, SuspendingTheLauncherStopsAndResumesItsProcesses) {
       "kill -CONT $pid; "
       "for i in $(seq 200); do s=$({2}); [ \"$s\" != T ] && break; sleep 0.05; done; "
       "echo \"resumed $s\" >> {1}/states; kill -INT $pid; wait $pid; }}",
-      PIPEBAL_BINARY, dir, state));
+      PIPEBAL_BINARY, dir, state, kTerminalSignals));
   EXPECT_EQ(r.status, 130) << r.err;
   const std::string states = read_text(dir + "/states");
   EXPECT_EQ(states.substr(0, 12), "stopped T T\n") << states;
