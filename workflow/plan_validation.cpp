@@ -184,6 +184,19 @@ void predict_in_turns(std::vector<CheckedConfiguration>& list, const profiler::P
   }
 }
 
+// Where `list` holds a pipeline of one stage on each of `devices` devices, each with the devices'
+// own thread count (not interleaved, not replicated); -1 when it does not.
+int one_stage_per_device_index(const std::vector<CheckedConfiguration>& list, int devices) {
+  for (size_t k = 0; k < list.size(); ++k) {
+    const balance::Configuration& c = list[k].config;
+    if (c.stages == devices && c.virtual_stages == 1 && c.replicas == 1 &&
+        c.threads_per_stage == 0) {
+      return static_cast<int>(k);
+    }
+  }
+  return -1;
+}
+
 // Where `list` holds the plain model on `threads` threads; -1 when it does not.
 int plain_on_threads_index(const std::vector<CheckedConfiguration>& list, int threads) {
   for (size_t k = 0; k < list.size(); ++k) {
@@ -286,14 +299,16 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   calibrate.warmup = 1;
   calibrate.repeat = 2;
   calibrate.measure_engine = false;
-  const auto time_on = [&](const std::vector<int>& cpus) {
-    const profiler::Profile pass =
-        on_own_thread(cpus, p.threads_per_stage, [&] { return profile_plain(calibrate); });
+  // The plain model's pass on the calling thread, its layers' forward and backward summed.
+  const auto time_here = [&] {
     double ms = 0;
-    for (const profiler::LayerProfile& layer : pass.layers) {
+    for (const profiler::LayerProfile& layer : profile_plain(calibrate).layers) {
       ms += layer.forward_ms + layer.backward_ms;
     }
     return ms;
+  };
+  const auto time_on = [&](const std::vector<int>& cpus) {
+    return on_own_thread(cpus, p.threads_per_stage, time_here);
   };
   // kCoreSpeedRounds more rounds of every block in `blocks`, appended to `times`.
   const auto time_blocks = [&](const std::vector<std::vector<int>>& blocks,
@@ -436,6 +451,9 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
   const int wide_run = wide ? plain_on_threads_index(list, wide_threads) : -1;
   profiler::ProfileOptions wide_in_turns = in_turns;
   wide_in_turns.measure_engine = false;
+  // The devices' cores are timed in turns likewise, on the stage threads of a run with one stage
+  // on each device (pinned there), with that run's pools, where the list has one.
+  const int spread_run = device_cores ? one_stage_per_device_index(list, p.devices) : -1;
   AfterRound profile_in_turns;
   std::vector<std::vector<double>> times_in_turns(device_cores ? device_cores->cpus.size() : 0);
   std::vector<double> speeds_in_turns;
@@ -444,7 +462,12 @@ AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& stat
       profile_round(in_turns, in_turns_rounds, nullptr);
       if (device_cores) {  // the cores' speeds may have changed too
         for (size_t d = 0; d < device_cores->cpus.size(); ++d) {
-          times_in_turns[d].push_back(time_on(device_cores->cpus[d]));
+          if (spread_run < 0) {
+            times_in_turns[d].push_back(time_on(device_cores->cpus[d]));
+          } else {
+            alive[static_cast<size_t>(spread_run)]->run_on_stage_thread(
+                static_cast<int>(d), [&] { times_in_turns[d].push_back(time_here()); });
+          }
         }
       }
       if (wide_run < 0) return;
