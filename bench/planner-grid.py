@@ -208,8 +208,8 @@ def summary(raw):
             "own, the plain model on one device on the fastest; the plan used the cores' speeds, "
             + ("timed on the plain model in 3 rounds before profiling (which ordered them) and 3 "
                "after it, each device's speed 1 over the mean of its time's ratio to the first "
-               "device's in the same round (\"device speeds\"; since 2026-12-07, before from "
-               "the rounds before profiling alone, as the ratio of medians)"
+               "device's in the same round (\"device speeds\"; since f57b70b, before from the "
+               "rounds before profiling alone, as the ratio of medians)"
                if timed_twice else
                "timed on the plain model before profiling (\"device speeds\", relative to the "
                "fastest)")

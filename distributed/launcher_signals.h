@@ -1,7 +1,7 @@
 // The signals `pipebal launch` acts on while it runs: SIGTERM, and SIGINT, SIGQUIT and SIGHUP
 // unless found ignored (passed on to its processes), SIGTSTP (they stop with it) and SIGCHLD
-// (when to look at them). The
-// handlers only note what came; the launch's loop (supervisor.h) reads the notes. Torch-free.
+// (when to look at them). The handlers only note what came; the launch's loop (supervisor.h)
+// reads the notes. Torch-free.
 #pragma once
 
 #include <signal.h>

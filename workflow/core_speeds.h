@@ -10,10 +10,14 @@
 namespace pipebal::workflow {
 
 struct CoreSpeeds {
-  std::vector<std::vector<int>> cpus;         // each device's CPUs, fastest first
-  std::vector<double> speeds;                 // relative to the fastest (1), in the same order
-  std::vector<double> ms;                     // the median time each took for the same work
-  std::vector<std::vector<double>> times_ms;  // each one's times, round by round, same order
+  // By rank_cores: each device's CPUs, fastest first; their speeds relative to the fastest (1),
+  // the median time each took for the same work, and its times round by round, in that order.
+  // Rounds timed later may be appended to times_ms, and speeds worked out from them again
+  // (speeds_round_by_round: relative to the first device, which may then be slower than others).
+  std::vector<std::vector<int>> cpus;
+  std::vector<double> speeds;
+  std::vector<double> ms;
+  std::vector<std::vector<double>> times_ms;
 };
 
 // From the times each block of `cpus` took for the same work, round after round (`times_ms[d]`

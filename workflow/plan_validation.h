@@ -55,8 +55,9 @@ struct AutoValidateSettings {
   int profile_rounds = 3;
   // Also profile once more after each round of measured steps, in turns with the runs, and
   // predict every configuration trained again from that profile (its balance kept): how far the
-  // prediction was off because the machine changed between profile and runs. Not the plain model
-  // on several threads: the runs' own pools would slow its profile.
+  // prediction was off because the machine changed between profile and runs. The plain model on
+  // several threads is profiled on its run's stage thread, with that run's pool (a pool of its
+  // own beside the runs' would slow its profile).
   bool profile_in_turns = false;
   int threads_per_stage = 1;  // intra-op threads (`--threads`)
   // Pin each device's stage thread to threads_per_stage cores of its own
@@ -79,8 +80,8 @@ struct CheckedConfiguration {
   // same rounds (reports::median_ratio_by_round compares two of them round by round).
   std::vector<double> measured_steps_ms;
   double measured_step_ms = 0;  // their median
-  // Predicted from the profile taken in turns with the runs (profile_in_turns); 0: not taken, or
-  // the plain model on several threads.
+  // Predicted from the profile taken in turns with the runs (profile_in_turns); 0: not taken (for
+  // the plain model on several threads: not at its thread count).
   double predicted_in_turns_ms = 0;
   int predicted_rank = 0;  // among the configurations trained, 1: fastest
   int measured_rank = 0;

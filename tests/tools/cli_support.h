@@ -80,7 +80,8 @@ inline std::string without_engine_costs(const std::string& profile) {
 
 // Starts a command in the tests' shell with SIGINT and SIGQUIT at their defaults, as a command
 // typed at a terminal gets them: the shell, without job control, starts a job in its background
-// (`... &`) with both ignored, and pipebal keeps signals it finds ignored.
+// (`... &`) with both ignored, and pipebal keeps signals it finds ignored. (GNU env, coreutils
+// 8.31 or later.)
 inline constexpr const char* kTerminalSignals = "env --default-signal=INT,QUIT ";
 
 // Shell text, to follow a command started in the background as `... & pid=$!; ` (with
