@@ -184,19 +184,6 @@ void predict_in_turns(std::vector<CheckedConfiguration>& list, const profiler::P
   }
 }
 
-// Where `list` holds a pipeline of one stage on each of `devices` devices, each with the devices'
-// own thread count (not interleaved, not replicated); -1 when it does not.
-int one_stage_per_device_index(const std::vector<CheckedConfiguration>& list, int devices) {
-  for (size_t k = 0; k < list.size(); ++k) {
-    const balance::Configuration& c = list[k].config;
-    if (c.stages == devices && c.virtual_stages == 1 && c.replicas == 1 &&
-        c.threads_per_stage == 0) {
-      return static_cast<int>(k);
-    }
-  }
-  return -1;
-}
-
 // Where `list` holds the plain model on `threads` threads; -1 when it does not.
 int plain_on_threads_index(const std::vector<CheckedConfiguration>& list, int threads) {
   for (size_t k = 0; k < list.size(); ++k) {
@@ -235,6 +222,17 @@ nlohmann::json auto_validation_to_json(const AutoValidation& v) {
           {"device_speeds_in_turns", v.device_speeds_in_turns},
           {"searched", v.searched},
           {"configurations", std::move(configurations)}};
+}
+
+int one_stage_per_device_index(const std::vector<CheckedConfiguration>& list, int devices) {
+  for (size_t k = 0; k < list.size(); ++k) {
+    const balance::Configuration& c = list[k].config;
+    if (c.stages == devices && c.virtual_stages == 1 && c.replicas == 1 &&
+        c.threads_per_stage == 0) {
+      return static_cast<int>(k);
+    }
+  }
+  return -1;
 }
 
 AutoValidation validate_plan(const AutoValidateSettings& p, const StatusFn& status) {

@@ -105,6 +105,11 @@ struct AutoValidation {
   std::vector<CheckedConfiguration> configurations;  // in the planner's order
 };
 
+// Where `list` holds a pipeline of one stage on each of `devices` devices at their own thread
+// count (not interleaved, not replicated), whose stage threads, pinned each to its device's CPUs,
+// time the cores in turns with the runs; -1 when it holds none.
+int one_stage_per_device_index(const std::vector<CheckedConfiguration>& list, int devices);
+
 // The names of the files validate_plan() writes into the output directory.
 const std::vector<std::string>& plan_validation_files();
 
