@@ -124,6 +124,14 @@ def summary_row(name, spec, shape, doc):
     speeds = (", ".join(f"CPU {','.join(map(str, cpus))}: {speed:.2f}"
                         for cpus, speed in zip(doc["device_cpus"], doc["device_speeds"]))
               if doc.get("device_speeds") else "-")
+    if doc.get("device_speeds_in_turns"):
+        speeds += " (in turns " + ", ".join(
+            f"{speed:.2f}" for speed in doc["device_speeds_in_turns"]) + ")"
+    # What the machine changed between the profile and the runs: each configuration's prediction
+    # up front over its prediction in turns, the median over configurations.
+    drifts = [c["predicted_step_ms"] / c["predicted_in_turns_step_ms"] for c in in_turns
+              if c.get("predicted_in_turns_step_ms")]
+    drift = f"{statistics.median(drifts):.2f}" if drifts else "-"
     if by_round:
         # The pick against each configuration, round by round, and the one it lost most to; and
         # the largest such ratio between two runs of the same work.
@@ -143,7 +151,7 @@ def summary_row(name, spec, shape, doc):
             f"{pick['predicted_step_ms']:.1f} | "
             f"{ms(pick)} | {error(pick['predicted_step_ms'])} | "
             f"{in_turns_of(pick)} | "
-            f"{median_abs('step_error')} / {median_abs('step_error_in_turns')} | "
+            f"{median_abs('step_error')} / {median_abs('step_error_in_turns')} | {drift} | "
             f"{describe(best)} | {ms(best)} | "
             f"{100 * (measured_ms(pick) / measured_ms(best) - 1):.1f}% | {pick_vs_best} | "
             f"{ms(default)} | {ms(chunks8)} | {ms(plain)} | {apart} | {speeds} |")
@@ -191,7 +199,10 @@ def summary(raw):
         "with its balance kept (the plain model on 2 threads, since 9fa4747, from a profile "
         "taken on the thread of its own run, with that run's pool): \"in turns\" below, and the median absolute error of "
         "those configurations both ways; the difference between the two predictions is what the "
-        "machine changed between the profile and the runs. \"Same work apart\": the largest ratio "
+        "machine changed between the profile and the runs (\"up front over in turns\": the "
+        "median over configurations of the ratio of the two; with pinned cores \"device "
+        "speeds\" shows the speeds timed in turns in brackets). \"Same work apart\": the "
+        "largest ratio "
         "between runs of one such group (and their ms), the noise the comparisons sit in, and the same "
         "round by round. \"Round by round\" (raw data since 2026-12-07, which has every "
         "measured step): the median over rounds of the ratio of two steps of the same round, "
@@ -221,10 +232,11 @@ def summary(raw):
         "| model | distinct configurations | planner's pick | fastest predicted, passed over "
         "(--min-gain 5%) | predicted ms | measured ms | prediction error "
         "| predicted in turns ms | its error | median abs error (up front / in turns) "
-        "| fastest measured | its ms | pick vs fastest | pick vs fastest, round by round "
+        "| up front over in turns (median) | fastest measured | its ms | pick vs fastest | pick vs fastest, round by round "
         "| default (2 st, 4 mb) ms | chunks 8 ms "
         "| plain (1 thread) ms | same work apart (medians / round by round) | device speeds |",
-        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: "
+        "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: "
+        "| ---: "
         "| --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for entry in raw["models"]:
