@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 for script in balance-bench profiler-bench engine-bench zoo-balance-quality validation-accuracy \
   paper-tables layer-sum processes-vs-threads planner-grid script-dropout schedules core-pairing \
-  core-speeds stage-memory split-cost stack-alignment cli-startup busy-machine bind-cores; do
+  core-speeds stage-memory split-cost stack-alignment cli-startup busy-machine bind-cores \
+  grid-company; do
   echo "== bench/$script.py" >&2
   python3 "bench/$script.py" --build "$build"
 done
