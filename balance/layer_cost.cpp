@@ -4,25 +4,31 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
 namespace pipebal::balance {
 namespace {
 
+// "layer 3 ('fc2')", or "layer 3" where the profile names none.
+std::string describe(size_t index, const LayerCost& layer) {
+  return layer.name.empty() ? fmt::format("layer {}", index)
+                            : fmt::format("layer {} ('{}')", index, layer.name);
+}
+
 void check_ms(size_t index, const LayerCost& layer, const char* field, double value) {
   if (!std::isfinite(value) || value < 0 || value > kMaxLayerMs) {
     throw std::invalid_argument(
-        fmt::format("layer {} ('{}'): {} is {}, expected a finite value from 0 to {:g} ms", index,
-                    layer.name, field, value, kMaxLayerMs));
+        fmt::format("{}: {} is {}, expected a finite value from 0 to {:g} ms",
+                    describe(index, layer), field, value, kMaxLayerMs));
   }
 }
 
 void check_bytes(size_t index, const LayerCost& layer, const char* field, int64_t value) {
   if (value < 0 || value > kMaxLayerBytes) {
-    throw std::invalid_argument(
-        fmt::format("layer {} ('{}'): {} is {}, expected 0 to {} (4 TiB) bytes", index, layer.name,
-                    field, value, kMaxLayerBytes));
+    throw std::invalid_argument(fmt::format("{}: {} is {}, expected 0 to {} (4 TiB) bytes",
+                                            describe(index, layer), field, value, kMaxLayerBytes));
   }
 }
 

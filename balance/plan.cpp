@@ -235,13 +235,19 @@ Plan make_plan(const CostModel& model, const std::vector<int>& balance,
   plan.latency_ms = options.latency_ms;
   plan.replicas = options.replicas;
   plan.allreduce_bytes_per_ms = options.allreduce_bytes_per_ms;
+  // Names are checked against the model a plan trains: only a profile that names every layer
+  // gives them.
+  const bool named = std::none_of(model.layers().begin(), model.layers().end(),
+                                  [](const LayerCost& layer) { return layer.name.empty(); });
   int first = 0;
   for (int s = 0; s < model.stage_count(); ++s) {
     const int end = first + balance[s];
     StagePlan stage;
     stage.first_layer = first;
     stage.layers = balance[s];
-    for (int l = first; l < end; ++l) stage.layer_names.push_back(model.layers()[l].name);
+    for (int l = first; l < end && named; ++l) {
+      stage.layer_names.push_back(model.layers()[l].name);
+    }
     stage.time_ms = model.time_ms(s, first, end);
     stage.transfer_ms = model.transfer_ms(end);
     stage.allreduce_ms = model.allreduce_ms(first, end);

@@ -49,9 +49,11 @@ void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
       layer.has("backward_peak_bytes") ? layer.at("backward_peak_bytes").integer(0) : -1;
 }
 
-LayerCost read_layer(const JsonReader& layer, size_t index) {
+LayerCost read_layer(const JsonReader& layer) {
   LayerCost cost;
-  cost.name = layer.get_or<std::string>("name", fmt::format("layer{}", index));
+  // A profile made by hand may name no layers: none is made up, as a plan would then hold the
+  // made-up names against the model it is trained on.
+  cost.name = layer.get_or<std::string>("name", "");
   cost.type = layer.get_or<std::string>("type", "");
   read_size_dependent(layer, cost);
   cost.param_bytes = layer.at("param_bytes").integer(0);
@@ -183,7 +185,7 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
                             profile.batch_size, mini, profile.chunks, micro));
     }
   }
-  for (size_t i = 0; i < layers.size(); ++i) profile.layers.push_back(read_layer(layers[i], i));
+  for (size_t i = 0; i < layers.size(); ++i) profile.layers.push_back(read_layer(layers[i]));
   // Every prediction is a ratio of times: with none, speed-ups would be 0/0.
   if (std::all_of(profile.layers.begin(), profile.layers.end(),
                   [](const LayerCost& l) { return l.forward_ms + l.backward_ms == 0; })) {

@@ -169,6 +169,40 @@ TEST(TrustCli, APlanTrainsOnlyTheModelItWasMadeFor) {
                         "the plan was made for a model of 3 layers; " + model + " has 5", replaced);
 }
 
+// A hand-written profile that names no layers gives a plan that names none either: it trains any
+// model of that many layers given by --model (none made-up names to refuse it), and has no split
+// points to offer torch.distributed.pipelining.
+TEST(TrustCli, AProfileWithoutNamesPlansByLayerCountOnly) {
+  const std::string dir = scratch_dir();
+  nlohmann::json profile = {{"layers", nlohmann::json::array()}};
+  for (int i = 0; i < 3; ++i) {
+    profile["layers"].push_back({{"forward_ms", 1.0 + i},
+                                 {"backward_ms", 2.0},
+                                 {"param_bytes", 100},
+                                 {"activation_bytes", 10},
+                                 {"output_bytes", 10}});
+  }
+  std::ofstream(dir + "/p.json") << profile.dump();
+  ASSERT_EQ(run_pipebal("balance " + dir + "/p.json --stages 2 -o " + dir + "/plan.json").status,
+            0);
+  const nlohmann::json plan = nlohmann::json::parse(read_text(dir + "/plan.json"));
+  for (const auto& stage : plan["stages"]) {
+    EXPECT_TRUE(!stage.contains("layer_names") || stage["layer_names"].empty()) << stage;
+  }
+
+  const std::string train = "train --plan " + dir +
+                            "/plan.json --model mlp:layers=2,width=8 --input-shape 4,8 --steps 1 "
+                            "--warmup-steps 0 -q -o " +
+                            dir + "/run.json";
+  const CliResult trained = run_pipebal(train);
+  EXPECT_EQ(trained.status, 0) << trained.err;
+  const std::string longer =
+      "train --plan " + dir + "/plan.json --model mlp:layers=3,width=8 --input-shape 4,8 --steps 1";
+  expect_one_line_error(run_pipebal(longer), "sums to 3, but the model has 4 layers", longer);
+  const std::string pippy = "balance " + dir + "/p.json --stages 2 --format pippy";
+  expect_one_line_error(run_pipebal(pippy), "the profile names no layers: no split points", pippy);
+}
+
 // A TorchScript model given by a relative path is named by its absolute path in the profile and
 // its plans: a plan used from another directory trains that file (not one of the same name
 // there), and --model may name it by any path to it.
