@@ -203,7 +203,16 @@ struct Group::State {
     int64_t arrived = store->add("arrived", 1);
     while (arrived < env.world_size && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      arrived = store->add("arrived", 0);
+      try {
+        arrived = store->add("arrived", 0);
+      } catch (const std::exception& error) {
+        // Rank 0 serves the store: it gave up waiting (and said why) or failed.
+        throw std::invalid_argument(fmt::format(
+            "the rendezvous store on {}:{} (rank 0's) closed while {} of the {} processes had "
+            "connected: rank 0 gave up or failed ({})",
+            env.master_addr, env.master_port, arrived, env.world_size,
+            pipeline::error_summary(error)));
+      }
     }
     if (arrived < env.world_size) {
       throw std::invalid_argument(fmt::format(

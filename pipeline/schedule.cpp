@@ -307,7 +307,8 @@ void check_balance(const std::vector<int>& balance, size_t layers, int stages) {
   }
   if (stages > 0 && static_cast<int>(balance.size()) != stages) {
     throw std::invalid_argument("balance " + joined(balance) + " has " +
-                                std::to_string(balance.size()) + " entries for " +
+                                std::to_string(balance.size()) +
+                                (balance.size() == 1 ? " entry for " : " entries for ") +
                                 std::to_string(stages) + " stages");
   }
   int64_t total = 0;

@@ -137,9 +137,10 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
   out << fmt::format("\nbottleneck {:.3f} ms per micro-batch (time + outgoing transfer{})\n",
                      plan.bottleneck_ms, plan.replicas > 1 ? " + all-reduce / micro-batches" : "");
   out << fmt::format(
-      "predicted step {:.3f} ms with {} micro-batches, {:.3f} ms unpipelined (1 micro-batch): "
+      "predicted step {:.3f} ms with {} micro-batch{}, {:.3f} ms unpipelined (1 micro-batch): "
       "speed-up {:.2f}x, bubble {:.1f}%\n",
-      p.step_ms, p.chunks, p.naive_step_ms, p.speedup, 100.0 * p.bubble_fraction);
+      p.step_ms, p.chunks, p.chunks == 1 ? "" : "es", p.naive_step_ms, p.speedup,
+      100.0 * p.bubble_fraction);
 }
 
 // The plan in the terms of a Python pipeline library: torchgpipe's balance list (layers per
@@ -378,6 +379,11 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   if (!params.schedule_plans_dir.empty() && (params.json || params.format != "table")) {
     throw std::invalid_argument(
         "--schedule-plans prints the schedule table beside the plans it writes: drop --json and "
+        "--format");
+  }
+  if (params.compare && (params.json || params.format != "table")) {
+    throw std::invalid_argument(
+        "--compare prints tables beside the plan's, not in JSON or Python: drop --json and "
         "--format");
   }
   // Made by this run, the directory is removed again should the run fail before writing into it.

@@ -241,6 +241,43 @@ std::string unknown_option_text(const CLI::App& app, int argc, char** argv, bool
   return "";
 }
 
+// launch's command may come without `--` where none of its words is an option (`launch
+// --nproc-per-node 2 true`). CLI11 reads an option among them as the launcher's: an unknown one is
+// refused (unknown_option_text then says to give the command after --), but one of the
+// launcher's own was taken silently (`launch --nproc-per-node 2 echo --grace 3` ran a bare echo).
+// Such a word is refused too.
+void check_launch_options_before_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "launch") != 0) return;
+  const CLI::App* launch = nullptr;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == "launch") launch = sub;
+  }
+  if (launch == nullptr) return;
+  std::string first_word;  // of the command, once seen
+  for (int i = 2; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return;
+    const bool option_like = word.size() > 1 && word[0] == '-';
+    const std::string name = word.substr(0, word.find('='));
+    const CLI::Option* option = option_like ? launch->get_option_no_throw(name) : nullptr;
+    if (first_word.empty()) {
+      if (!option_like) {
+        first_word = word;
+      } else if (option != nullptr && option->get_type_size() != 0 && name == word) {
+        ++i;  // its value
+      }
+      continue;
+    }
+    if (option != nullptr) {
+      throw std::invalid_argument(fmt::format(
+          "launch's {} comes after the command's first word '{}', where it is the command's: "
+          "give launch's options before the command, and the command after --, e.g. pipebal "
+          "launch --nproc-per-node 2 -- pipebal train --balance 3,2",
+          name, first_word));
+    }
+  }
+}
+
 }  // namespace
 
 int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHooks& hooks) {
@@ -270,6 +307,7 @@ int run_command_line(CLI::App& app, int argc, char** argv, const CommandLineHook
     }
     check_list_items(app, argc, argv);
     check_input_specs_have_dtypes(argc, argv);
+    check_launch_options_before_command(app, argc, argv);
     app.parse(argc, argv);
   } catch (const ExitStatus& exit) {
     return exit.status;

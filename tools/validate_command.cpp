@@ -237,7 +237,7 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--profile-rounds", automatic->profile_rounds,
                   "--auto: profile in this many rounds spread over time, pooled (a few slow "
                   "seconds of a shared machine skew one round, not the profile); "
-                  "--profile-repeat passes split among them")
+                  "--profile-repeat passes split among them (the default: at most that many)")
       ->capture_default_str();
   cmd->add_flag("--profile-in-turns", automatic->profile_in_turns,
                 "--auto: also profile after each round of measured steps and predict every "
@@ -320,6 +320,15 @@ void add_validate_command(CLI::App& app) {
       if (*virtual_given > 0) throw std::invalid_argument("--virtual goes without --auto");
       if (!weight_delays->empty()) {
         throw std::invalid_argument("--weight-delays goes without --auto");
+      }
+      // Left at its default, the round count gives way to a smaller --profile-repeat; asked for,
+      // it is not cut short unsaid.
+      if (cmd->count("--profile-rounds") > 0 && p->profile_repeat >= 1 &&
+          automatic->profile_rounds > p->profile_repeat) {
+        throw std::invalid_argument(fmt::format(
+            "--profile-rounds must be at most --profile-repeat ({}): each round times a pass at "
+            "least, got {}",
+            p->profile_repeat, automatic->profile_rounds));
       }
       workflow::AutoValidateSettings settings = *automatic;
       settings.min_gain = *min_gain_percent / 100;

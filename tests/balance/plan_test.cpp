@@ -62,7 +62,7 @@ TEST(Plan, SimulatingFewerMicroBatchesScalesTheirCosts) {
 TEST(Plan, RejectsABalanceThatDoesNotFit) {
   const CostModel model = four_equal_layers(plain(1));
   const std::vector<std::pair<std::vector<int>, std::string>> cases = {
-      {{4}, "balance 4 has 1 entries for 2 stages"},
+      {{4}, "balance 4 has 1 entry for 2 stages"},
       {{3, 2}, "balance 3,2 sums to 5, but the model has 4 layers"},
       {{4, 0}, "balance 4,0: stage 1 has 0 layers; every stage needs at least one"},
       {{1, 1, 2}, "balance 1,1,2 has 3 entries for 2 stages"}};

@@ -249,6 +249,12 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --chunks 1,2,", "--chunks: an empty item in '1,2,'"},
     {"balance {dir}/ok.json --stages 2 --schedule-plans {dir}/plans --json",
      "--schedule-plans prints the schedule table"},
+    {"validate --model mlp:layers=2,width=8 --auto --profile-rounds 3 --profile-repeat 2 -o "
+     "{dir}/v",
+     "--profile-rounds must be at most --profile-repeat (2): each round times a pass at least, "
+     "got 3"},
+    {"balance {dir}/ok.json --stages 2 --compare --format pippy",
+     "--compare prints tables beside the plan's, not in JSON or Python"},
     {"balance {dir}/ok.json --stages 2 --schedule-plans {dir}/ok.json/plans",
      "--schedule-plans: cannot make the directory"},
     {"balance {dir}/ok.json --stages 2 --schedule-plans {dir}/sp -o {dir}/sp/gpipe.json",
@@ -299,6 +305,9 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --input 'complex64[4,8]'", "unknown dtype 'complex64'"},
     {"profile --model mlp:layers=2,width=8 --input 'int64[4,8]'",
      "an integer input needs its range"},
+    {"profile --model gpt:layers=1,dim=8,heads=2,seq=8,vocab=16 --input 'int64[4,8]:2000'",
+     "layer 0 ('embed', Embedding) rejected its input: gpt embedding: token ids must be from 0 "
+     "to 15 (vocab=16), got ids from "},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8]:9'",
      "only integer inputs take a range"},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8]' --input 'float32[2,8]'",
@@ -340,6 +349,10 @@ const std::vector<BadInput> kTable = {
     // given already is not suggested; launch's command needs -- before it.
     {"profile --bogus x", "--model is required"},
     {"train --model mlp:layers=2 --balance 2,1 --balanse 2,1", "train has no option --balanse ("},
+    {"launch --nproc-per-node 2 echo --grace 3",
+     "launch's --grace comes after the command's first word 'echo', where it is the command's"},
+    {"launch --nproc-per-node=2 --master-port 0 echo x --bind-cores",
+     "launch's --bind-cores comes after the command's first word 'echo'"},
     {"launch --nproc-per-node 2 true --foo",
      "launch has no option --foo: give the command to run after --, e.g. pipebal launch"},
     {"profile", "--model is required"},

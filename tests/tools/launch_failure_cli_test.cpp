@@ -442,6 +442,34 @@ TEST(LaunchCli, MissingRanksAreCountedAtTheTimeout) {
             "were WORLD_SIZE=3 processes started, with this MASTER_ADDR and MASTER_PORT?\n");
 }
 
+// Rank 1 waits on rank 0's store for a rank that never comes; rank 0 gives up first and its
+// store closes: rank 1 says so, not its broken connection's bare errno.
+TEST(LaunchCli, ARankWhoseRendezvousStoreClosesSaysRankZeroGaveUp) {
+  const std::string dir = scratch_dir();
+  const int port = free_loopback_port();
+  std::string train = kTrain.substr(0, kTrain.find("--timeout")) + "--timeout 5 -q";
+  train.replace(train.find("--balance 3,2"), 13, "--balance 2,2,1");
+  // Rank 1 started first (it waits for the store to come up) and with a longer wait, so that
+  // rank 0's ends first, with rank 1 connected however slowly a busy machine starts it.
+  std::string longer = train;
+  longer.replace(longer.find("--timeout 5"), 11, "--timeout 50");
+  const CliResult r = run_shell(
+      fmt::format("( ({} 2>{}/rank1.err; echo $? >{}/rank1.status) & {}; s=$?; wait; exit $s )",
+                  as_rank(1, 3, port, longer), dir, dir, as_rank(0, 3, port, train)));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("rank 0: 2 of the 3 processes connected within 5 s"), std::string::npos)
+      << r.err;
+  const std::string rank1 = read_text(dir + "/rank1.err");
+  EXPECT_EQ(read_text(dir + "/rank1.status"), "2\n") << rank1;
+  EXPECT_EQ(count_lines(rank1), 1) << rank1;
+  EXPECT_NE(rank1.find(fmt::format("pipebal: error: rank 1: the rendezvous store on 127.0.0.1:{} "
+                                   "(rank 0's) closed while 2 of the 3 processes had connected: "
+                                   "rank 0 gave up or failed",
+                                   port)),
+            std::string::npos)
+      << rank1;
+}
+
 TEST(LaunchCli, UnreachableMasterIsOneLineAtTheTimeout) {
   const int port = free_loopback_port();
   const std::string train = kTrain;
