@@ -17,6 +17,8 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "pipebal/common/error_text.h"
 #include "pipebal/common/parse_integers.h"
@@ -141,11 +143,32 @@ class TemporaryFile {
   }
   const std::string& path() const { return path_; }
   void release() { path_.clear(); }
+  // Keeps the file, still registered for the interrupt's cleanup: returns its slot.
+  int hand_over() {
+    path_.clear();
+    return std::exchange(slot_, -1);
+  }
 
  private:
   std::string path_;
   int slot_;
 };
+
+}  // namespace
+
+// The temporaries written while a WrittenTogether is open, each registered for the interrupt's
+// cleanup until it is renamed or removed.
+struct PendingWrites {
+  struct File {
+    std::string temporary;
+    fs::path target;
+    std::string path;  // as given, for messages
+    int slot;
+  };
+  std::vector<File> files;
+};
+
+namespace {
 
 // The file a write to `path` lands in: a symbolic link's target (followed as the shell's `>`
 // does), refused when it exists and is not a regular file.
@@ -226,6 +249,31 @@ void sync_directory(const fs::path& target) {
   ::close(fd);
 }
 
+thread_local PendingWrites* open_writes = nullptr;
+
+// Gives the written and synced `temporary` the name `target`, or leaves it to the open
+// WrittenTogether.
+void put_in_place(TemporaryFile& temporary, const fs::path& target, const std::string& path) {
+  if (open_writes != nullptr) {
+    // Written again: the temporary holds the later content, and is put in place once.
+    std::vector<PendingWrites::File>& files = open_writes->files;
+    const auto same = std::find_if(files.begin(), files.end(), [&](const auto& file) {
+      return file.temporary == temporary.path();
+    });
+    if (same != files.end()) {
+      unregister_temporary(same->slot);
+      files.erase(same);
+    }
+    files.push_back({temporary.path(), target, path, temporary.hand_over()});
+    return;
+  }
+  if (::rename(temporary.path().c_str(), target.c_str()) != 0) {
+    throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
+  }
+  temporary.release();
+  sync_directory(target);
+}
+
 }  // namespace
 
 void remove_temporaries_and_exit_now(int status) {
@@ -292,11 +340,7 @@ void write_file_atomically_with(const std::string& path,
     throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text(error));
   }
   ::close(fd);
-  if (::rename(temporary.path().c_str(), target.c_str()) != 0) {
-    throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
-  }
-  temporary.release();
-  sync_directory(target);
+  put_in_place(temporary, target, path);
 }
 
 void write_file_atomically(const std::string& path, const std::string& content) {
@@ -316,11 +360,7 @@ void write_file_atomically(const std::string& path, const std::string& content) 
   }
   if (::close(fd) != 0)
     throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
-  if (::rename(temporary.path().c_str(), target.c_str()) != 0) {
-    throw std::runtime_error("cannot write " + quote(path) + ": " + system_error_text());
-  }
-  temporary.release();
-  sync_directory(target);
+  put_in_place(temporary, target, path);
 }
 
 void check_writable(const std::string& path) {
@@ -430,6 +470,36 @@ void StagedDirectory::commit() {
   }
   committed_ = true;
   if (replacing) remove_tree(previous);
+}
+
+WrittenTogether::WrittenTogether() {
+  if (open_writes != nullptr) return;  // nested: the outer one's
+  pending_ = std::make_unique<PendingWrites>();
+  open_writes = pending_.get();
+}
+
+WrittenTogether::~WrittenTogether() {
+  if (!pending_) return;
+  open_writes = nullptr;
+  for (const PendingWrites::File& file : pending_->files) {
+    ::unlink(file.temporary.c_str());
+    unregister_temporary(file.slot);
+  }
+}
+
+void WrittenTogether::commit() {
+  if (!pending_) return;
+  open_writes = nullptr;
+  std::vector<PendingWrites::File>& files = pending_->files;
+  while (!files.empty()) {
+    const PendingWrites::File& file = files.front();
+    if (::rename(file.temporary.c_str(), file.target.c_str()) != 0) {
+      throw std::runtime_error("cannot write " + quote(file.path) + ": " + system_error_text());
+    }
+    unregister_temporary(file.slot);
+    sync_directory(file.target);
+    files.erase(files.begin());
+  }
 }
 
 }  // namespace pipebal

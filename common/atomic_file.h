@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,29 @@ class StagedDirectory {
   std::string staging_;
   int staging_slot_ = -1;  // registered for the interrupt's cleanup
   bool committed_ = false;
+};
+
+struct PendingWrites;
+
+// The output files of one command, which appear together or not at all. While one is open on a
+// thread, write_file_atomically and write_file_atomically_with on that thread leave each file in
+// its temporary (written whole and synced; an interrupt removes it), and commit() renames them
+// all over their targets. Ended without commit() (a later write failed, an error came after), it
+// removes them: none of the files lands beside an earlier run's others. Opened inside another,
+// its files are the outer one's.
+class WrittenTogether {
+ public:
+  WrittenTogether();
+  ~WrittenTogether();
+  WrittenTogether(const WrittenTogether&) = delete;
+  WrittenTogether& operator=(const WrittenTogether&) = delete;
+
+  // Puts every file written since the opening in place; throws std::runtime_error naming the
+  // file that could not be.
+  void commit();
+
+ private:
+  std::unique_ptr<PendingWrites> pending_;  // null when nested
 };
 
 // Returns the size of the regular file at `path`; throws std::invalid_argument ("cannot

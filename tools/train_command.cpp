@@ -298,6 +298,8 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   // 0 tells the run's ranks from other work (TrainingRun).
   std::optional<MachineLoadMeter> load;
   if (!settings.launch || settings.launch->world_size == 1) load.emplace();
+  // --save (written at the run's end), -o and --trace land together or not at all.
+  WrittenTogether outputs;
   reports::RunRecord run = run_training(
       settings, [&progress, &warning, warmup](int step, int total, double ms, double loss) {
         std::cerr << warning;
@@ -308,7 +310,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
             warming_up ? warmup : total - warmup, fmt::format("{:.1f} ms, loss {:.4f}", ms, loss));
       });
   progress.finish();
-  if (!reports) return;
+  if (!reports) {
+    outputs.commit();
+    return;
+  }
   const std::optional<MachineLoad> machine_load =
       load ? load->load()
            : machine_load_from_json(run.environment.value("machine_load", nlohmann::json()));
@@ -316,18 +321,19 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   print_summary(run);
   warn_if_diverged(run);
   warn_if_machine_busy(machine_load, "training");
-  if (!p.output.empty()) {
-    write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
-    fmt::print("\nwrote {}\n", printable(p.output));
+  if (!p.trace.empty()) {
+    write_file_atomically(
+        p.trace,
+        reports::chrome_trace(run.timeline, run.model, reports::pipeline_ranks(run)).dump() + "\n");
   }
+  if (!p.output.empty()) write_file_atomically(p.output, reports::run_to_json(run).dump(2) + "\n");
+  outputs.commit();
+  if (!p.output.empty()) fmt::print("\nwrote {}\n", printable(p.output));
   if (!settings.save.empty()) {
     fmt::print("wrote {} (the model with its trained weights; torch.jit.load reads it)\n",
                printable(settings.save));
   }
   if (!p.trace.empty()) {
-    write_file_atomically(
-        p.trace,
-        reports::chrome_trace(run.timeline, run.model, reports::pipeline_ranks(run)).dump() + "\n");
     fmt::print("wrote {} (open in https://ui.perfetto.dev or chrome://tracing)\n",
                printable(p.trace));
   }

@@ -1,6 +1,7 @@
 // Output files: written whole or not at all, through symbolic links, never over a device or a
 // FIFO; temporary files of dead processes cleaned up; inputs read only from regular files;
-// directories of documents put in place whole; a tree removed without following its links.
+// directories of documents and a command's several files put in place whole; a tree removed
+// without following its links.
 #include "pipebal/common/atomic_file.h"
 
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -180,6 +182,54 @@ TEST(StagedDirectory, AppearsWholeAtCommitAndReplacesAnEarlierRun) {
   EXPECT_EQ(names_in(dir), std::vector<std::string>{"b.json"})
       << "an unfinished run changes nothing";
   EXPECT_EQ(names_in(pipebal::testing::scratch_dir()), std::vector<std::string>{"out"});
+}
+
+TEST(WrittenTogether, FilesLandAtCommitTogetherOrNotAtAll) {
+  const std::string a = scratch_path("a.json");
+  const std::string b = scratch_path("b.pt");
+  write_file_atomically(a, "earlier a");
+  write_file_atomically(b, "earlier b");
+  {
+    WrittenTogether outputs;
+    write_file_atomically(a, "new a");
+    write_file_atomically_with(
+        b, [](const std::string& temporary) { std::ofstream(temporary) << "new b"; });
+    write_file_atomically(a, "newer a");  // written twice: the later lands
+    EXPECT_EQ(read_file(a), "earlier a") << "nothing in place before commit";
+    EXPECT_EQ(read_file(b), "earlier b");
+    outputs.commit();
+    EXPECT_EQ(read_file(a), "newer a");
+    EXPECT_EQ(read_file(b), "new b");
+  }
+  {
+    WrittenTogether outputs;
+    write_file_atomically(a, "abandoned a");
+    EXPECT_THROW(write_file_atomically(scratch_path("missing") + "/c.json", "c"),
+                 std::runtime_error);
+  }
+  EXPECT_EQ(read_file(a), "newer a") << "a later write failed: the first does not land either";
+  EXPECT_EQ(names_in(pipebal::testing::scratch_dir()), (std::vector<std::string>{"a.json", "b.pt"}))
+      << "no temporaries left";
+}
+
+TEST(WrittenTogether, HoldsOnlyItsOwnThreadsWritesAndNestedOnesAreTheOuters) {
+  const std::string mine = scratch_path("mine.json");
+  const std::string other = scratch_path("other.json");
+  {
+    WrittenTogether outputs;
+    std::thread([&other] { write_file_atomically(other, "another thread's"); }).join();
+    EXPECT_EQ(read_file(other), "another thread's") << "not held: written on another thread";
+    {
+      WrittenTogether inner;
+      write_file_atomically(mine, "nested");
+      inner.commit();
+    }
+    EXPECT_FALSE(fs::exists(mine)) << "the inner commit leaves it to the outer one";
+    outputs.commit();
+  }
+  EXPECT_EQ(read_file(mine), "nested");
+  write_file_atomically(mine, "after");  // none open: in place at once
+  EXPECT_EQ(read_file(mine), "after");
 }
 
 TEST(StagedDirectory, NeverReplacesADirectoryWithOtherFiles) {

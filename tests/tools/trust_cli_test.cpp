@@ -3,6 +3,7 @@
 // cannot cut are refused by every command, TorchScript
 // failures name the layer and the cause, and a profile's micro-batch size follows it into the
 // plan and the training run.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -274,6 +275,34 @@ TEST(TrustCli, ASaveThatCannotBeWrittenIsOneLine) {
   expect_one_line_error(r, "cannot write '" + dir + "/s.pt'", args);
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     EXPECT_EQ(entry.path().filename().string().rfind("s.pt", 0), std::string::npos) << entry.path();
+  }
+}
+
+// --save, -o and --trace land together or not at all: with a file-size limit only the run
+// document (written last) exceeds, the run fails with one line, and the model and trace it wrote
+// before stay unplaced (the earlier run's are kept, no temporaries left).
+TEST(TrustCli, TrainsOutputsLandTogetherOrNotAtAll) {
+  const std::string dir = scratch_dir();
+  const std::string args = "train --model " + kFixtures +
+                           "/chain_named_traced.pt --input-shape 4,8 --balance 2,1 --steps 100 "
+                           "--warmup-steps 0 -q --save " +
+                           dir + "/s.pt -o " + dir + "/r.json --trace " + dir + "/t.json";
+  ASSERT_EQ(run_pipebal(args).status, 0);
+  const auto size = [&dir](const char* name) {
+    return std::filesystem::file_size(dir + "/" + name);
+  };
+  const uintmax_t others = std::max(size("s.pt"), size("t.json"));
+  ASSERT_GT(size("r.json"), others + 1024) << "the run document must be the largest here";
+  const std::string earlier_model = read_text(dir + "/s.pt");
+  const std::string earlier_trace = read_text(dir + "/t.json");
+
+  const CliResult r =
+      run_executable(fmt::format("prlimit --fsize={} {}", others + 512, PIPEBAL_BINARY), args);
+  expect_one_line_error(r, "cannot write '" + dir + "/r.json'", args);
+  EXPECT_EQ(read_text(dir + "/s.pt"), earlier_model);
+  EXPECT_EQ(read_text(dir + "/t.json"), earlier_trace);
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
   }
 }
 
