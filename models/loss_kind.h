@@ -2,6 +2,7 @@
 // the user's data. Torch-free, so that settings naming a loss need no LibTorch headers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace pipebal::models {
@@ -12,6 +13,9 @@ enum class LossKind {
   kNll,           // log-probabilities [N, classes] (or [N, T, classes]) against class ids
   kNone,          // the model's output is the loss (a scalar per micro-batch)
 };
+
+// The class id cross-entropy and nll leave out of their mean (LibTorch's default ignore_index).
+constexpr int64_t kIgnoredClass = -100;
 
 // "cross_entropy", "mse", "nll", "none" and back; the parser throws std::invalid_argument listing
 // them.

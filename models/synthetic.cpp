@@ -212,6 +212,11 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tenso
   return kind == LossKind::kNll ? torch::nll_loss(flat, ids) : torch::cross_entropy_loss(flat, ids);
 }
 
+std::function<int64_t(const at::Tensor& target)> loss_terms(LossKind kind) {
+  if (kind != LossKind::kCrossEntropy && kind != LossKind::kNll) return nullptr;
+  return [](const at::Tensor& target) { return target.ne(kIgnoredClass).sum().item<int64_t>(); };
+}
+
 std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target) {
   return [kind, target = std::move(target)](const at::Tensor& output) {
     const at::Tensor t = target.is_floating_point()

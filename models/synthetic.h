@@ -50,6 +50,11 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input);
 // [N, C] with [N] targets and [N, T, C] with [N, T] targets.
 at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tensor& target);
 
+// How many terms compute_loss's mean over `target` takes, for the pipeline to weigh micro-batches
+// by (pipeline::LossTerms): the class ids other than -100 (ignored, as in PyTorch) for
+// cross-entropy and nll; null (one per sample) for the others.
+std::function<int64_t(const at::Tensor& target)> loss_terms(LossKind kind);
+
 // compute_loss against a fixed `target`, for any output: the target follows the output's device
 // (and floating dtype). What the profiler times as the last stage's loss.
 std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target);

@@ -469,7 +469,8 @@ void Pipeline::run_action(int s, const Action& action, StepWork& work) {
     links.backward[s - 1]->post(i, pack(std::move(outgoing), stage.stream()));
 }
 
-StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn) {
+StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn,
+                          const LossTerms& loss_terms) {
   const Clock::time_point start = Clock::now();
   // On the heap, shared with the stages' jobs: see ParallelRun.
   const auto shared_work = std::make_shared<StepWork>();
@@ -481,9 +482,20 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
                     target.defined() && target.dim() > 0 ? target.size(0) : 0, input.size()));
   }
   work.targets = scatter(Batch(target), options_.chunks);
-  for (const auto& part : work.inputs) {
-    work.weights.push_back(double(part.size()) / double(input.size()));
+  // A micro-batch's loss is a mean over its own terms: weighted by its share of the mini-batch's,
+  // they add up to the mean over the mini-batch. With none (every class id ignored) each counts
+  // by its samples, and the loss is the mean of nothing, NaN, as one pass gets.
+  std::vector<double> terms;
+  for (size_t i = 0; i < work.inputs.size(); ++i) {
+    terms.push_back(loss_terms ? double(loss_terms(work.targets[i].value()))
+                               : double(work.inputs[i].size()));
   }
+  double total = std::accumulate(terms.begin(), terms.end(), 0.0);
+  if (total <= 0) {
+    for (size_t i = 0; i < terms.size(); ++i) terms[i] = double(work.inputs[i].size());
+    total = double(input.size());
+  }
+  for (const double t : terms) work.weights.push_back(t / total);
   work.loss_fn = loss_fn;
   work.actions = schedule_.actions;
   for (int s = 0; s < schedule_.stages; ++s) work.splits.push_back(schedule_.splits(s));

@@ -107,8 +107,11 @@ class Pipeline {
   // Forward and backward of every micro-batch in schedule order; gradients accumulate on the
   // parameters (zero them between steps, as with any optimizer). On failure, throws one
   // std::runtime_error naming stage, layer and micro-batch after every stage has stopped;
-  // the pipeline stays usable. Call from one thread at a time.
-  StepResult step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn);
+  // the pipeline stays usable. Call from one thread at a time. Each micro-batch's loss counts
+  // by its share of the mini-batch's loss terms (`loss_terms`; null: of its samples), so that the
+  // step's loss and gradients are those of one pass over the mini-batch.
+  StepResult step(const Batch& input, const at::Tensor& target, const LossFn& loss_fn,
+                  const LossTerms& loss_terms = nullptr);
 
   // Pipelined inference under no-grad; returns the gathered output (in the process that runs
   // the last stage; an empty batch in the others).

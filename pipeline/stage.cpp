@@ -330,7 +330,11 @@ Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const
   MicroBatch& mb = state(micro_batch, "backward");
   at::Tensor weighted;
   try {
-    weighted = loss_fn(mb.output.value(), target.to(device_)) * weight;
+    weighted = loss_fn(mb.output.value(), target.to(device_));
+    // A micro-batch with no terms of the mini-batch's loss (every class id ignored): its mean of
+    // nothing is NaN, and it adds nothing, gradients included.
+    weighted =
+        weight == 0 && weighted.numel() == 1 ? mb.output.value().sum() * 0.0 : weighted * weight;
     if (weighted.numel() != 1) {
       throw std::invalid_argument(
           fmt::format("the loss function returned {} values (shape {}), not one (a loss with "

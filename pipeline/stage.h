@@ -17,6 +17,9 @@ namespace pipebal::pipeline {
 
 // Loss of one micro-batch's output against its target slice (mean over the micro-batch).
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
+// How many terms a LossFn's mean over `target` takes: its class ids that are not ignored (-100),
+// say. Null: one per sample.
+using LossTerms = std::function<int64_t(const at::Tensor& target)>;
 
 class Stage {
  public:

@@ -190,8 +190,12 @@ void check_targets(const models::Dataset& data, models::LossKind loss,
   }
   if (targets.numel() == 0) return;
   const at::Tensor ids = targets.to(at::kLong).reshape({targets.size(0), -1});
-  constexpr int64_t kIgnoredId = -100;  // LibTorch's default ignore_index
-  const at::Tensor bad = ((ids < 0) & (ids != kIgnoredId)) | (ids >= classes);
+  if (!ids.ne(models::kIgnoredClass).any().item<bool>()) {
+    throw std::invalid_argument(fmt::format(
+        "--data {}: every target is -100, the ignored class id: there is no loss to train on",
+        path));
+  }
+  const at::Tensor bad = ((ids < 0) & (ids != models::kIgnoredClass)) | (ids >= classes);
   const at::Tensor bad_samples = bad.any(1);
   if (!bad_samples.any().item<bool>()) return;
   const int64_t sample = bad_samples.nonzero()[0][0].item<int64_t>();

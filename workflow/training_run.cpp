@@ -130,6 +130,7 @@ struct TrainingRun::State {
   std::unique_ptr<pipeline::Pipeline> pipeline;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   pipeline::LossFn loss_fn;
+  pipeline::LossTerms loss_terms;  // of the user's data (synthetic targets have none ignored)
   reports::RunRecord run;
   std::vector<pipeline::Timeline> timelines;
   std::vector<double> origins_ms;  // of each measured step's timeline (StepResult::origin_ms)
@@ -339,6 +340,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   st.loss_fn = [loss_kind](const at::Tensor& out, const at::Tensor& target) {
     return models::compute_loss(loss_kind, out, target);
   };
+  st.loss_terms = models::loss_terms(loss_kind);
 
   reports::RunRecord& run = st.run;
   run.model = st.model.layers.name();
@@ -402,7 +404,7 @@ void TrainingRun::step(const StepCallback& on_step) {
       samples = samples.narrow(0, st.placement.replica_of(rank()) * slice, slice);
     }
     return st.pipeline->step(st.dataset->inputs_at(samples), st.dataset->targets_at(samples),
-                             st.loss_fn);
+                             st.loss_fn, st.loss_terms);
   };
   if (st.settings.rehearse && step >= st.settings.warmup_steps) {
     forward_backward();
