@@ -1,13 +1,17 @@
 // See script_layer.h.
 #include "pipebal/pipeline/script_layer.h"
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <torch/script.h>
 
 #include "pipebal/common/atomic_file.h"
+#include "pipebal/common/zip_directory.h"
 #include "pipebal/pipeline/error_text.h"
 #include "pipebal/pipeline/run_state.h"
 #include "pipebal/pipeline/script_dropout.h"
@@ -177,6 +181,25 @@ void copy_state(const torch::jit::Module& from, torch::jit::Module& to) {
   copy(from.named_buffers(), to.named_buffers());
 }
 
+// Whether `path` is an archive torch.save wrote (a pickle and its tensors' records) rather than
+// torch.jit.save (which adds the model's code and constants): a user's likeliest mistake.
+bool written_by_torch_save(const std::string& path) {
+  std::vector<ZipEntry> entries;
+  try {
+    entries = zip_directory(path);
+  } catch (const std::exception&) {
+    return false;  // not an archive at all
+  }
+  const auto has = [&entries](const std::string& file) {
+    return std::any_of(entries.begin(), entries.end(), [&file](const ZipEntry& entry) {
+      const size_t slash = entry.name.find('/');
+      return slash != std::string::npos &&
+             entry.name.compare(slash + 1, std::string::npos, file) == 0;
+    });
+  };
+  return has("data.pkl") && !has("constants.pkl");
+}
+
 }  // namespace
 
 ScriptModel load_script_model(const std::string& path) {
@@ -185,6 +208,13 @@ ScriptModel load_script_model(const std::string& path) {
   try {
     model = torch::jit::load(path, torch::kCPU);
   } catch (const std::exception& error) {
+    if (written_by_torch_save(path)) {
+      throw std::invalid_argument(fmt::format(
+          "cannot load TorchScript model '{}': torch.save wrote it (a pickled module, state_dict "
+          "or data), not torch.jit.save: save the model with torch.jit.script(model).save(path) "
+          "(or torch.jit.trace)",
+          path));
+    }
     throw std::invalid_argument(
         fmt::format("cannot load TorchScript model '{}': {}", path, error_summary(error)));
   }

@@ -34,7 +34,8 @@ namespace {
 using balance::Plan;
 
 constexpr const char* kFooter =
-    "Example:\n"
+    "Examples (a --chunks other than the profile's needs a profile measured at that size, or at\n"
+    "several: pipebal profile --chunks 1,2,4,8):\n"
     "  pipebal balance profile.json --stages 4 --chunks 8 --memory-cap 8G -o plan.json\n"
     "  pipebal balance profile.json --stages 3 --device-speeds 1,1,0.5 --bandwidth 10GB/s "
     "--compare\n"

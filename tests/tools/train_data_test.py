@@ -51,14 +51,15 @@ torch.save({"inputs": x, "targets": y}, data)
 model_path = os.path.join(work, "model.pt")
 torch.jit.script(make_model()).save(model_path)
 
-def pytorch_losses(model, epochs):
+def pytorch_losses(model, epochs, targets=None):
     """The reference: PyTorch trains `model` on the same batches in file order."""
+    targets = y if targets is None else targets
     sgd = torch.optim.SGD(model.parameters(), lr=LR)
     losses = []
     for epoch in range(epochs):
         for first in range(0, len(x), BATCH):
             sgd.zero_grad()
-            loss = F.cross_entropy(model(x[first:first + BATCH]), y[first:first + BATCH])
+            loss = F.cross_entropy(model(x[first:first + BATCH]), targets[first:first + BATCH])
             loss.backward()
             sgd.step()
             losses.append(loss.item())
@@ -475,6 +476,16 @@ for name, keep, fragment in (("empty-model.pt", 0, "its tensor 'fc1.weight' has 
                      status=2)
         assert result.stderr.count("\n") == 1 and "cannot load TorchScript model" in \
             result.stderr and fragment in result.stderr, result.stderr
+# What torch.save wrote, given as a model (a pickled module, its state_dict, a data file): the
+# line says to save it with torch.jit.
+pickled_module, state_dict = os.path.join(work, "pickled.pt"), os.path.join(work, "state.pt")
+torch.save(make_model(), pickled_module)
+torch.save(make_model().state_dict(), state_dict)
+for path in (pickled_module, state_dict, data):
+    result = run("train", "--model", path, "--data", data, "--balance", "2,3", status=2)
+    assert result.stderr.count("\n") == 1 and "torch.save wrote it (a pickled module, state_dict " \
+        "or data), not torch.jit.save: save the model with torch.jit.script(model).save(path)" in \
+        result.stderr, result.stderr
 
 
 # A tensor the traced forward adds is one of the model's constants, kept in records of its own.
@@ -524,6 +535,13 @@ shared_lists = os.path.join(work, "shared-lists.pt")
 torch.save({"inputs": x, "targets": y, "extra": repeated}, shared_lists)
 run("train", "--model", model_path, "--data", shared_lists, "--balance", "2,3", "-q", "-o",
     os.path.join(work, "shared-lists.json"))
+# Inputs and targets as views of one table (columns of it): torch.save keeps one record for both,
+# which LibTorch reads into a storage each; the file is whole and trains.
+table = torch.cat([x, torch.randn(64, CLASSES, dtype=torch.float64)], dim=1)
+columns = os.path.join(work, "columns.pt")
+torch.save({"inputs": table[:, :8], "targets": table[:, 8:]}, columns)
+run("train", "--model", model_path, "--data", columns, "--balance", "2,3", "--loss", "mse", "-q",
+    "-o", os.path.join(work, "columns.json"))
 
 # Targets the loss cannot read are refused before the first step (they failed in the step whose
 # micro-batch held them, after the others had trained); -100, the ignored class id, passes.
@@ -535,10 +553,23 @@ def with_targets(name, targets):
 
 y_out_of_range = y.clone()
 y_out_of_range[41] = CLASSES
+# Ignored ids (-100) leave the mean, as in PyTorch: one here and there, and a whole micro-batch
+# (samples 0-3 of the first step's 4 micro-batches), whose share of the step's loss is then none.
 y_ignored = y.clone()
-y_ignored[41] = -100
-run("train", "--model", model_path, "--data", with_targets("ignored.pt", y_ignored), "--balance",
-    "2,3", "-q", "-o", os.path.join(work, "ignored.json"))
+y_ignored[[0, 1, 2, 3, 18, 41]] = -100
+ignored_out = os.path.join(work, "ignored.json")
+run("train", *[with_targets("ignored.pt", y_ignored) if a == data else a for a in common], "-o",
+    ignored_out)
+ignored_expected = pytorch_losses(make_model(), EPOCHS, y_ignored)
+ignored_losses = [s["loss"] for s in json.load(open(ignored_out))["steps"]]
+assert len(ignored_losses) == len(ignored_expected), ignored_losses
+for step, (got, want) in enumerate(zip(ignored_losses, ignored_expected)):
+    assert abs(got - want) <= 1e-9 * abs(want), ("ignored ids", step, got, want)
+every_ignored = run("train", "--model", model_path, "--data",
+                    with_targets("all-ignored.pt", torch.full_like(y, -100)), "--balance", "2,3",
+                    "-q", status=2)
+assert "every target is -100, the ignored class id: there is no loss to train on" in \
+    every_ignored.stderr, every_ignored.stderr
 for targets, loss, fragment in (
         (y_out_of_range, "cross_entropy",
          f"sample 41 has class id {CLASSES}, the model's output has {CLASSES} classes"),
