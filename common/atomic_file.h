@@ -98,7 +98,8 @@ class WrittenTogether {
   WrittenTogether& operator=(const WrittenTogether&) = delete;
 
   // Puts every file written since the opening in place; throws std::runtime_error naming the
-  // file that could not be.
+  // file that could not be (those renamed before it stay: renames within their directories
+  // rarely fail, and cannot be undone once the earlier files they replace are gone).
   void commit();
 
  private:

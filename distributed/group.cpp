@@ -200,19 +200,23 @@ struct Group::State {
   // rendezvous waits for each missing rank in turn (90 s for WORLD_SIZE=8192 at --timeout 3).
   void await_arrivals() {
     const auto deadline = Clock::now() + timeout;
-    int64_t arrived = store->add("arrived", 1);
-    while (arrived < env.world_size && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    int64_t arrived = 0;
+    // Rank 0 serves the store: closed, it gave up waiting (and said why) or failed.
+    const auto count = [&](int64_t add) {
       try {
-        arrived = store->add("arrived", 0);
+        arrived = store->add("arrived", add);
       } catch (const std::exception& error) {
-        // Rank 0 serves the store: it gave up waiting (and said why) or failed.
         throw std::invalid_argument(fmt::format(
             "the rendezvous store on {}:{} (rank 0's) closed while {} of the {} processes had "
             "connected: rank 0 gave up or failed ({})",
             env.master_addr, env.master_port, arrived, env.world_size,
             pipeline::error_summary(error)));
       }
+    };
+    count(1);
+    while (arrived < env.world_size && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      count(0);
     }
     if (arrived < env.world_size) {
       throw std::invalid_argument(fmt::format(

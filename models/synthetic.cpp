@@ -214,7 +214,10 @@ at::Tensor compute_loss(LossKind kind, const at::Tensor& output, const at::Tenso
 
 std::function<int64_t(const at::Tensor& target)> loss_terms(LossKind kind) {
   if (kind != LossKind::kCrossEntropy && kind != LossKind::kNll) return nullptr;
-  return [](const at::Tensor& target) { return target.ne(kIgnoredClass).sum().item<int64_t>(); };
+  // As compute_loss reads them: int64 (a uint8 156 is no -100).
+  return [](const at::Tensor& target) {
+    return target.to(at::kLong).ne(kIgnoredClass).sum().item<int64_t>();
+  };
 }
 
 std::function<at::Tensor(const at::Tensor& output)> loss_against(LossKind kind, at::Tensor target) {

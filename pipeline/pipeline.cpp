@@ -483,19 +483,16 @@ StepResult Pipeline::step(const Batch& input, const at::Tensor& target, const Lo
   }
   work.targets = scatter(Batch(target), options_.chunks);
   // A micro-batch's loss is a mean over its own terms: weighted by its share of the mini-batch's,
-  // they add up to the mean over the mini-batch. With none (every class id ignored) each counts
-  // by its samples, and the loss is the mean of nothing, NaN, as one pass gets.
+  // they add up to the mean over the mini-batch. With none (every class id of the mini-batch, or
+  // of a replica's slice of it, ignored) each weighs 0: the step adds nothing, where one pass's
+  // mean of nothing would be NaN.
   std::vector<double> terms;
   for (size_t i = 0; i < work.inputs.size(); ++i) {
     terms.push_back(loss_terms ? double(loss_terms(work.targets[i].value()))
                                : double(work.inputs[i].size()));
   }
-  double total = std::accumulate(terms.begin(), terms.end(), 0.0);
-  if (total <= 0) {
-    for (size_t i = 0; i < terms.size(); ++i) terms[i] = double(work.inputs[i].size());
-    total = double(input.size());
-  }
-  for (const double t : terms) work.weights.push_back(t / total);
+  const double total = std::accumulate(terms.begin(), terms.end(), 0.0);
+  for (const double t : terms) work.weights.push_back(total > 0 ? t / total : 0.0);
   work.loss_fn = loss_fn;
   work.actions = schedule_.actions;
   for (int s = 0; s < schedule_.stages; ++s) work.splits.push_back(schedule_.splits(s));

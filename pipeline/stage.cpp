@@ -332,16 +332,17 @@ Batch Stage::backward_from_loss(int micro_batch, const at::Tensor& target, const
   try {
     weighted = loss_fn(mb.output.value(), target.to(device_));
     // A micro-batch with no terms of the mini-batch's loss (every class id ignored): its mean of
-    // nothing is NaN, and it adds nothing, gradients included.
-    weighted =
-        weight == 0 && weighted.numel() == 1 ? mb.output.value().sum() * 0.0 : weighted * weight;
+    // nothing is NaN, and it adds nothing, gradients included (zero whatever the output holds;
+    // its value may be NaN, so 0 is what it adds to the step's loss).
+    const bool adds_nothing = weight == 0 && weighted.numel() == 1;
+    weighted = adds_nothing ? mb.output.value().sum() * 0.0 : weighted * weight;
     if (weighted.numel() != 1) {
       throw std::invalid_argument(
           fmt::format("the loss function returned {} values (shape {}), not one (a loss with "
                       "reduction 'none'?)",
                       weighted.numel(), c10::str(weighted.sizes())));
     }
-    if (loss != nullptr) *loss = weighted.item<double>();
+    if (loss != nullptr) *loss = adds_nothing ? 0.0 : weighted.item<double>();
   } catch (const std::exception& error) {
     throw std::runtime_error(fmt::format("stage {}, loss of micro-batch {}: {}", index_,
                                          micro_batch, error_summary(error)));

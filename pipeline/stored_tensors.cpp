@@ -5,9 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <stdexcept>
-#include <string_view>
 #include <unordered_set>
-#include <vector>
 
 #include <fmt/format.h>
 #include <torch/csrc/jit/api/module.h>
@@ -26,7 +24,6 @@ constexpr int kMaxDepth = 1000;
 // containers walked (a pickle's memo makes one list the element of several: each is walked once).
 struct Storages {
   std::unordered_set<const c10::StorageImpl*> seen;
-  std::vector<c10::Storage> kept;  // the distinct storages, for a second count (compare)
   std::unordered_set<const void*> walked;
   int64_t declared_bytes = 0;
 };
@@ -43,7 +40,6 @@ void add_tensor(const at::Tensor& tensor, const std::string& name, const std::st
         what, name));
   }
   storages.declared_bytes += bytes;
-  storages.kept.push_back(storage);
 }
 
 void add_tensors(const c10::IValue& value, const std::string& name, const std::string& what,
@@ -101,28 +97,8 @@ int64_t record_bytes(const std::vector<ZipEntry>& entries, const std::string& fo
   return static_cast<int64_t>(bytes);
 }
 
-// The bytes of the storages counted once per content. A data file's views of one tensor (inputs
-// and targets as columns of one table, say) are read from one record into a storage each, which
-// the first count takes for records of their own.
-int64_t distinct_content_bytes(const Storages& storages) {
-  std::unordered_set<std::string_view> seen;
-  int64_t bytes = 0;
-  for (const c10::Storage& storage : storages.kept) {
-    const auto* data = static_cast<const char*>(storage.data_ptr().get());
-    if (data == nullptr || storage.device().type() != c10::DeviceType::CPU) {
-      bytes += static_cast<int64_t>(storage.nbytes());
-      continue;
-    }
-    if (seen.insert(std::string_view(data, storage.nbytes())).second) {
-      bytes += static_cast<int64_t>(storage.nbytes());
-    }
-  }
-  return bytes;
-}
-
 void compare(const Storages& storages, int64_t held_bytes, const std::string& what) {
-  // The second count hashes every storage's bytes: only when the first says too few are held.
-  if (held_bytes < storages.declared_bytes && held_bytes < distinct_content_bytes(storages)) {
+  if (held_bytes < storages.declared_bytes) {
     throw std::invalid_argument(
         fmt::format("{}: its tensors need {} bytes, but the file holds {} of them: the file is "
                     "damaged",

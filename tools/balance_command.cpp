@@ -153,7 +153,8 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
 std::string for_python(const Plan& plan, const std::string& format) {
   if (format == "torchgpipe") return fmt::format("balance = [{}]\n", fmt::join(plan.balance, ", "));
   const std::vector<std::string> names = plan.layer_names();
-  if (names.empty()) throw std::invalid_argument("the profile names no layers: no split points");
+  if (names.empty())
+    throw std::invalid_argument("the profile does not name every layer: no split points");
   std::vector<std::string> points;
   int first = 0;
   for (size_t s = 0; s + 1 < plan.stages.size(); ++s) {

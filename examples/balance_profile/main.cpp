@@ -32,9 +32,16 @@ int main(int argc, char** argv) {
     for (int layers : plan.balance) std::cout << ' ' << layers;
     std::cout << "\nbottleneck " << plan.bottleneck_ms << " ms per micro-batch\n";
     for (size_t s = 0; s < plan.stages.size(); ++s) {
-      std::cout << "stage " << s << ": " << plan.stages[s].layer_names.front() << " .. "
-                << plan.stages[s].layer_names.back() << ", " << plan.stages[s].time_ms << " ms, "
-                << plan.stages[s].memory_bytes << " bytes\n";
+      const balance::StagePlan& stage = plan.stages[s];
+      // Layers by name where the profile names them all, else by index.
+      const std::string first = stage.layer_names.empty()
+                                    ? "layer " + std::to_string(stage.first_layer)
+                                    : stage.layer_names.front();
+      const std::string last = stage.layer_names.empty()
+                                   ? "layer " + std::to_string(stage.first_layer + stage.layers - 1)
+                                   : stage.layer_names.back();
+      std::cout << "stage " << s << ": " << first << " .. " << last << ", " << stage.time_ms
+                << " ms, " << stage.memory_bytes << " bytes\n";
     }
     std::cout.precision(9);
     std::cout << "predicted step " << plan.prediction.step_ms << " ms with " << options.chunks

@@ -447,17 +447,17 @@ TEST(LaunchCli, MissingRanksAreCountedAtTheTimeout) {
 TEST(LaunchCli, ARankWhoseRendezvousStoreClosesSaysRankZeroGaveUp) {
   const std::string dir = scratch_dir();
   const int port = free_loopback_port();
-  std::string train = kTrain.substr(0, kTrain.find("--timeout")) + "--timeout 5 -q";
+  std::string train = kTrain.substr(0, kTrain.find("--timeout")) + "--timeout 10 -q";
   train.replace(train.find("--balance 3,2"), 13, "--balance 2,2,1");
   // Rank 1 started first (it waits for the store to come up) and with a longer wait, so that
   // rank 0's ends first, with rank 1 connected however slowly a busy machine starts it.
   std::string longer = train;
-  longer.replace(longer.find("--timeout 5"), 11, "--timeout 50");
+  longer.replace(longer.find("--timeout 10"), 12, "--timeout 50");
   const CliResult r = run_shell(
       fmt::format("( ({} 2>{}/rank1.err; echo $? >{}/rank1.status) & {}; s=$?; wait; exit $s )",
                   as_rank(1, 3, port, longer), dir, dir, as_rank(0, 3, port, train)));
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_NE(r.err.find("rank 0: 2 of the 3 processes connected within 5 s"), std::string::npos)
+  EXPECT_NE(r.err.find("rank 0: 2 of the 3 processes connected within 10 s"), std::string::npos)
       << r.err;
   const std::string rank1 = read_text(dir + "/rank1.err");
   EXPECT_EQ(read_text(dir + "/rank1.status"), "2\n") << rank1;

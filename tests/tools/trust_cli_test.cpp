@@ -201,7 +201,8 @@ TEST(TrustCli, AProfileWithoutNamesPlansByLayerCountOnly) {
       "train --plan " + dir + "/plan.json --model mlp:layers=3,width=8 --input-shape 4,8 --steps 1";
   expect_one_line_error(run_pipebal(longer), "sums to 3, but the model has 4 layers", longer);
   const std::string pippy = "balance " + dir + "/p.json --stages 2 --format pippy";
-  expect_one_line_error(run_pipebal(pippy), "the profile names no layers: no split points", pippy);
+  expect_one_line_error(run_pipebal(pippy),
+                        "the profile does not name every layer: no split points", pippy);
 }
 
 // A TorchScript model given by a relative path is named by its absolute path in the profile and
