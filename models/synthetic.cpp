@@ -29,12 +29,16 @@ pipeline::Batch forward_naming_layer(const pipeline::LayerSeq& layers, pipeline:
                                  cause.find("can't allocate memory") != std::string::npos;
       // LibTorch 1.x has few float16 kernels on CPUs, 2.x more: the dtype is not refused ahead.
       const bool half = cause.find("not implemented for 'Half'") != std::string::npos;
+      // An embedding's words for an id at or past its table's size.
+      const bool index = cause.find("index out of range in self") != std::string::npos;
       throw std::invalid_argument(fmt::format(
           "layer {} ('{}', {}) {}: {}{}", i, layers[i].name(), layers[i].type(),
           out_of_memory ? "ran out of memory" : "rejected its input", cause,
           half ? " (this LibTorch lacks that float16 kernel on this device: use --dtype bfloat16 "
                  "or float32)"
-               : ""));
+          : index ? " (an index at or past the size of the layer's table: token ids must be below "
+                    "its embedding's vocabulary)"
+                  : ""));
     }
   }
   return batch;

@@ -306,8 +306,9 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --input 'int64[4,8]'",
      "an integer input needs its range"},
     {"profile --model gpt:layers=1,dim=8,heads=2,seq=8,vocab=16 --input 'int64[4,8]:2000'",
-     "layer 0 ('embed', Embedding) rejected its input: gpt embedding: token ids must be from 0 "
-     "to 15 (vocab=16), got ids from "},
+     "layer 0 ('embed', Embedding) rejected its input: index out of range in self "
+     "(an index at or past the size of the layer's table: token ids must be below its "
+     "embedding's vocabulary)"},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8]:9'",
      "only integer inputs take a range"},
     {"profile --model mlp:layers=2,width=8 --input 'float32[4,8]' --input 'float32[2,8]'",
