@@ -3,11 +3,15 @@
 
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
-#include <torch/serialize.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
 #include <torch/torch.h>
 
 #include "pipebal/common/atomic_file.h"
@@ -28,6 +32,20 @@ at::Tensor tensor_of(const c10::IValue& value, const std::string& what, const st
                                             c10::str(tensor.sizes())));
   }
   return tensor.contiguous();
+}
+
+// What torch.save wrote into the zip archive `bytes`. As torch::pickle_load, but with a storage
+// per record, as torch.load has: tensors saved as views of one tensor (inputs ids[:, :-1] and
+// targets ids[:, 1:]) share their record's storage instead of each reading a copy of it, which
+// also lets check_stored_tensors count the record once.
+c10::IValue unpickle_archive(const std::vector<char>& bytes) {
+  caffe2::serialize::PyTorchStreamReader reader(
+      std::make_unique<caffe2::serialize::MemoryReadAdapter>(bytes.data(), bytes.size()));
+  return torch::jit::readArchiveAndTensors(
+      "data", /*pickle_prefix=*/"", /*tensor_prefix=*/"", /*type_resolver=*/c10::nullopt,
+      /*obj_loader=*/c10::nullopt, /*device=*/c10::nullopt, reader,
+      torch::jit::Unpickler::defaultTypeParser,
+      std::make_shared<torch::jit::DeserializationStorageContext>());
 }
 
 }  // namespace
@@ -79,7 +97,7 @@ Dataset load_dataset(const std::string& path) {
   }
   c10::IValue doc;
   try {
-    doc = torch::pickle_load(bytes);
+    doc = unpickle_archive(bytes);
   } catch (const std::exception& error) {
     const std::string what = pipeline::error_summary(error);
     // LibTorch's unpickler lacks the opcodes pickle writes for a list of one item (APPEND) and a

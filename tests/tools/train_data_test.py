@@ -6,7 +6,8 @@ model, gives every step the loss PyTorch itself gets training the same model the
 the trained model's; accuracy rises well above chance; `--shuffle` follows `--seed`; two inputs
 work; a token language model with dropout goes from profile to --save; bad data, and targets
 the loss cannot read, are one line and exit status 2, as is a model or data file whose tensor
-records were cut short (LibTorch loads those and reads past their end).
+records were cut short (LibTorch loads those and reads past their end); inputs and targets saved
+as views of one tensor train as if saved apart.
 Usage: train_data_test.py PIPEBAL_BINARY"""
 import collections
 import json
@@ -471,6 +472,25 @@ for path, fragment in (
          f"{y.numel() * 8 + 16} of them: the file is damaged")):
     result = run("train", "--model", model_path, "--data", path, "--balance", "2,3", status=2)
     assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+# Inputs and targets saved as views of one tensor (next-token pairs cut from one table of
+# sequences) share one record in the file: they train exactly as the same data saved apart, and
+# that one record cut short is still refused as damaged.
+sequences = torch.randint(50, (64, 13))
+views, apart = os.path.join(work, "views.pt"), os.path.join(work, "apart.pt")
+torch.save({"inputs": sequences[:, :-1], "targets": sequences[:, 1:]}, views)
+torch.save({"inputs": sequences[:, :-1].clone(), "targets": sequences[:, 1:].clone()}, apart)
+with zipfile.ZipFile(views) as archive:
+    assert sum("/data/" in name for name in archive.namelist()) == 1, archive.namelist()
+view_losses = []
+for path in (views, apart):
+    out = path + ".json"
+    run("train", "--plan", plan, "--data", path, "--epochs", "2", "--loss", "cross_entropy",
+        "--seed", "3", "-q", "-o", out)
+    view_losses.append([step["loss"] for step in json.load(open(out))["steps"]])
+assert view_losses[0] == view_losses[1] and len(view_losses[0]) == 8, view_losses
+result = run("train", "--plan", plan, "--data", cut_short(views, "short-views.pt", 16), status=2)
+assert result.stderr.count("\n") == 1 and f"its tensors need {sequences.numel() * 8} bytes, but " \
+    "the file holds 16 of them: the file is damaged" in result.stderr, result.stderr
 for name, keep, fragment in (("empty-model.pt", 0, "its tensor 'fc1.weight' has no data"),
                              ("short-model.pt", 8, "but the file holds")):
     for command in (("profile", "--input-shape", "4,8", "-q"),
