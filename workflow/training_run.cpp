@@ -406,11 +406,20 @@ void TrainingRun::step(const StepCallback& on_step) {
     return st.pipeline->step(st.dataset->inputs_at(samples), st.dataset->targets_at(samples),
                              st.loss_fn, st.loss_terms);
   };
-  if (st.settings.rehearse && step >= st.settings.warmup_steps) {
-    forward_backward();
-    st.optimizer->zero_grad();
+  pipeline::StepResult result;
+  try {
+    if (st.settings.rehearse && step >= st.settings.warmup_steps) {
+      forward_backward();
+      st.optimizer->zero_grad();
+    }
+    result = forward_backward();
+  } catch (const pipeline::NonFiniteLoss& error) {
+    const int warmup = st.settings.warmup_steps;
+    throw pipeline::NonFiniteLoss(
+        step < warmup
+            ? fmt::format("warm-up step {} of {}: {}", step + 1, warmup, error.what())
+            : fmt::format("step {} of {}: {}", step - warmup + 1, st.settings.steps, error.what()));
   }
-  pipeline::StepResult result = forward_backward();
   // One process holds every stage's gradients (across processes a stage may have none).
   if (step == 0 && !st.group) check_something_trains(st.model.layers);
   for (size_t s = 0; st.memory && s < st.peak_bytes.size(); ++s) {

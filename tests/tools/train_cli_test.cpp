@@ -118,7 +118,7 @@ TEST(TrainCli, LossDecreasesOnTheSyntheticTask) {
 
 // A learning rate far too large makes the loss NaN within a few steps: the run finishes (no
 // --check-finite), records the steps, and says on stderr at which step the loss stopped being
-// a number; a run that learns says nothing of the kind.
+// a number (with --check-finite it stops there); a run that learns says nothing of the kind.
 TEST(TrainCli, SaysWhenTheLossDiverged) {
   const std::string dir = fresh_dir("train_diverged");
   CliResult r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 2 --steps 8 " +
@@ -134,6 +134,17 @@ TEST(TrainCli, SaysWhenTheLossDiverged) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  // --check-finite stops there instead, naming the step, and writes no run.json.
+  r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 2 --steps 8 --warmup-steps 0 " +
+                  "--lr 1e30 --check-finite -q -o " + dir + "/stopped.json");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(
+      r.err.find(fmt::format("pipebal: error: step {} of 8: stage 1, micro-batch ", first_nan + 1)),
+      0u)
+      << r.err;
+  EXPECT_NE(r.err.find(": non-finite loss ("), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/stopped.json"));
   r = run_pipebal("train " + kModel + " --balance 3,2 --chunks 2 --steps 2 --warmup-steps 0 -q");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err.find("diverged"), std::string::npos) << r.err;
