@@ -42,6 +42,16 @@ using pipeline::Batch;
 using pipeline::error_summary;
 using pipeline::Layer;
 
+// The floating dtype every floating tensor of `tensors` has; empty when none has one, or they
+// differ.
+std::string common_float_dtype(const std::vector<at::Tensor>& tensors) {
+  std::set<c10::ScalarType> dtypes;
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && t.is_floating_point()) dtypes.insert(t.scalar_type());
+  }
+  return dtypes.size() == 1 ? dtype_name(*dtypes.begin()) : std::string();
+}
+
 std::vector<int64_t> shape_of(const at::Tensor& t) {
   return t.defined() ? t.sizes().vec() : std::vector<int64_t>{};
 }
@@ -377,6 +387,9 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     }
   }
   if (profile.dtype.empty() && options.dtype) profile.dtype = dtype_name(*options.dtype);
+  // No floating input (token ids): the dtype the parameters hold, when they hold one, so that a
+  // plan of this profile still trains, and refuses to train, in the dtype it was measured in.
+  if (profile.dtype.empty()) profile.dtype = common_float_dtype(layers.parameters());
   profile.batch_size = current.size();
   profile.environment = capture_environment(options.device);
   profile.environment.warmup = options.warmup;

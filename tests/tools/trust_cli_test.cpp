@@ -404,6 +404,25 @@ TEST(TrustCli, DtypeFollowsTheProfileIntoThePlanAndTheRun) {
   EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/validated/plan.json"))["dtype"], "float64");
 }
 
+// A model of token ids has no floating input: the profile records its parameters' dtype, so
+// that its plan too refuses to train in another.
+TEST(TrustCli, TokenModelsRecordTheirParametersDtype) {
+  const std::string dir = scratch_dir();
+  CliResult r = run_pipebal(
+      "profile --model gpt:layers=1,dim=16,heads=2,seq=8 --input int64[4,8]:50 --repeat 2 "
+      "--warmup 1 -q -o " +
+      dir + "/profile.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/profile.json"))["dtype"], "float32");
+  r = run_pipebal("balance " + dir + "/profile.json --stages 2 -o " + dir + "/plan.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/plan.json"))["dtype"], "float32");
+  expect_one_line_error(
+      run_pipebal("train --plan " + dir + "/plan.json --dtype float64 --steps 1 -q"),
+      "--dtype float64 differs from the dtype the plan was measured in (float32)",
+      "train --dtype of a token model");
+}
+
 TEST(TrustCli, TorchScriptFailureNamesTheLayerAndTheCause) {
   const std::string args =
       "profile --model " + kFixtures + "/sequential_mlp_scripted.pt --input-shape 4,7 -q";
