@@ -21,6 +21,36 @@
 namespace pipebal::balance {
 namespace {
 
+// A profile of the plain model on several threads stands beside `profile`'s configurations only
+// if it measured the same model on the same input; what either profile leaves unsaid (a
+// hand-written one's names, inputs, dtype) is not held against the other.
+void check_same_model_and_input(const CostProfile& wide, const CostProfile& profile) {
+  const auto refuse = [](const std::string& difference) {
+    throw std::invalid_argument(
+        fmt::format("a plain-model profile {}: profile the same model and input", difference));
+  };
+  if (wide.layers.size() != profile.layers.size() ||
+      wide.mini_batch_size() != profile.mini_batch_size()) {
+    refuse(fmt::format("has {} layers and a mini-batch of {}, the profile {} and {}",
+                       wide.layers.size(), wide.mini_batch_size(), profile.layers.size(),
+                       profile.mini_batch_size()));
+  }
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    const std::string& name = profile.layers[i].name;
+    const std::string& wide_name = wide.layers[i].name;
+    if (!name.empty() && !wide_name.empty() && name != wide_name) {
+      refuse(fmt::format("names layer {} '{}', the profile '{}'", i, wide_name, name));
+    }
+  }
+  if (!wide.inputs.empty() && !profile.inputs.empty() && wide.inputs != profile.inputs) {
+    refuse(fmt::format("has inputs {}, the profile {}", fmt::join(wide.inputs, " "),
+                       fmt::join(profile.inputs, " ")));
+  }
+  if (!wide.dtype.empty() && !profile.dtype.empty() && wide.dtype != profile.dtype) {
+    refuse(fmt::format("was measured in {}, the profile in {}", wide.dtype, profile.dtype));
+  }
+}
+
 using pipeline::CheckpointMode;
 using pipeline::ScheduleKind;
 
@@ -478,12 +508,7 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   if (search.on_progress) search.on_progress(candidates.size(), candidates.size());
   // The plain model on several threads: one stage using as many devices as threads.
   for (const CostProfile& wide : search.plain_profiles) {
-    if (wide.layers.size() != profile.layers.size() || wide.mini_batch_size() != batch) {
-      throw std::invalid_argument(fmt::format(
-          "a plain-model profile has {} layers and a mini-batch of {}, the profile {} and {}: "
-          "profile the same model and input",
-          wide.layers.size(), wide.mini_batch_size(), profile.layers.size(), batch));
-    }
+    check_same_model_and_input(wide, profile);
     if (wide.threads < 2 || wide.threads > search.devices) {
       result.plain_threads_not_weighed.push_back(wide.threads);
       continue;

@@ -1,6 +1,7 @@
 // The planner's recommendation: the plain model on more threads is weighed, and pipelining or
 // more devices are recommended only for a clear predicted gain over not pipelining.
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -42,6 +43,55 @@ TEST(Planner, WeighsThePlainModelOnMoreThreads) {
   search.devices = 2;
   search.plain_profiles = {profile_of({1, 1}, 0, 8)};
   EXPECT_THROW(search_plans(profile, search), std::invalid_argument);
+}
+
+// A plain-model profile of another model or input is refused, naming what differs: the layer
+// count or mini-batch, a layer's name, the inputs, the dtype; what a hand-written profile leaves
+// unsaid is not held against it.
+TEST(Planner, RefusesAPlainModelProfileOfAnotherModelOrInput) {
+  CostProfile profile = profile_of({1, 1, 1, 1}, 0, 8);
+  for (size_t i = 0; i < profile.layers.size(); ++i) {
+    profile.layers[i].name = "fc" + std::to_string(i);
+  }
+  profile.inputs = {"float32[8,16]"};
+  profile.dtype = "float32";
+  const auto refusal = [&](const CostProfile& wide) -> std::string {
+    PlanSearch search = on_devices(2);
+    search.plain_profiles = {wide};
+    try {
+      search_plans(profile, search);
+    } catch (const std::invalid_argument& error) {
+      return error.what();
+    }
+    return "";
+  };
+  CostProfile wide = profile;
+  wide.threads = 2;
+  EXPECT_EQ(refusal(wide), "");
+  CostProfile unsaid = wide;  // hand-written: no names, inputs or dtype
+  for (LayerCost& layer : unsaid.layers) layer.name.clear();
+  unsaid.inputs.clear();
+  unsaid.dtype.clear();
+  EXPECT_EQ(refusal(unsaid), "");
+  const std::string advice = ": profile the same model and input";
+  CostProfile other = wide;
+  other.input_shape[0] = 16;
+  EXPECT_EQ(refusal(other),
+            "a plain-model profile has 4 layers and a mini-batch of 16, the "
+            "profile 4 and 8" +
+                advice);
+  other = wide;
+  other.layers[2].name = "emb";
+  EXPECT_EQ(refusal(other),
+            "a plain-model profile names layer 2 'emb', the profile 'fc2'" + advice);
+  other = wide;
+  other.inputs = {"int64[8,16]:100"};
+  EXPECT_EQ(refusal(other),
+            "a plain-model profile has inputs int64[8,16]:100, the profile float32[8,16]" + advice);
+  other = wide;
+  other.dtype = "float64";
+  EXPECT_EQ(refusal(other),
+            "a plain-model profile was measured in float64, the profile in float32" + advice);
 }
 
 // Pipelining is recommended only when predicted clearly faster than not pipelining: here two
