@@ -87,6 +87,25 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
     pipeline::Batch outputs;
     try {
       outputs = forward_naming_layer(model.layers, sample);
+    } catch (const std::invalid_argument& error) {
+      // A model written for one batch size (a reshape to view(8, -1)) fails on the sample's
+      // rows and runs on the whole batch: say that, not only what the layer said of 2 rows.
+      const int64_t batch = input.tensors.empty() ? rows : input.tensors[0].size(0);
+      bool runs_on_batch = false;
+      if (batch > rows) {
+        try {
+          forward_naming_layer(model.layers, input);
+          runs_on_batch = true;
+        } catch (const std::exception&) {
+        }
+      }
+      model.layers.train(training);
+      if (!runs_on_batch) throw;
+      throw std::invalid_argument(fmt::format(
+          "the model runs on a batch of {} but not on {} samples ({}): pipebal cuts batches into "
+          "micro-batches of other sizes, so the model must take any batch size (does it reshape "
+          "to a fixed batch, e.g. view({}, -1)?)",
+          batch, rows, error.what(), batch));
     } catch (...) {
       model.layers.train(training);
       throw;

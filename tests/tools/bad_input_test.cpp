@@ -383,6 +383,9 @@ const std::vector<BadInput> kTable = {
      "the model's output has 4 rows for 2 samples (shape [4, 8])"},
     {"train --model {fixtures}/first_row_only_scripted.pt --input-shape 4,8 --balance 2,1",
      "the model's output has 1 row for 2 samples (shape [1, 4])"},
+    {"train --model {fixtures}/fixed_batch_scripted.pt --input-shape 4,8 --balance 1,2",
+     "the model runs on a batch of 4 but not on 2 samples (layer 2 ('2', Linear) rejected its "
+     "input: "},
     {"train --model {fixtures}/detached_output_scripted.pt --input-shape 4,8 --balance 1,1",
      "no parameter of the model got a gradient in the first step"},
     {"profile --model {fixtures}/scalar_output_scripted.pt --input-shape 4,8",
