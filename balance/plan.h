@@ -54,7 +54,9 @@ struct Plan {
   std::string algorithm;
   std::vector<int> balance;  // layers per stage
   std::vector<StagePlan> stages;
-  double bottleneck_ms = 0;  // max over stages of time_ms + transfer_ms
+  // Max over stages of time_ms + transfer_ms + the engine's cost of the stage's actions + its
+  // all-reduce over the micro-batches (CostModel::cost_ms).
+  double bottleneck_ms = 0;
   Prediction prediction;
   // The options the plan was made under.
   int chunks = 1;

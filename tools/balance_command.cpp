@@ -135,8 +135,25 @@ void print_table(const Plan& plan, const balance::CostModel& model, std::ostream
                                         : "no cost (give --allreduce-bandwidth)",
         fmt::join(times, ", "));
   }
-  out << fmt::format("\nbottleneck {:.3f} ms per micro-batch (time + outgoing transfer{})\n",
-                     plan.bottleneck_ms, plan.replicas > 1 ? " + all-reduce / micro-batches" : "");
+  // The stage that sets the bottleneck, its parts shown so that they add up to it.
+  size_t slowest = 0;
+  std::vector<double> costs;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const balance::StagePlan& stage = plan.stages[s];
+    costs.push_back(
+        model.cost_ms(static_cast<int>(s), stage.first_layer, stage.first_layer + stage.layers));
+    if (costs[s] > costs[slowest]) slowest = s;
+  }
+  const balance::StagePlan& bottleneck = plan.stages[slowest];
+  const double engine_ms = model.overhead_ms(static_cast<int>(slowest));
+  out << fmt::format(
+      "\nbottleneck {:.3f} ms per micro-batch, stage {}'s: time {:.3f} + outgoing transfer "
+      "{:.3f}{}{}\n",
+      plan.bottleneck_ms, slowest, bottleneck.time_ms, bottleneck.transfer_ms,
+      engine_ms > 0 ? fmt::format(" + the engine's actions {:.3f}", engine_ms) : "",
+      plan.replicas > 1 ? fmt::format(" + all-reduce {:.3f} / {} micro-batches",
+                                      bottleneck.allreduce_ms, plan.chunks)
+                        : "");
   out << fmt::format(
       "predicted step {:.3f} ms with {} micro-batch{}, {:.3f} ms unpipelined (1 micro-batch): "
       "speed-up {:.2f}x, bubble {:.1f}%\n",

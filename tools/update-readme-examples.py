@@ -16,6 +16,7 @@ followed by what they print:
     tools/update-readme-examples.py               # rewrite every block (and the demo directory)
     tools/update-readme-examples.py --check       # exit 1 if a block differs from what the
                                                   # commands print now (no file is written)
+    tools/update-readme-examples.py --keep-demo   # rewrite every block but the demo's
 
 The commands run in one bash shell per block, from the repository root, with the pipebal under
 test first on PATH. A block marked `<!-- example: demo -->` runs `pipebal demo` into
@@ -98,6 +99,9 @@ def main():
     parser.add_argument("--pipebal", default=os.path.join(ROOT, "build", "tools", "pipebal"),
                         help="the binary to run (default: build/tools/pipebal)")
     parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    parser.add_argument("--keep-demo", action="store_true",
+                        help="rewrite the other blocks from the demo's files as they are, without "
+                             "running the demo again (a change of output format, not of timings)")
     args = parser.parse_args()
     if not os.access(args.pipebal, os.X_OK):
         sys.exit(f"update-readme-examples: no pipebal binary at {args.pipebal}")
@@ -110,7 +114,7 @@ def main():
     def replace(match):
         body = match.group("body")
         if match.group("kind") == "demo":
-            new_body = body if args.check else demo_block(pipebal_dir)
+            new_body = body if args.check or args.keep_demo else demo_block(pipebal_dir)
         else:
             commands = commands_of(body)
             new_body = render(commands, run_block(commands, pipebal_dir, ROOT))
