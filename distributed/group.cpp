@@ -195,36 +195,6 @@ struct Group::State {
   }
 
   void synchronize_clocks();
-
-  // Counts this process in and waits until all have come, within the timeout: Gloo's own
-  // rendezvous waits for each missing rank in turn (90 s for WORLD_SIZE=8192 at --timeout 3).
-  void await_arrivals() {
-    const auto deadline = Clock::now() + timeout;
-    int64_t arrived = 0;
-    // Rank 0 serves the store: closed, it gave up waiting (and said why) or failed.
-    const auto count = [&](int64_t add) {
-      try {
-        arrived = store->add("arrived", add);
-      } catch (const std::exception& error) {
-        throw std::invalid_argument(fmt::format(
-            "the rendezvous store on {}:{} (rank 0's) closed while {} of the {} processes had "
-            "connected: rank 0 gave up or failed ({})",
-            env.master_addr, env.master_port, arrived, env.world_size,
-            pipeline::error_summary(error)));
-      }
-    };
-    count(1);
-    while (arrived < env.world_size && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      count(0);
-    }
-    if (arrived < env.world_size) {
-      throw std::invalid_argument(fmt::format(
-          "{} of the {} processes connected within {:g} s (--timeout): were WORLD_SIZE={} "
-          "processes started, with this MASTER_ADDR and MASTER_PORT?",
-          arrived, env.world_size, timeout.count() / 1000.0, env.world_size));
-    }
-  }
 };
 
 // Rank r asks rank 0 for its clock a few times and keeps the exchange with the shortest round
@@ -280,10 +250,7 @@ Group::Group(const LaunchEnv& env, std::chrono::milliseconds timeout)
   State& st = *state_;
   st.env = env;
   st.timeout = timeout;
-  st.store = connect_store(env, timeout);
-  // Before the rendezvous, so that every rank's is there once it completes.
-  st.store->set(fmt::format("process/{}", env.rank), bytes_of(process_identity()));
-  st.await_arrivals();
+  st.store = meet(env, timeout, process_identity());
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   const char* interface = std::getenv("GLOO_SOCKET_IFNAME");
   try {

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include <c10/util/Logging.h>
 #include <fmt/format.h>
@@ -34,6 +37,53 @@ void quiet_c10d_logging() {
 std::string& client_address() {
   static std::string address;
   return address;
+}
+
+// Advice for whatever shows that the store's port is held by something else.
+constexpr const char* kNotAStore =
+    "is something other than the run's rank 0 listening there? check MASTER_ADDR and MASTER_PORT";
+
+// Counts this process in and waits until all have come, within the timeout: Gloo's own
+// rendezvous waits for each missing rank in turn (90 s for WORLD_SIZE=8192 at --timeout 3).
+void await_arrivals(c10d::Store& store, const LaunchEnv& env, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int64_t arrived = 0;
+  // Rank 0 serves the store: closed, it gave up waiting (and said why) or failed.
+  const auto count = [&](int64_t add) {
+    try {
+      arrived = store.add("arrived", add);
+    } catch (const std::exception& error) {
+      if (arrived == 0) {  // it never counted this process: a store, or something else?
+        throw std::invalid_argument(fmt::format(
+            "the rendezvous at {}:{} closed the connection before counting this process in "
+            "({}): rank 0 gave up or failed, or {}",
+            env.master_addr, env.master_port, pipeline::error_summary(error), kNotAStore));
+      }
+      throw std::invalid_argument(fmt::format(
+          "the rendezvous store on {}:{} (rank 0's) closed while {} of the {} processes had "
+          "connected: rank 0 gave up or failed ({})",
+          env.master_addr, env.master_port, arrived, env.world_size,
+          pipeline::error_summary(error)));
+    }
+    // A count no run makes: not a rendezvous store, or the processes of another run with it.
+    if (arrived < 1 || arrived > env.world_size) {
+      throw std::invalid_argument(fmt::format(
+          "the rendezvous store on {}:{} counts {} arrivals in a world of {}: {}, or does "
+          "another run use it?",
+          env.master_addr, env.master_port, arrived, env.world_size, kNotAStore));
+    }
+  };
+  count(1);
+  while (arrived < env.world_size && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    count(0);
+  }
+  if (arrived < env.world_size) {
+    throw std::invalid_argument(fmt::format(
+        "{} of the {} processes connected within {:g} s (--timeout): were WORLD_SIZE={} "
+        "processes started, with this MASTER_ADDR and MASTER_PORT?",
+        arrived, env.world_size, timeout.count() / 1000.0, env.world_size));
+  }
 }
 
 }  // namespace
@@ -92,6 +142,38 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
   }
   return c10::make_intrusive<c10d::PrefixStore>(
       fmt::format("pipebal/attempt_{}", env.restart_count), store);
+}
+
+c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, std::chrono::milliseconds timeout,
+                                     const std::string& identity) {
+  // On a thread of its own, so that a store call that never returns (something on the port
+  // that accepts and stays silent) cannot hold this process past the limit: it is left blocked
+  // there, and the process ends on the error.
+  auto meeting = std::make_shared<std::packaged_task<c10::intrusive_ptr<c10d::Store>()>>(
+      [env, timeout, identity] {
+        c10::intrusive_ptr<c10d::Store> store = connect_store(env, timeout);
+        try {
+          store->set(fmt::format("process/{}", env.rank),
+                     std::vector<uint8_t>(identity.begin(), identity.end()));
+        } catch (const std::exception& error) {
+          throw std::invalid_argument(
+              fmt::format("the rendezvous at {}:{} closed the connection ({}): {}", env.master_addr,
+                          env.master_port, pipeline::error_summary(error), kNotAStore));
+        }
+        await_arrivals(*store, env, timeout);
+        return store;
+      });
+  std::future<c10::intrusive_ptr<c10d::Store>> met = meeting->get_future();
+  std::thread thread([meeting] { (*meeting)(); });
+  const auto limit = 2 * timeout + std::chrono::seconds(1);
+  if (met.wait_for(limit) != std::future_status::ready) {
+    thread.detach();
+    throw std::invalid_argument(
+        fmt::format("the rendezvous at {}:{} did not answer within {:g} s: {}", env.master_addr,
+                    env.master_port, std::chrono::duration<double>(limit).count(), kNotAStore));
+  }
+  thread.join();
+  return met.get();
 }
 
 }  // namespace pipebal::distributed

@@ -25,6 +25,16 @@ namespace pipebal::distributed {
 c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
                                               std::chrono::milliseconds timeout);
 
+// The whole meeting: connect_store, then this process's `identity` set under "process/<rank>",
+// then a wait until all WORLD_SIZE processes have arrived (each then finds every other's
+// identity in the store). Throws std::invalid_argument with one line for what connect_store
+// refuses, for processes that do not all arrive within `timeout`, for a store that closes, and
+// for something on MASTER_PORT that is not a rendezvous store: one that closes the connection,
+// answers nonsense, or never answers (c10d's client waits for a reply without a limit: the
+// meeting is given up 2 × `timeout` + 1 s after it began, the longest a real one takes).
+c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, std::chrono::milliseconds timeout,
+                                     const std::string& identity);
+
 // The rendezvous store this process connected to as a client ("127.0.0.1:29500"), once
 // connect_store has begun to; empty before. For messages about a failure in a thread LibTorch
 // runs for that connection (something other than a store answering there).

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -483,34 +484,101 @@ TEST(LaunchCli, UnreachableMasterIsOneLineAtTheTimeout) {
       << r.err;
 }
 
-// Something other than a rendezvous store on MASTER_PORT: it accepts every connection and answers
-// it with bytes no store sends. LibTorch's thread reading the store's connection throws where
-// nothing catches it; the rank still ends with one line, exit 2, not std::terminate's abort.
-TEST(LaunchCli, AMasterPortAnsweredByAnotherServerIsOneLine) {
-  const BusyPort server;
-  std::atomic<bool> done{false};
-  std::thread answering([&] {
-    std::vector<int> clients;
-    while (!done) {
-      pollfd incoming{server.fd, POLLIN, 0};
-      if (::poll(&incoming, 1, 50) != 1) continue;
-      const int client = ::accept(server.fd, nullptr, nullptr);
-      if (client < 0) continue;
-      const std::string garbage(4096, '\xff');
-      const ssize_t sent = ::send(client, garbage.data(), garbage.size(), MSG_NOSIGNAL);
-      (void)sent;
-      clients.push_back(client);
-    }
-    for (const int client : clients) ::close(client);
-  });
+// Something other than a rendezvous store on MASTER_PORT, serving every connection it accepts
+// with `serve` (given the connection) until the test is done with it.
+class OtherServer {
+ public:
+  explicit OtherServer(std::function<void(int client)> serve)
+      : thread_([this, serve = std::move(serve)] {
+          std::vector<int> clients;
+          while (!done_) {
+            pollfd incoming{port_.fd, POLLIN, 0};
+            if (::poll(&incoming, 1, 50) != 1) continue;
+            const int client = ::accept(port_.fd, nullptr, nullptr);
+            if (client < 0) continue;
+            serve(client);
+            clients.push_back(client);
+          }
+          for (const int client : clients) ::close(client);
+        }) {}
+  ~OtherServer() {
+    done_ = true;
+    thread_.join();
+  }
+  int port() const { return port_.port; }
+
+ private:
+  const BusyPort port_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Rank 1 of 2 against `server`, with --timeout `timeout`.
+CliResult rank_one_against(const OtherServer& server, const std::string& timeout) {
   const std::string train = kTrain;
-  const CliResult r = run_shell(
-      as_rank(1, 2, server.port, train.substr(0, train.find("--timeout")) + "--timeout 5 -q"));
-  done = true;
-  answering.join();
+  return run_shell(
+      as_rank(1, 2, server.port(),
+              train.substr(0, train.find("--timeout")) + "--timeout " + timeout + " -q"));
+}
+
+// It answers every connection with bytes no store sends. LibTorch's thread reading the store's
+// connection may throw where nothing catches it; the rank still ends with one line, exit 2, not
+// std::terminate's abort.
+TEST(LaunchCli, AMasterPortAnsweredByAnotherServerIsOneLine) {
+  const OtherServer server([](int client) {
+    const std::string garbage(4096, '\xff');
+    const ssize_t sent = ::send(client, garbage.data(), garbage.size(), MSG_NOSIGNAL);
+    (void)sent;
+  });
+  const CliResult r = rank_one_against(server, "5");
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_EQ(r.err.rfind("pipebal: error: rank 1: ", 0), 0u) << r.err;
+}
+
+// Bytes that read as a count of arrivals no run makes: the rank says it met something else, not
+// that the Gloo connections failed.
+TEST(LaunchCli, AMasterPortCountingNonsenseIsNotAStore) {
+  const OtherServer server([](int client) {
+    const std::string ones(64, '\x01');
+    const ssize_t sent = ::send(client, ones.data(), ones.size(), MSG_NOSIGNAL);
+    (void)sent;
+  });
+  const CliResult r = rank_one_against(server, "5");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, fmt::format("pipebal: error: rank 1: the rendezvous store on 127.0.0.1:{} "
+                               "counts 72340172838076673 arrivals in a world of 2: is something "
+                               "other than the run's rank 0 listening there? check MASTER_ADDR "
+                               "and MASTER_PORT, or does another run use it?\n",
+                               server.port()));
+}
+
+// One that accepts and never answers held the rank for good (c10d's client waits for a reply
+// without a limit): the meeting ends 2 x --timeout + 1 s after it began, with one line.
+TEST(LaunchCli, AMasterPortThatNeverAnswersEndsTheRankInBoundedTime) {
+  const OtherServer server([](int) {});
+  const CliResult r = rank_one_against(server, "1");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, fmt::format("pipebal: error: rank 1: the rendezvous at 127.0.0.1:{} did not "
+                               "answer within 3 s: is something other than the run's rank 0 "
+                               "listening there? check MASTER_ADDR and MASTER_PORT\n",
+                               server.port()));
+}
+
+// One that closes every connection at once: the rank says so, not a bare "Broken pipe".
+TEST(LaunchCli, AMasterPortThatClosesAtOnceIsNotAStore) {
+  const OtherServer server([](int client) { ::shutdown(client, SHUT_RDWR); });
+  const CliResult r = rank_one_against(server, "5");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("pipebal: error: rank 1: the rendezvous at 127.0.0.1:{} closed "
+                                   "the connection",
+                                   server.port())),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("is something other than the run's rank 0 listening there?"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace
