@@ -400,9 +400,9 @@ void Group::wait(c10d::Work& work, const std::string& what) {
     st.waiting.erase(&work);
   }
   if (completed && !error) return;
-  // A lost connection is most often the echo of a failure elsewhere: prefer its report, which
-  // reaches the board within moments.
-  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  // A lost connection is most often the echo of a failure elsewhere, and a receive that timed
+  // out may wait for a rank that hangs: prefer the report of either, which follows shortly.
+  const auto deadline = Clock::now() + report_grace();
   while (error && !failure() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -523,6 +523,10 @@ int Group::next_serial(const std::string& name) {
 
 std::chrono::milliseconds Group::timeout() const {
   return state_->timeout;
+}
+
+std::chrono::milliseconds Group::report_grace() const {
+  return std::min<std::chrono::milliseconds>(state_->timeout, std::chrono::seconds(5));
 }
 
 std::vector<int> Group::shared_memory_peers() const {

@@ -110,6 +110,10 @@ class Group {
   // make the same things in the same order number them alike (e.g. a channel's store keys).
   int next_serial(const std::string& name);
   std::chrono::milliseconds timeout() const;
+  // How much longer than timeout() a wait for another rank goes on for a failure's report to
+  // arrive: a rank that hangs names itself at its own timeout, which may have begun later than
+  // the wait (the timeout, at most 5 s; a step's watch extends its deadline as much).
+  std::chrono::milliseconds report_grace() const;
 
   // The run's store under `name`: where the members of a group of their own meet (as
   // subgroup() does for Gloo groups; nccl_link.h for NCCL).

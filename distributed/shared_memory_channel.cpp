@@ -43,13 +43,13 @@ class SharedMemoryChannel : public pipeline::Channel {
       mailbox_ = SharedMailbox::open(address, pipeline::kMaxChunks);
     }
     const Letter notice = writer_.put(parcel.batch);
-    const auto deadline = Clock::now() + group_->timeout();
+    const auto deadline = Clock::now() + group_->timeout() + group_->report_grace();
     mailbox_->put(micro_batch, notice, [&] { check(micro_batch, deadline); });
   }
 
   pipeline::Parcel take(int micro_batch) override {
     if (cancelled_) throw pipeline::ChannelCancelled();
-    const auto deadline = Clock::now() + group_->timeout();
+    const auto deadline = Clock::now() + group_->timeout() + group_->report_grace();
     const Letter notice = mailbox_->take(micro_batch, [&] { check(micro_batch, deadline); });
     try {
       return pipeline::Parcel(unpack_message(reader_.open(notice)));
@@ -65,7 +65,8 @@ class SharedMemoryChannel : public pipeline::Channel {
   using Clock = std::chrono::steady_clock;
 
   // While waiting: ends the wait when the channel is cancelled, a failure is posted, the other
-  // end's process has ended or the run's timeout has passed.
+  // end's process has ended or the run's timeout has passed, and the moment given a failure's
+  // report to come (Group::report_grace).
   void check(int micro_batch, Clock::time_point deadline) {
     if (cancelled_) throw pipeline::ChannelCancelled();
     group_->check_peer(receiving_ ? ends_.from_rank : ends_.to_rank, what(micro_batch));

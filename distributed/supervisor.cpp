@@ -11,8 +11,10 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipebal/distributed/launcher_signals.h"
 
@@ -107,7 +109,7 @@ class Supervisor {
       relay_.say(fmt::format(
           "{}: rank {} {}{}", options_.log_prefix, follower_->first, describe(follower_->second),
           options_.nnodes > 1 ? " (stopped because a rank on another host failed)" : ""));
-      result_ = exit_code(follower_->second);
+      result_ = follower_status();
     }
     relay_.finish();
     return result_;
@@ -125,6 +127,20 @@ class Supervisor {
   }
   std::string processes(int count) const {
     return fmt::format("{} process{}", count, count == 1 ? "" : "es");
+  }
+  // The launch's status when a rank stopped by another's failure is all it has to report: that
+  // rank's, which is not 0 (a wrapper's status) after a failure.
+  int follower_status() const {
+    const int status = exit_code(follower_->second);
+    return status != 0 ? status : kPeerFailedExitStatus;
+  }
+  // "rank 1", "ranks 1, 2": the ranks whose processes have not ended.
+  std::string still_running() const {
+    std::vector<int> ranks;
+    for (size_t local = 0; local < children_.pids.size(); ++local) {
+      if (!children_.ended[local]) ranks.push_back(first_rank_ + static_cast<int>(local));
+    }
+    return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
   }
 
   void follow_the_launchers_signals() {
@@ -164,12 +180,25 @@ class Supervisor {
   void keep_deadlines() {
     if (!stopping_ && Clock::now() >= followed_until_) {
       stopping_ = true;
-      result_ = exit_code(follower_->second);
-      relay_.say(fmt::format(
-          "{}: rank {} {} (stopped by another's failure); {} still running {:g} s later: "
-          "stopping {}",
-          options_.log_prefix, follower_->first, describe(follower_->second), processes(running_),
-          follower_wait_s_, running_ == 1 ? "it" : "them"));
+      if (options_.nnodes > 1) {
+        // The failure may be on another host: these may only be slow to follow.
+        result_ = follower_status();
+        relay_.say(fmt::format(
+            "{}: rank {} {} (stopped by another's failure); {} still running {:g} s later: "
+            "stopping {}",
+            options_.log_prefix, follower_->first, describe(follower_->second), processes(running_),
+            follower_wait_s_, running_ == 1 ? "it" : "them"));
+      } else {
+        // All the run's processes are here, and none ended on a failure of its own: the one
+        // that failed is among those still running, giving no sign of life (stopped, or hung
+        // where its own --timeout cannot reach). A failure of the run, not an echo of one.
+        result_ = 1;
+        relay_.say(fmt::format(
+            "{}: rank {} {} (stopped by another's failure); {} still running {:g} s later, "
+            "which must have failed without a word (stopped, or hung): stopping {}",
+            options_.log_prefix, follower_->first, describe(follower_->second), still_running(),
+            follower_wait_s_, running_ == 1 ? "it" : "them"));
+      }
       stop_all(SIGTERM);
       kill_at_ = Clock::now() + grace_;
     }
@@ -224,7 +253,10 @@ class Supervisor {
     // One that stopped because another failed (and said so: the status alone may be the
     // command's own) may exit before the one that failed: wait for that one (the rest stop by
     // themselves), a while, and report it.
-    if (ending->signal == 0 && ending->status == kPeerFailedExitStatus && notices_.noticed(rank)) {
+    // A command that wraps pipebal may exit 0 after it did (its status is the wrapper's): the
+    // notice says the run failed all the same.
+    if (ending->signal == 0 && notices_.noticed(rank) &&
+        (ending->status == kPeerFailedExitStatus || ending->status == 0)) {
       if (!follower_) {
         follower_ = std::make_pair(rank, *ending);
         followed_until_ = Clock::now() + seconds(follower_wait_s_);
@@ -237,7 +269,7 @@ class Supervisor {
       relay_.pump(std::chrono::milliseconds(0));  // the others' lines so far come before the news
       if (running_ > 0) {
         relay_.say(fmt::format("{}: rank {} {}; stopping the other {}", options_.log_prefix, rank,
-                               describe(*ending), processes(running_)));
+                               describe(*ending), running_ == 1 ? "process" : processes(running_)));
       } else {
         relay_.say(fmt::format("{}: rank {} {}", options_.log_prefix, rank, describe(*ending)));
       }
