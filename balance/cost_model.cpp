@@ -78,9 +78,9 @@ void check_cost_options(const CostOptions& options) {
   }
   for (const double ms :
        {options.engine.step_ms, options.engine.action_ms, options.engine.handoff_ms}) {
-    if (!(ms >= 0 && ms <= 1e6)) {
+    if (!(ms >= 0 && ms <= kMaxEngineMs)) {
       throw std::invalid_argument(
-          fmt::format("the engine's costs must be from 0 to 1e6 ms, got {}", ms));
+          fmt::format("the engine's costs must be from 0 to {:g} ms, got {}", kMaxEngineMs, ms));
     }
   }
   if (options.replicas < 1 || options.replicas > 4096) {

@@ -132,6 +132,8 @@ int planned_chunks(const CostProfile& profile, int requested);
 constexpr double kMaxLayerMs = 1e12;
 constexpr int64_t kMaxLayerBytes = int64_t{1} << 42;
 constexpr size_t kMaxLayers = size_t{1} << 18;
+// The engine's own costs (per step, action, message): far beyond a real engine's microseconds.
+constexpr double kMaxEngineMs = 1e6;
 
 // Throws std::invalid_argument naming the first layer (index and name) and field that is NaN,
 // infinite, negative or beyond the bounds above, or when there are more than kMaxLayers.

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "pipebal/balance/input_specs.h"
 #include "pipebal/balance/micro_batch_costs.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/json_reader.h"
@@ -330,6 +331,7 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   plan.model = r.get_or<std::string>("model", "");
   if (r.has("input_shape")) plan.input_shape = r.at("input_shape").integers(1);
   plan.inputs = r.get_or<std::vector<std::string>>("inputs", {});
+  if (r.has("inputs")) check_input_specs(r.at("inputs"), plan.inputs, plan.input_shape);
   plan.dtype = r.get_or<std::string>("dtype", "");
   if (!is_float_dtype_name(plan.dtype)) {
     r.at("dtype").fail(fmt::format("is \"{}\", expected {}", plan.dtype, kFloatDtypes));

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pipebal/balance/input_specs.h"
 #include "pipebal/balance/micro_batch_costs.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/json_reader.h"
@@ -135,6 +136,12 @@ void check_size_aliases(const JsonReader& r, CostProfile& profile) {
                             profile.batch_size));
     }
   }
+  if (r.has("mini_batch_size") && profile.input_shape.empty() &&
+      r.at("mini_batch_size").integer(0, kMaxBatch) > 0) {
+    // The mini-batch is read from input_shape, which plans also carry to train on (0 and
+    // empty: not said).
+    r.at("mini_batch_size").fail("is given without input_shape, the mini-batch's shape: add it");
+  }
   if (r.has("mini_batch_size") && !profile.input_shape.empty()) {
     const int64_t mini = r.at("mini_batch_size").integer(0, kMaxBatch);
     if (mini != profile.input_shape.front()) {
@@ -186,6 +193,16 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
     }
   }
   for (size_t i = 0; i < layers.size(); ++i) profile.layers.push_back(read_layer(layers[i]));
+  // The bounds every plan's costs keep to, said here with the file (the cost model says them
+  // too, for costs from elsewhere).
+  const auto check_bounds = [&file](const std::vector<LayerCost>& costs, const std::string& where) {
+    try {
+      validate_layer_costs(costs);
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument(fmt::format("{}: {}{}", file, where, error.what()));
+    }
+  };
+  check_bounds(profile.layers, "");
   // Every prediction is a ratio of times: with none, speed-ups would be 0/0.
   if (std::all_of(profile.layers.begin(), profile.layers.end(),
                   [](const LayerCost& l) { return l.forward_ms + l.backward_ms == 0; })) {
@@ -197,6 +214,7 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
       inputs.fail(fmt::format("has more than {} input specs", kMaxInputs));
     }
     profile.inputs = inputs.as<std::vector<std::string>>();
+    check_input_specs(inputs, profile.inputs, profile.input_shape);
   }
   profile.dtype = r.get_or<std::string>("dtype", "");
   if (!is_float_dtype_name(profile.dtype)) {
@@ -225,6 +243,7 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
     for (size_t k = 0; k < sizes.size(); ++k) {
       profile.sizes.push_back(
           read_size(sizes[k], profile.layers, profile.batch_size, profile.mini_batch_size()));
+      check_bounds(profile.sizes.back().layers, fmt::format("sizes[{}]: ", k));
       if (k > 0 && profile.sizes[k].micro_batch_size <= profile.sizes[k - 1].micro_batch_size) {
         sizes[k].at("micro_batch_size").fail("does not ascend: micro-batch sizes must ascend");
       }
@@ -248,8 +267,9 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
     profile.engine = EngineCost{engine.at("step_ms").number(0), engine.at("action_ms").number(0),
                                 engine.has("handoff_ms") ? engine.at("handoff_ms").number(0) : 0};
     for (const char* key : {"step_ms", "action_ms", "handoff_ms"}) {
-      if (engine.has(key) && engine.at(key).number(0) > kMaxLayerMs) {
-        engine.at(key).fail("is beyond any real step");
+      if (engine.has(key) && engine.at(key).number(0) > kMaxEngineMs) {
+        engine.at(key).fail(
+            fmt::format("is beyond any real step (more than {:g} ms)", kMaxEngineMs));
       }
     }
   }

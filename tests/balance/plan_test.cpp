@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include "tests/support/scratch_dir.h"
 
+#include "pipebal/balance/input_specs.h"
 #include "pipebal/balance/partition.h"
 
 namespace pipebal::balance {
@@ -197,6 +198,41 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
   doc = good;
   doc["stages"][0]["timed_memory_bytes"] = doc["stages"][0]["memory_bytes"].get<int64_t>() - 1;
   expect_error(doc, "plan: stages[0].timed_memory_bytes is");
+  // Inputs train would refuse, or train on another batch than input_shape says.
+  doc = good;
+  doc["input_shape"] = {16, 16};
+  doc["inputs"] = {"float32[16,16]", "int64[16,8]:100"};
+  EXPECT_EQ(plan_from_json(doc).inputs.size(), 2u);
+  doc["inputs"] = {"garbage"};
+  expect_error(doc, "plan: inputs[0] 'garbage': expected DTYPE[SHAPE] or DTYPE[SHAPE]:HIGH");
+  doc["inputs"] = {"float33[16,16]"};
+  expect_error(doc, "plan: inputs[0] 'float33[16,16]': unknown dtype 'float33' (valid: float32, ");
+  doc["inputs"] = {"float32[16,0]"};
+  expect_error(doc, "plan: inputs[0] 'float32[16,0]': its shape is not positive integers");
+  doc["inputs"] = {"int64[16,8]:many"};
+  expect_error(doc,
+               "plan: inputs[0] 'int64[16,8]:many': only ':HIGH', a whole number, may "
+               "follow its shape");
+  doc["inputs"] = {"float32[16,16]", "int64[8,8]:100"};
+  expect_error(doc,
+               "plan: inputs[1] 'int64[8,8]:100' has 8 samples, the first input "
+               "'float32[16,16]' 16: every input has the mini-batch's");
+  doc["inputs"] = {"float32[32,16]"};
+  expect_error(doc,
+               "plan: inputs[0] 'float32[32,16]' is not input_shape [16,16], which gives "
+               "the same input's shape");
+}
+
+// The form of an --input spec, read without LibTorch.
+TEST(Plan, InputSpecShapesAreReadWithoutLibTorch) {
+  EXPECT_EQ(input_spec_shape("float32[32,3,64,64]"), (std::vector<int64_t>{32, 3, 64, 64}));
+  EXPECT_EQ(input_spec_shape("int64[32,64]:1000"), (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(input_spec_shape("bool[4]"), (std::vector<int64_t>{4}));
+  for (const char* bad :
+       {"garbage", "float32", "float32[4,8", "float32]4[", "int8[4]", "float32[4,0]",
+        "float32[4,-1]", "float32[4,x]", "float32[4]x", "int64[4]:", "int64[4]:many", "[4,8]"}) {
+    EXPECT_FALSE(input_spec_shape(bad).has_value()) << bad;
+  }
 }
 
 // The predicted peak adds to what a stage's actions hold the messages it sent that wait: none

@@ -132,6 +132,21 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   doc = profile();
   for (json& layer : doc["layers"]) layer["forward_ms"] = layer["backward_ms"] = 0.0;
   expect_error(doc, "layers has no cost: every layer's forward_ms and backward_ms is 0");
+  // Inputs that train would refuse, or that contradict input_shape.
+  doc = profile();
+  doc["inputs"] = {"garbage"};
+  expect_error(doc, "inputs[0] 'garbage': expected DTYPE[SHAPE] or DTYPE[SHAPE]:HIGH");
+  doc["input_shape"] = {16, 8};
+  doc["chunks"] = 2;
+  doc["inputs"] = {"float32[32,8]"};
+  expect_error(doc, "inputs[0] 'float32[32,8]' is not input_shape [16,8]");
+  // A mini-batch without its shape: what plans need of it is input_shape (0: not said).
+  doc = profile();
+  doc["micro_batch_size"] = 8;
+  doc["mini_batch_size"] = 0;
+  EXPECT_EQ(profile_from_json(doc).mini_batch_size(), 0);
+  doc["mini_batch_size"] = 32;
+  expect_error(doc, "mini_batch_size is given without input_shape, the mini-batch's shape");
 }
 
 TEST(ProfileReader, ReadsTheEnginesCostsWhenTheProfileHasThem) {
