@@ -108,6 +108,14 @@ std::optional<std::string> left_out_batch(int64_t samples, int64_t batch_size, i
       last, samples, least, chunks, replicas > 1 ? fmt::format(" x --replicas {}", replicas) : "");
 }
 
+std::optional<std::string> batch_beyond_data(int64_t samples, int64_t batch_size) {
+  if (batch_size <= samples) return std::nullopt;
+  return fmt::format(
+      "the mini-batch of {} (--batch-size, or the plan's) is more than the data's {} samples: "
+      "each step trains on all {}",
+      batch_size, samples, samples);
+}
+
 std::optional<std::string> nothing_to_train(const pipeline::LayerSeq& layers) {
   const std::vector<at::Tensor> parameters = layers.parameters();
   if (std::any_of(parameters.begin(), parameters.end(),

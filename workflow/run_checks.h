@@ -42,6 +42,10 @@ void check_data_dtype(const models::Dataset& data, const pipeline::LayerSeq& lay
 std::optional<std::string> left_out_batch(int64_t samples, int64_t batch_size, int chunks,
                                           int replicas);
 
+// A warning when mini-batches of `batch_size` are more than the data's `samples` (each step then
+// trains on all of them, a smaller mini-batch than asked or planned); nullopt else.
+std::optional<std::string> batch_beyond_data(int64_t samples, int64_t batch_size);
+
 // A warning when `layers` hold no parameter to train (the loss cannot change); nullopt else.
 std::optional<std::string> nothing_to_train(const pipeline::LayerSeq& layers);
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <typeinfo>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -177,6 +179,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
                                    settings.shuffle, settings.seed,
                                    int64_t{settings.chunks} * std::max(settings.replicas, 1));
+    warn(batch_beyond_data(st.dataset->size(), settings.batch_size));
     warn(left_out_batch(st.dataset->size(), settings.batch_size, settings.chunks,
                         settings.replicas));
     st.settings.warmup_steps = 0;
@@ -210,9 +213,14 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         settings.replicas, settings.batch_size, st.dataset->size()));
   }
   if (settings.replicas > 1 && !multi_process) {
-    throw std::invalid_argument(
-        "--replicas needs one process per stage and replica: start it with pipebal launch or "
-        "torchrun");
+    const size_t stages_per_device =
+        settings.schedule == pipeline::ScheduleKind::kInterleaved ? settings.virtual_stages : 1;
+    const size_t processes =
+        settings.balance.size() / stages_per_device * static_cast<size_t>(settings.replicas);
+    throw std::invalid_argument(fmt::format(
+        "{} replicas (--replicas, or the plan's) need one process per device and replica, {} in "
+        "all: start them with pipebal launch --nproc-per-node {} (or torchrun)",
+        settings.replicas, processes, processes));
   }
   if (multi_process) {
     const int per_device =
@@ -413,12 +421,19 @@ void TrainingRun::step(const StepCallback& on_step) {
       st.optimizer->zero_grad();
     }
     result = forward_backward();
-  } catch (const pipeline::NonFiniteLoss& error) {
+  } catch (const std::exception& error) {
+    // Which step failed, for the line the user reads (the stage and micro-batch are in it).
+    // Only the types that end here as this process's own failure, rethrown as they were; an
+    // echo of another rank's failure, a timeout or a bug keeps its own words.
     const int warmup = st.settings.warmup_steps;
-    throw pipeline::NonFiniteLoss(
+    const std::string what =
         step < warmup
             ? fmt::format("warm-up step {} of {}: {}", step + 1, warmup, error.what())
-            : fmt::format("step {} of {}: {}", step - warmup + 1, st.settings.steps, error.what()));
+            : fmt::format("step {} of {}: {}", step - warmup + 1, st.settings.steps, error.what());
+    if (typeid(error) == typeid(pipeline::NonFiniteLoss)) throw pipeline::NonFiniteLoss(what);
+    if (typeid(error) == typeid(std::runtime_error)) throw std::runtime_error(what);
+    if (typeid(error) == typeid(std::invalid_argument)) throw std::invalid_argument(what);
+    throw;
   }
   // One process holds every stage's gradients (across processes a stage may have none).
   if (step == 0 && !st.group) check_something_trains(st.model.layers);

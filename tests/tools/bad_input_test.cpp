@@ -139,6 +139,9 @@ const std::vector<BadInput> kTable = {
     {"profile --model mlp:layers=2,width=8 --input-shape 9223372036854775807,8",
      "is more than 2147483647 in one dimension"},
     {"profile --model /missing/model.pt", "cannot load TorchScript model '/missing/model.pt'"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 --replicas 2",
+     "2 replicas (--replicas, or the plan's) need one process per device and replica, 4 in all: "
+     "start them with pipebal launch --nproc-per-node 4 (or torchrun)"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 --lr 1e39",
      "--lr must be positive and at most 3.4e+38, got 1e+39"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 1,2 --optimizer adam --lr "
@@ -183,8 +186,10 @@ const std::vector<BadInput> kTable = {
     // Profiles and plans that say something absurd.
     {"balance {dir}/malformed.json --stages 2", "malformed.json"},
     {"balance {dir}/deep.json --stages 2", "deep.json: JSON nested deeper than 100 levels"},
-    {"balance {dir}/huge_bytes.json --stages 2", "param_bytes is 4611686018427387904"},
-    {"balance {dir}/huge_ms.json --stages 2", "forward_ms is 1e+308"},
+    {"balance {dir}/huge_bytes.json --stages 2",
+     "{dir}/huge_bytes.json: layer 1 ('l'): param_bytes is 4611686018427387904"},
+    {"balance {dir}/huge_ms.json --stages 2",
+     "{dir}/huge_ms.json: layer 1 ('l'): forward_ms is 1e+308"},
     {"balance {dir}/ok.json --stages 4", "4 stages need at least 4 layers"},
     {"balance {dir}/ok.json --stages 2 --device-speeds 1e-320,1", "device 0's speed is"},
     {"balance {dir}/ok.json --stages 2 --device-speeds 1e308,1e-308", "device 0's speed is 1e+308"},

@@ -562,8 +562,9 @@ TEST(LaunchCli, AMasterPortAnsweredByAnotherServerIsOneLine) {
   EXPECT_EQ(r.err.rfind("pipebal: error: rank 1: ", 0), 0u) << r.err;
 }
 
-// Bytes that read as a count of arrivals no run makes: the rank says it met something else, not
-// that the Gloo connections failed.
+// Bytes that read as a count of arrivals no run makes: the rank says it met something else (as
+// the count, or as the failure of LibTorch's thread reading the other connection, whichever
+// reads the bytes first), not that the Gloo connections failed.
 TEST(LaunchCli, AMasterPortCountingNonsenseIsNotAStore) {
   const OtherServer server([](int client) {
     const std::string ones(64, '\x01');
@@ -572,11 +573,12 @@ TEST(LaunchCli, AMasterPortCountingNonsenseIsNotAStore) {
   });
   const CliResult r = rank_one_against(server, "5");
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_EQ(r.err, fmt::format("pipebal: error: rank 1: the rendezvous store on 127.0.0.1:{} "
-                               "counts 72340172838076673 arrivals in a world of 2: is something "
-                               "other than the run's rank 0 listening there? check MASTER_ADDR "
-                               "and MASTER_PORT, or does another run use it?\n",
-                               server.port()));
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("pipebal: error: rank 1: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("is something other than the run's rank 0 listening there?"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("Gloo"), std::string::npos) << r.err;
 }
 
 // One that accepts and never answers held the rank for good (c10d's client waits for a reply

@@ -472,6 +472,27 @@ for path, fragment in (
          f"{y.numel() * 8 + 16} of them: the file is damaged")):
     result = run("train", "--model", model_path, "--data", path, "--balance", "2,3", status=2)
     assert result.stderr.count("\n") == 1 and fragment in result.stderr, result.stderr
+# A layer that fails on one sample, mid-run: one line naming the step (samples 32-47 are the
+# third mini-batch of 16), the stage and the layer, and nothing written.
+class Picky(nn.Module):
+    def forward(self, x):
+        if bool((x.abs() > 100).any()):
+            raise RuntimeError("a value above 100")
+        return x
+
+
+picky_model, picky_data = os.path.join(work, "picky.pt"), os.path.join(work, "picky-data.pt")
+torch.jit.script(nn.Sequential(Picky(), nn.Linear(8, 8), nn.Linear(8, CLASSES)).double()).save(
+    picky_model)
+x_picky = x.clone()
+x_picky[40] = 1000.0
+torch.save({"inputs": x_picky, "targets": y}, picky_data)
+picky_out = os.path.join(work, "picky.json")
+result = run("train", "--model", picky_model, "--data", picky_data, "--batch-size", "16",
+             "--balance", "1,2", "-q", "-o", picky_out, status=2)
+assert result.stderr.count("\n") == 1 and result.stderr.startswith(
+    "pipebal: error: step 3 of 4: stage 0") and "a value above 100" in result.stderr, result.stderr
+assert not os.path.exists(picky_out)
 # Inputs and targets saved as views of one tensor (next-token pairs cut from one table of
 # sequences) share one record in the file: they train exactly as the same data saved apart, and
 # that one record cut short is still refused as damaged.

@@ -100,6 +100,14 @@ TEST(LeftOutBatch, OnlyALastMiniBatchTooSmallForTheMicroBatchesIsLeftOut) {
             "trains them all");
 }
 
+TEST(BatchBeyondData, OnlyAMiniBatchOfMoreThanTheSamplesIsSaidToBe) {
+  EXPECT_EQ(batch_beyond_data(24, 24), std::nullopt);
+  EXPECT_EQ(batch_beyond_data(24, 16), std::nullopt);
+  EXPECT_EQ(batch_beyond_data(24, 32),
+            "the mini-batch of 32 (--batch-size, or the plan's) is more than the data's 24 "
+            "samples: each step trains on all 24");
+}
+
 TEST(NothingToTrain, OnlyAModelWithoutTrainableParametersIsSaidToHaveNone) {
   const models::Model mlp = models::build_model("mlp:layers=2,width=8", 0);
   EXPECT_EQ(nothing_to_train(mlp.layers), std::nullopt);
