@@ -40,13 +40,18 @@ void print_table(const reports::ValidationRecord& record) {
 
 // --auto: each configuration trained, predicted and measured, and where the plan's pick landed.
 void print_auto_table(const workflow::AutoValidation& v) {
-  fmt::print("\n{:<24} {:<58} {:<12} {:>12} {:>12} {:>7} {:>11}\n", "", "configuration", "balance",
-             "predicted", "measured", "error", "rank p/m");
+  // The labels' column as wide as its widest ("recommended, plan 1, plain, 2 threads").
+  size_t width = 24;
+  for (const auto& c : v.configurations) {
+    width = std::max(width, fmt::format("{}", fmt::join(c.labels, ", ")).size());
+  }
+  fmt::print("\n{:<{}} {:<58} {:<12} {:>12} {:>12} {:>7} {:>11}\n", "", width, "configuration",
+             "balance", "predicted", "measured", "error", "rank p/m");
   const workflow::CheckedConfiguration* fastest = &v.configurations.front();
   for (const auto& c : v.configurations) {
     if (c.measured_rank == 1) fastest = &c;
-    fmt::print("{:<24} {:<58} {:<12} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>5} / {}\n",
-               fmt::format("{}", fmt::join(c.labels, ", ")), balance::describe(c.config),
+    fmt::print("{:<{}} {:<58} {:<12} {:>9.1f} ms {:>9.1f} ms {:>+6.1f}% {:>5} / {}\n",
+               fmt::format("{}", fmt::join(c.labels, ", ")), width, balance::describe(c.config),
                fmt::format("[{}]", fmt::join(c.config.plan.balance, ",")), c.config.step_ms,
                c.measured_step_ms,
                100 * reports::relative_error(c.config.step_ms, c.measured_step_ms),
