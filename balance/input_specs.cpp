@@ -15,6 +15,7 @@ namespace {
 constexpr const char* kDtypes[] = {"float32", "float64", "float16", "bfloat16", "int64", "int32",
                                    "bool",    "float",   "double",  "half",     "long",  "int"};
 constexpr const char* kDtypeNames = "float32, float64, float16, bfloat16, int64, int32 or bool";
+constexpr int64_t kMaxDimension = (int64_t{1} << 31) - 1;  // as models/synthetic.h's shapes
 
 // What is wrong with `spec`, or empty when it is a spec, its shape then in `shape`.
 std::string spec_error(const std::string& spec, std::vector<int64_t>& shape) {
@@ -31,12 +32,19 @@ std::string spec_error(const std::string& spec, std::vector<int64_t>& shape) {
   }
   const std::optional<std::vector<int64_t>> dims =
       parse_integer_list(spec.substr(open + 1, close - open - 1));
-  if (!dims || std::any_of(dims->begin(), dims->end(), [](int64_t d) { return d < 1; })) {
-    return "its shape is not positive integers separated by commas";
+  if (!dims || std::any_of(dims->begin(), dims->end(),
+                           [](int64_t d) { return d < 1 || d > kMaxDimension; })) {
+    return fmt::format("its shape is not integers from 1 to {} separated by commas", kMaxDimension);
   }
+  // As models/input_spec.h: integers are drawn below :HIGH, which they need; others take none.
   const std::string rest = spec.substr(close + 1);
-  if (!rest.empty() && (rest[0] != ':' || !parse_integer(rest.substr(1)))) {
-    return "only ':HIGH', a whole number, may follow its shape";
+  const bool integer = dtype == "int64" || dtype == "int32" || dtype == "long" || dtype == "int";
+  if (integer) {
+    const std::optional<int64_t> high =
+        rest.size() > 1 && rest[0] == ':' ? parse_integer(rest.substr(1)) : std::nullopt;
+    if (!high || *high < 1) return "an integer input needs its range, ':HIGH' with HIGH >= 1";
+  } else if (!rest.empty()) {
+    return "only integer inputs take a range (':HIGH')";
   }
   shape = *dims;
   return "";

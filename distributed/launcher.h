@@ -56,7 +56,8 @@ void check(const LaunchOptions& options);
 // after grace_s more), with one line on `log` naming it; a process exiting with
 // kPeerFailedExitStatus, having said it stopped for another's failure, counts only when no other
 // failed, and the rest get max(grace, 5 s) after it
-// to end by themselves (the one that failed may give no sign of life) before they are stopped. Each
+// to end by themselves (the one that failed may give no sign of life) before they are stopped;
+// on one host (nnodes 1) those are then named as the failure, and the status is 1. Each
 // process runs in a process group of its own, signalled whole (what it starts goes with it; from a
 // terminal the processes run in the background and cannot read it). SIGINT or SIGTERM to the
 // launcher is passed on to every process, and launch() returns 128 + that signal once they are

@@ -68,8 +68,8 @@ void await_arrivals(c10d::Store& store, const LaunchEnv& env, std::chrono::milli
     // A count no run makes: not a rendezvous store, or the processes of another run with it.
     if (arrived < 1 || arrived > env.world_size) {
       throw std::invalid_argument(fmt::format(
-          "the rendezvous store on {}:{} counts {} arrivals in a world of {}: {}, or does "
-          "another run use it?",
+          "the rendezvous store on {}:{} counts {} arrivals in a world of {}: {} (another run "
+          "may use them)",
           env.master_addr, env.master_port, arrived, env.world_size, kNotAStore));
     }
   };
@@ -136,8 +136,8 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
                       where, cause));
     }
     throw std::invalid_argument(fmt::format(
-        "cannot reach the rendezvous at {} within {:g} s (is rank 0 running there? check "
-        "MASTER_ADDR and MASTER_PORT): {}",
+        "cannot reach the rendezvous at {} within {:g} s (is rank 0 running there, and nothing "
+        "else? check MASTER_ADDR and MASTER_PORT): {}",
         where, timeout.count() / 1000.0, cause));
   }
   return c10::make_intrusive<c10d::PrefixStore>(
@@ -168,9 +168,10 @@ c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, std::chrono::millisec
   const auto limit = 2 * timeout + std::chrono::seconds(1);
   if (met.wait_for(limit) != std::future_status::ready) {
     thread.detach();
-    throw std::invalid_argument(
-        fmt::format("the rendezvous at {}:{} did not answer within {:g} s: {}", env.master_addr,
-                    env.master_port, std::chrono::duration<double>(limit).count(), kNotAStore));
+    throw RendezvousAbandoned(fmt::format(
+        "the rendezvous at {}:{} did not answer within {:g} s: is rank 0 stopped or hung, or {}",
+        env.master_addr, env.master_port, std::chrono::duration<double>(limit).count(),
+        kNotAStore));
   }
   thread.join();
   return met.get();

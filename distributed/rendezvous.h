@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include <c10/util/intrusive_ptr.h>
@@ -25,13 +26,21 @@ namespace pipebal::distributed {
 c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env,
                                               std::chrono::milliseconds timeout);
 
+// meet() gave up while a call into the store still blocks on a thread of its own: the process
+// should end without running its exit handlers, which that thread could wake into.
+class RendezvousAbandoned : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 // The whole meeting: connect_store, then this process's `identity` set under "process/<rank>",
 // then a wait until all WORLD_SIZE processes have arrived (each then finds every other's
 // identity in the store). Throws std::invalid_argument with one line for what connect_store
 // refuses, for processes that do not all arrive within `timeout`, for a store that closes, and
 // for something on MASTER_PORT that is not a rendezvous store: one that closes the connection,
 // answers nonsense, or never answers (c10d's client waits for a reply without a limit: the
-// meeting is given up 2 × `timeout` + 1 s after it began, the longest a real one takes).
+// meeting is given up 2 × `timeout` + 1 s after it began, the longest a real one takes, with
+// RendezvousAbandoned).
 c10::intrusive_ptr<c10d::Store> meet(const LaunchEnv& env, std::chrono::milliseconds timeout,
                                      const std::string& identity);
 

@@ -109,7 +109,7 @@ class Supervisor {
       relay_.say(fmt::format(
           "{}: rank {} {}{}", options_.log_prefix, follower_->first, describe(follower_->second),
           options_.nnodes > 1 ? " (stopped because a rank on another host failed)" : ""));
-      result_ = follower_status();
+      result_ = exit_code(follower_->second);
     }
     relay_.finish();
     return result_;
@@ -127,12 +127,6 @@ class Supervisor {
   }
   std::string processes(int count) const {
     return fmt::format("{} process{}", count, count == 1 ? "" : "es");
-  }
-  // The launch's status when a rank stopped by another's failure is all it has to report: that
-  // rank's, which is not 0 (a wrapper's status) after a failure.
-  int follower_status() const {
-    const int status = exit_code(follower_->second);
-    return status != 0 ? status : kPeerFailedExitStatus;
   }
   // "rank 1", "ranks 1, 2": the ranks whose processes have not ended.
   std::string still_running() const {
@@ -182,7 +176,7 @@ class Supervisor {
       stopping_ = true;
       if (options_.nnodes > 1) {
         // The failure may be on another host: these may only be slow to follow.
-        result_ = follower_status();
+        result_ = exit_code(follower_->second);
         relay_.say(fmt::format(
             "{}: rank {} {} (stopped by another's failure); {} still running {:g} s later: "
             "stopping {}",
@@ -190,14 +184,14 @@ class Supervisor {
             follower_wait_s_, running_ == 1 ? "it" : "them"));
       } else {
         // All the run's processes are here, and none ended on a failure of its own: the one
-        // that failed is among those still running, giving no sign of life (stopped, or hung
-        // where its own --timeout cannot reach). A failure of the run, not an echo of one.
+        // that failed is among those still running (stopped, hung where its own --timeout
+        // cannot reach, or slow to end). A failure of the run, not an echo of one.
         result_ = 1;
         relay_.say(fmt::format(
             "{}: rank {} {} (stopped by another's failure); {} still running {:g} s later, "
-            "which must have failed without a word (stopped, or hung): stopping {}",
+            "the one that failed {}(stopped, hung, or slow to end): stopping {}",
             options_.log_prefix, follower_->first, describe(follower_->second), still_running(),
-            follower_wait_s_, running_ == 1 ? "it" : "them"));
+            follower_wait_s_, running_ == 1 ? "" : "among them ", running_ == 1 ? "it" : "them"));
       }
       stop_all(SIGTERM);
       kill_at_ = Clock::now() + grace_;
@@ -253,10 +247,7 @@ class Supervisor {
     // One that stopped because another failed (and said so: the status alone may be the
     // command's own) may exit before the one that failed: wait for that one (the rest stop by
     // themselves), a while, and report it.
-    // A command that wraps pipebal may exit 0 after it did (its status is the wrapper's): the
-    // notice says the run failed all the same.
-    if (ending->signal == 0 && notices_.noticed(rank) &&
-        (ending->status == kPeerFailedExitStatus || ending->status == 0)) {
+    if (ending->signal == 0 && ending->status == kPeerFailedExitStatus && notices_.noticed(rank)) {
       if (!follower_) {
         follower_ = std::make_pair(rank, *ending);
         followed_until_ = Clock::now() + seconds(follower_wait_s_);

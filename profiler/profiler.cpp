@@ -387,9 +387,14 @@ Profile profile_model(const pipeline::LayerSeq& model, const pipeline::Batch& sa
     }
   }
   if (profile.dtype.empty() && options.dtype) profile.dtype = dtype_name(*options.dtype);
-  // No floating input (token ids): the dtype the parameters hold, when they hold one, so that a
-  // plan of this profile still trains, and refuses to train, in the dtype it was measured in.
-  if (profile.dtype.empty()) profile.dtype = common_float_dtype(layers.parameters());
+  // No floating input (token ids): the dtype the parameters and buffers hold, when they hold
+  // one, so that a plan of this profile still trains, and refuses to train, in the dtype it was
+  // measured in (train --plan converts both to it: with several, it would change the model).
+  if (profile.dtype.empty()) {
+    std::vector<at::Tensor> tensors = layers.parameters();
+    for (const at::Tensor& buffer : layers.buffers()) tensors.push_back(buffer);
+    profile.dtype = common_float_dtype(tensors);
+  }
   profile.batch_size = current.size();
   profile.environment = capture_environment(options.device);
   profile.environment.warmup = options.warmup;

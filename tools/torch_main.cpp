@@ -50,6 +50,11 @@ std::optional<int> end_run(const std::exception& error) {
     print_error_line("pipebal: error: " + rank_prefix() + error.what());
     std::_Exit(pipebal::tools::kUserErrorStatus);
   }
+  if (dynamic_cast<const pipebal::distributed::RendezvousAbandoned*>(&error) != nullptr) {
+    // A thread still blocks in a store call, which exit's handlers could wake it into.
+    print_error_line("pipebal: error: " + rank_prefix() + error.what());
+    pipebal::remove_temporaries_and_exit_now(pipebal::tools::kUserErrorStatus);
+  }
   if (dynamic_cast<const pipebal::distributed::PeerFailed*>(&error) != nullptr) {
     // An echo of another rank's failure: the launcher reports that rank, not this one.
     print_error_line("pipebal: error: " + rank_prefix() + error.what());

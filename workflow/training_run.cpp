@@ -169,11 +169,10 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
       throw std::invalid_argument("--data gives the inputs: leave out --input-shape and --input");
     }
     st.dataset = models::load_dataset(settings.data);
-    if (dtype) {
-      st.dataset->convert_floats(*dtype);
-    } else {
-      check_data_dtype(*st.dataset, st.model.layers, settings.data);
-    }
+    // Converted first, as the model was: what is left to refuse (floating token ids for an
+    // embedding, complex values) is refused whether the dtype came from --dtype, a plan or none.
+    if (dtype) st.dataset->convert_floats(*dtype);
+    check_data_dtype(*st.dataset, st.model.layers, settings.data);
     check_data_has_no_nan(*st.dataset, settings.loss != models::LossKind::kNone, settings.data);
     // Every replica's slice needs a sample per micro-batch.
     st.order = models::batch_order(st.dataset->size(), settings.batch_size, settings.epochs,
@@ -213,8 +212,9 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
         settings.replicas, settings.batch_size, st.dataset->size()));
   }
   if (settings.replicas > 1 && !multi_process) {
-    const size_t stages_per_device =
-        settings.schedule == pipeline::ScheduleKind::kInterleaved ? settings.virtual_stages : 1;
+    const size_t stages_per_device = settings.schedule == pipeline::ScheduleKind::kInterleaved
+                                         ? static_cast<size_t>(std::max(settings.virtual_stages, 1))
+                                         : 1;
     const size_t processes =
         settings.balance.size() / stages_per_device * static_cast<size_t>(settings.replicas);
     throw std::invalid_argument(fmt::format(

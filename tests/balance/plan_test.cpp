@@ -208,11 +208,17 @@ TEST(Plan, ReaderRejectsBadDocumentsWithTheField) {
   doc["inputs"] = {"float33[16,16]"};
   expect_error(doc, "plan: inputs[0] 'float33[16,16]': unknown dtype 'float33' (valid: float32, ");
   doc["inputs"] = {"float32[16,0]"};
-  expect_error(doc, "plan: inputs[0] 'float32[16,0]': its shape is not positive integers");
+  expect_error(doc, "plan: inputs[0] 'float32[16,0]': its shape is not integers from 1 to");
+  doc["inputs"] = {"float32[16,4294967296]"};
+  expect_error(doc, "plan: inputs[0] 'float32[16,4294967296]': its shape is not integers");
   doc["inputs"] = {"int64[16,8]:many"};
-  expect_error(doc,
-               "plan: inputs[0] 'int64[16,8]:many': only ':HIGH', a whole number, may "
-               "follow its shape");
+  expect_error(doc, "plan: inputs[0] 'int64[16,8]:many': an integer input needs its range");
+  doc["inputs"] = {"int64[16,8]"};
+  expect_error(doc, "plan: inputs[0] 'int64[16,8]': an integer input needs its range");
+  doc["inputs"] = {"int64[16,8]:0"};
+  expect_error(doc, "plan: inputs[0] 'int64[16,8]:0': an integer input needs its range");
+  doc["inputs"] = {"float32[16,8]:5"};
+  expect_error(doc, "plan: inputs[0] 'float32[16,8]:5': only integer inputs take a range");
   doc["inputs"] = {"float32[16,16]", "int64[8,8]:100"};
   expect_error(doc,
                "plan: inputs[1] 'int64[8,8]:100' has 8 samples, the first input "
@@ -230,7 +236,8 @@ TEST(Plan, InputSpecShapesAreReadWithoutLibTorch) {
   EXPECT_EQ(input_spec_shape("bool[4]"), (std::vector<int64_t>{4}));
   for (const char* bad :
        {"garbage", "float32", "float32[4,8", "float32]4[", "int8[4]", "float32[4,0]",
-        "float32[4,-1]", "float32[4,x]", "float32[4]x", "int64[4]:", "int64[4]:many", "[4,8]"}) {
+        "float32[4,-1]", "float32[4,x]", "float32[4]x", "int64[4]:", "int64[4]:many", "[4,8]",
+        "int64[4]", "int64[4]:0", "int32[4]:-3", "float32[4]:5", "bool[4]:2"}) {
     EXPECT_FALSE(input_spec_shape(bad).has_value()) << bad;
   }
 }

@@ -180,23 +180,19 @@ TEST(LaunchCli, AGlooInterfaceThisHostDoesNotHaveIsOneLine) {
 // The rank that failed may give no sign of life (stopped, its host gone): once one was stopped
 // by another's failure, the rest get a few seconds to end by themselves, then are stopped.
 // On one host the rank still running is the one that failed: it is named, and the launch
-// fails with status 1 (not the echo's 3). A wrapper that exits 0 after pipebal stopped for
-// another's failure (its notice sent) is such an echo too, not a rank that finished.
+// fails with status 1 (not the echo's 3).
 TEST(LaunchCli, RanksLeftAfterOneStoppedByAFailureAreStoppedAfterAWhile) {
-  for (const std::string status : {"3", "0"}) {
-    const CliResult r = run_pipebal(
-        "launch --nproc-per-node 3 --master-port 0 --grace 1 -- sh -c "
-        "'if [ $RANK = 1 ]; then kill -STOP $$; fi; echo $RANK > "
-        "/proc/self/fd/${PIPEBAL_LAUNCH_NOTICE_FD%%:*}; exit " +
-        status + "'");
-    EXPECT_EQ(r.status, 1) << r.err;
-    EXPECT_NE(r.err.find(" exited with status " + status +
-                         " (stopped by another's failure); rank 1 still running 5 s later, which "
-                         "must have failed without a word (stopped, or hung): stopping it\n"),
-              std::string::npos)
-        << r.err;
-    EXPECT_EQ(count_lines(r.err), 1) << r.err;
-  }
+  const CliResult r = run_pipebal(
+      "launch --nproc-per-node 3 --master-port 0 --grace 1 -- sh -c "
+      "'if [ $RANK = 1 ]; then kill -STOP $$; fi; " +
+      std::string(kStopForAnothersFailure) + "'");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find(" exited with status 3 (stopped by another's failure); rank 1 still "
+                       "running 5 s later, the one that failed (stopped, hung, or slow to end): "
+                       "stopping it\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
 }
 
 // A rank whose layer never returns names itself at its --timeout; the rank waiting for its
@@ -206,10 +202,10 @@ TEST(LaunchCli, ARankWhoseLayerHangsIsNamedByItsOwnTimeout) {
   const CliResult r = run_pipebal(
       "launch --nproc-per-node 2 --master-port 0 -- " PIPEBAL_BINARY
       " train --model " PIPEBAL_FIXTURES_DIR
-      "/hang_when_training_scripted.pt --input-shape 4,8 --balance 1,2 --chunks 2 --timeout 2 "
+      "/hang_when_training_scripted.pt --input-shape 4,8 --balance 1,2 --chunks 2 --timeout 5 "
       "--steps 1 --warmup-steps 0 -q");
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_NE(r.err.find("rank 1: the step took longer than 2 s (--timeout); still running: stage 1 "
+  EXPECT_NE(r.err.find("rank 1: the step took longer than 5 s (--timeout); still running: stage 1 "
                        "(forward of micro-batch 0)"),
             std::string::npos)
       << r.err;
@@ -539,6 +535,17 @@ class OtherServer {
   std::thread thread_;
 };
 
+// Whether `err` says that what listens on MASTER_PORT may not be the run's store: when the
+// meeting reads it (LibTorch 1.13, whose store client connects without a word), or when the
+// store client's own check of the server fails (LibTorch 2.x validates and pings it).
+bool says_not_a_store(const std::string& err) {
+  return err.find("is something other than the run's rank 0 listening there?") !=
+             std::string::npos ||
+         err.find(
+             "(is rank 0 running there, and nothing else? check MASTER_ADDR and "
+             "MASTER_PORT)") != std::string::npos;
+}
+
 // Rank 1 of 2 against `server`, with --timeout `timeout`.
 CliResult rank_one_against(const OtherServer& server, const std::string& timeout) {
   const std::string train = kTrain;
@@ -575,9 +582,7 @@ TEST(LaunchCli, AMasterPortCountingNonsenseIsNotAStore) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_EQ(r.err.rfind("pipebal: error: rank 1: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find("is something other than the run's rank 0 listening there?"),
-            std::string::npos)
-      << r.err;
+  EXPECT_TRUE(says_not_a_store(r.err)) << r.err;
   EXPECT_EQ(r.err.find("Gloo"), std::string::npos) << r.err;
 }
 
@@ -587,10 +592,13 @@ TEST(LaunchCli, AMasterPortThatNeverAnswersEndsTheRankInBoundedTime) {
   const OtherServer server([](int) {});
   const CliResult r = rank_one_against(server, "1");
   EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_EQ(r.err, fmt::format("pipebal: error: rank 1: the rendezvous at 127.0.0.1:{} did not "
-                               "answer within 3 s: is something other than the run's rank 0 "
-                               "listening there? check MASTER_ADDR and MASTER_PORT\n",
-                               server.port()));
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_TRUE(r.err.find(fmt::format("pipebal: error: rank 1: the rendezvous at 127.0.0.1:{} did "
+                                     "not answer within 3 s: is rank 0 stopped or hung, or is "
+                                     "something other than the run's rank 0 listening there?",
+                                     server.port())) == 0 ||
+              says_not_a_store(r.err))
+      << r.err;
 }
 
 // One that closes every connection at once: the rank says so, not a bare "Broken pipe".
@@ -599,14 +607,8 @@ TEST(LaunchCli, AMasterPortThatClosesAtOnceIsNotAStore) {
   const CliResult r = rank_one_against(server, "5");
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find(fmt::format("pipebal: error: rank 1: the rendezvous at 127.0.0.1:{} closed "
-                                   "the connection",
-                                   server.port())),
-            std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("is something other than the run's rank 0 listening there?"),
-            std::string::npos)
-      << r.err;
+  EXPECT_EQ(r.err.rfind("pipebal: error: rank 1: ", 0), 0u) << r.err;
+  EXPECT_TRUE(says_not_a_store(r.err)) << r.err;
 }
 
 }  // namespace
