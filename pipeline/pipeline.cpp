@@ -448,10 +448,10 @@ void Pipeline::run_action(int s, const Action& action, StepWork& work) {
         outgoing = stage.backward_from_loss(i, work.targets[i].value(), work.loss_fn,
                                             work.weights[i], &work.losses[i], split);
         if (options.check_finite && !std::isfinite(work.losses[i])) {
-          throw NonFiniteLoss(fmt::format("stage {}, micro-batch {}: non-finite loss ({})", s, i,
-                                          std::isnan(work.losses[i]) ? "nan"
-                                          : work.losses[i] > 0       ? "inf"
-                                                                     : "-inf"));
+          // fmt says "-nan" for some NaNs: "nan" for all.
+          throw std::runtime_error(
+              fmt::format("stage {}, micro-batch {}: non-finite loss ({})", s, i,
+                          std::isnan(work.losses[i]) ? "nan" : fmt::format("{}", work.losses[i])));
         }
       } else {
         outgoing = stage.backward(i, std::move(incoming), split);

@@ -80,13 +80,6 @@ class StepTimeout : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// With PipelineOptions::check_finite: a micro-batch's loss was NaN or infinite; the message
-// names the stage and micro-batch (the step is its caller's to name).
-class NonFiniteLoss : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 struct StepResult {
   double loss = 0;     // the whole batch's loss (sum of the weighted micro-batch losses)
   double step_ms = 0;  // wall time of the step

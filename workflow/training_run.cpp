@@ -430,7 +430,6 @@ void TrainingRun::step(const StepCallback& on_step) {
         step < warmup
             ? fmt::format("warm-up step {} of {}: {}", step + 1, warmup, error.what())
             : fmt::format("step {} of {}: {}", step - warmup + 1, st.settings.steps, error.what());
-    if (typeid(error) == typeid(pipeline::NonFiniteLoss)) throw pipeline::NonFiniteLoss(what);
     if (typeid(error) == typeid(std::runtime_error)) throw std::runtime_error(what);
     if (typeid(error) == typeid(std::invalid_argument)) throw std::invalid_argument(what);
     throw;
