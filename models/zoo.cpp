@@ -265,6 +265,11 @@ std::string model_file_name(const std::string& path) {
   return error ? path : resolved.string();
 }
 
+std::string relative_model_path(const std::string& spec) {
+  const std::string path = parse_model_spec(spec).path;
+  return !path.empty() && std::filesystem::path(path).is_relative() ? path : std::string();
+}
+
 std::string canonical_spec(const std::string& text) {
   const ModelSpec spec = parse_model_spec(text);
   if (!spec.path.empty()) return model_file_name(spec.path);

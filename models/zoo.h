@@ -84,4 +84,9 @@ std::string canonical_spec(const std::string& text);
 // given (a relative path would name another file from another directory).
 std::string model_file_name(const std::string& path);
 
+// The TorchScript path a SPEC read from a file (a plan an earlier pipebal made) names relatively,
+// which is read from the current directory and need not be the one the file was made in; empty
+// for a zoo model or an absolute path. Throws like parse_model_spec.
+std::string relative_model_path(const std::string& spec);
+
 }  // namespace pipebal::models

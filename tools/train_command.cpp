@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -120,8 +119,8 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
       settings.model = plan.model;
       // Plans name their TorchScript file by its absolute path; one an earlier pipebal made may
       // name it relatively, read from this directory, which need not be the one it was made in.
-      const std::string path = models::parse_model_spec(plan.model).path;
-      if (!path.empty() && std::filesystem::path(path).is_relative() && cmd.count("--model") == 0) {
+      const std::string path = models::relative_model_path(plan.model);
+      if (!path.empty() && cmd.count("--model") == 0) {
         plan_warnings += fmt::format(
             "{}{} names its model by a relative path ({}), read from the current directory: "
             "{}; give --model to name the file (plans made now name it by its absolute path)\n",

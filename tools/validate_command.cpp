@@ -315,6 +315,9 @@ void add_validate_command(CLI::App& app) {
       settings.seed = p->seed;
       settings.step_timeout_s = p->step_timeout_s;
       settings.output = p->output;
+      settings.warn = [](const std::string& line) {
+        fmt::print(stderr, "{}{}\n", warning_prefix(), line);
+      };
       run_plans_comparison(settings);
       warn_if_busy();
       return;

@@ -14,9 +14,11 @@
 #include "pipebal/balance/micro_batch_costs.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/distinct_paths.h"
+#include "pipebal/common/error_text.h"
 #include "pipebal/common/schema.h"
 #include "pipebal/models/input_spec.h"
 #include "pipebal/models/synthetic.h"
+#include "pipebal/models/zoo.h"
 #include "pipebal/profiler/device.h"
 #include "pipebal/profiler/profile_json.h"
 #include "pipebal/profiler/profile_merge.h"
@@ -250,6 +252,17 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
     plans.push_back(std::move(c));
   }
   check_same_model(plans);
+  for (const ComparedPlan& c : plans) {
+    // Read from this directory, which need not be the one the plan was made in.
+    const std::string path = models::relative_model_path(c.plan.model);
+    if (!path.empty() && s.warn) {
+      s.warn(fmt::format(
+          "{} names its model by a relative path ({}), read from the current directory: {}; run "
+          "from the directory it was made in, or balance it again (plans made now name it by its "
+          "absolute path)",
+          printable(c.file), printable(path), printable(models::model_file_name(path))));
+    }
+  }
   StagedDirectory output(s.output, plans_comparison_files());
 
   const balance::Plan& first = plans.front().plan;

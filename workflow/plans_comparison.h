@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct PlansComparisonSettings {
   uint64_t seed = 0;
   double step_timeout_s = 0;
   std::string output;  // the directory
+  // Told of what the plans may not mean (a model named by a relative path), before any work.
+  std::function<void(const std::string&)> warn;
 };
 
 struct ComparedPlan {

@@ -260,6 +260,16 @@ TEST(TrustCli, APlanNamingItsModelRelativelySaysWhichFileItReads) {
   const CliResult named = run_executable(here, "train --plan plan.json --model m.pt" + train);
   EXPECT_EQ(named.status, 0) << named.err;
   EXPECT_EQ(named.err, "");
+  // validate --plans takes no --model: it says which file it reads, and how to name another.
+  const CliResult compared =
+      run_executable(here, "validate --plans plan.json --steps 1 --warmup-steps 0 -o v");
+  EXPECT_EQ(compared.status, 0) << compared.err;
+  EXPECT_EQ(compared.err,
+            "pipebal: warning: plan.json names its model by a relative path (m.pt), read from "
+            "the current directory: " +
+                absolute +
+                "; run from the directory it was made in, or balance it again (plans made now "
+                "name it by its absolute path)\n");
 }
 
 // A trained model that cannot be written (the file-size limit here, a full disk alike) is one
