@@ -395,6 +395,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   check_outputs_apart({{"the profile", params.profile_path}}, outputs);
   if (!params.output_path.empty()) check_writable(params.output_path);  // before the search
   const balance::CostOptions options = cost_options(params, profile);
+  warnings << long_weight_delays_warning(options.weight_delays, options.chunks);
   if (!params.schedule_plans_dir.empty() && (params.json || params.format != "table")) {
     throw std::invalid_argument(
         "--schedule-plans prints the schedule table beside the plans it writes: drop --json and "

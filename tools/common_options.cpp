@@ -9,6 +9,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "pipebal/common/cores.h"
 #include "pipebal/common/error_text.h"
@@ -119,6 +120,17 @@ std::vector<int> parse_weight_delays(const std::string& text) {
     }
   }
   return {delays->begin(), delays->end()};
+}
+
+std::string long_weight_delays_warning(const std::vector<int>& delays, int chunks) {
+  std::vector<int> effective = delays;
+  for (int& delay : effective) delay = std::min(delay, chunks);
+  if (effective == delays) return "";
+  return fmt::format(
+      "{}--weight-delays {} with {} micro-batch{} runs as {}: a W delay of the micro-batches or "
+      "more runs each W after the stage's last B\n",
+      warning_prefix(), fmt::join(delays, ","), chunks, chunks == 1 ? "" : "es",
+      fmt::join(effective, ","));
 }
 
 std::string oversubscription_warning(int devices, int threads) {

@@ -450,6 +450,26 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
                   "--weight-delays 0,99 -o " + dir + "/run.json");
   ASSERT_EQ(r.status, 0) << r.err;
   expect_delays(json::parse(read_text(dir + "/run.json")), {0, 4});
+  EXPECT_NE(r.err.find("pipebal: warning: --weight-delays 0,99 with 4 micro-batches runs as 0,4: "
+                       "a W delay of the micro-batches or more runs each W after the stage's "
+                       "last B\n"),
+            std::string::npos)
+      << r.err;
+  // balance says so alike, and plans what runs.
+  r = run_pipebal("balance " + profile +
+                  " --stages 2 --chunks 4 --schedule zb-h1 "
+                  "--weight-delays 100,1 -o " +
+                  dir + "/long.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("--weight-delays 100,1 with 4 micro-batches runs as 4,1: "),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(json::parse(read_text(dir + "/long.json"))["weight_delays"], json({4, 1}));
+  r = run_pipebal("balance " + profile +
+                  " --stages 2 --chunks 4 --schedule zb-h1 "
+                  "--weight-delays 4,1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("--weight-delays"), std::string::npos) << r.err;
 }
 
 // validate trains zb-h1 with the delays its plan carries, its one-micro-batch baseline within
