@@ -50,6 +50,17 @@ void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
       layer.has("backward_peak_bytes") ? layer.at("backward_peak_bytes").integer(0) : -1;
 }
 
+// A layer's index, which the profiler writes beside it, says its place in the model: a layer
+// moved by hand keeps its own and is caught here, where its costs would go to another layer.
+void check_index(const JsonReader& layer, size_t position) {
+  if (!layer.has("index")) return;
+  const JsonReader index = layer.at("index");
+  if (index.integer(0, static_cast<int64_t>(kMaxLayers)) != static_cast<int64_t>(position)) {
+    index.fail(fmt::format("is {}, expected {}: layers are listed in model order, from 0",
+                           index.value().dump(), position));
+  }
+}
+
 LayerCost read_layer(const JsonReader& layer) {
   LayerCost cost;
   // A profile made by hand may name no layers: none is made up, as a plan would then hold the
@@ -113,6 +124,7 @@ SizedCosts read_size(const JsonReader& entry, const std::vector<LayerCost>& prim
         fmt::format("has {} layers, expected {} (one per layer)", layers.size(), primary.size()));
   }
   for (size_t i = 0; i < layers.size(); ++i) {
+    check_index(layers[i], i);
     LayerCost cost = primary[i];
     read_size_dependent(layers[i], cost);
     if (sized.micro_batch_size == primary_size) {
@@ -192,7 +204,10 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
                             profile.batch_size, mini, profile.chunks, micro));
     }
   }
-  for (size_t i = 0; i < layers.size(); ++i) profile.layers.push_back(read_layer(layers[i]));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    check_index(layers[i], i);
+    profile.layers.push_back(read_layer(layers[i]));
+  }
   // The bounds every plan's costs keep to, said here with the file (the cost model says them
   // too, for costs from elsewhere).
   const auto check_bounds = [&file](const std::vector<LayerCost>& costs, const std::string& where) {
@@ -254,6 +269,18 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
     if (!profile.sizes.empty() && profile.batch_size > 0 && !has_primary) {
       r.at("sizes").fail(
           fmt::format("lacks the batch_size {} its layers were measured at", profile.batch_size));
+    }
+  }
+  if (r.has("skipped_sizes")) {  // sizes the profiler left to interpolation: none measured
+    const JsonReader skipped = r.at("skipped_sizes");
+    for (const int64_t size : skipped.integers(1, kMaxBatch)) {
+      for (const SizedCosts& measured : profile.sizes) {
+        if (measured.micro_batch_size == size) {
+          skipped.fail(fmt::format(
+              "names micro-batch size {}, which sizes measures: a size is measured or skipped",
+              size));
+        }
+      }
     }
   }
   // On the CPU the engine's first stage takes its micro-batches as views of the caller's batch,

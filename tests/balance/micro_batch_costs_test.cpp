@@ -233,6 +233,20 @@ TEST(MicroBatchCosts, TheReaderRefusesInconsistentSizes) {
   doc = sized_doc();
   doc["sizes"] = 3;
   expect_error(doc, "sizes must be an array, not number");
+  // A layer's index says its place; a size the profiler skipped is not one it measured.
+  doc = sized_doc();
+  doc["sizes"][0]["layers"][0]["index"] = 0;
+  doc["skipped_sizes"] = {2};
+  EXPECT_EQ(profile_from_json(doc).sizes.size(), 2u);
+  doc["sizes"][0]["layers"][0]["index"] = 1;
+  expect_error(doc, "sizes[0].layers[0].index is 1, expected 0: layers are listed in model order");
+  doc = sized_doc();
+  doc["skipped_sizes"] = {2, 4};
+  expect_error(doc,
+               "skipped_sizes names micro-batch size 4, which sizes measures: a size is measured "
+               "or skipped");
+  doc["skipped_sizes"] = {0};
+  expect_error(doc, "skipped_sizes[0] is 0, expected 1 to");
   // What repeats another field must say the same: a size's chunks, the micro- and mini-batch.
   doc = sized_doc();
   doc["sizes"][0]["chunks"] = 3;

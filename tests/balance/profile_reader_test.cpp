@@ -129,6 +129,16 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   doc = profile();
   doc["layers"][0] = 7;
   expect_error(doc, "layers[0] is not an object (number)");
+  // Layers moved by hand: each keeps the index of its place in the model.
+  doc = profile();
+  doc["layers"][0]["index"] = 1;
+  doc["layers"][1]["index"] = 0;
+  expect_error(doc, "layers[0].index is 1, expected 0: layers are listed in model order, from 0");
+  doc["layers"][0]["index"] = "first";
+  expect_error(doc, "layers[0].index must be an integer, not string");
+  doc["layers"][0]["index"] = 0;
+  doc["layers"][1]["index"] = 1;
+  EXPECT_EQ(profile_from_json(doc).layers.size(), 2u);
   doc = profile();
   for (json& layer : doc["layers"]) layer["forward_ms"] = layer["backward_ms"] = 0.0;
   expect_error(doc, "layers has no cost: every layer's forward_ms and backward_ms is 0");
