@@ -234,7 +234,7 @@ std::string Group::State::await(const std::string& key) {
   while (!store->check({key})) {
     {
       std::lock_guard<std::mutex> lock(mutex);
-      if (failure) throw PeerFailed("stopped: " + *failure);
+      if (failure) throw PeerFailed(*failure);
     }
     if (Clock::now() > deadline) {
       throw RemoteFailure(fmt::format("waited {:g} s for {} in the rendezvous store",
@@ -385,7 +385,7 @@ void Group::wait(c10d::Work& work, const std::string& what) {
   State& st = *state_;
   {
     std::lock_guard<std::mutex> lock(st.mutex);
-    if (st.failure) throw PeerFailed("stopped: " + *st.failure);
+    if (st.failure) throw PeerFailed(*st.failure);
     st.waiting.insert(&work);
   }
   bool completed = false;
@@ -406,7 +406,7 @@ void Group::wait(c10d::Work& work, const std::string& what) {
   while (error && !failure() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (auto posted = failure()) throw PeerFailed("stopped: " + *posted);
+  if (auto posted = failure()) throw PeerFailed(*posted);
   if (!error) throw RemoteFailure(what + ": aborted");
   try {
     std::rethrow_exception(error);
@@ -429,7 +429,7 @@ void Group::wait_collective(c10d::Work& work, const std::string& what) {
       if (const std::optional<std::string> posted = failure()) {
         std::lock_guard<std::mutex> state_lock(st.mutex);
         st.abandoned_collective = true;
-        throw PeerFailed("stopped: " + *posted);
+        throw PeerFailed(*posted);
       }
       board->done.wait_for(lock, std::chrono::milliseconds(100));
     }
@@ -493,7 +493,7 @@ void Group::check_peer(int peer, const std::string& what) {
   int handle = 0;
   {
     std::lock_guard<std::mutex> lock(st.mutex);
-    if (st.failure) throw PeerFailed("stopped: " + *st.failure);
+    if (st.failure) throw PeerFailed(*st.failure);
     const auto known = st.peer_pids.find(peer);
     if (known == st.peer_pids.end()) return;
     handle = known->second;
@@ -504,7 +504,7 @@ void Group::check_peer(int peer, const std::string& what) {
   while (!failure() && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (auto posted = failure()) throw PeerFailed("stopped: " + *posted);
+  if (auto posted = failure()) throw PeerFailed(*posted);
   throw RemoteFailure(fmt::format("{}: rank {}'s process ended", what, peer));
 }
 

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include "pipebal/distributed/launch_env.h"
+#include "pipebal/distributed/remote_failure.h"
 
 namespace c10d {
 class ProcessGroupGloo;  // a ProcessGroup in LibTorch 1.x, a Backend in 2.x
@@ -31,20 +31,6 @@ class Work;
 }  // namespace c10d
 
 namespace pipebal::distributed {
-
-// Another process of the run failed (or could no longer be reached); the message says which
-// and what happened.
-class RemoteFailure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// This process stopped because another rank reported a failure on the board: an echo of that
-// failure, not a cause. A rank leaves with kPeerFailedExitStatus on it (launcher.h).
-class PeerFailed : public RemoteFailure {
- public:
-  using RemoteFailure::RemoteFailure;
-};
 
 class Group {
  public:

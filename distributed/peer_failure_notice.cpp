@@ -33,7 +33,7 @@ PeerFailureNotices::~PeerFailureNotices() {
   if (write_fd_ >= 0) close(write_fd_);
 }
 
-bool PeerFailureNotices::noticed(int rank) {
+void PeerFailureNotices::read_notices() {
   char buffer[512];
   while (read_fd_ >= 0) {
     const ssize_t got = read(read_fd_, buffer, sizeof buffer);
@@ -41,17 +41,38 @@ bool PeerFailureNotices::noticed(int rank) {
     if (got <= 0) break;  // all read (EAGAIN)
     unread_.append(buffer, static_cast<size_t>(got));
     for (size_t end; (end = unread_.find('\n')) != std::string::npos;) {
-      const std::optional<int64_t> number = parse_integer(unread_.substr(0, end));
-      if (number && *number >= 0 && *number <= std::numeric_limits<int>::max()) {
-        ranks_.insert(static_cast<int>(*number));
-      }
+      // "RANK" or "RANK FAILED_RANK"; anything else is not a notice.
+      const std::string line = unread_.substr(0, end);
       unread_.erase(0, end + 1);
+      const size_t blank = line.find(' ');
+      const auto in_range = [](const std::optional<int64_t>& n) {
+        return n && *n >= 0 && *n <= std::numeric_limits<int>::max();
+      };
+      const std::optional<int64_t> rank = parse_integer(line.substr(0, blank));
+      if (!in_range(rank)) continue;
+      int failed = -1;
+      if (blank != std::string::npos) {
+        const std::optional<int64_t> named = parse_integer(line.substr(blank + 1));
+        if (!in_range(named)) continue;
+        failed = static_cast<int>(*named);
+      }
+      failed_[static_cast<int>(*rank)] = failed;
     }
   }
-  return ranks_.count(rank) > 0;
 }
 
-void notify_launcher_of_peer_failure() noexcept {
+bool PeerFailureNotices::noticed(int rank) {
+  read_notices();
+  return failed_.count(rank) > 0;
+}
+
+int PeerFailureNotices::failed_rank(int rank) {
+  read_notices();
+  const auto notice = failed_.find(rank);
+  return notice == failed_.end() ? -1 : notice->second;
+}
+
+void notify_launcher_of_peer_failure(int failed_rank) noexcept {
   const char* value = std::getenv(kNoticeFdVariable);
   const char* rank = std::getenv("RANK");
   if (value == nullptr || rank == nullptr) return;
@@ -66,8 +87,9 @@ void notify_launcher_of_peer_failure() noexcept {
   if (fstat(static_cast<int>(fd), &info) != 0 || !S_ISFIFO(info.st_mode) || info.st_ino != inode) {
     return;  // not the launcher's pipe any more
   }
-  char line[32];  // shorter than PIPE_BUF: written in one piece
-  const int size = std::snprintf(line, sizeof line, "%s\n", rank);
+  char line[48];  // shorter than PIPE_BUF: written in one piece
+  const int size = failed_rank >= 0 ? std::snprintf(line, sizeof line, "%s %d\n", rank, failed_rank)
+                                    : std::snprintf(line, sizeof line, "%s\n", rank);
   if (size <= 0 || size_t(size) >= sizeof line) return;
   // The launcher gone, its pipe has no reader: the write fails with EPIPE, and the SIGPIPE it
   // raises on this thread is taken here, not left to end the process.

@@ -84,7 +84,7 @@ void require_same_settings(Group& group, const SharedSettings& given) {
     group.publish(fmt::format("settings/{}", group.rank()), encode(mine));
     const std::string verdict =
         await_posted(group, kVerdict, "rank 0 gave no verdict on the settings");
-    if (!verdict.empty()) throw PeerFailed("stopped: rank 0 failed: " + verdict);
+    if (!verdict.empty()) throw PeerFailed("rank 0 failed: " + verdict);
     return;
   }
   std::vector<SharedSettings> by_rank{mine};

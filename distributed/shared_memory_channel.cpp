@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "pipebal/distributed/remote_failure.h"
 #include "pipebal/distributed/shared_mailbox.h"
 #include "pipebal/distributed/shared_slots.h"
 #include "pipebal/distributed/wire_message.h"

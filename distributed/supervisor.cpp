@@ -107,9 +107,10 @@ class Supervisor {
     children_.reap_all();
     if (result_ == 0 && follower_) {  // the failure was on another host, if there is one
       relay_.say(fmt::format(
-          "{}: rank {} {}{}", options_.log_prefix, follower_->first, describe(follower_->second),
-          options_.nnodes > 1 ? " (stopped because a rank on another host failed)" : ""));
-      result_ = exit_code(follower_->second);
+          "{}: rank {} {}{}", options_.log_prefix, follower_->rank, describe(follower_->ending),
+          options_.nnodes > 1 ? fmt::format(" (stopped because {} failed)", failed_elsewhere())
+                              : ""));
+      result_ = exit_code(follower_->ending);
     }
     relay_.finish();
     return result_;
@@ -127,6 +128,23 @@ class Supervisor {
   }
   std::string processes(int count) const {
     return fmt::format("{} process{}", count, count == 1 ? "" : "es");
+  }
+  // Whether `rank` is one of this host's processes and has not ended.
+  bool runs_here(int rank) const {
+    const int local = rank - first_rank_;
+    return local >= 0 && local < static_cast<int>(children_.pids.size()) &&
+           !children_.ended[static_cast<size_t>(local)];
+  }
+  // "rank 5 on another host", or "a rank on another host" where the echo did not say which.
+  std::string failed_elsewhere() const {
+    return follower_->failed_rank >= 0
+               ? fmt::format("rank {} on another host", follower_->failed_rank)
+               : "a rank on another host";
+  }
+  // "rank 2's failure", or "another's failure" where the echo did not say whose.
+  std::string whose_failure() const {
+    return follower_->failed_rank >= 0 ? fmt::format("rank {}'s failure", follower_->failed_rank)
+                                       : "another's failure";
   }
   // "rank 1", "ranks 1, 2": the ranks whose processes have not ended.
   std::string still_running() const {
@@ -174,24 +192,30 @@ class Supervisor {
   void keep_deadlines() {
     if (!stopping_ && Clock::now() >= followed_until_) {
       stopping_ = true;
-      if (options_.nnodes > 1) {
+      const int failed = follower_->failed_rank;
+      if (options_.nnodes > 1 && !runs_here(failed)) {
         // The failure may be on another host: these may only be slow to follow.
-        result_ = exit_code(follower_->second);
+        result_ = exit_code(follower_->ending);
         relay_.say(fmt::format(
-            "{}: rank {} {} (stopped by another's failure); {} still running {:g} s later: "
-            "stopping {}",
-            options_.log_prefix, follower_->first, describe(follower_->second), processes(running_),
-            follower_wait_s_, running_ == 1 ? "it" : "them"));
+            "{}: rank {} {} (stopped by {}); {} still running {:g} s later: stopping {}",
+            options_.log_prefix, follower_->rank, describe(follower_->ending), whose_failure(),
+            processes(running_), follower_wait_s_, running_ == 1 ? "it" : "them"));
       } else {
-        // All the run's processes are here, and none ended on a failure of its own: the one
-        // that failed is among those still running (stopped, hung where its own --timeout
-        // cannot reach, or slow to end). A failure of the run, not an echo of one.
+        // The one that failed is here, still running (stopped, hung where its own --timeout
+        // cannot reach, or slow to end); on one host, where it is not named, it is among those
+        // still running, as none ended on a failure of its own. A failure of the run, not an
+        // echo of one.
         result_ = 1;
+        const std::string which =
+            runs_here(failed)
+                ? (running_ == 1 ? "" : fmt::format(", rank {} the one that failed", failed))
+            : running_ == 1 ? ", the one that failed"
+                            : ", the one that failed among them";
         relay_.say(fmt::format(
-            "{}: rank {} {} (stopped by another's failure); {} still running {:g} s later, "
-            "the one that failed {}(stopped, hung, or slow to end): stopping {}",
-            options_.log_prefix, follower_->first, describe(follower_->second), still_running(),
-            follower_wait_s_, running_ == 1 ? "" : "among them ", running_ == 1 ? "it" : "them"));
+            "{}: rank {} {} (stopped by {}); {} still running {:g} s later{} (stopped, hung, "
+            "or slow to end): stopping {}",
+            options_.log_prefix, follower_->rank, describe(follower_->ending), whose_failure(),
+            still_running(), follower_wait_s_, which, running_ == 1 ? "it" : "them"));
       }
       stop_all(SIGTERM);
       kill_at_ = Clock::now() + grace_;
@@ -249,7 +273,7 @@ class Supervisor {
     // themselves), a while, and report it.
     if (ending->signal == 0 && ending->status == kPeerFailedExitStatus && notices_.noticed(rank)) {
       if (!follower_) {
-        follower_ = std::make_pair(rank, *ending);
+        follower_ = Follower{rank, *ending, notices_.failed_rank(rank)};
         followed_until_ = Clock::now() + seconds(follower_wait_s_);
       }
       return true;
@@ -284,9 +308,13 @@ class Supervisor {
   // (the one that failed says why on its way out): it may also give no sign of life (stopped,
   // its host gone), and is not waited for forever.
   const double follower_wait_s_;
-  // (rank, ending) of the first to exit with kPeerFailedExitStatus, having said it stopped for
-  // another's failure.
-  std::optional<std::pair<int, Ending>> follower_;
+  // The first to exit with kPeerFailedExitStatus, having said it stopped for another's failure.
+  struct Follower {
+    int rank;
+    Ending ending;
+    int failed_rank;  // the rank it said failed; -1: it did not say
+  };
+  std::optional<Follower> follower_;
   // After the first failure the others are stopped once the fold window has passed (2 s at
   // most): a bad input fails every rank alike, and each one's line then joins the first's
   // instead of being cut off.

@@ -15,9 +15,9 @@
 #include "pipebal/common/address_space.h"
 #include "pipebal/common/atomic_file.h"
 #include "pipebal/common/cores.h"
-#include "pipebal/distributed/group.h"
 #include "pipebal/distributed/launcher.h"
 #include "pipebal/distributed/peer_failure_notice.h"
+#include "pipebal/distributed/remote_failure.h"
 #include "pipebal/distributed/rendezvous.h"
 #include "pipebal/pipeline/error_text.h"
 #include "pipebal/pipeline/pipeline.h"
@@ -55,10 +55,10 @@ std::optional<int> end_run(const std::exception& error) {
     print_error_line("pipebal: error: " + rank_prefix() + error.what());
     pipebal::remove_temporaries_and_exit_now(pipebal::tools::kUserErrorStatus);
   }
-  if (dynamic_cast<const pipebal::distributed::PeerFailed*>(&error) != nullptr) {
+  if (const auto* echo = dynamic_cast<const pipebal::distributed::PeerFailed*>(&error)) {
     // An echo of another rank's failure: the launcher reports that rank, not this one.
     print_error_line("pipebal: error: " + rank_prefix() + error.what());
-    pipebal::distributed::notify_launcher_of_peer_failure();
+    pipebal::distributed::notify_launcher_of_peer_failure(echo->failed_rank());
     return pipebal::distributed::kPeerFailedExitStatus;
   }
   return std::nullopt;

@@ -2,6 +2,7 @@
 // a descriptor number that now names something else is left alone, and a pipe whose launcher is
 // gone does not end the rank with SIGPIPE.
 #include "pipebal/distributed/peer_failure_notice.h"
+#include "pipebal/distributed/remote_failure.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,11 +20,12 @@
 namespace pipebal::distributed {
 namespace {
 
-// Notifies as rank `rank` with PIPEBAL_LAUNCH_NOTICE_FD set to `value`.
-void notify_as(const std::string& rank, const std::string& value) {
+// Notifies as rank `rank`, stopped by `failed_rank`'s failure, with PIPEBAL_LAUNCH_NOTICE_FD set
+// to `value`.
+void notify_as(const std::string& rank, const std::string& value, int failed_rank = -1) {
   ::setenv("RANK", rank.c_str(), 1);
   ::setenv(kNoticeFdVariable, value.c_str(), 1);
-  notify_launcher_of_peer_failure();
+  notify_launcher_of_peer_failure(failed_rank);
   ::unsetenv(kNoticeFdVariable);
   ::unsetenv("RANK");
 }
@@ -41,13 +43,17 @@ TEST(PeerFailureNotice, TheRanksThatSaySoAreNoticed) {
             fmt::format("{}:{}", notices.write_end(), inode_of(notices.write_end())));
   EXPECT_FALSE(notices.noticed(2));
   notify_as("2", notices.variable_value());
-  notify_as("7", notices.variable_value());
+  notify_as("7", notices.variable_value(), 4);
   EXPECT_TRUE(notices.noticed(2));
   EXPECT_TRUE(notices.noticed(7));
   EXPECT_FALSE(notices.noticed(3));
+  // Each says which rank failed, where it knows.
+  EXPECT_EQ(notices.failed_rank(2), -1);
+  EXPECT_EQ(notices.failed_rank(7), 4);
+  EXPECT_EQ(notices.failed_rank(3), -1);
   // Not launched (no variable), or a value that is not "FD:INODE": nothing is written.
   ::setenv("RANK", "3", 1);
-  notify_launcher_of_peer_failure();
+  notify_launcher_of_peer_failure(1);
   ::unsetenv("RANK");
   for (const std::string& value :
        {std::to_string(notices.write_end()), notices.variable_value() + "x", std::string("1:2"),
@@ -55,6 +61,13 @@ TEST(PeerFailureNotice, TheRanksThatSaySoAreNoticed) {
     notify_as("3", value);
   }
   EXPECT_FALSE(notices.noticed(3));
+  // Lines that are not notices (written by something else) are passed over.
+  const std::string junk = "x\n5 y\n-1 2\n6 -3\n8 1\n";
+  ASSERT_EQ(::write(notices.write_end(), junk.data(), junk.size()),
+            static_cast<ssize_t>(junk.size()));
+  EXPECT_FALSE(notices.noticed(5));
+  EXPECT_FALSE(notices.noticed(6));
+  EXPECT_EQ(notices.failed_rank(8), 1);
 }
 
 // A process between the launcher and the rank may close the descriptors it does not know and
@@ -86,6 +99,20 @@ TEST(PeerFailureNotice, ALauncherGoneIsNoSigpipe) {
   ASSERT_EQ(::sigpending(&pending), 0);
   EXPECT_FALSE(sigismember(&pending, SIGPIPE));
   ::close(ends[1]);
+}
+
+// The rank an echo passes on is the one the posted failure names first, in each way the run's
+// processes post one.
+TEST(PeerFailureNotice, AnEchoKnowsTheRankItsFailureNames) {
+  EXPECT_EQ(PeerFailed("rank 2 failed: step 3 of 4: boom").failed_rank(), 2);
+  EXPECT_EQ(PeerFailed("rank 12's process ended without reporting an error").failed_rank(), 12);
+  EXPECT_EQ(PeerFailed("rank 0 has given no sign of life for 10 s").failed_rank(), 0);
+  EXPECT_EQ(std::string(PeerFailed("rank 2 failed: boom").what()), "stopped: rank 2 failed: boom");
+  for (const char* unnamed :
+       {"lost the rendezvous store at 127.0.0.1:1 (has rank 0 ended?)", "rank x failed",
+        "rank -1 failed", "rank 99999999999 failed", "rank 3", "ranks 1, 2 failed", ""}) {
+    EXPECT_EQ(PeerFailed(unnamed).failed_rank(), -1) << unnamed;
+  }
 }
 
 }  // namespace

@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
     std::_Exit(2);  // a layer may still be running: leave without waiting for it
   } catch (const pipebal::distributed::PeerFailed& error) {
     std::cerr << "rank " << std::getenv("RANK") << ": " << error.what() << "\n";
-    pipebal::distributed::notify_launcher_of_peer_failure();
+    pipebal::distributed::notify_launcher_of_peer_failure(error.failed_rank());
     return pipebal::distributed::kPeerFailedExitStatus;
   } catch (const std::exception& error) {
     std::cerr << "rank " << std::getenv("RANK") << ": " << pipebal::pipeline::error_summary(error)

@@ -195,6 +195,44 @@ TEST(LaunchCli, RanksLeftAfterOneStoppedByAFailureAreStoppedAfterAWhile) {
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
 }
 
+// An echo that says which rank failed (as pipebal's ranks do) lets the launcher name that one
+// among those still running.
+TEST(LaunchCli, TheRankAnEchoSaysFailedIsNamedAmongThoseStillRunning) {
+  const CliResult r = run_pipebal(
+      "launch --nproc-per-node 4 --master-port 0 --grace 1 -- sh -c "
+      "'if [ $RANK = 1 ]; then kill -STOP $$; elif [ $RANK = 3 ]; then exec sleep 60; fi; "
+      "echo $RANK 1 > /proc/self/fd/${PIPEBAL_LAUNCH_NOTICE_FD%%:*}; exit 3'");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find(" exited with status 3 (stopped by rank 1's failure); ranks 1, 3 still "
+                       "running 5 s later, rank 1 the one that failed (stopped, hung, or slow to "
+                       "end): stopping them\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+}
+
+// On a host of several, the rank an echo names is said to be on another host unless it runs
+// here, where it is named as the one that failed. (The launcher of node 1 alone: its processes
+// meet no one.)
+TEST(LaunchCli, AnEchoNamesTheRankOnAnotherHostOrHere) {
+  const std::string node1 =
+      "launch --nproc-per-node 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 "
+      "--master-port 29999 --grace 1 -- sh -c ";
+  const std::string echo =
+      "echo $RANK {} > /proc/self/fd/${{PIPEBAL_LAUNCH_NOTICE_FD%%:*}}; exit 3";
+  CliResult r = run_pipebal(node1 + "'" + fmt::format(echo, 0) + "'");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_NE(r.err.find(" exited with status 3 (stopped because rank 0 on another host failed)\n"),
+            std::string::npos)
+      << r.err;
+  r = run_pipebal(node1 + "'if [ $RANK = 3 ]; then exec sleep 60; fi; " + fmt::format(echo, 3) +
+                  "'");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "pipebal launch: rank 2 exited with status 3 (stopped by rank 3's failure); rank 3 "
+            "still running 5 s later (stopped, hung, or slow to end): stopping it\n");
+}
+
 // A rank whose layer never returns names itself at its --timeout; the rank waiting for its
 // messages waits a moment longer for that report (its own wait may have begun earlier) and
 // stops as an echo of it, instead of reporting a failure of its own.
