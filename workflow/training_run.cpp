@@ -14,14 +14,11 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include <sys/resource.h>
-
 #include <nlohmann/json.hpp>
 
 #include "pipebal/common/machine_load.h"
 #include "pipebal/distributed/c10d_transport.h"
 #include "pipebal/distributed/replicas.h"
-#include "pipebal/distributed/tags.h"
 #include "pipebal/models/dataset.h"
 #include "pipebal/models/synthetic.h"
 #include "pipebal/models/zoo.h"
@@ -33,6 +30,7 @@
 #include "pipebal/profiler/environment.h"
 #include "pipebal/profiler/statistics.h"
 #include "pipebal/profiler/taken_batch.h"
+#include "pipebal/workflow/rank_gathering.h"
 #include "pipebal/workflow/run_checks.h"
 #include "pipebal/workflow/run_devices.h"
 #include "pipebal/workflow/saved_model.h"
@@ -54,13 +52,6 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(OptimizerKind kind,
   }
   if (adam) return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
   return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr));
-}
-
-// This process's peak resident set.
-int64_t peak_rss_bytes() {
-  struct rusage usage {};
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
-  return int64_t{usage.ru_maxrss} * 1024;  // kilobytes on Linux
 }
 
 }  // namespace
@@ -134,9 +125,7 @@ struct TrainingRun::State {
   pipeline::LossFn loss_fn;
   pipeline::LossTerms loss_terms;  // of the user's data (synthetic targets have none ignored)
   reports::RunRecord run;
-  std::vector<pipeline::Timeline> timelines;
-  std::vector<double> origins_ms;  // of each measured step's timeline (StepResult::origin_ms)
-  std::vector<int64_t> peak_bytes;
+  RankMeasurements measured;
   // Of a multi-process run: what this rank's cores took while it ran, for rank 0 to tell the
   // host's other work from the run's (one process alone is measured by its command).
   std::optional<MachineLoadMeter> load_meter;
@@ -379,7 +368,7 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
   run.loss = models::to_string(loss_kind);
   run.data = settings.data;
   run.environment = profiler::environment_json();
-  st.peak_bytes.assign(settings.balance.size(), -1);
+  st.measured.peak_bytes.assign(settings.balance.size(), -1);
   if (st.group) st.load_meter.emplace();
 }
 
@@ -436,10 +425,10 @@ void TrainingRun::step(const StepCallback& on_step) {
   }
   // One process holds every stage's gradients (across processes a stage may have none).
   if (step == 0 && !st.group) check_something_trains(st.model.layers);
-  for (size_t s = 0; st.memory && s < st.peak_bytes.size(); ++s) {
+  for (size_t s = 0; st.memory && s < st.measured.peak_bytes.size(); ++s) {
     if (!st.pipeline->runs_stage(static_cast<int>(s))) continue;
-    st.peak_bytes[s] =
-        std::max(st.peak_bytes[s], st.memory->peak_bytes(st.memory_tag_base + static_cast<int>(s)));
+    st.measured.peak_bytes[s] = std::max(
+        st.measured.peak_bytes[s], st.memory->peak_bytes(st.memory_tag_base + static_cast<int>(s)));
   }
   if (st.averager) {
     const auto start = std::chrono::steady_clock::now();
@@ -453,122 +442,23 @@ void TrainingRun::step(const StepCallback& on_step) {
   if (on_step) on_step(step, total_steps(), result.step_ms, result.loss);
   if (step < st.settings.warmup_steps) return;
   st.run.steps.push_back({step - st.settings.warmup_steps, result.step_ms, result.loss});
-  st.timelines.push_back(std::move(result.timeline));
-  st.origins_ms.push_back(result.origin_ms);
+  st.measured.timelines.push_back(std::move(result.timeline));
+  st.measured.origins_ms.push_back(result.origin_ms);
 }
 
 int TrainingRun::rank() const {
   return state_->group ? state_->group->rank() : 0;
 }
 
-// Every rank sends rank 0 its measured timelines (with their origins on rank 0's clock), its
-// stages' peak memory and its peak RSS; rank 0 merges them into one timeline per step.
-void TrainingRun::gather_ranks() {
-  State& st = *state_;
-  nlohmann::json mine;
-  mine["rank"] = st.group->rank();
-  mine["host"] = profiler::host_name();
-  mine["peak_rss_bytes"] = peak_rss_bytes();
-  mine["clock_uncertainty_ms"] = st.group->clock_uncertainty_ms();
-  mine["shared_memory_peers"] = st.group->shared_memory_peers();
-  mine["peak_bytes"] = st.peak_bytes;
-  mine["origins_ms"] = st.origins_ms;
-  const std::optional<CpuUse> my_cpu_use = st.load_meter->use();
-  mine["cpu_use"] = my_cpu_use ? cpu_use_to_json(*my_cpu_use) : nlohmann::json();
-  mine["machine"] = this_machine();
-  nlohmann::json timelines = nlohmann::json::array();
-  for (const auto& t : st.timelines) timelines.push_back(reports::timeline_to_json(t));
-  mine["timelines"] = timelines;
-  const std::vector<std::string> all = st.group->gather("run", mine.dump());
-  if (all.empty()) return;  // not rank 0
-  std::vector<pipeline::Timeline> merged(st.timelines.size());
-  std::vector<HostCpuUse> cpu_use_by_rank;
-  for (const std::string& text : all) {
-    const nlohmann::json theirs = nlohmann::json::parse(text);
-    cpu_use_by_rank.push_back(
-        {theirs.at("machine").get<std::string>(), cpu_use_from_json(theirs.at("cpu_use"))});
-    const std::optional<CpuUse>& their_cpu_use = cpu_use_by_rank.back().use;
-    const int rank = theirs.at("rank").get<int>();
-    const int replica = st.placement.replica_of(rank);
-    const auto origins = theirs.at("origins_ms").get<std::vector<double>>();
-    const auto& lines = theirs.at("timelines");
-    if (origins.size() != merged.size() || lines.size() != merged.size()) {
-      throw std::runtime_error(
-          fmt::format("rank {} measured {} steps, rank 0 {}", rank, lines.size(), merged.size()));
-    }
-    for (size_t k = 0; k < merged.size() && replica == 0; ++k) {  // replica 0's pipeline
-      const double shift = origins[k] - st.origins_ms[k];
-      for (pipeline::TimedAction t : reports::timeline_from_json(lines[k])) {
-        t.start_ms += shift;
-        t.end_ms += shift;
-        merged[k].push_back(t);
-      }
-    }
-    const auto peaks = theirs.at("peak_bytes").get<std::vector<int64_t>>();
-    for (size_t s = 0; s < peaks.size() && s < st.peak_bytes.size(); ++s) {
-      st.peak_bytes[s] = std::max(st.peak_bytes[s], peaks[s]);  // the most of any replica
-    }
-    reports::ProcessRun process;
-    process.rank = rank;
-    process.stage = st.placement.device_of(rank);
-    process.replica = replica;
-    process.host = theirs.at("host").get<std::string>();
-    process.peak_rss_bytes = theirs.at("peak_rss_bytes").get<int64_t>();
-    if (their_cpu_use) process.cpu_seconds = their_cpu_use->own_s;
-    process.clock_uncertainty_ms = theirs.at("clock_uncertainty_ms").get<double>();
-    process.shared_memory_peers = theirs.at("shared_memory_peers").get<std::vector<int>>();
-    st.run.processes.push_back(process);
-  }
-  const std::optional<MachineLoad> machine_load = load_of_hosts(cpu_use_by_rank);
-  if (machine_load) st.run.environment["machine_load"] = machine_load_to_json(*machine_load);
-  // Each step's time axis starts at its earliest action.
-  for (auto& timeline : merged) {
-    double first = 0;
-    for (size_t i = 0; i < timeline.size(); ++i) {
-      first = i == 0 ? timeline[i].start_ms : std::min(first, timeline[i].start_ms);
-    }
-    for (auto& t : timeline) {
-      t.start_ms -= first;
-      t.end_ms -= first;
-    }
-    std::stable_sort(timeline.begin(), timeline.end(),
-                     [](const auto& a, const auto& b) { return a.stage < b.stage; });
-  }
-  st.timelines = std::move(merged);
-}
-
-// Across processes each rank trained its own stage: the first replica's ranks send their
-// stages' parameters and buffers to rank 0, whose copy of the model then holds them all.
-void TrainingRun::gather_weights() {
-  State& st = *state_;
-  const int rank = st.group->rank();
-  const int stages = static_cast<int>(st.settings.balance.size());
-  torch::NoGradGuard no_grad;
-  size_t first = 0;
-  for (int s = 0; s < stages; ++s) {
-    const pipeline::LayerSeq part = st.model.layers.slice(first, st.settings.balance[s]);
-    first += static_cast<size_t>(st.settings.balance[s]);
-    const int owner = st.placement.rank_of(st.placement.device_of_stage(s), 0);
-    if (owner == 0 || (rank != 0 && rank != owner)) continue;
-    std::vector<at::Tensor> state = part.parameters();
-    for (const at::Tensor& b : part.buffers()) state.push_back(b);
-    const std::string what = fmt::format("gathering stage {}'s weights for --save", s);
-    for (size_t t = 0; t < state.size(); ++t) {
-      if (rank == 0) {
-        st.group->receive(state[t], owner, distributed::kWeightsTagBase + static_cast<int>(t),
-                          what);
-      } else {
-        st.group->send(state[t], 0, distributed::kWeightsTagBase + static_cast<int>(t), what);
-      }
-    }
-  }
-}
-
 reports::RunRecord TrainingRun::finish() {
   State& st = *state_;
   if (!done()) throw std::logic_error("TrainingRun::finish before the last step");
-  if (st.group) gather_ranks();
-  if (st.group && !st.settings.save.empty()) gather_weights();
+  if (st.group) {
+    gather_measurements(*st.group, st.placement, st.load_meter->use(), st.measured, st.run);
+  }
+  if (st.group && !st.settings.save.empty()) {
+    gather_weights(*st.group, st.placement, st.model.layers, st.settings.balance);
+  }
   if (!st.settings.save.empty() && rank() == 0) save_trained_model(st.model, st.settings.save);
   reports::RunRecord run = st.run;
   std::vector<double> ms;
@@ -585,7 +475,7 @@ reports::RunRecord TrainingRun::finish() {
       representative = i;
     }
   }
-  run.timeline = st.timelines[representative];
+  run.timeline = st.measured.timelines[representative];
   const int stages = static_cast<int>(st.settings.balance.size());
   const std::vector<double> busy = pipeline::busy_ms_per_stage(run.timeline, stages);
   const double span = pipeline::span_ms(run.timeline);
@@ -597,7 +487,7 @@ reports::RunRecord TrainingRun::finish() {
     stage.layers = st.settings.balance[s];
     stage.busy_ms = busy[s];
     stage.busy_fraction = span > 0 ? busy[s] / span : 0;
-    stage.peak_memory_bytes = st.peak_bytes[s];
+    stage.peak_memory_bytes = st.measured.peak_bytes[s];
     run.stages.push_back(stage);
     first += st.settings.balance[s];
   }

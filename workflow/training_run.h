@@ -117,8 +117,6 @@ class TrainingRun {
   void run_on_stage_thread(int stage, const std::function<void()>& job);
 
  private:
-  void gather_ranks();
-  void gather_weights();
   struct State;
   std::unique_ptr<State> state_;
 };
