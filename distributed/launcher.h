@@ -54,10 +54,11 @@ void check(const LaunchOptions& options);
 // first to fail (128 + signal for one killed by a signal) after stopping the rest (SIGTERM once
 // fold_window_s (2 s at most) has passed, for their own lines on a bad input they share; SIGKILL
 // after grace_s more), with one line on `log` naming it; a process exiting with
-// kPeerFailedExitStatus, having said it stopped for another's failure, counts only when no other
-// failed, and the rest get max(grace, 5 s) after it
+// kPeerFailedExitStatus, having said it stopped for another's failure (and which rank failed,
+// where it knows), counts only when no other failed, and the rest get max(grace, 5 s) after it
 // to end by themselves (the one that failed may give no sign of life) before they are stopped;
-// on one host (nnodes 1) those are then named as the failure, and the status is 1. Each
+// on one host (nnodes 1), or where the rank named as failed runs on this one, those are then
+// named as the failure (that rank among them), and the status is 1. Each
 // process runs in a process group of its own, signalled whole (what it starts goes with it; from a
 // terminal the processes run in the background and cannot read it). SIGINT or SIGTERM to the
 // launcher is passed on to every process, and launch() returns 128 + that signal once they are

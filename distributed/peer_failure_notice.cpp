@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -74,8 +75,16 @@ int PeerFailureNotices::failed_rank(int rank) {
 
 void notify_launcher_of_peer_failure(int failed_rank) noexcept {
   const char* value = std::getenv(kNoticeFdVariable);
-  const char* rank = std::getenv("RANK");
-  if (value == nullptr || rank == nullptr) return;
+  const char* rank_text = std::getenv("RANK");
+  if (value == nullptr || rank_text == nullptr) return;
+  // Written as a number: a RANK of other text could read as another notice.
+  char* end = nullptr;
+  errno = 0;
+  const long long rank = std::strtoll(rank_text, &end, 10);
+  if (!std::isdigit(static_cast<unsigned char>(rank_text[0])) || *end != '\0' || errno != 0 ||
+      rank > std::numeric_limits<int>::max()) {
+    return;
+  }
   long long fd = -1;
   unsigned long long inode = 0;
   int length = 0;
@@ -88,8 +97,9 @@ void notify_launcher_of_peer_failure(int failed_rank) noexcept {
     return;  // not the launcher's pipe any more
   }
   char line[48];  // shorter than PIPE_BUF: written in one piece
-  const int size = failed_rank >= 0 ? std::snprintf(line, sizeof line, "%s %d\n", rank, failed_rank)
-                                    : std::snprintf(line, sizeof line, "%s\n", rank);
+  const int size = failed_rank >= 0
+                       ? std::snprintf(line, sizeof line, "%lld %d\n", rank, failed_rank)
+                       : std::snprintf(line, sizeof line, "%lld\n", rank);
   if (size <= 0 || size_t(size) >= sizeof line) return;
   // The launcher gone, its pipe has no reader: the write fails with EPIPE, and the SIGPIPE it
   // raises on this thread is taken here, not left to end the process.

@@ -31,7 +31,7 @@ std::optional<std::string> settings_difference(const std::vector<SharedSettings>
 // Every rank calls it once, after the rendezvous, and it returns once every rank's settings
 // (`mine`, and the PIPEBAL_TENSOR_CHANNEL switch) are known to equal rank 0's. Otherwise rank 0
 // posts the difference as the run's failure and throws std::invalid_argument with it; the other
-// ranks throw PeerFailed with it (group.h).
+// ranks throw PeerFailed with it (remote_failure.h).
 void require_same_settings(Group& group, const SharedSettings& mine);
 
 }  // namespace pipebal::distributed

@@ -106,10 +106,13 @@ class Supervisor {
     if (stopping_) signal_all(SIGKILL);
     children_.reap_all();
     if (result_ == 0 && follower_) {  // the failure was on another host, if there is one
-      relay_.say(fmt::format(
-          "{}: rank {} {}{}", options_.log_prefix, follower_->rank, describe(follower_->ending),
-          options_.nnodes > 1 ? fmt::format(" (stopped because {} failed)", failed_elsewhere())
-                              : ""));
+      const int failed = follower_->failed_rank;
+      const std::string whose = failed >= 0 && !is_local(failed)
+                                    ? whose_failure()
+                                    : "the failure of a rank on another host";
+      relay_.say(fmt::format("{}: rank {} {}{}", options_.log_prefix, follower_->rank,
+                             describe(follower_->ending),
+                             options_.nnodes > 1 ? " (stopped by " + whose + ")" : ""));
       result_ = exit_code(follower_->ending);
     }
     relay_.finish();
@@ -129,22 +132,24 @@ class Supervisor {
   std::string processes(int count) const {
     return fmt::format("{} process{}", count, count == 1 ? "" : "es");
   }
+  // Whether `rank` is one of this host's processes.
+  bool is_local(int rank) const {
+    const int local = rank - first_rank_;
+    return local >= 0 && local < static_cast<int>(children_.pids.size());
+  }
   // Whether `rank` is one of this host's processes and has not ended.
   bool runs_here(int rank) const {
-    const int local = rank - first_rank_;
-    return local >= 0 && local < static_cast<int>(children_.pids.size()) &&
-           !children_.ended[static_cast<size_t>(local)];
+    return is_local(rank) && !children_.ended[static_cast<size_t>(rank - first_rank_)];
   }
-  // "rank 5 on another host", or "a rank on another host" where the echo did not say which.
-  std::string failed_elsewhere() const {
-    return follower_->failed_rank >= 0
-               ? fmt::format("rank {} on another host", follower_->failed_rank)
-               : "a rank on another host";
-  }
-  // "rank 2's failure", or "another's failure" where the echo did not say whose.
+  // Whose failure the first echo named: a rank still running here, one on another host, or, where
+  // it named none (or one of this host's that has ended since, without failing), another's.
   std::string whose_failure() const {
-    return follower_->failed_rank >= 0 ? fmt::format("rank {}'s failure", follower_->failed_rank)
-                                       : "another's failure";
+    const int failed = follower_->failed_rank;
+    if (runs_here(failed)) return fmt::format("rank {}'s failure", failed);
+    if (failed >= 0 && !is_local(failed)) {
+      return fmt::format("the failure of rank {} on another host", failed);
+    }
+    return "another's failure";
   }
   // "rank 1", "ranks 1, 2": the ranks whose processes have not ended.
   std::string still_running() const {
@@ -208,7 +213,8 @@ class Supervisor {
         result_ = 1;
         const std::string which =
             runs_here(failed)
-                ? (running_ == 1 ? "" : fmt::format(", rank {} the one that failed", failed))
+                ? (running_ == 1 ? ""
+                                 : fmt::format(", among them rank {}, the one that failed", failed))
             : running_ == 1 ? ", the one that failed"
                             : ", the one that failed among them";
         relay_.say(fmt::format(
@@ -275,6 +281,8 @@ class Supervisor {
       if (!follower_) {
         follower_ = Follower{rank, *ending, notices_.failed_rank(rank)};
         followed_until_ = Clock::now() + seconds(follower_wait_s_);
+      } else if (follower_->failed_rank < 0) {  // the first did not say which rank failed
+        follower_->failed_rank = notices_.failed_rank(rank);
       }
       return true;
     }

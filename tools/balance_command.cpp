@@ -395,7 +395,6 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   check_outputs_apart({{"the profile", params.profile_path}}, outputs);
   if (!params.output_path.empty()) check_writable(params.output_path);  // before the search
   const balance::CostOptions options = cost_options(params, profile);
-  warnings << long_weight_delays_warning(options.weight_delays, options.chunks);
   if (!params.schedule_plans_dir.empty() && (params.json || params.format != "table")) {
     throw std::invalid_argument(
         "--schedule-plans prints the schedule table beside the plans it writes: drop --json and "
@@ -443,6 +442,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
   const bool python = format == "torchgpipe" || format == "pippy";
   // May refuse: before anything is said or written.
   const std::string python_text = python ? for_python(plan, format) : "";
+  warnings << long_weight_delays_warning("--weight-delays", options.weight_delays, options.chunks);
   warn_if_profiled_busy(profile.machine_load, params.profile_path, warnings);
   warn_if_pipelining_loses(plan, profile, options, warnings);
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);

@@ -122,14 +122,15 @@ std::vector<int> parse_weight_delays(const std::string& text) {
   return {delays->begin(), delays->end()};
 }
 
-std::string long_weight_delays_warning(const std::vector<int>& delays, int chunks) {
+std::string long_weight_delays_warning(const std::string& source, const std::vector<int>& delays,
+                                       int chunks) {
   std::vector<int> effective = delays;
   for (int& delay : effective) delay = std::min(delay, chunks);
   if (effective == delays) return "";
   return fmt::format(
-      "{}--weight-delays {} with {} micro-batch{} runs as {}: a W delay of the micro-batches or "
-      "more runs each W after the stage's last B\n",
-      warning_prefix(), fmt::join(delays, ","), chunks, chunks == 1 ? "" : "es",
+      "{}{} {} with {} micro-batch{} run as {}: a W delay of the micro-batch count or more runs "
+      "each W after the stage's last B\n",
+      warning_prefix(), source, fmt::join(delays, ","), chunks, chunks == 1 ? "" : "es",
       fmt::join(effective, ","));
 }
 

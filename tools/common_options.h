@@ -40,10 +40,12 @@ CLI::Option* add_virtual_stages_option(CLI::App& cmd, int& virtual_stages);
 CLI::Option* add_weight_delays_option(CLI::App& cmd, std::string& delays);
 // "0,1,1": zb-h1's W delay per stage, in micro-batches; throws std::invalid_argument otherwise.
 std::vector<int> parse_weight_delays(const std::string& text);
-// A warning line (with its newline) when a W delay is `chunks` micro-batches or more, empty
-// otherwise: such a delay runs every W after the stage's last B, as a delay of `chunks` does, and
-// the plan or run says that one.
-std::string long_weight_delays_warning(const std::vector<int>& delays, int chunks);
+// A warning line (with its newline) when a W delay of `delays` (given as `source`:
+// "--weight-delays" or "the plan's W delays") is `chunks` micro-batches or more, empty otherwise:
+// such a delay runs every W after the stage's last B, as a delay of `chunks` does, and the plan or
+// run says that one.
+std::string long_weight_delays_warning(const std::string& source, const std::vector<int>& delays,
+                                       int chunks);
 // The stages per device `schedule` runs with `--virtual given`: 2 by default for interleaved, 1
 // for the others; throws std::invalid_argument for --virtual with another schedule or below 1.
 int stages_per_device(pipeline::ScheduleKind schedule, int given);

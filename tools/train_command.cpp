@@ -231,10 +231,10 @@ void run_train(const TrainParams& p, const CLI::App& cmd) {
   } else {
     settings.balance = parse_balance(p.balance);
   }
-  if (!p.weight_delays.empty()) {
-    settings.weight_delays = parse_weight_delays(p.weight_delays);
-    plan_warnings += long_weight_delays_warning(settings.weight_delays, settings.chunks);
-  }
+  if (!p.weight_delays.empty()) settings.weight_delays = parse_weight_delays(p.weight_delays);
+  plan_warnings += long_weight_delays_warning(
+      p.weight_delays.empty() ? "the plan's W delays" : "--weight-delays", settings.weight_delays,
+      settings.chunks);
   if (p.plan.empty() || cmd.count("--schedule") + cmd.count("--virtual") > 0) {
     settings.virtual_stages = stages_per_device(settings.schedule, p.settings.virtual_stages);
   }

@@ -378,6 +378,12 @@ void add_validate_command(CLI::App& app) {
     ValidateParams params = *p;
     params.virtual_stages = stages_per_device(params.schedule, *virtual_given);
     if (!weight_delays->empty()) params.weight_delays = parse_weight_delays(*weight_delays);
+    if (params.schedule == pipeline::ScheduleKind::kZeroBubbleH1 &&
+        params.weight_delays.size() == static_cast<size_t>(params.stages)) {  // else refused
+      fmt::print(
+          stderr, "{}",
+          long_weight_delays_warning("--weight-delays", params.weight_delays, params.chunks));
+    }
     // Candidates trained as processes run this very binary's `train`.
     if (params.processes > 0) params.executable = std::filesystem::read_symlink("/proc/self/exe");
     run_validate(params);

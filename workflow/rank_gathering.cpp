@@ -13,9 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "pipebal/distributed/group.h"
+#include "pipebal/distributed/placement.h"
 #include "pipebal/distributed/tags.h"
 #include "pipebal/pipeline/layer_seq.h"
 #include "pipebal/profiler/environment.h"
+#include "pipebal/reports/run_record.h"
 
 namespace pipebal::workflow {
 namespace {

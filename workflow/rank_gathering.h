@@ -10,15 +10,17 @@
 #include <vector>
 
 #include "pipebal/common/machine_load.h"
-#include "pipebal/distributed/placement.h"
 #include "pipebal/pipeline/timeline.h"
-#include "pipebal/reports/run_record.h"
 
 namespace pipebal::distributed {
 class Group;
-}
+struct Placement;
+}  // namespace pipebal::distributed
 namespace pipebal::pipeline {
 class LayerSeq;
+}
+namespace pipebal::reports {
+struct RunRecord;
 }
 
 namespace pipebal::workflow {

@@ -10,23 +10,25 @@
 namespace pipebal::testing {
 namespace {
 
-// What a pipebal rank stopped by another's failure does (distributed/peer_failure_notice.h): it
-// tells the launcher so, and exits with status 3.
-constexpr const char* kStopForAnothersFailure =
-    "echo $RANK > /proc/self/fd/${PIPEBAL_LAUNCH_NOTICE_FD%%:*}; exit 3";
+// What a rank stopped by `failed`'s failure writes to the launcher (peer_failure_notice.h) before
+// it exits with status 3; -1: one that does not say which rank failed.
+std::string echo_of(int failed) {
+  return fmt::format("echo $RANK{} > /proc/self/fd/${{PIPEBAL_LAUNCH_NOTICE_FD%%:*}}; exit 3",
+                     failed >= 0 ? " " + std::to_string(failed) : "");
+}
 
 // A rank that stopped because another failed may exit first; launch names the one that failed.
 TEST(LaunchCli, LaunchReportsTheRankThatFailedNotTheOneThatFollowed) {
   const CliResult r = run_pipebal(
       fmt::format("launch --nproc-per-node 3 --master-port 0 -- sh -c "
                   "'if [ $RANK = 1 ]; then {}; elif [ $RANK = 2 ]; then sleep 0.5; exit 2; fi'",
-                  kStopForAnothersFailure));
+                  echo_of(-1)));
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("pipebal launch: rank 2 exited with status 2"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("rank 1 exited"), std::string::npos) << r.err;
   // Alone on one host, that status is just the command's: no other host to blame.
   const CliResult alone =
-      run_pipebal(fmt::format("launch --master-port 0 -- sh -c '{}'", kStopForAnothersFailure));
+      run_pipebal(fmt::format("launch --master-port 0 -- sh -c '{}'", echo_of(-1)));
   EXPECT_EQ(alone.status, 3) << alone.err;
   EXPECT_EQ(alone.err, "pipebal launch: rank 0 exited with status 3\n");
 }
@@ -49,7 +51,7 @@ TEST(LaunchCli, RanksLeftAfterOneStoppedByAFailureAreStoppedAfterAWhile) {
   const CliResult r = run_pipebal(
       "launch --nproc-per-node 3 --master-port 0 --grace 1 -- sh -c "
       "'if [ $RANK = 1 ]; then kill -STOP $$; fi; " +
-      std::string(kStopForAnothersFailure) + "'");
+      echo_of(-1) + "'");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find(" exited with status 3 (stopped by another's failure); rank 1 still "
                        "running 5 s later, the one that failed (stopped, hung, or slow to end): "
@@ -60,41 +62,68 @@ TEST(LaunchCli, RanksLeftAfterOneStoppedByAFailureAreStoppedAfterAWhile) {
 }
 
 // An echo that says which rank failed (as pipebal's ranks do) lets the launcher name that one
-// among those still running.
+// among those still running; an echo that does not leaves it to the next that does, and with
+// none the one that failed is said to be among them.
 TEST(LaunchCli, TheRankAnEchoSaysFailedIsNamedAmongThoseStillRunning) {
-  const CliResult r = run_pipebal(
+  CliResult r = run_pipebal(
       "launch --nproc-per-node 4 --master-port 0 --grace 1 -- sh -c "
-      "'if [ $RANK = 1 ]; then kill -STOP $$; elif [ $RANK = 3 ]; then exec sleep 60; fi; "
-      "echo $RANK 1 > /proc/self/fd/${PIPEBAL_LAUNCH_NOTICE_FD%%:*}; exit 3'");
+      "'if [ $RANK = 1 ]; then kill -STOP $$; elif [ $RANK = 3 ]; then exec sleep 60; fi; " +
+      echo_of(1) + "'");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find(" exited with status 3 (stopped by rank 1's failure); ranks 1, 3 still "
-                       "running 5 s later, rank 1 the one that failed (stopped, hung, or slow to "
-                       "end): stopping them\n"),
+                       "running 5 s later, among them rank 1, the one that failed (stopped, hung, "
+                       "or slow to end): stopping them\n"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  r = run_pipebal(
+      "launch --nproc-per-node 3 --master-port 0 --grace 1 -- sh -c "
+      "'if [ $RANK = 0 ]; then " +
+      echo_of(-1) + "; elif [ $RANK = 1 ]; then sleep 1; " + echo_of(2) + "; fi; exec sleep 60'");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "pipebal launch: rank 0 exited with status 3 (stopped by rank 2's failure); rank 2 "
+            "still running 5 s later (stopped, hung, or slow to end): stopping it\n");
+  r = run_pipebal(
+      "launch --nproc-per-node 3 --master-port 0 --grace 1 -- sh -c "
+      "'if [ $RANK = 0 ]; then " +
+      echo_of(-1) + "; fi; exec sleep 60'");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "pipebal launch: rank 0 exited with status 3 (stopped by another's failure); ranks 1, "
+            "2 still running 5 s later, the one that failed among them (stopped, hung, or slow to "
+            "end): stopping them\n");
 }
 
 // On a host of several, the rank an echo names is said to be on another host unless it runs
-// here, where it is named as the one that failed. (The launcher of node 1 alone: its processes
-// meet no one.)
+// here, where it is named as the one that failed. (Launchers of node 1 alone, for a world of 4
+// or 6: their processes meet no one.)
 TEST(LaunchCli, AnEchoNamesTheRankOnAnotherHostOrHere) {
   const std::string node1 =
-      "launch --nproc-per-node 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 "
-      "--master-port 29999 --grace 1 -- sh -c ";
-  const std::string echo =
-      "echo $RANK {} > /proc/self/fd/${{PIPEBAL_LAUNCH_NOTICE_FD%%:*}}; exit 3";
-  CliResult r = run_pipebal(node1 + "'" + fmt::format(echo, 0) + "'");
+      "--nnodes 2 --node-rank 1 --master-addr 127.0.0.1 --master-port 29999 --grace 1 -- sh -c ";
+  const std::string two = "launch --nproc-per-node 2 " + node1;
+  // Every one here stopped by rank 0's failure there.
+  CliResult r = run_pipebal(two + "'" + echo_of(0) + "'");
   EXPECT_EQ(r.status, 3) << r.err;
-  EXPECT_NE(r.err.find(" exited with status 3 (stopped because rank 0 on another host failed)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(" exited with status 3 (stopped by the failure of rank 0 on another host)\n"),
+      std::string::npos)
       << r.err;
-  r = run_pipebal(node1 + "'if [ $RANK = 3 ]; then exec sleep 60; fi; " + fmt::format(echo, 3) +
-                  "'");
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  // One here slow to follow: stopped, the echo's status kept (the failure is not here).
+  r = run_pipebal(two + "'if [ $RANK = 3 ]; then exec sleep 60; fi; " + echo_of(0) + "'");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(r.err,
+            "pipebal launch: rank 2 exited with status 3 (stopped by the failure of rank 0 on "
+            "another host); 1 process still running 5 s later: stopping it\n");
+  // The one that failed here, still running: named, status 1.
+  r = run_pipebal("launch --nproc-per-node 3 " + node1 + "'if [ $RANK = 3 ]; then " + echo_of(4) +
+                  "; fi; exec sleep 60'");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_EQ(r.err,
-            "pipebal launch: rank 2 exited with status 3 (stopped by rank 3's failure); rank 3 "
-            "still running 5 s later (stopped, hung, or slow to end): stopping it\n");
+            "pipebal launch: rank 3 exited with status 3 (stopped by rank 4's failure); ranks 4, 5 "
+            "still running 5 s later, among them rank 4, the one that failed (stopped, hung, or "
+            "slow to end): stopping them\n");
 }
 
 }  // namespace

@@ -450,9 +450,20 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
                   "--weight-delays 0,99 -o " + dir + "/run.json");
   ASSERT_EQ(r.status, 0) << r.err;
   expect_delays(json::parse(read_text(dir + "/run.json")), {0, 4});
-  EXPECT_NE(r.err.find("pipebal: warning: --weight-delays 0,99 with 4 micro-batches runs as 0,4: "
-                       "a W delay of the micro-batches or more runs each W after the stage's "
+  EXPECT_NE(r.err.find("pipebal: warning: --weight-delays 0,99 with 4 micro-batches run as 0,4: "
+                       "a W delay of the micro-batch count or more runs each W after the stage's "
                        "last B\n"),
+            std::string::npos)
+      << r.err;
+  // A plan's delays past a smaller --chunks alike.
+  json longer = json::parse(read_text(dir + "/plan.json"));
+  longer["weight_delays"] = {0, 3};
+  std::ofstream(dir + "/longer.json") << longer.dump();
+  r = run_pipebal("train --plan " + dir + "/longer.json --chunks 2 --steps 1 --warmup-steps 0 -o " +
+                  dir + "/run.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(read_text(dir + "/run.json"))["weight_delays"], json({0, 2}));
+  EXPECT_NE(r.err.find("the plan's W delays 0,3 with 2 micro-batches run as 0,2: "),
             std::string::npos)
       << r.err;
   // balance says so alike, and plans what runs.
@@ -461,7 +472,7 @@ TEST(PlanCli, ZeroBubbleIsPlannedFromTheProfilesWeightTimesAndTrains) {
                   "--weight-delays 100,1 -o " +
                   dir + "/long.json");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("--weight-delays 100,1 with 4 micro-batches runs as 4,1: "),
+  EXPECT_NE(r.err.find("--weight-delays 100,1 with 4 micro-batches run as 4,1: "),
             std::string::npos)
       << r.err;
   EXPECT_EQ(json::parse(read_text(dir + "/long.json"))["weight_delays"], json({4, 1}));
@@ -478,11 +489,15 @@ TEST(PlanCli, ValidateTrainsZeroBubbleWithThePlansWeightDelays) {
   const std::string dir = fresh_dir("validate_zb");
   const CliResult r = run_pipebal(
       "validate --model mlp:layers=3,width=16 --input-shape 12,16 --stages 3 --chunks 3 "
-      "--schedule zb-h1 --weight-delays 0,1,2 --steps 1 --warmup-steps 0 --profile-repeat 2 -o " +
+      "--schedule zb-h1 --weight-delays 0,1,5 --steps 1 --warmup-steps 0 --profile-repeat 2 -o " +
       dir + "/v");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(json::parse(read_text(dir + "/v/plan.json"))["weight_delays"], json({0, 1, 2}));
-  EXPECT_EQ(json::parse(read_text(dir + "/v/run.json"))["weight_delays"], json({0, 1, 2}));
+  // A delay past the micro-batches is planned and trained as their count, and said to be.
+  EXPECT_EQ(json::parse(read_text(dir + "/v/plan.json"))["weight_delays"], json({0, 1, 3}));
+  EXPECT_EQ(json::parse(read_text(dir + "/v/run.json"))["weight_delays"], json({0, 1, 3}));
+  EXPECT_NE(r.err.find("--weight-delays 0,1,5 with 3 micro-batches run as 0,1,3: "),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(PlanCli, ASingleStagePlanTrainsThePlainModel) {
