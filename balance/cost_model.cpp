@@ -111,6 +111,12 @@ void CostModel::set_whole_batch_layers(std::vector<LayerCost> layers) {
   whole_batch_layers_ = std::move(layers);
 }
 
+CostModel CostModel::with_options(CostOptions options) const {
+  CostModel model(layers_, stages_, std::move(options));
+  model.whole_batch_layers_ = whole_batch_layers_;
+  return model;
+}
+
 CostModel::CostModel(std::vector<LayerCost> layers, int stages, CostOptions options)
     : layers_(std::move(layers)), stages_(stages), options_(std::move(options)) {
   validate(layers_, stages_, options_);

@@ -73,6 +73,10 @@ class CostModel {
   // for another layer count.
   const std::vector<LayerCost>& whole_batch_layers() const { return whole_batch_layers_; }
   void set_whole_batch_layers(std::vector<LayerCost> layers);
+  // This model's layers, stage count and whole-batch costs under other options (another
+  // schedule, chosen W delays, caps): a model made anew from layers() alone would price the
+  // one-micro-batch step from the planned micro-batch's costs instead.
+  CostModel with_options(CostOptions options) const;
   const CostOptions& options() const { return options_; }
   // The schedule the cost model assumes, with options().chunks micro-batches.
   const pipeline::Schedule& schedule() const { return schedule_; }

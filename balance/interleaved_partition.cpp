@@ -123,7 +123,7 @@ Fit fitting_search(const CostModel& model, int64_t node_limit, InterleavedSearch
 CostModel with_cap(const CostModel& model, int64_t cap_bytes) {
   CostOptions options = model.options();
   options.memory_caps_bytes = {cap_bytes};
-  return CostModel(model.layers(), model.stage_count(), options);
+  return model.with_options(options);
 }
 
 struct CapFound {
@@ -142,7 +142,7 @@ CapFound smallest_fitting_cap(const CostModel& model) {
   CapFound cap;
   CostOptions unlimited = model.options();
   unlimited.memory_caps_bytes.clear();
-  const CostModel free_model(model.layers(), model.stage_count(), unlimited);
+  const CostModel free_model = model.with_options(unlimited);
   InterleavedSearch fastest;
   if (fitting_search(free_model, kProbeNodes, &fastest) != Fit::kFits) return cap;
   const std::vector<int64_t> peaks =

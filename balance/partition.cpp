@@ -50,7 +50,7 @@ bool delays_to_choose(const CostModel& model) {
 CostModel with_delays(const CostModel& model, int delay) {
   CostOptions options = model.options();
   options.weight_delays.assign(model.stage_count(), delay);
-  return CostModel(model.layers(), model.stage_count(), options);
+  return model.with_options(options);
 }
 
 // zb-h1 whose W delays are to be chosen is balanced with W right after B (which the delays then
@@ -97,8 +97,7 @@ std::vector<int> partition_balance(const CostModel& model, Algorithm algorithm) 
 Plan plan_balance(const CostModel& model, const std::vector<int>& balance,
                   const std::string& algorithm) {
   if (!delays_to_choose(model)) return make_plan(model, balance, algorithm);
-  const CostModel bounded(model.layers(), model.stage_count(),
-                          with_fastest_weight_delays(model, balance));
+  const CostModel bounded = model.with_options(with_fastest_weight_delays(model, balance));
   return make_plan(bounded, balance, algorithm);
 }
 

@@ -16,7 +16,7 @@ CostModel repriced(const CostModel& model, pipeline::ScheduleKind schedule,
   options.schedule = schedule;
   options.virtual_stages = 1;
   options.weight_delays = std::move(weight_delays);
-  return CostModel(model.layers(), model.stage_count(), options);
+  return model.with_options(options);
 }
 
 // `model` as zb-h1 with every stage's delay min(delay, s): stage s's memory depends on its

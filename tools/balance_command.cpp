@@ -438,13 +438,20 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
                   ? balance::partition(model, algorithm)
                   : balance::plan_balance(model, balance::parse_balance(params.balance), "given");
   name_what_it_trains(plan, profile);
+  // zb-h1's W delays as the plan has them (chosen for it, or given and capped at the
+  // micro-batches): what its stages are shown and compared with.
+  balance::CostOptions planned_options = options;
+  if (options.schedule == pipeline::ScheduleKind::kZeroBubbleH1) {
+    planned_options.weight_delays = plan.weight_delays;
+  }
+  const balance::CostModel planned = model.with_options(planned_options);
   const std::string format = params.json ? "json" : params.format;
   const bool python = format == "torchgpipe" || format == "pippy";
   // May refuse: before anything is said or written.
   const std::string python_text = python ? for_python(plan, format) : "";
   warnings << long_weight_delays_warning("--weight-delays", options.weight_delays, options.chunks);
   warn_if_profiled_busy(profile.machine_load, params.profile_path, warnings);
-  warn_if_pipelining_loses(plan, profile, options, warnings);
+  warn_if_pipelining_loses(plan, profile, planned_options, warnings);
   if (!params.output_path.empty()) balance::write_plan(params.output_path, plan);
   if (format == "json") {
     out << balance::plan_to_json(plan).dump(2) << "\n";
@@ -454,7 +461,7 @@ void run_balance(const BalanceParams& params, std::ostream& out, std::ostream& w
     out << python_text;
     return;
   }
-  print_table(plan, model, out);
+  print_table(plan, planned, out);
   out << measured_link_note(params.devices, profile);
   out << interpolation_note(profile, options.chunks);
   if (params.compare) {

@@ -252,9 +252,7 @@ reports::Candidate train_candidate(const Run& run, const balance::Plan& plan,
   balance::CostOptions naive_options = naive_cost_model.options();
   naive_options.weight_delays = plan.weight_delays;  // as the run has them
   candidate.predicted.naive_step_ms =
-      balance::make_plan(balance::CostModel(naive_cost_model.layers(),
-                                            naive_cost_model.stage_count(), naive_options),
-                         plan.balance, plan.algorithm)
+      balance::make_plan(naive_cost_model.with_options(naive_options), plan.balance, plan.algorithm)
           .prediction.step_ms;
   for (const auto& s : plan.stages) {
     candidate.predicted.stage_ms.push_back(s.time_ms);

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipebal/balance/partition.h"
+#include "pipebal/balance/plan.h"
 #include "pipebal/balance/profile_reader.h"
 #include "pipebal/pipeline/schedule.h"
 
@@ -52,6 +54,28 @@ CostProfile profile_at_sizes() {
     profile.sizes.push_back(sized);
   }
   return profile;
+}
+
+// A model under other options (zb-h1's W delays chosen for its plan) keeps the whole batch's
+// costs: the one-micro-batch step of a plan whose delays were chosen is priced as that of one
+// given the same delays, not from the planned micro-batch's costs.
+TEST(MicroBatchCosts, ChosenWeightDelaysKeepTheWholeBatchCosts) {
+  const CostProfile profile = profile_at_sizes();
+  CostOptions options;
+  options.schedule = pipeline::ScheduleKind::kZeroBubbleH1;
+  options.chunks = 8;
+  const CostModel model = cost_model_for(profile, 2, options);
+  ASSERT_EQ(model.whole_batch_layers().size(), 2u);
+  const CostModel other = model.with_options(options);
+  ASSERT_EQ(other.whole_batch_layers().size(), 2u);
+  EXPECT_DOUBLE_EQ(other.whole_batch_layers()[1].forward_ms,
+                   model.whole_batch_layers()[1].forward_ms);
+  const Plan chosen = partition(model, Algorithm::kDp);
+  ASSERT_EQ(chosen.weight_delays.size(), 2u);
+  options.weight_delays = chosen.weight_delays;
+  const Plan given = plan_balance(cost_model_for(profile, 2, options), chosen.balance, "dp");
+  EXPECT_DOUBLE_EQ(chosen.prediction.naive_step_ms, given.prediction.naive_step_ms);
+  EXPECT_DOUBLE_EQ(chosen.prediction.step_ms, given.prediction.step_ms);
 }
 
 TEST(MicroBatchCosts, AMeasuredSizeIsReturnedAsMeasured) {
