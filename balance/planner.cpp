@@ -524,13 +524,16 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   }
   // The plain model on one device is a candidate whatever --schedules, --chunks and
   // --checkpoints leave out: a recommendation is never slower than not pipelining for want of it.
-  // Not from a profile of one other size, whose own micro-batch count alone is searched.
+  // From a profile of one other size it is extrapolated (in proportion to the samples, so its
+  // fixed costs are counted too often: it is slower so than it would measure) and weighed only
+  // beside what was searched, not recommended alone.
   const bool plain_searched =
       std::any_of(feasible.begin(), feasible.end(), [](const Configuration& c) {
         return c.stages == 1 && c.chunks == 1 && c.replicas == 1 && c.threads_per_stage <= 1 &&
                !pipeline::is_checkpointed(c.checkpoint, 0, 1);
       });
-  if (!plain_searched && plain.costs != CostSource::kExtrapolated && plain.plan.fits_memory()) {
+  if (!plain_searched && plain.plan.fits_memory() &&
+      (plain.costs != CostSource::kExtrapolated || !feasible.empty())) {
     feasible.push_back(plain);
   }
   if (std::count(schedules.begin(), schedules.end(), ScheduleKind::kInterleaved) > 0 &&

@@ -145,8 +145,13 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
         params.min_gain_percent, best.step_ms, best.speedup);
   } else if (best.stages == 1 && best.chunks == 1 && best.replicas == 1 &&
              best.threads_per_stage <= 1) {
-    out << "pipelining does not pay here: the plain model on one device is predicted fastest; "
-           "use the devices for something else, or for data parallelism (--data-parallel)\n";
+    if (params.devices == 1) {
+      out << "the plain model is predicted fastest on one device (a pipeline needs --devices 2 "
+             "or more)\n";
+    } else {
+      out << "pipelining does not pay here: the plain model on one device is predicted fastest; "
+             "use the devices for something else, or for data parallelism (--data-parallel)\n";
+    }
   } else if (best.stages == 1 && (best.replicas > 1 || best.threads_per_stage > 1)) {
     out << fmt::format(
         "pipelining does not pay here: {} is predicted fastest ({:.2f}x the plain "

@@ -464,8 +464,33 @@ TEST(Planner, AOneSizeProfileSearchesItsOwnChunks) {
   profile.chunks = 4;
   const PlanSearchResult result = search_plans(profile, on_devices(2));
   EXPECT_TRUE(result.one_size);
-  for (const Configuration& config : result.ranked) EXPECT_EQ(config.chunks, 4);
+  for (const Configuration& config : result.ranked) {
+    if (config.chunks != 1) {  // beside the plain model
+      EXPECT_EQ(config.chunks, 4);
+    }
+  }
   EXPECT_EQ(result.plain.costs, CostSource::kExtrapolated);
+}
+
+// The plain model extrapolated from a one-size profile is weighed beside what was searched: a
+// pipeline predicted slower than it (here by the link's latency) is not recommended, nor one
+// stage over several micro-batches (the engine's cost per action).
+TEST(Planner, AOneSizeProfileRecommendsThePlainModelWhereNothingSearchedBeatsIt) {
+  CostProfile profile = profile_of({1, 1}, 0, 8);
+  profile.sizes.clear();
+  profile.batch_size = 2;
+  profile.chunks = 4;
+  profile.engine = EngineCost{0, 5, 0};
+  PlanSearch search = on_devices(2);
+  search.costs.latency_ms = 100;
+  const PlanSearchResult result = search_plans(profile, search);
+  ASSERT_TRUE(result.one_size);
+  ASSERT_EQ(result.plain.costs, CostSource::kExtrapolated);
+  EXPECT_EQ(describe(result.recommendation()), "the plain model on one device");
+  EXPECT_DOUBLE_EQ(result.recommendation().step_ms, result.plain.step_ms);
+  for (const Configuration& config : result.ranked) {
+    EXPECT_GE(config.step_ms, result.plain.step_ms) << describe(config);
+  }
 }
 
 // A count the user gives is searched even when it does not divide the batch, as balance and the
