@@ -328,7 +328,9 @@ ReportData make_report_data(const ReportInputs& inputs) {
   check_same_model({{file(inputs.profile_file.c_str()), inputs.profile ? &profile.model : nullptr},
                     {file("validation.json"), validation ? &validation->model : nullptr},
                     {file("plan.json"), plan ? &plan->model : nullptr},
-                    {file("run.json"), run ? &run->model : nullptr}});
+                    {file("run.json"), run ? &run->model : nullptr},
+                    {file(inputs.comparison_file.c_str()),
+                     inputs.comparison ? &data.comparison.model : nullptr}});
   if (inputs.profile) {
     check_balances_cover(profile, file(inputs.profile_file.c_str()),
                          {{file("plan.json"), "balance", plan ? &plan->balance : nullptr},

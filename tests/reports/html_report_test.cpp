@@ -416,6 +416,17 @@ json plans_comparison() {
           {"environment", {{"cpu_model", "Test CPU"}}}};
 }
 
+// A comparison beside a profile of another model is refused, as the other documents are.
+TEST(HtmlReport, AComparisonOfAnotherModelThanItsProfileIsRefused) {
+  ScratchDir dir("comparison_of_another_model");
+  const std::string model = dir.read("profile.json")["model"];
+  dir.write("plans-comparison.json", plans_comparison());
+  EXPECT_EQ(error_of([&] { render_html_report(load_report_inputs(dir.path())); }),
+            fmt::format("{}: model 'gpt:layers=4', but {} is of '{}': are they of the same model "
+                        "and run?",
+                        dir.file("plans-comparison.json"), dir.file("profile.json"), model));
+}
+
 TEST(HtmlReport, RendersAPlansComparisonWithoutAProfile) {
   const fs::path dir = pipebal::testing::fresh_dir("plans_comparison");
   write_file_atomically((dir / "plans-comparison.json").string(), plans_comparison().dump());
@@ -469,7 +480,7 @@ TEST(HtmlReport, RendersAnAutoValidationBesideItsProfile) {
   pipelined["predicted_rank"] = 2;
   pipelined["measured_rank"] = 2;
   dir.write("plan-validation.json", {{"schema", "pipebal.plan-validation/1"},
-                                     {"model", "mlp:layers=11"},
+                                     {"model", dir.read("profile.json")["model"]},
                                      {"input_shape", {64, 32}},
                                      {"devices", 2},
                                      {"searched", 30},
