@@ -413,7 +413,7 @@ void add_train_command(CLI::App& app) {
                   "--data the synthetic targets follow the model's own loss (MSE for a .pt)");
   cmd->add_option("--save", p->settings.save,
                   "write the TorchScript model with its trained weights here (torch.jit.load "
-                  "reads it)");
+                  "reads it); for a model given as a .pt file, not a built-in one");
   cmd->add_option("-o,--output", p->output, "write the run document (pipebal.run/1)");
   cmd->add_flag("-q,--quiet", p->quiet, "no progress on stderr");
   cmd->add_option("--trace", p->trace, "write a Chrome trace of the median step");
@@ -422,7 +422,7 @@ void add_train_command(CLI::App& app) {
       "  pipebal train --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"
       "      --balance 5,5 --chunks 8 --steps 10 -o run.json --trace trace.json\n"
       "  pipebal train --plan plan.json -o run.json   # plan.json from pipebal plan or balance\n"
-      "On your data, keeping the trained model:\n"
+      "On your data, keeping the trained model (a plan of your TorchScript model):\n"
       "  pipebal train --plan plan.json --data data.pt \\\n"
       "      --epochs 3 --loss cross_entropy --lr 0.1 --save trained.pt -o run.json\n"
       "One process per stage (rank r runs stage r; rank 0 writes the outputs):\n"

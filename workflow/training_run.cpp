@@ -150,8 +150,10 @@ TrainingRun::TrainingRun(const TrainSettings& settings, int memory_tag_base)
     st.model.layers.to(*dtype);
   }
   if (!settings.save.empty() && !st.model.save) {
-    throw std::invalid_argument(
-        "--save writes a TorchScript model back with its trained weights: give a .pt model");
+    throw std::invalid_argument(fmt::format(
+        "--save writes a TorchScript model back with its trained weights, and {} is a built-in "
+        "model: train a .pt file (--model, or a plan made from its profile) to save it",
+        settings.model));
   }
   if (!settings.data.empty()) {
     if (!settings.input_shape.empty() || !settings.inputs.empty()) {

@@ -204,6 +204,9 @@ const std::vector<BadInput> kTable = {
     {"balance {dir}/ok.json --stages 2 --schedule zb-h1 --weight-delays 0,1,1",
      "3 W delays for 2 stages"},
     {"balance {dir}/ok.json --stages 2 --weight-delays 0,1", "W delays go with zb-h1, not gpipe"},
+    {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --save {dir}/s.pt",
+     "--save writes a TorchScript model back with its trained weights, and mlp:layers=2,width=8 "
+     "is a built-in model: train a .pt file"},
     {"train --model mlp:layers=2,width=8 --input-shape 4,8 --balance 2,1 --schedule zb-h1 "
      "--chunks 2 --weight-delays 0,1,1",
      "3 W delays for 2 stages"},
