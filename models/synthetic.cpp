@@ -100,7 +100,15 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
         }
       }
       model.layers.train(training);
-      if (!runs_on_batch) throw;
+      if (!runs_on_batch) {
+        // The shapes it names are the checked rows' (2x12), not the batch the user gave.
+        std::string each;
+        if (!input.tensors.empty() && input.tensors[0].dim() > 1) {
+          each = fmt::format(", [{}] each", fmt::join(input.tensors[0].sizes().slice(1), ","));
+        }
+        throw std::invalid_argument(fmt::format("{} (checked on the input's first {} sample{}{})",
+                                                error.what(), rows, rows == 1 ? "" : "s", each));
+      }
       throw std::invalid_argument(fmt::format(
           "the model runs on a batch of {} but not on {} samples ({}): pipebal cuts batches into "
           "micro-batches of other sizes, so the model must take any batch size (does it reshape "

@@ -182,17 +182,18 @@ std::string failure_on_sample(const std::string& message, bool out_of_memory) {
 // else the input the layer rejected.
 TEST(Zoo, ALayersFailureSaysWhetherMemoryOrAKernelOrTheInput) {
   EXPECT_EQ(failure_on_sample("cannot allocate 4.00 TiB for one tensor", true),
-            "layer 0 ('boom', Fails) ran out of memory: cannot allocate 4.00 TiB for one tensor");
+            "layer 0 ('boom', Fails) ran out of memory: cannot allocate 4.00 TiB for one tensor "
+            "(checked on the input's first 2 samples, [4] each)");
   EXPECT_EQ(failure_on_sample("RuntimeError: cannot allocate 9.00 GiB for a tensor", false),
             "layer 0 ('boom', Fails) ran out of memory: RuntimeError: cannot allocate 9.00 GiB for "
-            "a tensor");
+            "a tensor (checked on the input's first 2 samples, [4] each)");
   EXPECT_EQ(failure_on_sample("\"addmm_impl_cpu_\" not implemented for 'Half'", false),
             "layer 0 ('boom', Fails) rejected its input: \"addmm_impl_cpu_\" not implemented for "
             "'Half' (this LibTorch lacks that float16 kernel on this device: use --dtype bfloat16 "
-            "or float32)");
+            "or float32) (checked on the input's first 2 samples, [4] each)");
   EXPECT_EQ(failure_on_sample("mat1 and mat2 shapes cannot be multiplied (2x4 and 8x8)", false),
             "layer 0 ('boom', Fails) rejected its input: mat1 and mat2 shapes cannot be multiplied "
-            "(2x4 and 8x8)");
+            "(2x4 and 8x8) (checked on the input's first 2 samples, [4] each)");
 }
 
 }  // namespace
