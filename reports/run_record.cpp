@@ -121,6 +121,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
   if (!run.dtype.empty()) doc["dtype"] = run.dtype;
   if (run.virtual_stages > 1) doc["virtual_stages"] = run.virtual_stages;
   if (!run.weight_delays.empty()) doc["weight_delays"] = run.weight_delays;
+  if (run.timeline_step >= 0) doc["timeline_step"] = run.timeline_step;
   return doc;
 }
 
@@ -170,6 +171,10 @@ RunRecord run_from_json(const nlohmann::json& doc, const std::string& file) {
     // A loss that was not a number (NaN is written as null) stays NaN.
     run.steps.push_back({static_cast<int>(s.at("step").integer(0, INT32_MAX)), read_ms(s.at("ms")),
                          s.number_or_nan("loss")});
+  }
+  if (r.has("timeline_step") && !run.steps.empty()) {
+    run.timeline_step = static_cast<int>(
+        r.at("timeline_step").integer(0, static_cast<int64_t>(run.steps.size()) - 1));
   }
   run.median_step_ms = read_ms(r.at("median_step_ms"));
   run.p10_step_ms = read_ms_or_nan(r, "p10_step_ms");

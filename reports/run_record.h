@@ -73,7 +73,9 @@ struct RunRecord {
   std::string loss;  // cross_entropy, mse, nll or none
   std::string data;  // the user's data file; empty: a synthetic batch, every step
   std::vector<ProcessRun> processes;  // one per rank of a multi-process run; empty otherwise
-  pipeline::Timeline timeline;        // of the step whose time is the median
+  pipeline::Timeline timeline;        // of the step whose time is closest to the median
+  // Which of `steps` that is (the stages' busy times are its too); -1: not said.
+  int timeline_step = -1;
   nlohmann::json environment = nlohmann::json::object();
 };
 

@@ -78,6 +78,12 @@ void print_summary(const reports::RunRecord& run) {
   fmt::print("loss ({}{}) {:.5f} -> {:.5f}\n\n", run.loss,
              run.data.empty() ? ", synthetic batch" : ", " + run.data, run.steps.front().loss,
              run.steps.back().loss);
+  // The stages' busy times are those of one step (the run's trace), whose time the median of an
+  // even count need not be.
+  if (run.timeline_step >= 0) {
+    fmt::print("in step {} ({:.3f} ms, the closest to the median); busy: of its actions' span\n",
+               run.timeline_step + 1, run.steps[static_cast<size_t>(run.timeline_step)].ms);
+  }
   fmt::print("stage  layers         busy ms   busy   peak memory\n");
   for (const auto& s : run.stages) {
     fmt::print("{:>5}  {:<12} {:>9.3f}  {:>4.0f}%  {:>12}\n", s.index,

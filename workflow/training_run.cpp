@@ -478,6 +478,7 @@ reports::RunRecord TrainingRun::finish() {
     }
   }
   run.timeline = st.measured.timelines[representative];
+  run.timeline_step = static_cast<int>(representative);
   const int stages = static_cast<int>(st.settings.balance.size());
   const std::vector<double> busy = pipeline::busy_ms_per_stage(run.timeline, stages);
   const double span = pipeline::span_ms(run.timeline);

@@ -1,5 +1,6 @@
 // `pipebal train` end to end: the run document, the Chrome trace, and bad input.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -66,6 +67,19 @@ TEST(TrainCli, WritesRunDocumentAndTrace) {
   EXPECT_EQ(run["steps"].size(), 3u);
   EXPECT_EQ(run["stages"].size(), 2u);
   EXPECT_GT(run["median_step_ms"].get<double>(), 0);
+  // The timeline's step: the closest to the median, named with its own time above the stages.
+  const int traced = run["timeline_step"].get<int>();
+  ASSERT_GE(traced, 0);
+  ASSERT_LT(traced, 3);
+  const double median = run["median_step_ms"].get<double>();
+  for (const auto& step : run["steps"]) {
+    EXPECT_LE(std::abs(run["steps"][traced]["ms"].get<double>() - median),
+              std::abs(step["ms"].get<double>() - median));
+  }
+  EXPECT_NE(r.out.find(fmt::format("in step {} ({:.3f} ms, the closest to the median)", traced + 1,
+                                   run["steps"][traced]["ms"].get<double>())),
+            std::string::npos)
+      << r.out;
   // One step of 2 stages x 4 micro-batches: a forward, a recompute (except the last
   // micro-batch: checkpoint except_last) and a backward each.
   EXPECT_EQ(run["timeline"].size(), 2u * (4 + 3 + 4));
