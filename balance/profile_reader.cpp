@@ -26,6 +26,17 @@ constexpr size_t kMaxSizes = 64;
 constexpr size_t kMaxInputs = 64;
 constexpr int64_t kMaxBatch = int64_t{1} << 40;
 
+// "cpu", "cuda", "cuda:0": the devices a profile is measured on.
+bool is_device_name(const std::string& device) {
+  const size_t colon = device.find(':');
+  const std::string type = device.substr(0, colon);
+  if (type != "cpu" && type != "cuda") return false;
+  if (colon == std::string::npos) return true;
+  const std::string index = device.substr(colon + 1);
+  return !index.empty() && index.size() <= 4 &&
+         std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // What a layer's costs are at one micro-batch size (the rest does not depend on the size).
 void read_size_dependent(const JsonReader& layer, LayerCost& cost) {
   cost.forward_ms = layer.at("forward_ms").number(0);
@@ -178,6 +189,11 @@ CostProfile profile_from_json(const json& doc, const std::string& file) {
   CostProfile profile;
   profile.model = r.get_or<std::string>("model", "");
   profile.device = r.get_or<std::string>("device", "");
+  if (!profile.device.empty() && !is_device_name(profile.device)) {
+    // It decides what the first stage holds (below): one pipebal does not run on is no guess.
+    r.at("device").fail(
+        fmt::format("is \"{}\", expected cpu or cuda (with :N, or none)", profile.device));
+  }
   profile.backend = r.get_or<std::string>("backend", "");
   if (r.has("batch_size")) profile.batch_size = r.at("batch_size").integer(0, kMaxBatch);
   if (r.has("chunks")) profile.chunks = static_cast<int>(r.at("chunks").integer(0, 1 << 30));

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -129,6 +130,16 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   doc = profile();
   doc["layers"][0] = 7;
   expect_error(doc, "layers[0] is not an object (number)");
+  // A device pipebal does not run on decides nothing.
+  doc = profile();
+  for (const char* device : {"cpu", "cuda", "cuda:1"}) {
+    doc["device"] = device;
+    EXPECT_EQ(profile_from_json(doc).device, device);
+  }
+  for (const char* device : {"tpu", "cuda:", "cuda:x", "cpux", "CPU"}) {
+    doc["device"] = device;
+    expect_error(doc, fmt::format("device is \"{}\", expected cpu or cuda", device));
+  }
   // Layers moved by hand: each keeps the index of its place in the model.
   doc = profile();
   doc["layers"][0]["index"] = 1;
