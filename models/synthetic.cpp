@@ -106,8 +106,11 @@ at::Tensor check_model_on(const Model& model, const pipeline::Batch& input) {
         if (!input.tensors.empty() && input.tensors[0].dim() > 1) {
           each = fmt::format(", [{}] each", fmt::join(input.tensors[0].sizes().slice(1), ","));
         }
-        throw std::invalid_argument(fmt::format("{} (checked on the input's first {} sample{}{})",
-                                                error.what(), rows, rows == 1 ? "" : "s", each));
+        const std::string which = rows == batch
+                                      ? fmt::format("its {} sample{}", rows, rows == 1 ? "" : "s")
+                                      : fmt::format("its first {} samples", rows);
+        throw std::invalid_argument(
+            fmt::format("{}; the input checked on {}{}", error.what(), which, each));
       }
       throw std::invalid_argument(fmt::format(
           "the model runs on a batch of {} but not on {} samples ({}): pipebal cuts batches into "

@@ -99,7 +99,8 @@ void print_table(const PlanParams& params, const balance::CostProfile& profile,
       result.over_memory > 0 ? fmt::format(", {} over the memory caps", result.over_memory) : "");
   if (result.one_size) {
     out << "the profile measured one micro-batch size, so only its micro-batch count was "
-           "searched: profile with --chunks 1,2,4,8 to search counts\n";
+           "searched (and the plain model, extrapolated): profile with --chunks 1,2,4,8 to search "
+           "counts\n";
   }
   out << measured_link_note(params.device, profile);
   out << fmt::format(

@@ -422,7 +422,9 @@ void add_train_command(CLI::App& app) {
                   "reads it); for a model given as a .pt file, not a built-in one");
   cmd->add_option("-o,--output", p->output, "write the run document (pipebal.run/1)");
   cmd->add_flag("-q,--quiet", p->quiet, "no progress on stderr");
-  cmd->add_option("--trace", p->trace, "write a Chrome trace of the median step");
+  cmd->add_option(
+      "--trace", p->trace,
+      "write a Chrome trace of the step closest to the median (run.json timeline_step)");
   cmd->footer(
       "Example:\n"
       "  pipebal train --model resnet:depth=18,width=16 --input-shape 32,3,64,64 \\\n"

@@ -465,7 +465,10 @@ TEST(Planner, AOneSizeProfileSearchesItsOwnChunks) {
   const PlanSearchResult result = search_plans(profile, on_devices(2));
   EXPECT_TRUE(result.one_size);
   for (const Configuration& config : result.ranked) {
-    if (config.chunks != 1) {  // beside the plain model
+    if (config.chunks == 1) {  // beside its own count: the plain model, extrapolated
+      EXPECT_EQ(describe(config), "the plain model on one device");
+      EXPECT_EQ(config.costs, CostSource::kExtrapolated);
+    } else {
       EXPECT_EQ(config.chunks, 4);
     }
   }

@@ -132,7 +132,7 @@ TEST(ProfileReader, NamesTheLayerAndFieldOfEveryBadValue) {
   expect_error(doc, "layers[0] is not an object (number)");
   // A device pipebal does not run on decides nothing.
   doc = profile();
-  for (const char* device : {"cpu", "cuda", "cuda:1"}) {
+  for (const char* device : {"cpu", "cpu:0", "cuda", "cuda:0", "cuda:1"}) {
     doc["device"] = device;
     EXPECT_EQ(profile_from_json(doc).device, device);
   }

@@ -166,11 +166,12 @@ struct FailsImpl : torch::nn::Module {
 };
 TORCH_MODULE(Fails);
 
-std::string failure_on_sample(const std::string& message, bool out_of_memory) {
+std::string failure_on_sample(const std::string& message, bool out_of_memory,
+                              const std::vector<int64_t>& shape = {2, 4}) {
   Model model;
   model.layers.add(pipeline::make_layer("boom", "Fails", Fails(message, out_of_memory)));
   try {
-    check_model_on(model, pipeline::Batch(at::zeros({2, 4})));
+    check_model_on(model, pipeline::Batch(at::zeros(shape)));
     return "(no error)";
   } catch (const std::invalid_argument& error) {
     return error.what();
@@ -182,18 +183,28 @@ std::string failure_on_sample(const std::string& message, bool out_of_memory) {
 // else the input the layer rejected.
 TEST(Zoo, ALayersFailureSaysWhetherMemoryOrAKernelOrTheInput) {
   EXPECT_EQ(failure_on_sample("cannot allocate 4.00 TiB for one tensor", true),
-            "layer 0 ('boom', Fails) ran out of memory: cannot allocate 4.00 TiB for one tensor "
-            "(checked on the input's first 2 samples, [4] each)");
+            "layer 0 ('boom', Fails) ran out of memory: cannot allocate 4.00 TiB for one tensor; "
+            "the input checked on its 2 samples, [4] each");
   EXPECT_EQ(failure_on_sample("RuntimeError: cannot allocate 9.00 GiB for a tensor", false),
             "layer 0 ('boom', Fails) ran out of memory: RuntimeError: cannot allocate 9.00 GiB for "
-            "a tensor (checked on the input's first 2 samples, [4] each)");
+            "a tensor; the input checked on its 2 samples, [4] each");
   EXPECT_EQ(failure_on_sample("\"addmm_impl_cpu_\" not implemented for 'Half'", false),
             "layer 0 ('boom', Fails) rejected its input: \"addmm_impl_cpu_\" not implemented for "
             "'Half' (this LibTorch lacks that float16 kernel on this device: use --dtype bfloat16 "
-            "or float32) (checked on the input's first 2 samples, [4] each)");
+            "or float32); the input checked on its 2 samples, [4] each");
   EXPECT_EQ(failure_on_sample("mat1 and mat2 shapes cannot be multiplied (2x4 and 8x8)", false),
             "layer 0 ('boom', Fails) rejected its input: mat1 and mat2 shapes cannot be multiplied "
-            "(2x4 and 8x8) (checked on the input's first 2 samples, [4] each)");
+            "(2x4 and 8x8); the input checked on its 2 samples, [4] each");
+  // Which samples were checked, and their shape where they have one.
+  EXPECT_EQ(failure_on_sample("bad", false, {5, 3, 2}),
+            "layer 0 ('boom', Fails) rejected its input: bad; the input checked on its first 2 "
+            "samples, [3,2] each");
+  EXPECT_EQ(failure_on_sample("bad", false, {1, 4}),
+            "layer 0 ('boom', Fails) rejected its input: bad; the input checked on its 1 sample, "
+            "[4] each");
+  EXPECT_EQ(failure_on_sample("bad", false, {7}),
+            "layer 0 ('boom', Fails) rejected its input: bad; the input checked on its first 2 "
+            "samples");
 }
 
 }  // namespace
