@@ -413,6 +413,20 @@ ReportData make_report_data(const ReportInputs& inputs) {
         data.candidates.push_back(std::move(measured));
       }
     }
+    if (from_plan && !run && data.comparison.source == "validate --auto") {
+      // validate --auto keeps no run.json: the plan is the recommended configuration, measured
+      // in the comparison.
+      for (const ComparedConfiguration& c : data.comparison.configurations) {
+        if (c.balance != from_plan->balance || c.name.find("recommended") == std::string::npos) {
+          continue;
+        }
+        Estimate measured;
+        measured.step_ms = c.measured_ms;
+        measured.naive_step_ms = kNaN;
+        from_plan->measured = std::move(measured);
+        break;
+      }
+    }
     if (from_plan) {
       fill_errors(*from_plan);
       data.candidates.insert(data.candidates.begin(), std::move(*from_plan));

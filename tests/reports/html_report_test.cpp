@@ -459,7 +459,7 @@ TEST(HtmlReport, RendersAnAutoValidationBesideItsProfile) {
   ScratchDir dir("auto_validation");
   fs::remove(dir.file("validation.json"));
   fs::remove(dir.file("run.json"));
-  const json configuration = {{"labels", {"recommended", "plan 1", "plain, 2 threads"}},
+  const json configuration = {{"labels", {"plan 1", "plain, 2 threads"}},
                               {"stages", 1},
                               {"chunks", 1},
                               {"threads_per_stage", 2},
@@ -479,18 +479,40 @@ TEST(HtmlReport, RendersAnAutoValidationBesideItsProfile) {
   pipelined["balance"] = {6, 6};
   pipelined["predicted_rank"] = 2;
   pipelined["measured_rank"] = 2;
+  // The recommended configuration is plan.json's.
+  const json plan = dir.read("plan.json");
+  json recommended = pipelined;
+  recommended["labels"] = {"recommended"};
+  recommended["stages"] = plan["balance"].size();
+  recommended["chunks"] = plan["chunks"];
+  recommended["schedule"] = plan["schedule"];
+  recommended["checkpoint"] = plan["checkpoint"];
+  recommended["balance"] = plan["balance"];
+  recommended["predicted_step_ms"] = plan["prediction"]["step_ms"];
+  recommended["measured_step_ms"] = 80.0;
+  recommended["predicted_rank"] = 3;
+  recommended["measured_rank"] = 3;
   dir.write("plan-validation.json", {{"schema", "pipebal.plan-validation/1"},
                                      {"model", dir.read("profile.json")["model"]},
                                      {"input_shape", {64, 32}},
                                      {"devices", 2},
                                      {"searched", 30},
-                                     {"configurations", {configuration, pipelined}}});
+                                     {"configurations", {configuration, pipelined, recommended}}});
   const std::string html = render_html_report(load_report_inputs(dir.path()));
   EXPECT_NE(html.find("pipebal validate --auto"), std::string::npos);
-  EXPECT_NE(html.find("recommended, plan 1, plain, 2 threads</td><td class=\"l\">the plain "
+  EXPECT_NE(html.find("plan 1, plain, 2 threads</td><td class=\"l\">the plain "
                       "model on 2 threads</td>"),
             std::string::npos)
       << html;
+  // The plan's candidate row: its prediction and, from the comparison, its measurement.
+  const size_t candidates = html.find("Candidates: predicted vs measured");
+  ASSERT_NE(candidates, std::string::npos);
+  const size_t row = html.find("[4, 5, 3]</td>", candidates);
+  ASSERT_NE(row, std::string::npos) << html;
+  const std::string measured =
+      "[4, 5, 3]</td><td>73.2</td><td>80.0</td><td class=\"ok\" title=\"target: within "
+      "15%\">-8.5%</td>";
+  EXPECT_EQ(html.compare(row, measured.size(), measured), 0) << html.substr(row, 200);
   EXPECT_NE(html.find("2 stages, 4 micro-batches, 1f1b, checkpoint never"), std::string::npos);
   EXPECT_NE(html.find("id=\"layers\""), std::string::npos);  // the profile beside it
   EXPECT_EQ(html.find("validation.json is missing"), std::string::npos);
