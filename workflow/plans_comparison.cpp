@@ -2,6 +2,7 @@
 #include "pipebal/workflow/plans_comparison.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -252,16 +253,23 @@ PlansComparison compare_plans(const PlansComparisonSettings& s, const StatusFn& 
     plans.push_back(std::move(c));
   }
   check_same_model(plans);
+  // Read from this directory, which need not be the one the plans were made in: said once per
+  // path, naming every plan that gives it.
+  std::map<std::string, std::vector<std::string>> relative;
   for (const ComparedPlan& c : plans) {
-    // Read from this directory, which need not be the one the plan was made in.
     const std::string path = models::relative_model_path(c.plan.model);
-    if (!path.empty() && s.warn) {
-      s.warn(fmt::format(
-          "{} names its model by a relative path ({}), read from the current directory: {}; run "
-          "from the directory it was made in, or balance it again (plans made now name it by its "
-          "absolute path)",
-          printable(c.file), printable(path), printable(models::model_file_name(path))));
-    }
+    if (!path.empty()) relative[path].push_back(printable(c.file));
+  }
+  for (const auto& [path, files] : relative) {
+    if (!s.warn) break;
+    s.warn(fmt::format(
+        "{} {} {} model by a relative path ({}), read from the current directory: {}; run from "
+        "the directory {} made in, or balance {} again (plans made now name it by its absolute "
+        "path)",
+        fmt::join(files, ", "), files.size() == 1 ? "names" : "name",
+        files.size() == 1 ? "its" : "their", printable(path),
+        printable(models::model_file_name(path)), files.size() == 1 ? "it was" : "they were",
+        files.size() == 1 ? "it" : "them"));
   }
   StagedDirectory output(s.output, plans_comparison_files());
 

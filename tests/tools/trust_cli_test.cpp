@@ -261,6 +261,7 @@ TEST(TrustCli, APlanNamingItsModelRelativelySaysWhichFileItReads) {
   EXPECT_EQ(named.status, 0) << named.err;
   EXPECT_EQ(named.err, "");
   // validate --plans takes no --model: it says which file it reads, and how to name another.
+  std::filesystem::copy_file(dir + "/plan.json", dir + "/again.json");
   const CliResult compared =
       run_executable(here, "validate --plans plan.json --steps 1 --warmup-steps 0 -o v");
   EXPECT_EQ(compared.status, 0) << compared.err;
@@ -270,6 +271,16 @@ TEST(TrustCli, APlanNamingItsModelRelativelySaysWhichFileItReads) {
                 absolute +
                 "; run from the directory it was made in, or balance it again (plans made now "
                 "name it by its absolute path)\n");
+  // Said once for the plans that name one path.
+  const CliResult both = run_executable(
+      here, "validate --plans plan.json again.json --steps 1 --warmup-steps 0 -o v2");
+  EXPECT_EQ(both.status, 0) << both.err;
+  EXPECT_EQ(both.err,
+            "pipebal: warning: plan.json, again.json name their model by a relative path (m.pt), "
+            "read from the current directory: " +
+                absolute +
+                "; run from the directory they were made in, or balance them again (plans made "
+                "now name it by its absolute path)\n");
 }
 
 // A trained model that cannot be written (the file-size limit here, a full disk alike) is one
