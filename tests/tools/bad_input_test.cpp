@@ -537,7 +537,11 @@ TEST(BadInput, AnOpenMpThreadCountAboveTheCoresStillProfiles) {
   EXPECT_EQ(r.err.find("error"), std::string::npos) << r.err;
   const nlohmann::json profile = nlohmann::json::parse(read_text(dir + "/profile.json"));
   EXPECT_EQ(profile["environment"]["intra_op_threads"], pipebal::usable_cores() + 2);
-  EXPECT_GT(profile["engine"]["action_ms"].get<double>(), 0);
+  // The engine was calibrated (its costs are differences of timings, 0 where noise hides them).
+  ASSERT_TRUE(profile.contains("engine")) << profile.dump();
+  for (const char* key : {"step_ms", "action_ms", "handoff_ms"}) {
+    EXPECT_GE(profile["engine"][key].get<double>(), 0) << key;
+  }
 }
 
 // A balance that fails leaves no --schedule-plans directory it made (one made before is kept).
