@@ -524,9 +524,8 @@ PlanSearchResult search_plans(const CostProfile& profile, const PlanSearch& sear
   }
   // The plain model on one device is a candidate whatever --schedules, --chunks and
   // --checkpoints leave out: a recommendation is never slower than not pipelining for want of it.
-  // From a profile of one other size it is extrapolated (in proportion to the samples, so its
-  // fixed costs are counted too often: it is slower so than it would measure), and added only
-  // when something searched fits: with nothing else, the search says what it could not search.
+  // From a profile of one other size it is extrapolated (fixed costs scaled too: slower than it
+  // would measure), and added only beside something searched that fits.
   const bool plain_searched =
       std::any_of(feasible.begin(), feasible.end(), [](const Configuration& c) {
         return c.stages == 1 && c.chunks == 1 && c.replicas == 1 && c.threads_per_stage <= 1 &&
